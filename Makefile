@@ -1,0 +1,44 @@
+# Quickstart: `make train` and `make test` (each sets up .venv on first use).
+PYTHON ?= python3
+VENV := .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+ARGS ?=
+
+.PHONY: setup train test test-slow test-all lint format doctor clean
+
+# The stamp depends on what defines the environment: edit either file and the next make reinstalls.
+$(STAMP): pyproject.toml constraints.txt
+	test -x $(PY) || $(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -c constraints.txt -e ".[dev]"
+	touch $(STAMP)
+
+setup: $(STAMP)
+
+train: $(STAMP)
+	$(PY) scripts/train.py $(ARGS)
+
+test: $(STAMP)
+	$(PY) -m pytest -m "not slow" $(ARGS)
+
+test-slow: $(STAMP)
+	$(PY) -m pytest -m slow $(ARGS)
+
+test-all: $(STAMP)
+	$(PY) -m pytest $(ARGS)
+
+lint: $(STAMP)
+	$(VENV)/bin/ruff check .
+	$(VENV)/bin/ruff format --check .
+
+format: $(STAMP)
+	$(VENV)/bin/ruff check --fix .
+	$(VENV)/bin/ruff format .
+
+doctor: $(STAMP)
+	$(PY) scripts/doctor.py $(ARGS)
+
+clean:
+	rm -rf $(VENV) logs .pytest_cache .ruff_cache
+	find . -name __pycache__ -type d -prune -exec rm -rf {} +

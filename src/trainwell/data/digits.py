@@ -1,0 +1,54 @@
+"""scikit-learn's bundled handwritten digits: real data that needs no download (the default)."""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from sklearn.datasets import load_digits
+from sklearn.model_selection import train_test_split
+from torch.utils.data import TensorDataset
+
+from trainwell.data.base import ClassificationDataModule
+
+
+class DigitsDataModule(ClassificationDataModule):
+    """1,797 8x8 grey digits, split train/val/test with stratification and a seed.
+
+    Normalisation statistics come from the train split only: computing them on all samples would
+    leak the test distribution into training.
+    """
+
+    num_classes = 10
+
+    def __init__(
+        self, val_fraction: float = 0.1, test_fraction: float = 0.2, **loader_kwargs
+    ) -> None:
+        super().__init__(**loader_kwargs)
+        self.val_fraction = val_fraction
+        self.test_fraction = test_fraction
+        self.mean: float | None = None
+        self.std: float | None = None
+
+    def setup(self, stage: str | None = None) -> None:
+        if self.train_set is not None:
+            return
+        images, labels = load_digits(return_X_y=True)
+        images = images.astype(np.float32).reshape(-1, 1, 8, 8)
+        labels = labels.astype(np.int64)
+        index = np.arange(len(labels))
+        rest, test = train_test_split(
+            index, test_size=self.test_fraction, stratify=labels, random_state=self.seed
+        )
+        val_share = self.val_fraction / (1.0 - self.test_fraction)
+        train, val = train_test_split(
+            rest, test_size=val_share, stratify=labels[rest], random_state=self.seed
+        )
+        self.mean = float(images[train].mean())
+        self.std = float(images[train].std())
+
+        def split(idx: np.ndarray) -> TensorDataset:
+            x = torch.from_numpy((images[idx] - self.mean) / self.std)
+            return TensorDataset(x, torch.from_numpy(labels[idx]))
+
+        self.train_set, self.val_set, self.test_set = split(train), split(val), split(test)
+        self.split_indices = {"train": train, "val": val, "test": test}

@@ -1,0 +1,6 @@
+"""Plain nn.Modules. No Lightning in here: a net is usable in any loop. forward returns logits."""
+
+from trainwell.models.digits_cnn import DigitsCNN
+from trainwell.models.resnet import ResNet18
+
+__all__ = ["DigitsCNN", "ResNet18"]

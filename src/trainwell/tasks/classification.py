@@ -1,0 +1,109 @@
+"""Image classification as a LightningModule: CrossEntropy on logits, accuracy, optimizer wiring."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import lightning as L
+import torch
+from torch import nn
+from torch.optim import Optimizer
+from torchmetrics import MaxMetric, MeanMetric
+from torchmetrics.classification import MulticlassAccuracy
+
+OptimizerFactory = Callable[..., Optimizer]
+SchedulerFactory = Callable[..., torch.optim.lr_scheduler.LRScheduler]
+
+
+class ClassificationTask(L.LightningModule):
+    """Trains an injected `net` that returns raw logits.
+
+    The optimizer and scheduler arrive as Hydra `_partial_`s; the scheduler factory is called with
+    `total_steps` = optimizer steps of the whole run, so it steps once per optimizer step, never per
+    micro-batch (with accumulation that would end the schedule K times too early).
+    """
+
+    def __init__(
+        self,
+        net: nn.Module,
+        optimizer: OptimizerFactory,
+        scheduler: SchedulerFactory | None = None,
+        num_classes: int = 10,
+        label_smoothing: float = 0.0,
+        compile: bool = False,
+    ) -> None:
+        super().__init__()
+        # The net is a module (saved in state_dict) and the factories are code: neither belongs in
+        # hparams, which are written to checkpoints loaded with weights_only=True.
+        self.save_hyperparameters(ignore=["net", "optimizer", "scheduler"], logger=False)
+        self.net = net
+        self.optimizer_factory = optimizer
+        self.scheduler_factory = scheduler
+        self.criterion = nn.CrossEntropyLoss(label_smoothing=label_smoothing)
+        self.train_acc = MulticlassAccuracy(num_classes, average="micro")
+        self.val_acc = MulticlassAccuracy(num_classes, average="micro")
+        self.test_acc = MulticlassAccuracy(num_classes, average="micro")
+        self.train_loss, self.val_loss, self.test_loss = MeanMetric(), MeanMetric(), MeanMetric()
+        self.val_acc_best = MaxMetric()
+
+    def configure_model(self) -> None:
+        if self.hparams.compile and not getattr(self, "_compiled", False):
+            # nn.Module.compile() compiles in place: state_dict keys stay free of `_orig_mod.`,
+            # so checkpoints load into compiled and plain nets alike.
+            self.net.compile()
+            self._compiled = True
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x)
+
+    def _shared_step(self, batch: tuple[torch.Tensor, torch.Tensor]) -> tuple[torch.Tensor, ...]:
+        x, y = batch
+        logits = self(x)
+        return self.criterion(logits, y), logits.argmax(dim=1), y
+
+    def training_step(
+        self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int
+    ) -> torch.Tensor:
+        loss, preds, y = self._shared_step(batch)
+        self.train_loss(loss.detach(), weight=y.numel())
+        self.train_acc(preds, y)
+        self.log("train/loss", self.train_loss, on_step=False, on_epoch=True, prog_bar=True)
+        self.log("train/acc", self.train_acc, on_step=False, on_epoch=True, prog_bar=True)
+        return loss
+
+    def on_validation_epoch_start(self) -> None:
+        if self.trainer.sanity_checking:
+            # Sanity-check batches are not a real validation epoch: keep them out of val/acc_best.
+            self.val_acc_best.reset()
+
+    def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        loss, preds, y = self._shared_step(batch)
+        self.val_loss(loss, weight=y.numel())
+        self.val_acc(preds, y)
+        self.log("val/loss", self.val_loss, on_step=False, on_epoch=True, prog_bar=True)
+        self.log("val/acc", self.val_acc, on_step=False, on_epoch=True, prog_bar=True)
+
+    def on_validation_epoch_end(self) -> None:
+        if self.trainer.sanity_checking:
+            return
+        self.val_acc_best(self.val_acc.compute())
+        self.log("val/acc_best", self.val_acc_best.compute(), prog_bar=True)
+
+    def test_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        loss, preds, y = self._shared_step(batch)
+        self.test_loss(loss, weight=y.numel())
+        self.test_acc(preds, y)
+        self.log("test/loss", self.test_loss, on_step=False, on_epoch=True)
+        self.log("test/acc", self.test_acc, on_step=False, on_epoch=True)
+
+    def configure_optimizers(self) -> Any:
+        optimizer = self.optimizer_factory(params=self.trainer.model.parameters())
+        if self.scheduler_factory is None:
+            return optimizer
+        total_steps = int(self.trainer.estimated_stepping_batches)
+        scheduler = self.scheduler_factory(optimizer=optimizer, total_steps=total_steps)
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1},
+        }

@@ -1,0 +1,1 @@
+"""What makes a run correct: precision choice, training plan, the run entry points."""

@@ -1,0 +1,23 @@
+"""results.json: the run's machine-readable outcome, written atomically."""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+
+def write_results(path: Path, results: dict[str, Any]) -> None:
+    """Write via a temp file + rename: a reader (a sweep script, a scheduler) never sees half a file."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".results-", suffix=".json")
+    try:
+        with os.fdopen(fd, "w") as f:
+            json.dump(results, f, indent=2, sort_keys=True)
+            f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
