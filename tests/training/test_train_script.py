@@ -95,3 +95,19 @@ def test_run_ids_differ_between_processes() -> None:
         for _ in range(3)
     }
     assert len(ids) == 3
+
+
+def test_multirun_sweep_gives_one_dir_per_job(tmp_path: Path) -> None:
+    proc = run_script(
+        "train.py",
+        "-m",
+        "model.optimizer.lr=0.001,0.003",
+        "trainer.max_epochs=1",
+        "print_config=false",
+        f"hydra.sweep.dir={tmp_path}",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    jobs = sorted(p.parent.name for p in tmp_path.glob("*/results.json"))
+    assert jobs == ["0", "1"]
+    lrs = [(tmp_path / j / ".hydra" / "overrides.yaml").read_text() for j in jobs]
+    assert "lr=0.001" in lrs[0] and "lr=0.003" in lrs[1]
