@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: setup train test test-slow test-all lint format doctor clean
+.PHONY: setup train test test-slow test-all lint format doctor bench clean
 
 # The stamp depends on what defines the environment: edit either file and the next make reinstalls.
 $(STAMP): pyproject.toml constraints.txt
@@ -38,6 +38,11 @@ format: $(STAMP)
 
 doctor: $(STAMP)
 	$(PY) scripts/doctor.py $(ARGS)
+
+# Every benchmark with its small defaults; each prints its figures as its last line (docs/benchmarks.md).
+BENCHMARKS := overhead startup memory data_pipeline gpu_throughput
+bench: $(STAMP)
+	@for b in $(BENCHMARKS); do echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) logs .pytest_cache .ruff_cache

@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
+import difflib
 import os
+import re
 import sys
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 import hydra
+import torch
+from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
-from omegaconf import DictConfig
+from hydra.errors import HydraException, MissingConfigException
+from hydra.types import RunMode
+from omegaconf import DictConfig, OmegaConf, read_write
 
 import trainwell.resolvers  # noqa: F401  (registers resolvers before Hydra composes)
 from trainwell.errors import TrainwellError
@@ -45,6 +51,124 @@ def _save_traceback(err: BaseException) -> Path | None:
     return path
 
 
+def _compose(config_dir: Path, config_name: str, overrides: Sequence[str]) -> DictConfig:
+    with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
+        return compose(config_name=config_name, overrides=list(overrides), return_hydra_config=True)
+
+
+def _nearest(word: str, choices: Sequence[str]) -> str | None:
+    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
+    return found[0] if found else None
+
+
+def _explain_unknown_key(key: str, config_dir: Path, config_name: str, rest: list[str]) -> str:
+    """`trainer.max_epoch=3` -> did you mean trainer.max_epochs? Each path component is matched
+    against the keys of the composed config at that level (groups count as top-level keys)."""
+    try:
+        node: Any = _compose(config_dir, config_name, rest)
+    except HydraException:
+        node = None
+    corrected: list[str] = []
+    for part in key.lstrip("+~").split("."):
+        if node is None or not OmegaConf.is_dict(node):
+            corrected = []
+            break
+        if part not in node:
+            choices = [str(k) for k in node] + ([] if corrected else _group_names(config_dir))
+            part = _nearest(part, choices) or ""
+            if not part:
+                corrected = []
+                break
+        corrected.append(part)
+        node = node.get(part)
+    line = f"unknown config key '{key}'"
+    if corrected and ".".join(corrected) != key:
+        return f"{line}; did you mean '{'.'.join(corrected)}'? (add a new key with +{key}=...)"
+    return f"{line}; check the spelling, or add a new key with +{key}=..."
+
+
+def _group_names(config_dir: Path) -> list[str]:
+    return sorted(p.name for p in config_dir.iterdir() if p.is_dir())
+
+
+def _explain_missing_config(err: MissingConfigException) -> str:
+    """`trainer=cpux` -> did you mean trainer=cpu? (Hydra lists the options, multi-line)."""
+    text = str(err)
+    missing = re.search(r"Could not (?:find|load) '([^']+)'", text)
+    group = re.search(r"Available options in '([^']+)':\n((?:\t[^\n]*\n?)+)", text)
+    if not (missing and group):
+        return _one_line(text)
+    name = missing.group(1).rsplit("/", 1)[-1]
+    options = [o.strip() for o in group.group(2).splitlines() if o.strip()]
+    guess = _nearest(name, options)
+    hint = f"did you mean {group.group(1)}={guess}? " if guess else ""
+    return f"unknown {group.group(1)} config '{name}'; {hint}(options: {', '.join(options)})"
+
+
+def _one_line(text: str) -> str:
+    """Hydra's message (cause, then the fixes) joined into one line."""
+    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
+    lines = [line for line in lines if not line.startswith(("Config search path", "provider="))]
+    return "; ".join(lines)[:400] if lines else "invalid command line"
+
+
+def check_command_line(config_dir: Path, config_name: str, argv: Sequence[str]) -> str | None:
+    """Compose the config the way Hydra will; on a mistake return one line naming the cause and
+    the fix (Hydra's own message is several lines and exits 1, which reads as a crash)."""
+    if any(arg.startswith("-") for arg in argv):
+        return None  # --multirun / --cfg / --help: Hydra's own handling
+    try:
+        _compose(config_dir, config_name, argv)
+    except MissingConfigException as err:
+        return _explain_missing_config(err)
+    except HydraException as err:
+        text = str(err)
+        bad = re.search(r"Could not override '([^']+)'", text)
+        if bad:
+            key = bad.group(1)
+            rest = [a for a in argv if a.split("=", 1)[0].lstrip("+~") != key.lstrip("+~")]
+            return _explain_unknown_key(key, config_dir, config_name, rest)
+        return _one_line(text)
+    return None
+
+
+def _pin_multirun_job_for_ddp_children() -> None:
+    """Make Lightning's DDP launcher re-run *this job*, in *this job's* dir, under multirun.
+
+    Corrects Lightning 2.6 (`_hydra_subprocess_cmd`): ranks > 0 are started with the parent's
+    sys.argv plus `hydra.run.dir=<hydra.run.dir>`. In a multirun that argv still holds `-m` and
+    the sweep (`seed=1,2`), so every extra rank would launch the whole sweep, and hydra.run.dir is
+    not the job's dir (<sweep dir>/<job num>), so the ranks would write to different run dirs.
+    """
+    hydra_cfg = HydraConfig.instance().cfg
+    if hydra_cfg is None or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return
+    sys.argv = [sys.argv[0], *HydraConfig.get().overrides.task]
+    output_dir = HydraConfig.get().runtime.output_dir
+    # Hydra marks each level read-only on its own: lift the flag on every node on the way down.
+    with read_write(hydra_cfg), read_write(hydra_cfg.hydra), read_write(hydra_cfg.hydra.run):
+        hydra_cfg.hydra.run.dir = output_dir
+
+
+_LAUNCHER_ENV = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
+
+
+def _end_multirun_job(env_before: dict[str, str | None]) -> None:
+    """Hydra's basic launcher runs a sweep's jobs one after another in one process. Lightning
+    neither destroys its process group (job 2 would talk to job 1's departed ranks) nor unsets
+    the LOCAL_RANK/WORLD_SIZE/... it exported (job 2 would think a scheduler started its ranks
+    and wait for them forever). Undo both between jobs."""
+    if HydraConfig.instance().cfg is None or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        torch.distributed.destroy_process_group()
+    for key, value in env_before.items():
+        if value is None:
+            os.environ.pop(key, None)
+        else:
+            os.environ[key] = value
+
+
 def hydra_entry(
     config_dir: Path, config_name: str, job: Callable[[DictConfig], Any]
 ) -> Callable[[], Any]:
@@ -56,6 +180,8 @@ def hydra_entry(
 
     @hydra.main(version_base="1.3", config_path=str(config_dir), config_name=config_name)
     def main(cfg: DictConfig) -> None:
+        _pin_multirun_job_for_ddp_children()
+        env_before = {key: os.environ.get(key) for key in _LAUNCHER_ENV}
         try:
             code = job(cfg)
         except (KeyboardInterrupt, SystemExit):
@@ -71,7 +197,17 @@ def hydra_entry(
             detail = f" (traceback: {where})" if where else ""
             print(f"error: {type(err).__name__}: {_first_line(err)}{detail}", file=sys.stderr)
             raise SystemExit(EXIT_FAILURE) from None
+        finally:
+            _end_multirun_job(env_before)
         if isinstance(code, int) and not isinstance(code, bool) and code != 0:
             raise SystemExit(code)
 
-    return main
+    def entry() -> Any:
+        if os.environ.get("HYDRA_FULL_ERROR") != "1":
+            problem = check_command_line(config_dir, config_name, sys.argv[1:])
+            if problem is not None:
+                print(f"error: {problem}", file=sys.stderr)
+                raise SystemExit(EXIT_USAGE)
+        return main()
+
+    return entry

@@ -111,3 +111,13 @@ def test_multirun_sweep_gives_one_dir_per_job(tmp_path: Path) -> None:
     assert jobs == ["0", "1"]
     lrs = [(tmp_path / j / ".hydra" / "overrides.yaml").read_text() for j in jobs]
     assert "lr=0.001" in lrs[0] and "lr=0.003" in lrs[1]
+
+
+def test_max_steps_ending_before_the_first_validation(tmp_path: Path) -> None:
+    """Early stopping on val/acc must not crash a run that ends before any validation."""
+    proc = run_script(
+        "train.py", "trainer.max_steps=5", "print_config=false", f"hydra.run.dir={tmp_path}"
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    assert results["plan"]["total_optimizer_steps"] == 5 and "test/acc" in results["metrics"]

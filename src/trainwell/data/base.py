@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import lightning as L
 import torch
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader, Dataset, DistributedSampler
 
+from trainwell.data.resumable import ResumableDataLoader
 from trainwell.errors import TrainwellError
 
 
@@ -59,20 +60,37 @@ class ClassificationDataModule(L.LightningDataModule):
         return dataset
 
     def _loader(self, dataset: Dataset, batch_size: int, train: bool) -> DataLoader:
-        generator = None
-        if train:
-            # The shuffle order is a function of data.seed, not of whatever the global RNG did
-            # before (model init, augmentation draws): two runs with one seed see one order.
-            generator = torch.Generator().manual_seed(self.seed)
-        return DataLoader(
+        # Train: a stateful loader, so a mid-epoch resume continues with the batches that were
+        # next (data/resumable.py). Every loader gets its own generator: without one, each
+        # iter() draws a worker base seed from the *global* torch RNG, so every validation pass
+        # shifts the dropout stream and a resumed run (one sanity check more, one validation
+        # less) would drift from the uninterrupted one.
+        loader_cls = ResumableDataLoader if train else DataLoader
+        return loader_cls(
             dataset,
             batch_size=batch_size,
-            shuffle=train,
+            sampler=self._train_sampler(dataset) if train else None,
             drop_last=self.drop_last if train else False,
             num_workers=self.num_workers,
             pin_memory=self.pin_memory,
             persistent_workers=self.persistent_workers,
-            generator=generator,
+            generator=torch.Generator().manual_seed(self.seed),
+        )
+
+    def _train_sampler(self, dataset: Dataset) -> DistributedSampler:
+        """The train order, a documented function of (data.seed, epoch, world size).
+
+        Epoch e shuffles with `torch.randperm(N, generator=manual_seed(data.seed + e))` (padded to a
+        multiple of the world size); rank r takes every W-th index. So the global order of samples
+        is the same on 1 process or W ranks, and not whatever the global RNG did before (model
+        init, augmentation draws). Without this, Lightning's fit injects its own shuffling
+        DistributedSampler under DDP (even for shuffle=False loaders) seeded by the global seed,
+        while a single process shuffles differently. Lightning calls set_epoch every epoch.
+        """
+        trainer = self.trainer
+        world, rank = (trainer.world_size, trainer.global_rank) if trainer else (1, 0)
+        return DistributedSampler(
+            dataset, num_replicas=world, rank=rank, shuffle=True, seed=self.seed, drop_last=False
         )
 
     def train_dataloader(self) -> DataLoader:

@@ -30,6 +30,11 @@ class TrainingPlan:
     total_optimizer_steps: int
     epochs: float
     examples_seen: int
+    # learning rate: the configured one (meant for `reference_batch`) and the one used
+    lr_rule: str = "none"
+    reference_batch: int = 0
+    base_lr: float | None = None
+    lr: float | None = None
 
     def as_dict(self) -> dict:
         return asdict(self)
@@ -50,6 +55,17 @@ class TrainingPlan:
             f"total optimizer steps: {self.total_optimizer_steps} over {self.epochs:g} epoch(s), "
             f"warmup {self.warmup_steps}",
             f"examples seen: {self.examples_seen}",
+            *self._lr_lines(),
+        ]
+
+    def _lr_lines(self) -> list[str]:
+        if self.lr is None:
+            return []
+        if self.lr_rule == "none":
+            return [f"lr: {self.lr:g} (no scaling with the effective batch)"]
+        return [
+            f"lr: {self.lr:g} = {self.base_lr:g} at batch {self.reference_batch} scaled "
+            f"{self.lr_rule} to {self.effective_batch}"
         ]
 
 
@@ -62,13 +78,15 @@ def make_plan(
     max_steps: int = -1,
     drop_last: bool = False,
     warmup_steps: int = 0,
+    limit_batches: int | float | None = None,
 ) -> TrainingPlan:
     """Compute the plan the way Lightning runs it.
 
     Each rank sees ceil(N / world) samples (DistributedSampler pads to equal shares). Lightning
     steps the optimizer every `accumulate` micro-batches and once more at the end of an epoch for
     a shorter tail window, so steps/epoch = ceil(iterations / accumulate). `max_steps` (optimizer
-    steps) wins over `max_epochs` when it is reached first.
+    steps) wins over `max_epochs` when it is reached first. `limit_batches` is Lightning's
+    limit_train_batches / overfit_batches (an int caps the batches, a float takes a fraction).
     """
     if micro_batch < 1 or accumulate < 1 or world_size < 1:
         raise ValueError("micro_batch, accumulate and world_size must be >= 1")
@@ -78,6 +96,9 @@ def make_plan(
     else:
         iterations = math.ceil(per_rank / micro_batch)
         last_batch = per_rank - (iterations - 1) * micro_batch if iterations else 0
+    limited = _limit(iterations, limit_batches)
+    if limited < iterations:  # Lightning runs the first `limited` batches, all of them full
+        iterations, last_batch = limited, micro_batch
     steps_per_epoch = math.ceil(iterations / accumulate)
     last_window = iterations - (steps_per_epoch - 1) * accumulate if steps_per_epoch else 0
     epochs_cap = max_epochs if max_epochs is not None and max_epochs >= 0 else None
@@ -112,3 +133,12 @@ def make_plan(
         epochs=round(epochs, 4),
         examples_seen=examples,
     )
+
+
+def _limit(iterations: int, limit: int | float | None) -> int:
+    """Batches Lightning runs per epoch under limit_train_batches / overfit_batches."""
+    if limit is None or (isinstance(limit, float) and limit == 1.0):
+        return iterations
+    if isinstance(limit, float):
+        return int(iterations * limit)
+    return min(iterations, int(limit))

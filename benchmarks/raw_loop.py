@@ -1,0 +1,195 @@
+"""The hand-written loop trainwell is measured against: what a user would write without us.
+
+zero_grad / forward / loss / backward / step, nothing else: no logging, no checkpoints, no
+per-step `.item()`. It keeps trainwell's training semantics so the comparison is apples to apples:
+exact accumulation (each optimizer step follows the mean loss over its window's samples, with a
+short tail window at the epoch end), a scheduler stepped once per optimizer step, the sampler's
+epoch set before each epoch (the order trainwell's loader documents), one validation pass per
+epoch in eval() under inference_mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+from torch.utils.data import DataLoader
+
+
+@dataclass
+class RawResult:
+    train_loss: float  # sample-weighted mean train loss of the last epoch (trainwell's train/loss)
+    val_loss: float  # sample-weighted mean val loss after the last epoch (trainwell's val/loss)
+    val_acc: float
+    epoch_seconds: list[float] = field(default_factory=list)
+    epoch_cpu: list[float] = field(default_factory=list)  # process CPU seconds per epoch
+    train_seconds: list[float] = field(default_factory=list)  # per epoch, before validation
+    images: int = 0  # training images processed
+
+
+def autocast_for(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
+    """Lightning's `bf16-mixed` is torch.autocast(bfloat16) around forward + loss; `32-true` none."""
+    if precision == "bf16-mixed":
+        return torch.autocast(device.type, dtype=torch.bfloat16)
+    if precision in ("32-true", "32"):
+        return contextlib.nullcontext()
+    raise ValueError(f"raw loop supports 32-true and bf16-mixed, got {precision}")
+
+
+def window_sizes(loader: DataLoader, accumulate: int) -> list[int]:
+    """Samples in each optimizer-step window of one epoch: K batches, the last window shorter."""
+    batch, total = loader.batch_size, len(loader.sampler)
+    sizes = [batch] * (total // batch) + ([total % batch] if total % batch else [])
+    if loader.drop_last:
+        sizes = [batch] * (total // batch)
+    return [sum(sizes[i : i + accumulate]) for i in range(0, len(sizes), accumulate)]
+
+
+def fit(
+    net: nn.Module,
+    train_loader: DataLoader,
+    val_loader: DataLoader | None,
+    optimizer: torch.optim.Optimizer,
+    scheduler: Any,
+    epochs: int,
+    accumulate: int = 1,
+    precision: str = "32-true",
+    device: torch.device | None = None,
+    label_smoothing: float = 0.0,
+    max_batches: int | None = None,
+) -> RawResult:
+    device = device or torch.device("cpu")
+    criterion = nn.CrossEntropyLoss(label_smoothing=label_smoothing)
+    result = RawResult(math.nan, math.nan, math.nan)
+    windows = window_sizes(train_loader, accumulate)
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    for epoch in range(epochs):
+        start, start_cpu = time.perf_counter(), time.process_time()
+        if hasattr(train_loader.sampler, "set_epoch"):
+            train_loader.sampler.set_epoch(epoch)
+        net.train()
+        loss_sum = torch.zeros((), device=device)
+        seen = 0
+        for i, (x, y) in enumerate(train_loader):
+            if max_batches is not None and i >= max_batches:
+                break
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            with autocast_for(precision, device):
+                loss = criterion(net(x), y)
+            # The window's gradient is the mean over its samples (a short tail window included).
+            (loss * (y.shape[0] / windows[i // accumulate])).backward()
+            loss_sum += loss.detach().float() * y.shape[0]
+            seen += y.shape[0]
+            if (i + 1) % accumulate == 0 or i + 1 == len(train_loader):
+                optimizer.step()
+                if scheduler is not None:
+                    scheduler.step()
+                optimizer.zero_grad(set_to_none=True)
+        result.train_loss = (loss_sum / max(seen, 1)).item()  # syncs: the epoch's work is done
+        result.train_seconds.append(time.perf_counter() - start)
+        result.images += seen
+        if val_loader is not None:
+            result.val_loss, result.val_acc = evaluate(
+                net, val_loader, criterion, precision, device
+            )
+        sync()
+        result.epoch_seconds.append(time.perf_counter() - start)
+        result.epoch_cpu.append(time.process_time() - start_cpu)
+    return result
+
+
+def evaluate(
+    net: nn.Module, loader: DataLoader, criterion: nn.Module, precision: str, device: torch.device
+) -> tuple[float, float]:
+    net.eval()
+    loss_sum = torch.zeros((), device=device)
+    correct = torch.zeros((), device=device, dtype=torch.long)
+    seen = 0
+    with torch.inference_mode():
+        for x, y in loader:
+            x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
+            with autocast_for(precision, device):
+                logits = net(x)
+                loss = criterion(logits, y)
+            loss_sum += loss.float() * y.shape[0]
+            correct += (logits.argmax(1) == y).sum()
+            seen += y.shape[0]
+    net.train()
+    return (loss_sum / seen).item(), (correct.float() / seen).item()
+
+
+def total_steps(loader: DataLoader, accumulate: int, epochs: int) -> int:
+    """Optimizer steps of the run, for the scheduler (Lightning's estimated_stepping_batches)."""
+    return math.ceil(len(loader) / accumulate) * epochs
+
+
+def run_from_config(
+    overrides: list[str],
+    epochs: int,
+    tmp: Path,
+    device: torch.device | None = None,
+    channels_last: bool = False,
+) -> dict[str, Any]:
+    """This loop on exactly what `train()` would build from the same overrides.
+
+    The same RNG sequence train() uses (seed, datamodule, then the model), the datamodule's own
+    loaders, the task's optimizer/scheduler factories with the training plan's total steps and
+    (batch-scaled) LR, the resolved precision, and `model.compile` applied the same way.
+    """
+    import lightning as L
+    from harness import compose, timed
+    from hydra.utils import instantiate
+
+    from trainwell.training.precision import resolve_precision
+    from trainwell.training.run import build_plan, build_trainer
+
+    device = device or torch.device("cpu")
+    cfg = compose([*overrides, f"trainer.max_epochs={epochs}"], tmp / "raw")
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    dm = instantiate(cfg.data)
+    task = instantiate(cfg.model)
+    dm.setup("fit")
+    net, accumulate = task.net.to(device), int(cfg.trainer.accumulate_grad_batches)
+    if channels_last:
+        net = net.to(memory_format=torch.channels_last)
+    if cfg.model.get("compile", False):
+        net.compile()  # in place, as ClassificationTask.configure_model does
+    precision = resolve_precision(cfg.trainer.precision, cfg.trainer.accelerator)
+    # The Trainer is only read for the plan (accumulation, world size, epochs), never fitted.
+    plan = build_plan(cfg, dm, build_trainer(cfg, logger=False, callbacks=[]))
+    lr = getattr(plan, "lr", None)
+
+    def go() -> RawResult:
+        train_loader, val_loader = dm.train_dataloader(), dm.val_dataloader()
+        extra = {} if lr is None else {"lr": lr}
+        optimizer = task.optimizer_factory(params=net.parameters(), **extra)
+        scheduler = None
+        if task.scheduler_factory is not None:
+            steps = plan.total_optimizer_steps
+            scheduler = task.scheduler_factory(optimizer=optimizer, total_steps=steps)
+        return fit(
+            net, train_loader, val_loader, optimizer, scheduler, epochs, accumulate, precision,
+            device=device, label_smoothing=float(cfg.model.label_smoothing),
+        )  # fmt: skip
+
+    if device.type == "cuda":
+        torch.cuda.reset_peak_memory_stats()
+    wall, cpu, result = timed(go)
+    return {
+        "fit_seconds": wall,
+        "fit_cpu": cpu,
+        "epoch_seconds": result.epoch_seconds,
+        "epoch_cpu": result.epoch_cpu,
+        "train_seconds": result.train_seconds,
+        "images_per_epoch": result.images // max(epochs, 1),
+        "peak_memory": torch.cuda.max_memory_allocated() if device.type == "cuda" else 0,
+        "train_loss": result.train_loss,
+        "val_loss": result.val_loss,
+        "net_state": {k: v.detach().clone() for k, v in net.state_dict().items()},
+    }

@@ -1,0 +1,195 @@
+"""What every probe shares: the configured datamodule, fresh tasks, one fixed batch, short fits.
+
+Everything is built the way train.py builds it (hydra instantiate of cfg.data / cfg.model, the
+Trainer from training.run.build_trainer), only on `probe.accelerator` with one device and
+without the run's loggers and checkpoint callbacks.
+"""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+import warnings
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf, open_dict
+from torch.utils.data import DataLoader, Sampler, TensorDataset
+
+from trainwell.data.base import ClassificationDataModule
+from trainwell.doctor.settings import ProbeSettings
+from trainwell.errors import TrainwellError
+from trainwell.training.plan import TrainingPlan
+from trainwell.training.run import build_plan, build_trainer
+
+
+class RepeatSampler(Sampler[int]):
+    """Indices 0..n-1, `repeats` times: one fixed batch seen again and again, through a plain
+    DataLoader with batch_size (exact accumulation derives window sizes from that arithmetic)."""
+
+    def __init__(self, n: int, repeats: int) -> None:
+        self.n, self.repeats = n, repeats
+
+    def __iter__(self) -> Iterator[int]:
+        for _ in range(self.repeats):
+            yield from range(self.n)
+
+    def __len__(self) -> int:
+        return self.n * self.repeats
+
+
+def fixed_loader(x: torch.Tensor, y: torch.Tensor, batch_size: int, repeats: int = 1) -> DataLoader:
+    dataset = TensorDataset(x, y)
+    return DataLoader(dataset, batch_size=batch_size, sampler=RepeatSampler(len(dataset), repeats))
+
+
+@dataclass
+class FitResult:
+    trainer: L.Trainer
+    error: BaseException | None
+
+    @property
+    def error_line(self) -> str:
+        if self.error is None:
+            return ""
+        text = str(self.error).strip().splitlines()
+        return f"{type(self.error).__name__}: {text[0] if text else ''}"
+
+
+@dataclass
+class DoctorContext:
+    cfg: DictConfig
+    settings: ProbeSettings
+    workdir: Path = field(
+        default_factory=lambda: Path(tempfile.mkdtemp(prefix="trainwell-doctor-"))
+    )
+
+    @cached_property
+    def probe_cfg(self) -> DictConfig:
+        """The run's config with the Trainer moved to one probe device (no DDP launch, no GPU)."""
+        cfg = OmegaConf.create(OmegaConf.to_container(self.cfg, resolve=False))
+        with open_dict(cfg):
+            cfg.trainer.accelerator = self.settings.accelerator
+            cfg.trainer.devices = 1
+            cfg.trainer.num_nodes = 1
+            cfg.trainer.strategy = "auto"
+            if "compile" in cfg.model:
+                # torch.compile changes speed, not the loop's semantics; compiling every fresh
+                # probe task would cost minutes, and the spy's TorchFunctionMode needs eager ops.
+                cfg.model.compile = False
+            if self.settings.accelerator == "cpu" and str(cfg.trainer.get("precision")) in (
+                "16-mixed",
+                "16",
+            ):
+                cfg.trainer.precision = "auto"
+        return cfg
+
+    @cached_property
+    def datamodule(self) -> ClassificationDataModule:
+        dm = instantiate(self.cfg.data)
+        dm.setup("fit")
+        return dm
+
+    def make_task(self, seed: int | None = None) -> L.LightningModule:
+        torch.manual_seed(self.cfg.seed if seed is None else seed)
+        return instantiate(self.probe_cfg.model)
+
+    @cached_property
+    def batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        """The first `probe.batch_size` samples of the first train batch (fixed from here on)."""
+        x, y = [], []
+        count = 0
+        for b in self.datamodule.train_dataloader():
+            if not isinstance(b, Sequence) or len(b) < 2:
+                raise TrainwellError(
+                    f"the doctor expects (inputs, targets) train batches, got {type(b).__name__}; "
+                    "return a tuple from the dataset"
+                )
+            x.append(b[0])
+            y.append(b[1])
+            count += len(b[0])
+            if count >= self.settings.batch_size:
+                break
+        n = min(count, self.settings.batch_size)
+        return torch.cat(x)[:n], torch.cat(y)[:n]
+
+    @cached_property
+    def plan(self) -> TrainingPlan:
+        trainer = self.trainer(callbacks=[], max_steps=self.cfg.trainer.get("max_steps", -1))
+        return build_plan(self.cfg, self.datamodule, trainer)
+
+    @property
+    def accumulate(self) -> int:
+        return int(self.cfg.trainer.get("accumulate_grad_batches") or 1)
+
+    def trainer(self, callbacks: list[L.Callback], **overrides: Any) -> L.Trainer:
+        kwargs: dict[str, Any] = dict(
+            callbacks=callbacks,
+            logger=False,
+            enable_checkpointing=False,
+            enable_progress_bar=False,
+            enable_model_summary=False,
+            default_root_dir=str(self.workdir),
+            num_sanity_val_steps=0,
+            overfit_batches=0.0,
+            fast_dev_run=False,
+            profiler=None,
+            limit_train_batches=1.0,
+            min_epochs=0,
+        )
+        kwargs.update(overrides)
+        with quiet():
+            return build_trainer(self.probe_cfg, **kwargs)
+
+    def fit(
+        self,
+        task: L.LightningModule,
+        train: DataLoader,
+        callbacks: list[L.Callback],
+        max_steps: int,
+        accumulate: int = 1,
+        val: DataLoader | None = None,
+        val_every: int | None = None,
+        **overrides: Any,
+    ) -> FitResult:
+        """A short real fit; an exception is returned (it is evidence), not raised."""
+        trainer = self.trainer(
+            callbacks=callbacks,
+            max_steps=max_steps,
+            max_epochs=-1,
+            accumulate_grad_batches=accumulate,
+            limit_val_batches=1.0 if val is not None else 0,
+            val_check_interval=val_every if val is not None else None,
+            check_val_every_n_epoch=None if val is not None else 1,
+            **overrides,
+        )
+        try:
+            with quiet():
+                trainer.fit(task, train_dataloaders=train, val_dataloaders=val, weights_only=True)
+        except (KeyboardInterrupt, SystemExit):
+            raise
+        except Exception as err:  # the failure is what the check reports
+            return FitResult(trainer, err)
+        return FitResult(trainer, None)
+
+
+class quiet:
+    """Silence Lightning's info lines and warnings during probes: the report says what matters."""
+
+    def __enter__(self) -> None:
+        self._log = logging.getLogger("lightning.pytorch")
+        self._level = self._log.level
+        self._log.setLevel(logging.ERROR)
+        self._warn = warnings.catch_warnings()
+        self._warn.__enter__()
+        warnings.simplefilter("ignore")
+
+    def __exit__(self, *exc: object) -> None:
+        self._warn.__exit__(*exc)
+        self._log.setLevel(self._level)

@@ -1,0 +1,59 @@
+"""device.placement: does one training step keep every tensor on the model's device?"""
+
+from __future__ import annotations
+
+import torch
+from torch.overrides import TorchFunctionMode
+
+from trainwell.doctor.context import DoctorContext, fixed_loader
+from trainwell.doctor.report import Check
+
+
+class _DeviceWatch(TorchFunctionMode):
+    """Counts torch calls that mix CPU tensors with CUDA tensors (created on the wrong device)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mixed: dict[str, int] = {}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+        kwargs = kwargs or {}
+        tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+        devices = {t.device.type for t in tensors if t.dim() > 0}
+        if len(devices) > 1:
+            name = getattr(func, "__name__", str(func))
+            self.mixed[name] = self.mixed.get(name, 0) + 1
+        return func(*args, **kwargs)
+
+
+def device_placement(ctx: DoctorContext) -> Check:
+    if not torch.cuda.is_available():
+        return Check(
+            "device.placement",
+            "skip",
+            "no CUDA device on this machine: CPU-only runs cannot mix devices (rerun the doctor "
+            "on a GPU machine)",
+        )
+    x, y = ctx.batch
+    watch = _DeviceWatch()
+    trainer_cfg = ctx.probe_cfg.trainer
+    previous = trainer_cfg.accelerator
+    trainer_cfg.accelerator = "gpu"
+    try:
+        with watch:
+            fit = ctx.fit(ctx.make_task(), fixed_loader(x, y, len(x), repeats=2), [], max_steps=2)
+    finally:
+        trainer_cfg.accelerator = previous
+    evidence = {"mixed_device_calls": watch.mixed, "device": torch.cuda.get_device_name()}
+    if fit.error is not None or watch.mixed:
+        where = fit.error_line or ", ".join(f"{k} x{v}" for k, v in watch.mixed.items())
+        return Check(
+            "device.placement",
+            "fail",
+            f"a training step mixes CPU and CUDA tensors ({where}): something is created on the "
+            "CPU in forward/loss; create tensors with device=x.device or register them as buffers",
+            evidence,
+        )
+    return Check(
+        "device.placement", "pass", "two GPU training steps keep every tensor on CUDA", evidence
+    )

@@ -1,0 +1,163 @@
+"""loss.logits and targets.contract: does the loss get what it expects, as the task calls it?"""
+
+from __future__ import annotations
+
+import torch
+
+from trainwell.doctor.context import DoctorContext
+from trainwell.doctor.data import scan
+from trainwell.doctor.observe import crashed_message, observation
+from trainwell.doctor.report import Check
+from trainwell.doctor.spy import LossCall
+
+REGRESSION = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
+TOL = 1e-3
+
+
+def _first_loss(ctx: DoctorContext) -> LossCall | None:
+    calls = observation(ctx).spy.losses
+    return calls[0] if calls else None
+
+
+def loss_logits(ctx: DoctorContext) -> Check:
+    call = _first_loss(ctx)
+    if call is None:
+        obs = observation(ctx)
+        reason = crashed_message(obs) if obs.fit.error else "no recognised loss function was called"
+        return Check("loss.logits", "skip", f"{reason} (custom loss: check it by hand)")
+    x = call.input.float()
+    evidence: dict = {"loss": call.name, "input_shape": list(x.shape)}
+    if call.name in ("cross_entropy", "nll_loss") and x.dim() >= 2:
+        row_sum_dev = float((x.sum(dim=1) - 1).abs().max())
+        lse_dev = float(torch.logsumexp(x, dim=1).abs().max())
+        evidence |= {"max_row_sum_deviation": row_sum_dev, "max_logsumexp_deviation": lse_dev}
+        probabilities = row_sum_dev < TOL and float(x.min()) >= 0
+        log_probabilities = lse_dev < TOL
+        if call.name == "cross_entropy" and probabilities:
+            return Check(
+                "loss.logits",
+                "fail",
+                "the net applies softmax before CrossEntropyLoss (its outputs are probabilities: "
+                f"rows sum to 1 within {row_sum_dev:.1e}), which squashes the gradients; return raw "
+                "logits and let the loss apply log_softmax",
+                evidence,
+            )
+        if call.name == "cross_entropy" and log_probabilities:
+            return Check(
+                "loss.logits",
+                "fail",
+                "the net applies log_softmax before CrossEntropyLoss, which applies it again (rows' "
+                f"logsumexp is 0 within {lse_dev:.1e}): the outputs are not the logits the task "
+                "contract promises; return raw logits (or use NLLLoss on log-probabilities)",
+                evidence,
+            )
+        if call.name == "nll_loss" and not log_probabilities:
+            what = "probabilities" if probabilities else "raw logits"
+            return Check(
+                "loss.logits",
+                "fail",
+                f"NLLLoss receives {what}, not log-probabilities (max logsumexp deviation "
+                f"{lse_dev:.2f}); apply log_softmax first or use CrossEntropyLoss on logits",
+                evidence,
+            )
+    elif call.name == "binary_cross_entropy_with_logits":
+        inside = bool(((x >= 0) & (x <= 1)).all())
+        evidence["all_inputs_in_0_1"] = inside
+        if inside and x.numel() >= 8:
+            return Check(
+                "loss.logits",
+                "fail",
+                "BCEWithLogitsLoss receives values all inside [0, 1] (sigmoid applied before a "
+                "logits loss); return raw logits",
+                evidence,
+            )
+    return Check("loss.logits", "pass", f"{call.name} receives raw logits", evidence)
+
+
+def _num_classes(ctx: DoctorContext, call: LossCall | None) -> int | None:
+    if call is not None and call.name in ("cross_entropy", "nll_loss") and call.input.dim() >= 2:
+        return int(call.input.shape[1])
+    n = getattr(ctx.datamodule, "num_classes", None)
+    if isinstance(n, int) and n > 0:
+        return n
+    n = ctx.cfg.model.get("num_classes")
+    return int(n) if n else None
+
+
+def targets_contract(ctx: DoctorContext) -> Check:
+    call = _first_loss(ctx)
+    classes = _num_classes(ctx, call)
+    data = scan(ctx)
+    evidence: dict = {"num_classes": classes, "label_dtype": data.label_dtype}
+    if call is not None:
+        t = call.target
+        evidence |= {"loss": call.name, "target_dtype": str(t.dtype), "target_shape": list(t.shape)}
+        if call.name == "cross_entropy" and t.is_floating_point() and t.shape == call.input.shape:
+            binary = bool(((t == 0) | (t == 1)).all())
+            if binary and bool((t.sum(dim=1) == 1).all()):
+                return Check(
+                    "targets.contract",
+                    "fail",
+                    "CrossEntropyLoss receives one-hot float targets (read as soft labels, which "
+                    "hides label bugs and costs memory); pass class indices as int64 "
+                    "(targets.argmax(1))",
+                    evidence,
+                )
+        if call.name in REGRESSION and not data.label_dtype.startswith("torch.float"):
+            integral = bool((t == t.round()).all())
+            evidence["target_values_integral"] = integral
+            if integral:
+                return Check(
+                    "targets.contract",
+                    "fail",
+                    f"{call.name} regresses integer class ids ({int(t.unique().numel())} distinct), "
+                    "which imposes an order and distances between classes; use CrossEntropyLoss "
+                    "on per-class logits",
+                    evidence,
+                )
+        if not t.is_floating_point() and classes is not None and call.name == "cross_entropy":
+            valid = t[t != -100]
+            bad = int(((valid < 0) | (valid >= classes)).sum())
+            evidence["out_of_range_in_probe_batch"] = bad
+            if bad:
+                return Check(
+                    "targets.contract",
+                    "fail",
+                    f"{bad} label(s) in the probe batch are outside [0, {classes}) (max "
+                    f"{int(valid.max())}); fix the labels or set model.num_classes to cover them",
+                    evidence,
+                )
+    if data.labels is not None and classes is not None and not data.labels.is_floating_point():
+        labels = data.labels
+        bad_mask = (labels < 0) | (labels >= classes)
+        evidence |= {
+            "label_min": int(labels.min()),
+            "label_max": int(labels.max()),
+            "labels_scanned": int(labels.numel()),
+            "out_of_range": int(bad_mask.sum()),
+        }
+        if bool(bad_mask.any()):
+            return Check(
+                "targets.contract",
+                "fail",
+                f"{int(bad_mask.sum())} of {labels.numel()} scanned labels are outside "
+                f"[0, {classes}) (max {int(labels.max())}); fix the labels or set "
+                "model.num_classes to cover them",
+                evidence,
+            )
+    if call is None:
+        obs = observation(ctx)
+        if obs.fit.error is not None:
+            return Check("targets.contract", "skip", crashed_message(obs), evidence)
+        return Check(
+            "targets.contract",
+            "skip",
+            "no recognised loss function was called; check the targets by hand",
+            evidence,
+        )
+    return Check(
+        "targets.contract",
+        "pass",
+        f"{call.name} gets {evidence['target_dtype']} targets in range for {classes} classes",
+        evidence,
+    )

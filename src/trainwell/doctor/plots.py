@@ -1,0 +1,50 @@
+"""PNG plots for report.md: where people would rather look than read numbers."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")  # no display on clusters/CI
+import matplotlib.pyplot as plt
+
+
+def _save(fig: plt.Figure, path: Path) -> str:
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path.name
+
+
+def overfit_curve(losses: list[float], path: Path) -> str:
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.plot(range(len(losses)), losses, marker=".")
+    ax.set(xlabel="optimizer step", ylabel="training loss", title="Overfit one fixed batch")
+    ax.set_yscale("log")
+    ax.grid(alpha=0.3)
+    return _save(fig, path)
+
+
+def grad_norms(norms: dict[str, float | None], path: Path) -> str:
+    names = list(norms)
+    values = [v if v else 0.0 for v in norms.values()]
+    fig, ax = plt.subplots(figsize=(7, max(2.5, 0.22 * len(names) + 1)))
+    colors = ["tab:red" if not v else "tab:blue" for v in norms.values()]
+    ax.barh(range(len(names)), [max(v, 1e-12) for v in values], color=colors)
+    ax.set_yticks(range(len(names)), names, fontsize=7)
+    ax.invert_yaxis()
+    ax.set_xscale("log")
+    ax.set(xlabel="gradient L2 norm (first step; red: none/zero)", title="Per-layer gradient norms")
+    return _save(fig, path)
+
+
+def lr_schedule(lrs: list[float], warmup: int, path: Path) -> str:
+    fig, ax = plt.subplots(figsize=(6, 3.2))
+    ax.plot(range(len(lrs)), lrs)
+    if warmup:
+        ax.axvline(warmup, color="gray", linestyle="--", label=f"warmup end ({warmup})")
+        ax.legend()
+    ax.set(xlabel="optimizer step", ylabel="learning rate", title="LR over the planned steps")
+    ax.grid(alpha=0.3)
+    return _save(fig, path)

@@ -1,0 +1,245 @@
+"""`python scripts/doctor.py`: run every check, write report.json / report.md / plots, exit 0|1."""
+
+from __future__ import annotations
+
+import shutil
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import torch
+from hydra.core.hydra_config import HydraConfig
+from hydra.utils import instantiate
+from omegaconf import DictConfig
+
+from trainwell.doctor import plots
+from trainwell.doctor.accumulation import accumulation_equivalence
+from trainwell.doctor.context import DoctorContext
+from trainwell.doctor.data import (
+    data_finite,
+    data_leakage,
+    data_throughput,
+    data_worker_seeding,
+    scan,
+)
+from trainwell.doctor.device import device_placement
+from trainwell.doctor.gradients import grad_flow, grad_zeroing
+from trainwell.doctor.loop import (
+    eval_determinism,
+    memory_graph_leak,
+    overfit_one_batch,
+    schedule_interval,
+    train_mode,
+)
+from trainwell.doctor.loss import loss_logits, targets_contract
+from trainwell.doctor.markdown import render
+from trainwell.doctor.observe import observation
+from trainwell.doctor.report import CHECK_IDS, Check, exit_code, report_dict, write_json
+from trainwell.doctor.settings import ProbeSettings
+from trainwell.doctor.state import checkpoint_roundtrip
+from trainwell.doctor.structure import optimizer_coverage, params_registered
+from trainwell.errors import TrainwellError
+from trainwell.training.precision import resolve_precision
+
+CHECKS: dict[str, Callable[[DoctorContext], Check]] = {
+    "params.registered": params_registered,
+    "optimizer.coverage": optimizer_coverage,
+    "loss.logits": loss_logits,
+    "targets.contract": targets_contract,
+    "data.finite": data_finite,
+    "data.leakage": data_leakage,
+    "grad.flow": grad_flow,
+    "grad.zeroing": grad_zeroing,
+    "overfit.one_batch": overfit_one_batch,
+    "eval.determinism": eval_determinism,
+    "train.mode": train_mode,
+    "checkpoint.roundtrip": checkpoint_roundtrip,
+    "accumulation.equivalence": accumulation_equivalence,
+    "memory.graph_leak": memory_graph_leak,
+    "schedule.interval": schedule_interval,
+    "device.placement": device_placement,
+    "data.throughput": data_throughput,
+    "data.worker_seeding": data_worker_seeding,
+}
+assert tuple(CHECKS) == CHECK_IDS, "every stable id has exactly one check, in report order"
+
+
+def shared_probes(ctx: DoctorContext) -> dict[str, float | str]:
+    """Run the probes several checks read (the one-batch training run, the data scan) up front,
+    so each check's `seconds` is its own work. A probe that raises is left for its checks to
+    report (they call it again and turn the error into a verdict)."""
+    timings: dict[str, float | str] = {}
+    for name, probe in (("observe_run", observation), ("data_scan", scan)):
+        start = time.perf_counter()
+        try:
+            probe(ctx)
+        except TrainwellError:
+            raise
+        except Exception as err:  # reported by the checks that need this probe
+            timings[name] = f"raised {type(err).__name__}"
+            continue
+        timings[name] = round(time.perf_counter() - start, 3)
+    return timings
+
+
+def run_checks(ctx: DoctorContext, only: list[str] | None = None) -> list[Check]:
+    checks = []
+    for check_id, probe in CHECKS.items():
+        if only and check_id not in only:
+            continue
+        start = time.perf_counter()
+        try:
+            check = probe(ctx)
+        except TrainwellError:
+            raise
+        except Exception as err:  # a probe hit something unforeseen: report it, keep going
+            line = str(err).strip().splitlines()[0] if str(err).strip() else ""
+            check = Check(
+                check_id,
+                "fail",
+                f"the probe itself raised {type(err).__name__}: {line}; run with "
+                "HYDRA_FULL_ERROR=1 and report it if your code is not the cause",
+            )
+        check.seconds = round(time.perf_counter() - start, 3)
+        checks.append(check)
+    return checks
+
+
+def experiment_name(cfg: DictConfig) -> str:
+    try:
+        choice = HydraConfig.get().runtime.choices.get("experiment")
+    except ValueError:  # composed outside hydra.main (tests)
+        choice = None
+    if choice:
+        return str(choice)
+    data = str(cfg.data.get("_target_", "?")).rsplit(".", 1)[-1]
+    net = str(cfg.model.net.get("_target_", "?")).rsplit(".", 1)[-1]
+    return f"default ({net} on {data})"
+
+
+def _summary(ctx: DoctorContext, checks: list[Check]) -> dict[str, Any]:
+    cfg = ctx.cfg
+    task = observation(ctx).task
+    params = sum(p.numel() for p in task.parameters() if p.requires_grad)
+    opt = cfg.model.get("optimizer") or {}
+    sched = cfg.model.get("scheduler")
+    spy_losses = observation(ctx).spy.losses
+    accelerator = str(cfg.trainer.get("accelerator", "cpu"))
+    try:
+        precision = resolve_precision(cfg.trainer.get("precision"), accelerator)
+    except TrainwellError as err:
+        precision = f"invalid ({err})"
+    return {
+        "data": f"{cfg.data._target_} ({ctx.datamodule.train_size()} train samples)",
+        "model": f"{type(task).__name__} over {type(getattr(task, 'net', task)).__name__}, "
+        f"{params:,} trainable parameters",
+        "loss": spy_losses[0].name if spy_losses else "not observed",
+        "optimizer": ", ".join(
+            f"{k}={v}" for k, v in opt.items() if k not in ("_partial_",)
+        ).replace("_target_=", ""),
+        "scheduler": str(sched.get("_target_")) if sched else "none (constant LR)",
+        "device / precision": f"training on {accelerator} ({cfg.trainer.get('devices', 1)} device(s)), "
+        f"precision {precision}; probes ran on {ctx.settings.accelerator}",
+        "probe batch": f"{len(ctx.batch[0])} samples, {ctx.settings.overfit_steps} overfit steps",
+    }
+
+
+def _lr_curve(ctx: DoctorContext) -> list[float]:
+    cfg = ctx.cfg
+    opt = instantiate(cfg.model.optimizer)(params=[torch.nn.Parameter(torch.zeros(1))])
+    total = ctx.plan.total_optimizer_steps
+    if cfg.model.get("scheduler") is None:
+        return [opt.param_groups[0]["lr"]] * max(total, 1)
+    sched = instantiate(cfg.model.scheduler)(optimizer=opt, total_steps=total)
+    lrs = []
+    for _ in range(min(total, 50_000)):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    return lrs
+
+
+def _plots(ctx: DoctorContext, out: Path) -> dict[str, str]:
+    made: dict[str, str] = {}
+    rec = observation(ctx).recorder
+    losses = [v for v in rec.losses if v is not None]
+    if losses and all(v > 0 for v in losses):
+        made["overfit-one-batch loss"] = plots.overfit_curve(losses, out / "overfit_one_batch.png")
+    if rec.step_grads:
+        made["per-layer gradient norms"] = plots.grad_norms(
+            rec.step_grads[0], out / "grad_norms.png"
+        )
+    made["learning-rate schedule"] = plots.lr_schedule(
+        _lr_curve(ctx), ctx.plan.warmup_steps, out / "lr_schedule.png"
+    )
+    return made
+
+
+def print_table(checks: list[Check]) -> None:
+    width = max(len(c.id) for c in checks)
+    for c in checks:
+        print(f"  {c.id:<{width}}  {c.status:<4}  {c.seconds:6.2f}s  {c.message}")
+
+
+def diagnose(cfg: DictConfig) -> tuple[list[Check], Path]:
+    """Run every check on the configured experiment; write <run dir>/doctor/*. Returns the checks."""
+    out = Path(cfg.paths.output_dir) / "doctor"
+    out.mkdir(parents=True, exist_ok=True)
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    settings = ProbeSettings.from_cfg(cfg.get("probe"))
+    ctx = DoctorContext(cfg, settings, workdir=out / ".probes")
+    ctx.workdir.mkdir(exist_ok=True)
+    start = time.perf_counter()
+    threads = torch.get_num_threads()
+    torch.set_num_threads(settings.threads)
+    try:
+        shared = shared_probes(ctx)
+        checks = run_checks(ctx)
+        made = _plots(ctx, out)
+    finally:
+        torch.set_num_threads(threads)  # preflight: training keeps its own thread count
+    name = experiment_name(cfg)
+    report = report_dict(
+        name,
+        checks,
+        {
+            "seconds": round(time.perf_counter() - start, 2),
+            "shared_probe_seconds": shared,
+            "plan": ctx.plan.as_dict(),
+            "plots": sorted(made.values()),
+        },
+    )
+    write_json(out / "report.json", report)
+    summary = _summary(ctx, checks)
+    summary["probe time"] = (
+        f"{report['seconds']} s in all; shared probes "
+        + ", ".join(f"{k} {v} s" for k, v in shared.items())
+        + " (the per-check seconds below exclude them)"
+    )
+    (out / "report.md").write_text(render(name, summary, ctx.plan.lines(), checks, made))
+    shutil.rmtree(ctx.workdir, ignore_errors=True)
+    return checks, out
+
+
+def run_doctor(cfg: DictConfig) -> int:
+    print(f"run dir: {cfg.paths.output_dir}", flush=True)
+    checks, out = diagnose(cfg)
+    print_table(checks)
+    print(f"report: {out / 'report.md'}", flush=True)
+    return exit_code(checks)
+
+
+def preflight(cfg: DictConfig) -> Path:
+    """train.py doctor=true: refuse to start on a `fail` unless doctor_allow_fail=true."""
+    print("doctor: running the preflight checks", flush=True)
+    checks, out = diagnose(cfg)
+    failed = [c for c in checks if c.status == "fail"]
+    print_table(checks)
+    if failed and not cfg.get("doctor_allow_fail", False):
+        raise TrainwellError(
+            f"doctor preflight failed {len(failed)} check(s) (first: {failed[0].id}: "
+            f"{failed[0].message}); see {out / 'report.md'}, or set doctor_allow_fail=true"
+        )
+    return out / "report.json"

@@ -1,0 +1,95 @@
+"""checkpoint.roundtrip: save after the probe run, load into a fresh task, compare outputs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from trainwell.doctor.context import DoctorContext
+from trainwell.doctor.observe import crashed_message, observation
+from trainwell.doctor.report import Check
+
+
+def _has_rng(tree: Any) -> bool:
+    if isinstance(tree, dict):
+        return any("rng" in str(k).lower() or _has_rng(v) for k, v in tree.items())
+    return False
+
+
+def checkpoint_roundtrip(ctx: DoctorContext) -> Check:
+    obs = observation(ctx)
+    if obs.fit.error is not None:
+        return Check("checkpoint.roundtrip", "skip", crashed_message(obs))
+    trainer = obs.fit.trainer
+    path = ctx.workdir / "roundtrip.ckpt"
+    trainer.save_checkpoint(path, weights_only=False)  # full state, as ModelCheckpoint writes
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+    except Exception as err:  # pickled objects in the checkpoint: the finding itself
+        return Check(
+            "checkpoint.roundtrip",
+            "fail",
+            f"the checkpoint cannot be loaded with weights_only=True ({type(err).__name__}), so "
+            "eval/resume would have to execute pickled code; keep code objects out of hparams "
+            "and callback state",
+        )
+    evidence: dict[str, Any] = {
+        "keys": sorted(ckpt),
+        "optimizer_states": len(ckpt.get("optimizer_states", [])),
+        "optimizers": len(trainer.optimizers),
+        "lr_schedulers": len(ckpt.get("lr_schedulers", [])),
+        "schedulers": len(trainer.lr_scheduler_configs),
+        "rng_state_in_probe_checkpoint": _has_rng(ckpt),
+        "bytes": path.stat().st_size,
+    }
+    fresh = ctx.make_task(seed=int(ctx.cfg.seed) + 1)
+    try:
+        fresh.load_state_dict(ckpt["state_dict"], strict=True)
+    except Exception as err:  # architecture/keys mismatch
+        return Check(
+            "checkpoint.roundtrip",
+            "fail",
+            f"the saved state_dict does not load into a fresh task: {str(err).splitlines()[0]}; "
+            "build the same architecture from the config",
+            evidence,
+        )
+    x = ctx.batch[0]
+    trained, loaded = obs.task, fresh
+    trained.eval()
+    loaded.eval()
+    with torch.no_grad():
+        diff = float((trained(x) - loaded(x)).abs().max())
+    trained.train()
+    evidence["max_output_difference"] = diff
+    if diff > 1e-6:
+        return Check(
+            "checkpoint.roundtrip",
+            "fail",
+            f"a fresh task loaded from the checkpoint gives outputs {diff:.3g} away from the "
+            "trained one: some state that changes the output is not saved (a plain tensor "
+            "attribute or a non-persistent buffer); register it with register_buffer",
+            evidence,
+        )
+    missing = []
+    if evidence["optimizer_states"] < evidence["optimizers"]:
+        missing.append("optimizer")
+    if evidence["lr_schedulers"] < evidence["schedulers"]:
+        missing.append("scheduler")
+    if missing:
+        return Check(
+            "checkpoint.roundtrip",
+            "fail",
+            f"the checkpoint lacks {' and '.join(missing)} state, so a resumed run restarts "
+            "them from scratch; save with trainer.save_checkpoint (full state)",
+            evidence,
+        )
+    # RNG and loader position come from train()'s always-on TrainingStateCallback, which the
+    # probe run does not install: evidence only, not a verdict.
+    return Check(
+        "checkpoint.roundtrip",
+        "pass",
+        "a fresh task loaded from the checkpoint reproduces the outputs exactly, and the "
+        "optimizer and scheduler state are saved",
+        evidence,
+    )

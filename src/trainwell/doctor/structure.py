@@ -1,0 +1,133 @@
+"""params.registered and optimizer.coverage: can the optimizer see and update what should train?"""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+
+from trainwell.doctor.context import DoctorContext
+from trainwell.doctor.observe import observation
+from trainwell.doctor.report import Check
+
+
+def _hidden(value: object) -> list[torch.Tensor]:
+    """Parameters reachable through a plain list/tuple/dict (nn.Module does not register these)."""
+    found: list[torch.Tensor] = []
+    items = value.values() if isinstance(value, dict) else value
+    for item in items:  # type: ignore[union-attr]
+        if isinstance(item, nn.Module):
+            found.extend(item.parameters())
+        elif isinstance(item, nn.Parameter) or (
+            isinstance(item, torch.Tensor) and item.requires_grad and item.is_leaf
+        ):
+            found.append(item)
+        elif isinstance(item, list | tuple | dict):
+            found.extend(_hidden(item))
+    return found
+
+
+def params_registered(ctx: DoctorContext) -> Check:
+    task = ctx.make_task()
+    registered = {id(p) for p in task.parameters()}
+    hidden: dict[str, int] = {}
+    kinds: dict[str, str] = {}
+    for mod_name, module in task.named_modules():
+        for attr, value in vars(module).items():
+            if attr.startswith("_") or not isinstance(value, list | tuple | dict):
+                continue
+            missing = [p for p in _hidden(value) if id(p) not in registered]
+            if missing:
+                name = f"{mod_name}.{attr}" if mod_name else attr
+                hidden[name] = sum(p.numel() for p in missing)
+                kinds[name] = type(value).__name__
+    trainable = sum(p.numel() for p in task.parameters() if p.requires_grad)
+    evidence = {"trainable_parameters": trainable, "hidden_parameters": hidden}
+    if hidden:
+        name, count = next(iter(hidden.items()))
+        fix = {"list": "nn.ModuleList", "tuple": "nn.ModuleList", "dict": "nn.ModuleDict"}[
+            kinds[name]
+        ]
+        return Check(
+            "params.registered",
+            "fail",
+            f"layer `{name}` is a plain {kinds[name]}: its {count} parameters are invisible to "
+            f"the optimizer, .to(device) and the checkpoint; use {fix}",
+            evidence,
+        )
+    if trainable == 0:
+        return Check(
+            "params.registered",
+            "fail",
+            "the model has no trainable parameters, so training cannot change it; register layers "
+            "as nn.Module attributes and leave requires_grad on",
+            evidence,
+        )
+    return Check(
+        "params.registered", "pass", f"{trainable} trainable parameters, all registered", evidence
+    )
+
+
+def optimizer_coverage(ctx: DoctorContext) -> Check:
+    obs = observation(ctx)
+    rec = obs.recorder
+    if not rec.trainable_at_start and obs.fit.error is not None:
+        return Check(
+            "optimizer.coverage",
+            "skip",
+            f"training never reached its first batch ({obs.fit.error_line}); fix that first",
+        )
+    in_opt: list[int] = [i for group in rec.optimizer_params for i in group]
+    counted = set(in_opt)
+    missing = [n for n, i in rec.trainable_at_start.items() if i not in counted]
+    frozen = [n for n, i in rec.frozen_at_start.items() if i in counted]
+    duplicates = len(in_opt) - len(counted)
+    evidence = {
+        "optimizers": len(rec.optimizer_params),
+        "tensors_in_optimizers": len(in_opt),
+        "trainable_tensors": len(rec.trainable_at_start),
+        "missing": missing[:20],
+        "missing_count": len(missing),
+        "frozen_in_optimizer": frozen[:20],
+        "frozen_in_optimizer_count": len(frozen),
+        "duplicates": duplicates,
+    }
+    if not rec.optimizer_params:
+        return Check(
+            "optimizer.coverage",
+            "fail",
+            "configure_optimizers returned no optimizer, so no parameter is ever updated; return "
+            "one built from the trainable parameters",
+            evidence,
+        )
+    if missing:
+        return Check(
+            "optimizer.coverage",
+            "fail",
+            f"{len(missing)} trainable tensor(s) (first: `{missing[0]}`) are not in the optimizer, "
+            "so they never train (a layer added after the optimizer was built?); build the "
+            "optimizer in configure_optimizers after the model is complete",
+            evidence,
+        )
+    if frozen:
+        return Check(
+            "optimizer.coverage",
+            "fail",
+            f"{len(frozen)} frozen tensor(s) (first: `{frozen[0]}`) are still in the optimizer (it "
+            "was built before the freeze), so weight decay/momentum can still move them; build "
+            "the optimizer after freezing, from parameters with requires_grad=True",
+            evidence,
+        )
+    if duplicates:
+        return Check(
+            "optimizer.coverage",
+            "fail",
+            f"{duplicates} tensor(s) appear twice in the optimizer and get stepped twice; list "
+            "each parameter once",
+            evidence,
+        )
+    return Check(
+        "optimizer.coverage",
+        "pass",
+        f"the optimizer holds exactly the {len(counted)} trainable tensors",
+        evidence,
+    )

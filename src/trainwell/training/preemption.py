@@ -1,0 +1,154 @@
+"""SIGTERM / SIGUSR1: finish the optimizer step, checkpoint, (under SLURM) requeue, exit 3.
+
+What this corrects in Lightning 2.6:
+* Its SLURM SIGUSR1 handler writes `hpc_ckpt_N.ckpt` from *inside the signal handler*, i.e. in
+  the middle of whatever step was running: inside an accumulation window half a gradient is lost
+  and the loader position disagrees with the weights. Here the handler only sets a flag.
+* Its SIGTERM handling raises at the end of the next micro-batch (possibly mid-window) and saves
+  nothing. Here the save waits for the end of the accumulation window, where the gradient is
+  empty and weights, optimizer, loader position and RNG all describe the same moment.
+
+Exit codes: 0 finished, 1 crash, 2 bad input, 3 pre-empted with a checkpoint (`resume=auto`
+continues it), 137 SIGKILL (nothing can run; the newest complete checkpoint is intact).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.trainer.states import TrainerFn
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+from trainwell.errors import TrainwellError
+
+EXIT_PREEMPTED = 3
+_SIGNALS = (signal.SIGTERM, signal.SIGUSR1)
+
+
+class Preempted(SystemExit):
+    """Raised after the pre-emption checkpoint is on disk; exits the process with code 3."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(EXIT_PREEMPTED)
+        self.message = message
+
+
+def slurm_job_id() -> str | None:
+    """The id `scontrol requeue` wants: `<array job>_<task>` for array jobs, else the job id."""
+    array_job, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    if array_job and task:
+        return f"{array_job}_{task}"
+    return os.environ.get("SLURM_JOB_ID")
+
+
+def in_slurm_batch_job() -> bool:
+    # An interactive `srun python ...` has SLURM_JOB_ID too, but cannot be requeued.
+    return bool(slurm_job_id()) and os.environ.get("SLURM_JOB_NAME") not in ("bash", "interactive")
+
+
+class PreemptionCallback(L.Callback):
+    """Always installed by `training.run`. Also saves on a crash when the state is consistent
+    (between optimizer steps, one process): the `OnExceptionCheckpoint` idea, minus the
+    checkpoints of half-finished steps it would write."""
+
+    def __init__(self, dirpath: str | Path, requeue: bool = True) -> None:
+        self.dirpath = Path(dirpath)
+        self.requeue = requeue
+        self.received: int | None = None
+        self._previous: dict[int, Any] = {}
+
+    # -- signal plumbing ---------------------------------------------------------------------
+    def _handler(self, signum: int, frame: FrameType | None) -> None:
+        self.received = signum
+
+    def _install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return  # signal.signal only works there; a trainer driven from a thread has no say
+        for sig in _SIGNALS:
+            previous = signal.signal(sig, self._handler)
+            self._previous.setdefault(sig, previous)
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if stage == "fit":
+            # Before Lightning registers its handlers: it then leaves SIGUSR1 alone.
+            self._install()
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # After Lightning's registration: replace its SIGTERM handler (see module docstring).
+        self._install()
+
+    def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        for sig, previous in self._previous.items():
+            if previous is not None:
+                signal.signal(sig, previous)
+        self._previous = {}
+
+    # -- the safe point ----------------------------------------------------------------------
+    @staticmethod
+    def at_window_boundary(trainer: L.Trainer, batches_done: int) -> bool:
+        """True right after an optimizer step: the end of an accumulation window (or the
+        shorter tail window that ends the epoch). Never mid-window: resuming there would need
+        the partial gradient, which no checkpoint holds."""
+        accumulate = trainer.accumulate_grad_batches
+        return batches_done % accumulate == 0 or batches_done >= trainer.num_training_batches
+
+    def on_train_batch_end(
+        self,
+        trainer: L.Trainer,
+        pl_module: L.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+    ) -> None:
+        if not self.at_window_boundary(trainer, batch_idx + 1):
+            return
+        requested = self.received is not None
+        if trainer.world_size > 1:
+            # Every rank must stop at the same step (the save is collective); any rank's signal
+            # counts, since a scheduler may signal only some of them.
+            requested = trainer.strategy.reduce_boolean_decision(requested, all=False)
+        if not requested:
+            return
+        path = self.dirpath / "preempt.ckpt"
+        trainer.save_checkpoint(path)
+        name = signal.Signals(self.received).name if self.received else "a signal on another rank"
+        message = f"pre-empted by {name} at step {trainer.global_step}: checkpoint {path}"
+        job = slurm_job_id()
+        if self.requeue and self.received == signal.SIGUSR1 and job and in_slurm_batch_job():
+            if trainer.is_global_zero:
+                result = subprocess.run(["scontrol", "requeue", job], check=False)
+                message += f"; scontrol requeue {job} -> exit {result.returncode}"
+        else:
+            message += "; continue with resume=auto"
+        if trainer.is_global_zero:
+            print(message, file=sys.stderr, flush=True)
+        raise Preempted(message)
+
+    def on_exception(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
+    ) -> None:
+        if isinstance(exception, (Preempted, SIGTERMException, TrainwellError)):
+            return  # bad input (disk full included) adds no checkpoint: nothing new to save
+        if trainer.world_size > 1:
+            return  # a collective save after one rank failed would hang the others
+        if trainer.state.fn != TrainerFn.FITTING or trainer.sanity_checking:
+            return
+        progress = trainer.fit_loop.epoch_loop.batch_progress.current
+        if trainer.global_step == 0 and progress.completed == 0:
+            return  # nothing trained yet: nothing worth a checkpoint
+        between_steps = progress.ready == progress.completed and (
+            progress.completed == 0 or self.at_window_boundary(trainer, progress.completed)
+        )
+        if not between_steps:
+            return  # mid-step: weights, loader position and RNG disagree; keep the last good one
+        path = self.dirpath / "on_exception.ckpt"
+        trainer.save_checkpoint(path)
+        print(f"saved {path} (state before the failing step)", file=sys.stderr, flush=True)

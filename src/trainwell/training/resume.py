@@ -1,0 +1,136 @@
+"""Which checkpoint a run continues from, and refusing the ones it must not continue from.
+
+`ckpt_path=<file>` resumes from that file. `resume=auto` picks the newest *complete* checkpoint
+in `<run dir>/checkpoints` and starts fresh when there is none, so a requeued SLURM job (whose run
+dir is keyed by its job id) and a first attempt run the same command line.
+"""
+
+from __future__ import annotations
+
+import sys
+import warnings
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainwell.errors import TrainwellError
+from trainwell.training.checkpointing import (
+    CheckpointError,
+    TrainingStateCallback,
+    load_checkpoint_file,
+)
+
+RESUME_MODES = (None, "auto", "never")
+_MAX_LISTED_KEYS = 6
+
+
+def _progress(checkpoint: dict[str, Any]) -> tuple[int, int, int]:
+    """(optimizer steps, epochs finished, batches finished in the epoch): later is larger."""
+    loops = checkpoint.get("loops", {}).get("fit_loop", {})
+    epochs = loops.get("epoch_progress", {}).get("current", {}).get("completed", 0)
+    batches = loops.get("epoch_loop.batch_progress", {}).get("current", {}).get("completed", 0)
+    return int(checkpoint.get("global_step", 0)), int(epochs), int(batches)
+
+
+def find_newest_checkpoint(directory: Path) -> Path | None:
+    """The checkpoint furthest into training that loads; unreadable files are skipped loudly.
+
+    Ordered by training progress, not mtime: `best.ckpt` may be rewritten after a later step
+    checkpoint, and a copied run dir has meaningless mtimes.
+    """
+    if not directory.is_dir():
+        return None
+    ranked: list[tuple[tuple[int, int, int, int], Path]] = []
+    for path in directory.glob("*.ckpt"):
+        if path.name.startswith("."):
+            continue  # an atomic save's temp file: a save that never finished
+        try:
+            checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        except Exception as err:  # any unreadable file is skipped, and said so
+            print(f"resume=auto: skipping unreadable {path.name} ({err!s:.80})", file=sys.stderr)
+            continue
+        ranked.append(((*_progress(checkpoint), path.stat().st_mtime_ns), path))
+    return max(ranked)[1] if ranked else None
+
+
+def resolve_ckpt_path(cfg: Any, run_dir: Path) -> str | None:
+    """The checkpoint `trainer.fit` resumes from (None: start fresh)."""
+    mode = cfg.get("resume")
+    if mode not in RESUME_MODES:
+        raise TrainwellError(f"resume={mode} is not a mode; use resume=auto (or leave it unset)")
+    explicit = cfg.get("ckpt_path")
+    if explicit:
+        if not Path(explicit).is_file():
+            raise CheckpointError(
+                f"checkpoint not found: {explicit}; pass ckpt_path=<an existing .ckpt> "
+                "or resume=auto to continue from the run dir's newest checkpoint"
+            )
+        return str(explicit)
+    if mode != "auto":
+        return None
+    newest = find_newest_checkpoint(run_dir / "checkpoints")
+    if newest is None:
+        print(f"resume=auto: no checkpoint in {run_dir / 'checkpoints'}, starting fresh")
+        return None
+    print(f"resume=auto: resuming from {newest}")
+    return str(newest)
+
+
+def check_architecture(state_dict: dict[str, torch.Tensor], model: nn.Module, path: str) -> None:
+    """Refuse a checkpoint of another architecture with the mismatched keys on one line
+    (Lightning's own error is a multi-line dump raised after the run dir is set up)."""
+    expected = {k: tuple(v.shape) for k, v in model.state_dict().items()}
+    found = {k: tuple(v.shape) for k, v in state_dict.items() if isinstance(v, torch.Tensor)}
+    missing = sorted(expected.keys() - found.keys())
+    unexpected = sorted(found.keys() - expected.keys())
+    resized = sorted(k for k in expected.keys() & found.keys() if expected[k] != found[k])
+    if not (missing or unexpected or resized):
+        return
+    parts = []
+    for label, keys in (("missing", missing), ("unexpected", unexpected), ("shape", resized)):
+        if keys:
+            shown = keys[:_MAX_LISTED_KEYS]
+            if label == "shape":
+                shown = [f"{k} {found[k]}->{expected[k]}" for k in shown]
+            more = (
+                f" (+{len(keys) - _MAX_LISTED_KEYS} more)" if len(keys) > _MAX_LISTED_KEYS else ""
+            )
+            parts.append(f"{label}: {', '.join(shown)}{more}")
+    raise CheckpointError(
+        f"checkpoint {path} is from a different architecture ({'; '.join(parts)}); "
+        "resume with the model config it was trained with, or pass a matching ckpt_path"
+    )
+
+
+def check_batch(
+    saved: dict[str, int] | None, current: dict[str, int], allow_change: bool, path: str
+) -> None:
+    """A changed effective batch silently changes the run: the LR (tuned for the old batch), the
+    steps per epoch and the schedule length no longer match what the checkpoint was part of."""
+    if not saved or saved.get("effective_batch") == current["effective_batch"]:
+        return
+    old = "x".join(str(saved.get(k)) for k in ("micro_batch", "accumulate", "world_size"))
+    new = "x".join(str(current[k]) for k in ("micro_batch", "accumulate", "world_size"))
+    message = (
+        f"the effective batch changed on resume: {saved['effective_batch']} ({old}, micro x "
+        f"accumulate x world) when {path} was saved, {current['effective_batch']} ({new}) now, "
+        "so the learning rate and the schedule no longer fit"
+    )
+    if not allow_change:
+        raise TrainwellError(
+            message + "; restore data.batch_size / trainer.accumulate_grad_batches / devices, "
+            "or pass resume_allow_batch_change=true to continue anyway"
+        )
+    warnings.warn(message + " (continuing: resume_allow_batch_change=true)", stacklevel=2)
+
+
+def check_resume(
+    ckpt_path: str, model: nn.Module, batch: dict[str, int], allow_batch_change: bool
+) -> None:
+    """Everything that can be known wrong about a resume before Lightning touches the run."""
+    checkpoint = load_checkpoint_file(ckpt_path)
+    check_architecture(checkpoint["state_dict"], model, ckpt_path)
+    saved = checkpoint.get("callbacks", {}).get(TrainingStateCallback.__qualname__, {})
+    check_batch(saved.get("batch"), batch, allow_batch_change, ckpt_path)

@@ -1,0 +1,30 @@
+"""Run chosen doctor checks in-process on a composed config (fast: no subprocess, no plots)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+import torch
+
+from tests.conftest import compose_config
+from trainwell.doctor.context import DoctorContext
+from trainwell.doctor.report import Check
+from trainwell.doctor.run import run_checks
+from trainwell.doctor.settings import ProbeSettings
+
+# Small and quick, but the shipped digits experiment otherwise: the healthy baseline.
+FAST = ["model.net.width=8", "probe.overfit_steps=12", "probe.memory_steps=4"]
+MUSEUM = "tests.doctor.museum"
+
+
+def run_ids(tmp_path: Path, overrides: list[str], ids: list[str]) -> dict[str, Check]:
+    cfg = compose_config(overrides, tmp_path / "run", config_name="doctor")
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    ctx = DoctorContext(cfg, ProbeSettings.from_cfg(cfg.probe), workdir=tmp_path / "probes")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return {c.id: c for c in run_checks(ctx, only=ids)}
+    finally:
+        torch.set_num_threads(threads)

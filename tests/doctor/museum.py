@@ -1,0 +1,284 @@
+"""The bug museum: small, deliberately broken nets, tasks and datamodules (seeds 002/003/004).
+
+Each exhibit carries exactly one planted bug; tests/doctor/test_museum.py swaps it into the
+shipped digits experiment through a Hydra `_target_` override and asserts the check that must
+catch it.
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.utils.data import Dataset, Subset, TensorDataset
+
+from trainwell.data import DigitsDataModule
+from trainwell.models import DigitsCNN
+from trainwell.tasks import ClassificationTask
+
+# -- nets -------------------------------------------------------------------------------------
+
+
+class SoftmaxNet(DigitsCNN):
+    """Returns probabilities: CrossEntropy applies log_softmax on top (squashed gradients)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return super().forward(x).softmax(dim=1)
+
+
+class LogSoftmaxNet(DigitsCNN):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return F.log_softmax(super().forward(x), dim=1)
+
+
+class PlainListNet(nn.Module):
+    """Hidden layers in a Python list: invisible to parameters(), the optimizer, .to()."""
+
+    def __init__(self, num_classes: int = 10, width: int = 8, dropout: float = 0.0) -> None:
+        super().__init__()
+        self.stem = nn.Flatten()
+        self.blocks = [nn.Linear(64, 32), nn.Linear(32, 32)]
+        self.head = nn.Linear(32, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = self.stem(x)
+        for block in self.blocks:
+            x = torch.relu(block(x))
+        return self.head(x)
+
+
+class NoGradFeaturesNet(DigitsCNN):
+    """torch.no_grad() around the feature extractor: only the head ever learns."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            features = self.features(x)
+        return self.head(features)
+
+
+class DetachNet(DigitsCNN):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.features(x).detach())
+
+
+class EvalBatchNormNet(DigitsCNN):
+    """Left in eval mode after construction (Lightning preserves the mode it finds)."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.eval()
+
+
+class ClassIdRegressor(DigitsCNN):
+    """One output: the class id as a number (for MSE on class ids)."""
+
+    def __init__(self, num_classes: int = 10, width: int = 8, dropout: float = 0.0) -> None:
+        super().__init__(num_classes=1, width=width, dropout=dropout)
+
+
+# -- tasks ------------------------------------------------------------------------------------
+
+
+class FreezeAfterOptimizerTask(ClassificationTask):
+    """Builds the optimizer, then freezes the backbone: frozen tensors stay in the optimizer."""
+
+    def configure_optimizers(self):
+        optimizer = self.optimizer_factory(params=self.parameters())
+        for p in self.net.features.parameters():
+            p.requires_grad = False
+        return optimizer
+
+
+class LateHeadTask(ClassificationTask):
+    """Adds a layer after the optimizer exists (in on_train_start): it never trains."""
+
+    def on_train_start(self) -> None:
+        self.extra_head = nn.Linear(self.hparams.num_classes, self.hparams.num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        logits = self.net(x)
+        extra = getattr(self, "extra_head", None)
+        return logits if extra is None else extra(logits)
+
+
+class OneHotTargetsTask(ClassificationTask):
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return self.criterion(self(x), F.one_hot(y, self.hparams.num_classes).float())
+
+
+class MSEOnClassIdsTask(ClassificationTask):
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return F.mse_loss(self(x).squeeze(1), y.float())
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        self.log("val/loss", F.mse_loss(self(x).squeeze(1), y.float()))
+
+
+class NoZeroGradTask(ClassificationTask):
+    """Overrides optimizer_zero_grad with nothing: gradients sum over all steps."""
+
+    def optimizer_zero_grad(self, epoch, batch_idx, optimizer) -> None:
+        pass
+
+
+class TrainInValidationTask(ClassificationTask):
+    """Custom validation code that calls self.train(): dropout is active while validating."""
+
+    def validation_step(self, batch, batch_idx):
+        self.train()
+        return super().validation_step(batch, batch_idx)
+
+
+class LossHistoryTask(ClassificationTask):
+    """Appends the loss tensor (with its graph) instead of loss.item()."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.history: list[torch.Tensor] = []
+
+    def training_step(self, batch, batch_idx):
+        loss = super().training_step(batch, batch_idx)
+        self.history.append(loss)
+        return loss
+
+
+class RetainGraphTask(ClassificationTask):
+    def backward(self, loss: torch.Tensor, *args, **kwargs) -> None:
+        loss.backward(retain_graph=True)
+
+
+class MicroBatchSchedulerTask(ClassificationTask):
+    """Steps the scheduler by hand in every micro-batch: under accumulation it runs K x fast."""
+
+    def training_step(self, batch, batch_idx):
+        loss = super().training_step(batch, batch_idx)
+        self.lr_schedulers().step()
+        return loss
+
+
+class UnnormalisedAccumulationTask(ClassificationTask):
+    """'Undoes' Lightning's division by K: the window's gradient is K x too large."""
+
+    def training_step(self, batch, batch_idx):
+        loss = super().training_step(batch, batch_idx)
+        return loss * self.trainer.accumulate_grad_batches
+
+
+class UnsavedStateTask(ClassificationTask):
+    """A plain tensor attribute that changes during training: the checkpoint never sees it."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.temperature = torch.tensor(1.0)
+
+    def training_step(self, batch, batch_idx):
+        self.temperature = self.temperature + 0.01
+        return super().training_step(batch, batch_idx)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net(x) / self.temperature
+
+
+# -- datamodules ------------------------------------------------------------------------------
+
+
+class NaNDigits(DigitsDataModule):
+    """One train sample is NaN (a corrupt record)."""
+
+    def setup(self, stage=None):
+        if self.train_set is not None:
+            return
+        super().setup(stage)
+        x, y = self.train_set.tensors
+        x = x.clone()
+        x[100, 0, 3, 3] = float("nan")
+        self.train_set = TensorDataset(x, y)
+
+
+class OverlappingDigits(DigitsDataModule):
+    """Validation drawn from the training samples."""
+
+    def setup(self, stage=None):
+        if self.train_set is not None:
+            return
+        super().setup(stage)
+        x, y = self.train_set.tensors
+        self.val_set = TensorDataset(x[:50].clone(), y[:50].clone())
+
+
+class _SameRngNoise(Dataset):
+    """Noise augmentation from a numpy Generator made in __init__: each worker gets a copy."""
+
+    def __init__(self, base: Dataset) -> None:
+        self.base = base
+        self.rng = np.random.default_rng(0)
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, i: int):
+        x, y = self.base[i]
+        noise = torch.from_numpy(self.rng.normal(size=tuple(x.shape)).astype(np.float32))
+        return x + 0.1 * noise, y
+
+
+class SameAugmentationDigits(DigitsDataModule):
+    def setup(self, stage=None):
+        if self.train_set is not None:
+            return
+        super().setup(stage)
+        self.train_set = _SameRngNoise(self.train_set)
+
+
+class _Slow(Subset):
+    def __getitem__(self, i: int):
+        time.sleep(0.002)  # a disk read per sample
+        return super().__getitem__(i)
+
+
+class SlowDigits(DigitsDataModule):
+    def setup(self, stage=None):
+        if self.train_set is not None:
+            return
+        super().setup(stage)
+        self.train_set = _Slow(self.train_set, range(len(self.train_set)))
+
+
+# -- healthy counterparts (the exhibit's check must pass on them) --------------------------------
+
+
+class _TorchNoise(_SameRngNoise):
+    """The same augmentation drawn from torch's RNG, which DataLoader seeds per worker."""
+
+    def __getitem__(self, i: int):
+        x, y = self.base[i]
+        return x + 0.1 * torch.randn(x.shape), y
+
+
+class TorchAugmentationDigits(DigitsDataModule):
+    def setup(self, stage=None):
+        if self.train_set is not None:
+            return
+        super().setup(stage)
+        self.train_set = _TorchNoise(self.train_set)
+
+
+class PlainLightningAccumulationTask(ClassificationTask):
+    """Returns the plain micro-batch mean: Lightning then divides a short tail window by K too."""
+
+    def training_step(self, batch, batch_idx):
+        return self._shared_step(batch)[0]
+
+
+class NoGradForwardNet(DigitsCNN):
+    """The whole forward under no_grad: backward has no graph at all (the first step raises)."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            return super().forward(x)

@@ -1,0 +1,63 @@
+"""conf/doctor.yaml and the doctor=true preflight: compose, inherit, refuse on a fail."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import compose_config
+from tests.doctor.helpers import MUSEUM
+from trainwell.doctor.settings import ProbeSettings
+from trainwell.errors import TrainwellError
+from trainwell.training.run import train
+
+
+def test_doctor_config_inherits_train_overrides(tmp_path: Path) -> None:
+    cfg = compose_config(
+        ["experiment=resnet_accum", "data=synthetic", "probe.overfit_steps=5"],
+        tmp_path,
+        config_name="doctor",
+    )
+    assert cfg.trainer.accumulate_grad_batches == 4
+    assert cfg.data._target_.endswith("SyntheticDataModule")
+    settings = ProbeSettings.from_cfg(cfg.probe)
+    assert settings.overfit_steps == 5
+    # conf/doctor.yaml lists every knob with the dataclass default (train.py doctor=true uses those)
+    assert ProbeSettings.from_cfg({k: v for k, v in cfg.probe.items() if k != "overfit_steps"}) == (
+        ProbeSettings()
+    )
+
+
+def test_unknown_probe_setting_is_a_usage_error() -> None:
+    with pytest.raises(TrainwellError, match=r"probe\.bogus"):
+        ProbeSettings.from_cfg({"bogus": 1})
+
+
+def test_preflight_refuses_to_train_on_a_fail(tmp_path: Path) -> None:
+    cfg = compose_config(
+        ["doctor=true", f"model.net._target_={MUSEUM}.SoftmaxNet", "model.net.width=8"],
+        tmp_path / "run",
+    )
+    with pytest.raises(TrainwellError, match=r"loss\.logits"):
+        train(cfg)
+    assert (tmp_path / "run" / "doctor" / "report.json").is_file()
+    assert not (tmp_path / "run" / "checkpoints").exists()  # no training step was spent
+
+
+@pytest.mark.slow
+def test_preflight_pass_links_the_report_in_results(tmp_path: Path) -> None:
+    cfg = compose_config(
+        [
+            "doctor=true",
+            "trainer.max_epochs=1",
+            "+trainer.limit_train_batches=2",
+            "+trainer.limit_val_batches=1",
+            "test=false",
+        ],
+        tmp_path / "run",
+    )
+    train(cfg)
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["doctor_report"] == str(tmp_path / "run" / "doctor" / "report.json")

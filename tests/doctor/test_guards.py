@@ -1,0 +1,154 @@
+"""Training guards in real Lightning fits: non-finite stop, grad-norm logging, train-mode check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import pytest
+import torch
+from hydra.utils import instantiate
+from lightning.pytorch.loggers import Logger
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from tests.conftest import compose_config
+from tests.doctor.helpers import MUSEUM
+from trainwell.doctor.guards import (
+    GradNormMonitor,
+    NonFiniteGuard,
+    NonFiniteLossError,
+    TrainModeGuard,
+)
+from trainwell.training.run import build_callbacks
+
+
+def _task(tmp_path: Path, overrides: list[str] | None = None) -> L.LightningModule:
+    cfg = compose_config(["model.net.width=8", *(overrides or [])], tmp_path / "run")
+    torch.manual_seed(0)
+    return instantiate(cfg.model)
+
+
+def _loader(nan_batch: int | None = None, batches: int = 6) -> DataLoader:
+    gen = torch.Generator().manual_seed(0)
+    x = torch.randn(batches * 8, 1, 8, 8, generator=gen)
+    y = torch.randint(0, 10, (batches * 8,), generator=gen)
+    if nan_batch is not None:
+        x[nan_batch * 8 + 2, 0, 1, 1] = float("nan")
+    return DataLoader(TensorDataset(x, y), batch_size=8)
+
+
+def _trainer(callbacks: list[L.Callback], **kwargs: Any) -> L.Trainer:
+    return L.Trainer(
+        accelerator="cpu",
+        max_epochs=1,
+        callbacks=callbacks,
+        logger=kwargs.pop("logger", False),
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        limit_val_batches=0,
+        **kwargs,
+    )
+
+
+def test_nan_batch_stops_the_run_naming_the_batch(tmp_path: Path) -> None:
+    guard_steps: list[int] = []
+
+    class Steps(L.Callback):
+        def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+            guard_steps.append(batch_idx)
+
+    with pytest.raises(NonFiniteLossError, match=r"batch 3\b.*doctor"):
+        _trainer([NonFiniteGuard(), Steps()]).fit(_task(tmp_path), _loader(nan_batch=3))
+    assert guard_steps == [0, 1, 2]  # the guard stopped at batch 3 itself
+
+
+def test_deferred_sync_still_names_the_first_bad_batch(tmp_path: Path) -> None:
+    with pytest.raises(NonFiniteLossError, match=r"batch 1\b"):
+        _trainer([NonFiniteGuard(sync_every=4)]).fit(_task(tmp_path), _loader(nan_batch=1))
+
+
+class _InfGradTask(L.LightningModule):
+    """Finite loss (0), infinite gradient: d sqrt(w)/dw at w=0."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.zeros(1))
+        self.b = nn.Parameter(torch.zeros(1))
+
+    def training_step(self, batch, batch_idx):
+        return torch.sqrt(self.w).sum() + 0 * self.b.sum()
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def test_non_finite_gradient_stops_the_run_naming_the_tensor() -> None:
+    loader = DataLoader(TensorDataset(torch.zeros(4, 1)), batch_size=2)
+    with pytest.raises(NonFiniteLossError, match=r"gradient at optimizer step 0 .*`w`"):
+        _trainer([NonFiniteGuard()]).fit(_InfGradTask(), loader)
+
+
+class _MemoryLogger(Logger):
+    """A real (if minimal) Lightning logger that keeps what it is given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rows: list[tuple[int | None, dict[str, float]]] = []
+
+    @property
+    def name(self) -> str:
+        return "memory"
+
+    @property
+    def version(self) -> int:
+        return 0
+
+    def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
+        pass
+
+    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
+        self.rows.append((step, dict(metrics)))
+
+
+def test_grad_norm_monitor_logs_total_and_per_layer_on_its_cadence(tmp_path: Path) -> None:
+    expected: dict[int, float] = {}
+
+    class Reference(L.Callback):
+        def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
+            grads = [p.grad.double() for p in pl_module.parameters() if p.grad is not None]
+            expected[trainer.global_step] = float(torch.sqrt(sum((g**2).sum() for g in grads)))
+
+    logger = _MemoryLogger()
+    _trainer([GradNormMonitor(every_n_steps=2), Reference()], logger=logger).fit(
+        _task(tmp_path), _loader()
+    )
+    logged = {step: m for step, m in logger.rows if "grad_norm/total" in m}
+    assert sorted(logged) == [0, 2, 4]
+    for step, metrics in logged.items():
+        assert metrics["grad_norm/total"] == pytest.approx(expected[step], rel=1e-5)
+        layers = [k for k in metrics if k != "grad_norm/total"]
+        assert "grad_norm/net.head.1" in layers
+        per_layer_total = sum(metrics[k] ** 2 for k in layers) ** 0.5
+        assert per_layer_total == pytest.approx(expected[step], rel=1e-5)
+
+
+def test_train_mode_guard_stops_a_model_left_in_eval(tmp_path: Path) -> None:
+    task = _task(tmp_path, [f"model.net._target_={MUSEUM}.EvalBatchNormNet"])
+    with pytest.raises(RuntimeError, match=r"eval mode at the start of training epoch 0"):
+        _trainer([TrainModeGuard()]).fit(task, _loader())
+
+
+def test_train_mode_guard_allows_listed_modules(tmp_path: Path) -> None:
+    task = _task(tmp_path)
+    task.net.features.eval()  # a deliberately frozen backbone
+    _trainer([TrainModeGuard(allow_eval=["net.features"])]).fit(task, _loader(batches=2))
+
+
+def test_guards_are_on_by_default(tmp_path: Path) -> None:
+    cfg = compose_config([], tmp_path / "run")
+    kinds = {type(c) for c in build_callbacks(cfg)}
+    assert {NonFiniteGuard, GradNormMonitor, TrainModeGuard} <= kinds

@@ -1,0 +1,126 @@
+"""The benchmarks run and end with their machine-readable `key=value` line.
+
+Each script is run as a user runs it (`python benchmarks/<x>.py`, tiny settings) in a subprocess;
+the figures they print are checked only where the figure is a fact rather than a speed: trainwell
+and the hand-written loop agree to 1e-5, checkpointing lowers activation memory, wandb is not
+imported by a logger=csv run. Speeds depend on the machine and are never asserted.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+BENCH = REPO / "benchmarks"
+sys.path.insert(0, str(BENCH))  # benchmarks/ is a folder of scripts, not a package
+
+import gpu_throughput  # noqa: E402
+import harness  # noqa: E402
+import raw_loop  # noqa: E402
+
+from trainwell.training.accumulation import micro_batch_sizes  # noqa: E402
+
+
+def run_benchmark(script: str, *args: str) -> dict[str, str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "WANDB_SILENT": "true"}
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / script), *args],
+        cwd=REPO,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    last = proc.stdout.strip().splitlines()[-1]
+    pairs = dict(part.split("=", 1) for part in last.split())
+    assert pairs, last
+    return pairs
+
+
+def test_final_line_is_key_value_pairs(capsys: pytest.CaptureFixture[str]) -> None:
+    harness.final_line(ratio=1.01834, name="digits", count=3)
+    assert capsys.readouterr().out == "ratio=1.018 name=digits count=3\n"
+
+
+def test_summary_median_and_spread() -> None:
+    s = harness.summary([1.0, 3.0, 2.0])
+    assert (s["median"], s["min"], s["max"]) == (2.0, 1.0, 3.0)
+    assert s["spread"] == pytest.approx(0.5)  # half-range / median
+
+
+@pytest.mark.parametrize(
+    ("samples", "batch", "accumulate"), [(100, 8, 4), (96, 8, 4), (10, 3, 1), (7, 8, 2)]
+)
+def test_raw_loop_windows_match_trainwell_arithmetic(
+    samples: int, batch: int, accumulate: int
+) -> None:
+    """The raw loop's exact accumulation uses the same window sizes as trainwell's."""
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    loader = DataLoader(TensorDataset(torch.zeros(samples)), batch_size=batch)
+    sizes = micro_batch_sizes(samples, batch, drop_last=False)
+    expected = [sum(sizes[i : i + accumulate]) for i in range(0, len(sizes), accumulate)]
+    assert raw_loop.window_sizes(loader, accumulate) == expected
+    assert sum(expected) == samples
+
+
+def test_bf16_peak_lookup_prefers_the_specific_name() -> None:
+    assert gpu_throughput.bf16_peak("NVIDIA H100 80GB HBM3") == 989e12
+    assert gpu_throughput.bf16_peak("NVIDIA H100 PCIe") == 756e12
+    assert gpu_throughput.bf16_peak("NVIDIA H200") == 989e12
+    assert gpu_throughput.bf16_peak("NVIDIA A100-SXM4-80GB") == 312e12
+    assert gpu_throughput.bf16_peak("Some Future GPU") is None
+
+
+@pytest.mark.slow
+def test_overhead_runs_and_both_loops_agree() -> None:
+    out = run_benchmark("overhead.py", "--workload", "digits", "--epochs", "2", "--reps", "1")
+    assert float(out["digits_ratio"]) > 0 and float(out["digits_cpu_ratio"]) > 0
+    # Same init, data order, optimizer, schedule: the final losses and weights agree.
+    assert float(out["digits_maxdiff"]) <= 1e-5
+
+
+@pytest.mark.slow
+def test_gpu_throughput_runs_on_cpu() -> None:
+    out = run_benchmark(
+        "gpu_throughput.py",
+        *("--num-samples", "48", "--batch", "16", "--width", "4", "--modes", "fp32"),
+        *("--epochs", "2"),
+    )
+    assert out["best_mode"] == "fp32"
+    assert float(out["fp32_tw_img_s"]) > 0 and float(out["fp32_raw_img_s"]) > 0
+    if out["device"] == "cpu":
+        assert math.isnan(float(out["fp32_mfu"]))  # no GPU peak to divide by
+
+
+@pytest.mark.slow
+def test_memory_runs_and_checkpointing_saves_activations() -> None:
+    out = run_benchmark("memory.py", "--width", "8", "--batch", "8", "--reps", "1")
+    assert 0 < float(out["ckpt_act_ratio"]) < 1
+    assert float(out["k1_img_s"]) > 0 and float(out["k4_img_s"]) > 0
+
+
+@pytest.mark.slow
+def test_data_pipeline_runs_on_a_real_format_fixture() -> None:
+    out = run_benchmark(
+        "data_pipeline.py",
+        *("--images", "500", "--batches", "2", "--epochs", "1", "--batch", "32"),
+        *("--workers", "0", "1", "--persistent", "0", "--width", "4"),
+    )
+    assert out["best"] in ("w0", "w1")
+    assert 0 <= float(out["w0_wait"]) <= 1
+
+
+@pytest.mark.slow
+def test_startup_runs_and_csv_run_does_not_import_wandb() -> None:
+    out = run_benchmark("startup.py", "--epochs", "1", "--reps", "1", "--import-reps", "1")
+    assert float(out["startup_s"]) > 0 and float(out["training_s"]) > 0
+    assert out["wandb_imported"] == "0"

@@ -1,0 +1,72 @@
+"""A callback that SIGKILLs its own process at a chosen point, for the kill/resume tests.
+
+Injected into a real `scripts/train.py` run through Hydra (`+callbacks.killer._target_=...`):
+nothing is mocked, the process really dies mid-run and the next run really resumes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import IO, Any
+
+import lightning as L
+
+from trainwell.training.checkpointing import AtomicCheckpointIO
+
+
+def _send(name: str, group: bool) -> None:
+    sig = signal.Signals[name]
+    if group:  # every DDP rank at once (the test starts the run in its own session)
+        os.killpg(os.getpgid(0), sig)
+    else:
+        os.kill(os.getpid(), sig)
+
+
+class KillAt(L.Callback):
+    """Send `signal` (SIGKILL by default; to the process group with group=true):
+    phase=batch_end: after micro-batch `batch` (0-based over the run) ends (rank 0 only);
+    phase=backward: inside that micro-batch's training step, before backward;
+    phase=save: halfway through writing checkpoint number `batch` (0-based)."""
+
+    def __init__(
+        self, batch: int, phase: str = "batch_end", signal: str = "SIGKILL", group: bool = False
+    ) -> None:
+        if phase not in ("batch_end", "backward", "save"):
+            raise ValueError(f"unknown phase {phase}")
+        self.batch, self.phase, self.signal, self.group = batch, phase, signal, group
+        self._seen = 0
+        self._saves = 0
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if self.phase != "save":
+            return
+        io = trainer.strategy.checkpoint_io
+        assert isinstance(io, AtomicCheckpointIO), type(io)
+        real_write = io._write
+
+        def write_then_die(checkpoint: dict[str, Any], file: IO[bytes]) -> None:
+            if self._saves == self.batch:
+                real_write(checkpoint, file)
+                file.flush()
+                file.truncate(file.tell() // 2)  # half a file on disk, then the kill
+                file.flush()
+                os.fsync(file.fileno())
+                _send("SIGKILL", self.group)
+            self._saves += 1
+            real_write(checkpoint, file)
+
+        io._write = write_then_die  # type: ignore[method-assign]
+
+    def on_before_backward(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, loss: Any
+    ) -> None:
+        if self.phase == "backward" and self._seen == self.batch:
+            _send(self.signal, self.group)
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, idx: int
+    ) -> None:
+        if self.phase == "batch_end" and self._seen == self.batch and trainer.is_global_zero:
+            _send(self.signal, self.group)
+        self._seen += 1

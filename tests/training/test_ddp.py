@@ -1,0 +1,68 @@
+"""DDP on 2 CPU processes (gloo) equals one process with the doubled batch, accumulation included.
+
+DDP runs go through scripts/train.py in a subprocess: Lightning's DDP launcher re-executes
+sys.argv, which inside pytest would re-run pytest.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+
+from tests.conftest import run_script
+
+# A smooth BN-free net (conf/model/mlp.yaml says why not a ReLU ResNet), SGD without momentum,
+# fp32: equal gradients give equal weights. 80 samples = windows of 32, 32 and a 16-sample tail.
+COMMON = (
+    "model=mlp",
+    "model.optimizer.momentum=0.0",
+    "model.optimizer.nesterov=false",
+    "model.optimizer.weight_decay=0.0",
+    "model.scheduler=null",
+    "data=synthetic",
+    "data.num_samples=80",
+    "data.num_val=16",
+    "data.num_test=16",
+    "trainer.max_epochs=1",
+    "trainer.num_sanity_val_steps=0",
+    "trainer.deterministic=true",
+    "logger=csv",
+    "test=false",
+    "print_config=false",
+)
+
+
+def _final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    ckpt = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    return ckpt["state_dict"]
+
+
+def _run(run_dir: Path, *overrides: str) -> dict[str, torch.Tensor]:
+    proc = run_script("train.py", *COMMON, *overrides, f"hydra.run.dir={run_dir}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return _final_weights(run_dir)
+
+
+def test_two_ranks_with_accumulation_equal_one_process_with_4x_batch(tmp_path: Path) -> None:
+    ddp = _run(
+        tmp_path / "ddp",
+        "trainer=ddp_sim",
+        "data.batch_size=8",
+        "trainer.accumulate_grad_batches=2",
+    )
+    single = _run(tmp_path / "single", "trainer=cpu", "data.batch_size=32")
+    assert set(ddp) == set(single)
+    diff = max((ddp[k] - single[k]).abs().max().item() for k in ddp)
+    assert diff <= 1e-6, diff
+
+
+def test_ddp_presets_compose(cfg_factory) -> None:
+    from hydra.utils import instantiate
+
+    gpu = cfg_factory(["trainer=ddp"])
+    assert gpu.trainer.strategy == "ddp" and gpu.trainer.sync_batchnorm is True
+    sim = cfg_factory(["trainer=ddp_sim", "model=mlp", "data=synthetic"])
+    assert instantiate(sim.trainer.strategy).process_group_backend == "gloo"
+    task = instantiate(sim.model)
+    assert task.net(torch.zeros(2, 3, 32, 32)).shape == (2, 10)

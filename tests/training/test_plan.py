@@ -1,0 +1,88 @@
+"""The training plan's arithmetic (seed 002), LR scaling, and the plan a real run prints and stores."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_script
+from trainwell.errors import TrainwellError
+from trainwell.training.lr_scaling import scale_lr
+from trainwell.training.plan import make_plan
+
+
+def test_plan_for_ten_thousand_samples_batch_32_accumulate_4() -> None:
+    plan = make_plan(dataset_size=10_000, micro_batch=32, accumulate=4, max_epochs=3)
+    assert plan.effective_batch == 128
+    assert plan.iterations_per_epoch == 313  # ceil(10000 / 32)
+    assert plan.last_batch_size == 16  # 10000 - 312 * 32
+    assert plan.optimizer_steps_per_epoch == 79  # ceil(313 / 4): the tail window steps too
+    assert plan.last_window_batches == 1
+    assert plan.total_optimizer_steps == 237
+    assert plan.examples_seen == 30_000
+
+
+def test_plan_world_size_drop_last_and_max_steps() -> None:
+    plan = make_plan(dataset_size=1000, micro_batch=64, accumulate=2, world_size=3, max_epochs=10)
+    assert plan.samples_per_rank == 334  # DistributedSampler pads to ceil(1000 / 3)
+    assert plan.effective_batch == 384
+    assert plan.iterations_per_epoch == 6
+    dropped = make_plan(1000, 64, drop_last=True, max_epochs=1)
+    assert (dropped.iterations_per_epoch, dropped.last_batch_size) == (15, 64)
+    capped = make_plan(1000, 64, accumulate=2, max_epochs=10, max_steps=5)
+    assert capped.total_optimizer_steps == 5
+    assert capped.examples_seen == 5 * 128
+
+
+def test_plan_follows_limit_and_overfit_batches() -> None:
+    assert make_plan(1000, 10, max_epochs=2, limit_batches=1).optimizer_steps_per_epoch == 1
+    assert make_plan(1000, 10, max_epochs=1, limit_batches=0.25).iterations_per_epoch == 25
+
+
+def test_plan_needs_an_end() -> None:
+    with pytest.raises(ValueError, match=r"max_epochs or trainer\.max_steps"):
+        make_plan(100, 10, max_epochs=-1, max_steps=-1)
+
+
+@pytest.mark.parametrize(
+    ("rule", "expected"), [("linear", 0.4), ("sqrt", 0.1 * math.sqrt(4)), ("none", 0.1)]
+)
+def test_lr_scaling_rules(rule: str, expected: float) -> None:
+    assert scale_lr(0.1, rule, effective_batch=1024, reference_batch=256) == pytest.approx(expected)
+
+
+def test_lr_scaling_refuses_unknown_rules() -> None:
+    with pytest.raises(TrainwellError, match="linear\\|sqrt"):
+        scale_lr(0.1, "cubic", 512, 256)
+
+
+def test_run_prints_and_stores_the_plan_and_warns_about_bn(tmp_path: Path) -> None:
+    proc = run_script(
+        "train.py",
+        "experiment=resnet_accum",
+        "data=synthetic",
+        "data.num_samples=40",
+        "data.num_val=8",
+        "data.num_test=8",
+        "data.batch_size=8",
+        "data.num_workers=0",
+        "model.net.width=4",
+        "trainer.max_epochs=1",
+        "trainer.accelerator=cpu",
+        "trainer.num_sanity_val_steps=0",
+        "test=false",
+        "print_config=false",
+        f"hydra.run.dir={tmp_path}",
+    )
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "micro-batch 8 x accumulate 4 x world 1 = effective batch 32" in proc.stdout
+    assert "optimizer steps/epoch: 2 (last window: 1 micro-batches)" in proc.stdout
+    assert "lr: 0.0125 = 0.1 at batch 256 scaled linear to 32" in proc.stdout
+    assert "BatchNorm normalises over 8 samples, not 32" in proc.stderr
+    plan = json.loads((tmp_path / "results.json").read_text())["plan"]
+    assert plan["effective_batch"] == 32
+    assert plan["total_optimizer_steps"] == 2
+    assert plan["lr"] == pytest.approx(0.0125)

@@ -1,0 +1,111 @@
+"""Pre-emption (SIGTERM / SIGUSR1 -> checkpoint at a window boundary -> exit 3), resume=auto, DDP
+kill + resume, and the logs a resumed run appends to. Real runs of scripts/train.py."""
+
+from __future__ import annotations
+
+import csv
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import REPO, run_script
+from tests.training.test_kill_resume import ACCUMULATE, ENV, RUN, assert_bitwise_equal, final_state
+from trainwell.training.preemption import EXIT_PREEMPTED
+from trainwell.training.resume import find_newest_checkpoint
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    run_dir = tmp_path_factory.mktemp("reference") / "run"
+    proc = run_script("train.py", *RUN, f"hydra.run.dir={run_dir}", env=ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return final_state(run_dir)
+
+
+def killer(batch: int, sig: str, group: bool = False) -> list[str]:
+    return [
+        "+callbacks.killer._target_=tests.training.killer.KillAt",
+        f"+callbacks.killer.batch={batch}",
+        f"+callbacks.killer.signal={sig}",
+        f"+callbacks.killer.group={str(group).lower()}",
+    ]
+
+
+@pytest.mark.parametrize("sig", ["SIGTERM", "SIGUSR1"])
+def test_signal_checkpoints_at_the_window_end_exits_3_and_resumes_exactly(
+    tmp_path: Path, reference: dict, sig: str
+) -> None:
+    batch = 24  # epoch 1, batch 4: inside the window [3, 6) of that epoch
+    run_dir = tmp_path / "run"
+    proc = run_script("train.py", *RUN, *killer(batch, sig), f"hydra.run.dir={run_dir}", env=ENV)
+    assert proc.returncode == EXIT_PREEMPTED, proc.stderr[-3000:]
+    preempt = run_dir / "checkpoints" / "preempt.ckpt"
+    line = [x for x in proc.stderr.splitlines() if x.startswith("pre-empted")][-1]
+    assert line.startswith(f"pre-empted by {sig} at step ") and str(preempt) in line, line
+    state = torch.load(preempt, map_location="cpu", weights_only=True)
+    done = state["loops"]["fit_loop"]["epoch_loop.batch_progress"]["current"]["processed"]
+    assert done % ACCUMULATE == 0 and done > batch - 20  # saved at the end of that window
+    resumed = run_script("train.py", *RUN, "resume=auto", f"hydra.run.dir={run_dir}", env=ENV)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resume=auto: resuming from {preempt}" in resumed.stdout
+    assert_bitwise_equal(final_state(run_dir), reference)
+    rows = list(csv.DictReader((run_dir / "csv" / "metrics.csv").open()))
+    epochs = {row["epoch"] for row in rows if row.get("val/acc")}
+    assert epochs == {"0", "1"}  # the first attempt's epoch-0 rows survived the resume
+
+
+def test_resume_auto_prefers_training_progress_over_mtime(tmp_path: Path, reference: dict) -> None:
+    run_dir = tmp_path / "run"
+    steps = "callbacks.step_checkpoint.every_n_train_steps=3"
+    proc = run_script("train.py", *RUN, steps, f"hydra.run.dir={run_dir}", env=ENV)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    ckpts = run_dir / "checkpoints"
+    older = ckpts / "step-0000012.ckpt"
+    older.touch()  # newest mtime, but 2 optimizer steps behind last.ckpt
+    newest = find_newest_checkpoint(ckpts)
+    assert newest is not None and newest != older
+    assert torch.load(newest, weights_only=True)["global_step"] == reference["global_step"] == 14
+
+
+def _ddp_run(run_dir: Path, *extra: str) -> subprocess.CompletedProcess:
+    """ddp_sim (2 gloo ranks) in its own session, so a group kill takes both ranks, not pytest."""
+    overrides = [*RUN, "trainer=ddp_sim", "trainer.deterministic=true", *extra]
+    return subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts" / "train.py"),
+            *overrides,
+            f"hydra.run.dir={run_dir}",
+        ],
+        cwd=REPO,
+        env={**os.environ, **ENV, "PYTHONUNBUFFERED": "1"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+        start_new_session=True,
+    )
+
+
+def test_ddp_sigkill_then_resume_gives_the_same_weights(tmp_path: Path) -> None:
+    reference_dir = tmp_path / "uninterrupted"
+    proc = _ddp_run(reference_dir)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_dir = tmp_path / "killed"
+    # 629 samples per rank = 10 micro-batches of 64: windows [0,3) [3,6) [6,9) [9]; 7 is inside one.
+    killed = _ddp_run(
+        run_dir,
+        "callbacks.step_checkpoint.every_n_train_steps=1",
+        *killer(7, "SIGKILL", group=True),
+    )
+    assert killed.returncode == -signal.SIGKILL, killed.stderr[-3000:]
+    resumed = _ddp_run(run_dir, "resume=auto")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert "resume=auto: resuming from" in resumed.stdout
+    assert_bitwise_equal(final_state(run_dir), final_state(reference_dir))

@@ -1,0 +1,89 @@
+"""Fast (default-suite) resume checks: in-process runs of training.run.train on digits.
+
+A mid-epoch, mid-schedule step checkpoint resumed with resume=auto must reproduce the
+uninterrupted run bitwise (weights, optimizer, scheduler); the slow kill tests do the same with
+real SIGKILLs in subprocesses.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import compose_config
+from tests.training.test_kill_resume import assert_bitwise_equal
+from trainwell.errors import TrainwellError
+from trainwell.training.resume import find_newest_checkpoint
+from trainwell.training.run import train
+
+# 1257 samples / 128 = 10 micro-batches per epoch; K=3 -> windows of 3, 3, 3 and a tail of 1.
+RUN = [
+    "data.batch_size=128",
+    "trainer.accumulate_grad_batches=3",
+    "trainer.max_epochs=2",
+    "trainer.deterministic=true",
+    "trainer.num_sanity_val_steps=0",
+    "callbacks.early_stopping=null",
+    "callbacks.rich_progress_bar=null",
+    "callbacks.rich_model_summary=null",
+    "print_config=false",
+    "test=false",
+]
+
+
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    run_dir = tmp_path_factory.mktemp("full") / "run"
+    every_step = ["callbacks.step_checkpoint.every_n_train_steps=1"]
+    train(compose_config([*RUN, *every_step, "callbacks.step_checkpoint.save_top_k=-1"], run_dir))
+    return run_dir
+
+
+def load(path: Path) -> dict:
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+@pytest.mark.parametrize(
+    "step", [2, 4, 6]
+)  # mid-epoch 0, end of epoch 0 (tail window), mid-epoch 1
+def test_resume_from_a_step_checkpoint_is_bitwise_exact(
+    uninterrupted: Path, tmp_path: Path, step: int
+) -> None:
+    source = uninterrupted / "checkpoints" / f"step-{step:07d}.ckpt"
+    run_dir = tmp_path / "resumed"
+    (run_dir / "checkpoints").mkdir(parents=True)
+    shutil.copy(source, run_dir / "checkpoints" / source.name)
+    train(compose_config([*RUN, "resume=auto"], run_dir))
+    got = load(run_dir / "checkpoints" / "last.ckpt")
+    assert_bitwise_equal(got, load(uninterrupted / "checkpoints" / "last.ckpt"))
+
+
+def test_checkpoints_carry_rng_loader_position_and_batch_arithmetic(uninterrupted: Path) -> None:
+    state = load(uninterrupted / "checkpoints" / "step-0000002.ckpt")
+    loader = state["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]
+    assert loader["yielded_samples"] == 6 * 128  # two windows of 3 micro-batches
+    extra = state["callbacks"]["TrainingStateCallback"]
+    assert set(extra["rng"]) >= {"python", "numpy", "torch"}
+    assert extra["batch"] == {
+        "micro_batch": 128,
+        "accumulate": 3,
+        "world_size": 1,
+        "effective_batch": 384,
+    }
+
+
+def test_newest_checkpoint_is_the_furthest_state(uninterrupted: Path) -> None:
+    ckpts = uninterrupted / "checkpoints"
+    assert find_newest_checkpoint(ckpts) == ckpts / "last.ckpt"  # after the final validation
+
+
+def test_changed_effective_batch_is_refused_before_training(
+    uninterrupted: Path, tmp_path: Path
+) -> None:
+    run_dir = tmp_path / "run"
+    shutil.copytree(uninterrupted / "checkpoints", run_dir / "checkpoints")
+    with pytest.raises(TrainwellError, match="effective batch changed on resume: 384"):
+        train(compose_config([*RUN, "resume=auto", "data.batch_size=64"], run_dir))

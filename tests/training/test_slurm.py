@@ -1,0 +1,151 @@
+"""A real single-node SLURM cluster: sbatch scripts/slurm/train.sbatch with 2 tasks of CPU DDP,
+SIGUSR1 mid-run, and the job must checkpoint, requeue itself and finish with the weights of an
+uninterrupted run.
+
+Setup installs Debian's slurm-wlm + munge when missing (needs root) and starts munged, slurmctld
+and slurmd with scripts/slurm/local_cluster.sh; they are stopped by their pid files. When that is
+impossible here the test skips with the exact reason; it never simulates SLURM.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO
+from tests.training.test_kill_resume import RUN, assert_bitwise_equal, final_state
+
+pytestmark = pytest.mark.slow
+
+CLUSTER = REPO / "scripts" / "slurm" / "local_cluster.sh"
+OVERRIDES = [
+    *[o for o in RUN if not o.startswith(("trainer.max_epochs", "callbacks.step_checkpoint"))],
+    "trainer=ddp_sim",
+    "trainer.max_epochs=6",  # 4 optimizer steps per epoch on 2 ranks; long enough to interrupt
+    "callbacks.step_checkpoint.every_n_train_steps=1",
+]
+
+
+def _install_slurm() -> str | None:
+    """None when slurm is usable, else why not (the skip reason)."""
+    if shutil.which("slurmctld") and shutil.which("slurmd") and shutil.which("munged"):
+        return None
+    if os.geteuid() != 0:
+        return "slurm-wlm/munge are not installed and installing them needs root"
+    env = {**os.environ, "DEBIAN_FRONTEND": "noninteractive"}
+    install = ["apt-get", "install", "-y", "-q", "slurm-wlm", "munge"]
+    proc = subprocess.run(install, env=env, capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:  # stale package lists: update once and retry
+        subprocess.run(["apt-get", "update", "-q"], env=env, capture_output=True, timeout=900)
+        proc = subprocess.run(install, env=env, capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        tail = (proc.stderr or proc.stdout).strip().splitlines()[-1:]
+        return f"apt-get install slurm-wlm munge failed: {tail}"
+    return None
+
+
+@pytest.fixture(scope="module")
+def slurm_env(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, str]]:
+    reason = _install_slurm()
+    if reason:
+        pytest.skip(reason)
+    state = tmp_path_factory.mktemp("slurm")
+    start = subprocess.run([str(CLUSTER), "start", str(state)], capture_output=True, text=True)
+    try:
+        if start.returncode != 0:
+            logs = "; ".join(
+                line
+                for p in sorted(state.rglob("*.log"))
+                for line in p.read_text().splitlines()[-2:]
+            )
+            pytest.skip(f"local SLURM cluster did not start: {start.stderr.strip()} ({logs})")
+        yield {**os.environ, "SLURM_CONF": str(state / "slurm.conf")}
+    finally:
+        subprocess.run([str(CLUSTER), "stop", str(state)], check=True)
+
+
+def _job_field(env: dict[str, str], job: str, field: str) -> str:
+    shown = subprocess.run(
+        ["scontrol", "show", "job", job], env=env, capture_output=True, text=True
+    ).stdout
+    found = re.search(rf"\b{field}=(\S+)", shown)
+    return found.group(1) if found else ""
+
+
+def _wait(what: str, ready: callable, timeout: float) -> None:  # type: ignore[valid-type]
+    deadline = time.monotonic() + timeout
+    while not ready():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
+        time.sleep(1)
+
+
+def test_sigusr1_checkpoints_requeues_and_finishes_with_uninterrupted_weights(
+    slurm_env: dict[str, str], tmp_path: Path
+) -> None:
+    logs = tmp_path / "logs"
+    reference_dir = tmp_path / "uninterrupted"
+    reference = subprocess.Popen(  # the same 2 gloo ranks, outside SLURM, meanwhile
+        [
+            sys.executable,
+            str(REPO / "scripts/train.py"),
+            *OVERRIDES,
+            f"hydra.run.dir={reference_dir}",
+        ],
+        cwd=REPO,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    submit = subprocess.run(
+        [
+            "sbatch",
+            "--parsable",
+            "--ntasks-per-node=2",
+            "--cpus-per-task=1",
+            f"--output={tmp_path}/job-%j.out",
+            f"--chdir={REPO}",
+            str(REPO / "scripts/slurm/train.sbatch"),
+            *OVERRIDES,
+            f"paths.log_dir={logs}",
+        ],
+        env={**slurm_env, "PYTHON": sys.executable},
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    job = submit.stdout.strip().split(";")[0]
+    run_dir = logs / "train" / "runs" / f"slurm{job}"  # keyed by the job id: same after requeue
+    out = tmp_path / f"job-{job}.out"
+    try:
+        ckpts = run_dir / "checkpoints"
+        _wait("the first step checkpoint", lambda: any(ckpts.glob("step-*.ckpt")), 600)
+        subprocess.run(["scancel", "--signal=USR1", job], env=slurm_env, check=True)
+        _wait(
+            "the requeued job to complete",
+            lambda: _job_field(slurm_env, job, "JobState") in ("COMPLETED", "FAILED", "CANCELLED"),
+            900,
+        )
+    finally:
+        if _job_field(slurm_env, job, "JobState") not in ("COMPLETED", "FAILED", "CANCELLED"):
+            subprocess.run(["scancel", job], env=slurm_env)
+    text = out.read_text()
+    assert _job_field(slurm_env, job, "JobState") == "COMPLETED", text[-3000:]
+    assert _job_field(slurm_env, job, "Restarts") == "1", text[-3000:]
+    assert re.search(
+        rf"pre-empted by SIGUSR1 at step \d+: checkpoint {ckpts}/preempt.ckpt; "
+        rf"scontrol requeue {job} -> exit 0",
+        text,
+    ), text[-3000:]
+    assert f"job {job} restart 1" in text
+    assert f"resume=auto: resuming from {ckpts}/preempt.ckpt" in text
+    assert reference.wait(timeout=900) == 0, reference.stderr.read()[-3000:]
+    assert_bitwise_equal(final_state(run_dir), final_state(reference_dir))
