@@ -11,6 +11,7 @@ import torch
 from tests.conftest import run_script
 from tests.training.test_ddp import COMMON
 
+
 def _run(run_dir: Path, *overrides: str) -> dict[str, torch.Tensor]:
     proc = run_script("train.py", *COMMON, *overrides, f"hydra.run.dir={run_dir}")
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -138,9 +138,7 @@ class GradNormMonitor(L.Callback):
     ) -> None:
         if trainer.global_step % self.every_n_steps or not trainer.loggers:
             return
-        named = [
-            (n, _full(p.grad)) for n, p in pl_module.named_parameters() if p.grad is not None
-        ]
+        named = [(n, _full(p.grad)) for n, p in pl_module.named_parameters() if p.grad is not None]
         if not named:
             return
         norms = torch._foreach_norm([g for _, g in named])

