@@ -8,6 +8,7 @@ import sys
 from collections.abc import Callable
 from pathlib import Path
 
+import lightning as L
 import pytest
 from hydra import compose, initialize_config_dir
 from omegaconf import DictConfig, open_dict
@@ -61,3 +62,21 @@ def digits_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     proc = run_script("train.py", f"hydra.run.dir={run_dir}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     return run_dir
+
+
+QUIET = {
+    "accelerator": "cpu",
+    "devices": 1,
+    "limit_val_batches": 0,
+    "num_sanity_val_steps": 0,
+    "logger": False,
+    "enable_checkpointing": False,
+    "enable_progress_bar": False,
+    "enable_model_summary": False,
+}
+
+
+def quiet_trainer(**kwargs) -> L.Trainer:
+    """A real Lightning Trainer without the run's side outputs (no logger, checkpoints, progress
+    bar, summary; no validation unless asked): for tests that probe the loop itself."""
+    return L.Trainer(**{**QUIET, **kwargs})

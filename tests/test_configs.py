@@ -12,8 +12,8 @@ from trainwell.data.base import ClassificationDataModule
 from trainwell.training.run import build_callbacks, build_loggers, build_trainer
 
 DATA = ["digits", "cifar10", "synthetic"]
-MODELS = ["digits_cnn", "resnet18"]
-TRAINERS = ["cpu", "gpu", "ddp", "ddp_sim", "fsdp"]
+MODELS = ["digits_cnn", "resnet18", "mlp"]
+TRAINERS = ["cpu", "gpu", "ddp", "ddp_sim", "fsdp", "fsdp_sim"]
 LOGGERS = ["csv", "wandb", "tensorboard"]
 DEBUG = ["fdr", "overfit", "profiler"]
 
@@ -49,9 +49,9 @@ def test_optimizer_presets(tmp_path: Path) -> None:
 def test_trainer_configs_compose(trainer: str, tmp_path: Path) -> None:
     cfg = compose_config([f"trainer={trainer}"], tmp_path)
     assert cfg.trainer._target_ == "lightning.pytorch.Trainer"
-    if trainer in ("cpu", "ddp_sim"):  # the presets that run on this machine
+    if trainer in ("cpu", "ddp_sim", "fsdp_sim"):  # the presets that run on this machine
         built = build_trainer(cfg, logger=False)
-        assert built.world_size == (2 if trainer == "ddp_sim" else 1)
+        assert built.world_size == (1 if trainer == "cpu" else 2)
     else:
         assert cfg.trainer.accelerator == "gpu"
 

@@ -13,7 +13,7 @@ from lightning.pytorch.loggers import Logger
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from tests.conftest import compose_config
+from tests.conftest import compose_config, quiet_trainer
 from tests.doctor.helpers import MUSEUM
 from trainwell.doctor.guards import (
     GradNormMonitor,
@@ -40,16 +40,10 @@ def _loader(nan_batch: int | None = None, batches: int = 6) -> DataLoader:
 
 
 def _trainer(callbacks: list[L.Callback], **kwargs: Any) -> L.Trainer:
-    return L.Trainer(
-        accelerator="cpu",
+    return quiet_trainer(
         max_epochs=1,
         callbacks=callbacks,
         logger=kwargs.pop("logger", False),
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        limit_val_batches=0,
         **kwargs,
     )
 

@@ -1,8 +1,8 @@
 from functools import partial
 
-import lightning as L
 import torch
 
+from tests.conftest import quiet_trainer
 from trainwell.data import DigitsDataModule
 from trainwell.models import DigitsCNN
 from trainwell.tasks import ClassificationTask
@@ -23,15 +23,10 @@ def test_one_training_batch_through_a_real_trainer(tmp_path) -> None:
     task = make_task()
     before = {k: v.clone() for k, v in task.state_dict().items()}
     dm = DigitsDataModule(batch_size=16, seed=0)
-    trainer = L.Trainer(
+    trainer = quiet_trainer(
         max_epochs=1,
         limit_train_batches=1,
         limit_val_batches=1,
-        num_sanity_val_steps=0,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
         default_root_dir=tmp_path,
     )
     trainer.fit(task, datamodule=dm)
@@ -57,12 +52,8 @@ def test_eval_step_does_not_update_batchnorm_statistics() -> None:
     """Lightning runs validation in eval mode: BN running stats must stay untouched by val batches."""
     task = make_task()
     dm = DigitsDataModule(batch_size=32, seed=0)
-    trainer = L.Trainer(
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-    )
+    trainer = quiet_trainer(limit_val_batches=1.0)
     stats = task.net.features[1].running_mean.clone()
     trainer.validate(task, datamodule=dm)
+    assert trainer.num_val_batches == [6]  # 180 val samples in batches of 32 really ran
     assert torch.equal(task.net.features[1].running_mean, stats)

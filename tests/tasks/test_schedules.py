@@ -9,6 +9,7 @@ import pytest
 import torch
 from torch import nn
 
+from tests.conftest import quiet_trainer
 from trainwell.data import SyntheticDataModule
 from trainwell.tasks import ClassificationTask
 from trainwell.tasks.schedules import WarmupCosine, warmup_cosine, warmup_steps_for
@@ -40,16 +41,9 @@ def test_scheduler_advances_once_per_optimizer_step_and_ends_on_plan() -> None:
     task = ClassificationTask(net, partial(torch.optim.SGD, lr=1.0), scheduler)
     task.use_plan(total_steps=plan.total_optimizer_steps, lr=None)
     trace = LrTrace()
-    trainer = L.Trainer(
-        accelerator="cpu",
+    trainer = quiet_trainer(
         max_epochs=3,
         accumulate_grad_batches=4,
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
         callbacks=[trace],
     )
     trainer.fit(task, datamodule=data)

@@ -8,11 +8,11 @@ from __future__ import annotations
 
 from functools import partial
 
-import lightning as L
 import pytest
 import torch
 from torch import nn
 
+from tests.conftest import quiet_trainer
 from trainwell.data import SyntheticDataModule
 from trainwell.tasks import ClassificationTask
 from trainwell.training.accumulation import EpochBatches, batchnorm_warning, micro_batch_sizes
@@ -44,17 +44,9 @@ def _train(
         num_samples=num_samples, num_val=8, num_test=8, batch_size=batch_size, seed=3
     )
     task = task_cls(net=_net(), optimizer=partial(torch.optim.SGD, lr=LR, momentum=0.0))
-    trainer = L.Trainer(
-        accelerator="cpu",
-        devices=1,
+    trainer = quiet_trainer(
         precision="32-true",
         accumulate_grad_batches=accumulate,
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
         deterministic=True,
         **trainer_kwargs,
     )
@@ -114,16 +106,9 @@ def test_window_arithmetic_and_loss_scale() -> None:
 def test_train_loss_is_logged_as_the_true_mean() -> None:
     data = SyntheticDataModule(num_samples=40, num_val=8, num_test=8, batch_size=8, seed=3)
     task = ClassificationTask(net=_net(), optimizer=partial(torch.optim.SGD, lr=0.0))
-    trainer = L.Trainer(
-        accelerator="cpu",
+    trainer = quiet_trainer(
         accumulate_grad_batches=4,
         max_epochs=1,
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
     )
     trainer.fit(task, datamodule=data)
     data.setup("fit")

@@ -10,6 +10,7 @@ import torch
 from lightning.pytorch.plugins import MixedPrecision
 from torch import nn
 
+from tests.conftest import quiet_trainer
 from trainwell.data import SyntheticDataModule
 from trainwell.errors import TrainwellError
 from trainwell.tasks import ClassificationTask
@@ -68,17 +69,10 @@ def test_fp16_scaler_clips_the_true_gradient_norm() -> None:
     scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
     monitor = GradNorm()
     clip = 0.05
-    trainer = L.Trainer(
-        accelerator="cpu",
+    trainer = quiet_trainer(
         plugins=[MixedPrecision("16-mixed", "cpu", scaler=scaler)],
         gradient_clip_val=clip,
         max_steps=1,
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
         callbacks=[monitor],
     )
     trainer.fit(task, datamodule=data)

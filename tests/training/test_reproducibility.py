@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, get_worker_info
 
-from tests.conftest import run_script
+from tests.conftest import quiet_trainer, run_script
 from trainwell.data import ClassificationDataModule
 
 
@@ -52,15 +52,8 @@ def _record(seed: int, num_workers: int, epochs: int = 1) -> list[torch.Tensor]:
     L.seed_everything(seed, workers=True)
     data = IndexedData(batch_size=4, num_workers=num_workers, seed=seed)
     module = Recorder()
-    trainer = L.Trainer(
-        accelerator="cpu",
+    trainer = quiet_trainer(
         max_epochs=epochs,
-        limit_val_batches=0,
-        num_sanity_val_steps=0,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
     )
     trainer.fit(module, datamodule=data)
     return module.seen
