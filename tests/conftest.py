@@ -80,3 +80,10 @@ def quiet_trainer(**kwargs) -> L.Trainer:
     """A real Lightning Trainer without the run's side outputs (no logger, checkpoints, progress
     bar, summary; no validation unless asked): for tests that probe the loop itself."""
     return L.Trainer(**{**QUIET, **kwargs})
+
+
+def run_ok(script: str, run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
+    """Run scripts/<script> into `run_dir` and require success (stderr tail shown otherwise)."""
+    proc = run_script(script, *overrides, f"hydra.run.dir={run_dir}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc

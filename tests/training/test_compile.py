@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests.conftest import run_script
+from tests.conftest import run_ok
 from trainwell.tasks import ClassificationTask
 
 SMALL = (
@@ -45,50 +45,28 @@ def test_compiled_task_keeps_plain_state_dict_keys() -> None:
 
 @pytest.mark.slow
 def test_compiled_checkpoint_evaluates_without_compile(tmp_path: Path) -> None:
-    train = run_script(
-        "train.py",
-        *SMALL,
-        "model.compile=true",
-        "trainer.max_epochs=1",
-        f"hydra.run.dir={tmp_path / 'train'}",
-    )
-    assert train.returncode == 0, train.stderr[-2000:]
+    run_ok("train.py", tmp_path / "train", *SMALL, "model.compile=true", "trainer.max_epochs=1")
     trained = json.loads((tmp_path / "train" / "results.json").read_text())
     best = Path(trained["best_ckpt"])
     assert not any("_orig_mod" in k for k in _keys(best))
-    evaluated = run_script(
-        "eval.py",
-        *SMALL,
-        "model.compile=false",
-        f"ckpt_path={best}",
-        f"hydra.run.dir={tmp_path / 'eval'}",
-    )
-    assert evaluated.returncode == 0, evaluated.stderr[-2000:]
+    run_ok("eval.py", tmp_path / "eval", *SMALL, "model.compile=false", f"ckpt_path={best}")
     metrics = json.loads((tmp_path / "eval" / "results.json").read_text())["metrics"]
     assert metrics["test/acc"] == pytest.approx(trained["metrics"]["test/acc"], abs=1e-6)
 
 
 @pytest.mark.slow
 def test_plain_checkpoint_resumes_compiled(tmp_path: Path) -> None:
-    first = run_script(
-        "train.py",
-        *SMALL,
-        "trainer.max_epochs=1",
-        "test=false",
-        f"hydra.run.dir={tmp_path / 'plain'}",
-    )
-    assert first.returncode == 0, first.stderr[-2000:]
+    run_ok("train.py", tmp_path / "plain", *SMALL, "trainer.max_epochs=1", "test=false")
     last = tmp_path / "plain" / "checkpoints" / "last.ckpt"
-    resumed = run_script(
+    run_ok(
         "train.py",
+        tmp_path / "compiled",
         *SMALL,
         "model.compile=true",
         "trainer.max_epochs=2",
         "test=false",
         f"ckpt_path={last}",
-        f"hydra.run.dir={tmp_path / 'compiled'}",
     )
-    assert resumed.returncode == 0, resumed.stderr[-2000:]
     resumed_last = tmp_path / "compiled" / "checkpoints" / "last.ckpt"
     assert _keys(resumed_last) == _keys(last)
     state = torch.load(resumed_last, map_location="cpu", weights_only=True)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import torch
 
-from tests.conftest import run_script
+from tests.conftest import run_ok
 
 # A smooth BN-free net (conf/model/mlp.yaml says why not a ReLU ResNet), SGD without momentum,
 # fp32: equal gradients give equal weights. 80 samples = windows of 32, 32 and a 16-sample tail.
@@ -38,20 +38,20 @@ def _final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
     return ckpt["state_dict"]
 
 
-def _run(run_dir: Path, *overrides: str) -> dict[str, torch.Tensor]:
-    proc = run_script("train.py", *COMMON, *overrides, f"hydra.run.dir={run_dir}")
-    assert proc.returncode == 0, proc.stderr[-3000:]
+def run_and_load(run_dir: Path, *overrides: str) -> dict[str, torch.Tensor]:
+    """Train COMMON + overrides into run_dir; the final weights from its last.ckpt."""
+    run_ok("train.py", run_dir, *COMMON, *overrides)
     return _final_weights(run_dir)
 
 
 def test_two_ranks_with_accumulation_equal_one_process_with_4x_batch(tmp_path: Path) -> None:
-    ddp = _run(
+    ddp = run_and_load(
         tmp_path / "ddp",
         "trainer=ddp_sim",
         "data.batch_size=8",
         "trainer.accumulate_grad_batches=2",
     )
-    single = _run(tmp_path / "single", "trainer=cpu", "data.batch_size=32")
+    single = run_and_load(tmp_path / "single", "trainer=cpu", "data.batch_size=32")
     assert set(ddp) == set(single)
     diff = max((ddp[k] - single[k]).abs().max().item() for k in ddp)
     assert diff <= 1e-6, diff

@@ -6,29 +6,21 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
 
-from tests.conftest import run_script
-from tests.training.test_ddp import COMMON
-
-
-def _run(run_dir: Path, *overrides: str) -> dict[str, torch.Tensor]:
-    proc = run_script("train.py", *COMMON, *overrides, f"hydra.run.dir={run_dir}")
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    ckpt = run_dir / "checkpoints" / "last.ckpt"
-    assert ckpt.is_file()  # save_distributed_checkpoint=false: one file, not a shard directory
-    return torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
+from tests.training.test_ddp import run_and_load
 
 
 @pytest.mark.slow
 def test_fsdp2_two_ranks_equal_one_process_with_doubled_batch(tmp_path: Path) -> None:
-    fsdp = _run(
+    fsdp = run_and_load(
         tmp_path / "fsdp",
         "trainer=fsdp_sim",
         "data.batch_size=8",
         "trainer.accumulate_grad_batches=2",
     )
-    single = _run(tmp_path / "single", "trainer=cpu", "data.batch_size=32")
+    single = run_and_load(tmp_path / "single", "trainer=cpu", "data.batch_size=32")
+    # save_distributed_checkpoint=false: one file, not a shard directory
+    assert (tmp_path / "fsdp" / "checkpoints" / "last.ckpt").is_file()
     assert set(fsdp) == set(single)  # same keys as an unsharded run
     # The grad-norm guard gathers DTensor shards: the logged total is the full model's norm.
     header = (tmp_path / "fsdp" / "csv" / "metrics.csv").read_text().splitlines()[0]

@@ -26,15 +26,10 @@ from trainwell.doctor.data import (
 )
 from trainwell.doctor.device import device_placement
 from trainwell.doctor.gradients import grad_flow, grad_zeroing
-from trainwell.doctor.loop import (
-    eval_determinism,
-    memory_graph_leak,
-    overfit_one_batch,
-    schedule_interval,
-    train_mode,
-)
+from trainwell.doctor.loop import memory_graph_leak, overfit_one_batch, schedule_interval
 from trainwell.doctor.loss import loss_logits, targets_contract
 from trainwell.doctor.markdown import render
+from trainwell.doctor.modes import eval_determinism, train_mode
 from trainwell.doctor.observe import observation
 from trainwell.doctor.report import CHECK_IDS, Check, exit_code, report_dict, write_json
 from trainwell.doctor.settings import ProbeSettings
