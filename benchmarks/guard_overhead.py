@@ -1,4 +1,4 @@
-"""Wall-time overhead of the training guards (trainwell.doctor.guards) on the default experiment.
+"""Wall-time overhead of the training guards (trainwell.callbacks) on the default experiment.
 
     .venv/bin/python benchmarks/guard_overhead.py                 # 5 epochs, 3 interleaved reps
     .venv/bin/python benchmarks/guard_overhead.py --epochs 20 --reps 5

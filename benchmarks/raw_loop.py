@@ -21,6 +21,8 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader
 
+from trainwell.compat import set_sampler_epoch
+
 
 @dataclass
 class RawResult:
@@ -44,10 +46,7 @@ def autocast_for(precision: str, device: torch.device) -> contextlib.AbstractCon
 
 def window_sizes(loader: DataLoader, accumulate: int) -> list[int]:
     """Samples in each optimizer-step window of one epoch: K batches, the last window shorter."""
-    batch, total = loader.batch_size, len(loader.sampler)
-    sizes = [batch] * (total // batch) + ([total % batch] if total % batch else [])
-    if loader.drop_last:
-        sizes = [batch] * (total // batch)
+    sizes = [len(indices) for indices in loader.batch_sampler]
     return [sum(sizes[i : i + accumulate]) for i in range(0, len(sizes), accumulate)]
 
 
@@ -71,8 +70,7 @@ def fit(
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     for epoch in range(epochs):
         start, start_cpu = time.perf_counter(), time.process_time()
-        if hasattr(train_loader.sampler, "set_epoch"):
-            train_loader.sampler.set_epoch(epoch)
+        set_sampler_epoch(train_loader, epoch)  # what Lightning does at every epoch start
         net.train()
         loss_sum = torch.zeros((), device=device)
         seen = 0
@@ -145,14 +143,18 @@ def run_from_config(
     import lightning as L
     from harness import compose, timed
     from hydra.utils import instantiate
+    from omegaconf import OmegaConf
 
+    from trainwell.data.sharding import install_loader_policy
+    from trainwell.training.builders import build_trainer
+    from trainwell.training.plan_callback import plan_for
     from trainwell.training.precision import resolve_precision
-    from trainwell.training.run import build_plan, build_trainer
 
     device = device or torch.device("cpu")
     cfg = compose([*overrides, f"trainer.max_epochs={epochs}"], tmp / "raw")
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     dm = instantiate(cfg.data)
+    install_loader_policy(dm, seed=int(cfg.seed))  # the loaders train() iterates
     task = instantiate(cfg.model)
     dm.setup("fit")
     net, accumulate = task.net.to(device), int(cfg.trainer.accumulate_grad_batches)
@@ -162,7 +164,15 @@ def run_from_config(
         net.compile()  # in place, as ClassificationTask.configure_model does
     precision = resolve_precision(cfg.trainer.precision, cfg.trainer.accelerator)
     # The Trainer is only read for the plan (accumulation, world size, epochs), never fitted.
-    plan = build_plan(cfg, dm, build_trainer(cfg, logger=False, callbacks=[]))
+    optimizer_cfg, scheduler_cfg = cfg.model.get("optimizer"), cfg.model.get("scheduler")
+    plan = plan_for(
+        dm.train_dataloader(),
+        build_trainer(cfg, logger=False, callbacks=[]),
+        task,
+        OmegaConf.to_container(cfg.lr_scaling, resolve=True),
+        optimizer_cfg.get("lr") if optimizer_cfg is not None else None,
+        OmegaConf.to_container(scheduler_cfg, resolve=True) if scheduler_cfg else None,
+    )
     lr = getattr(plan, "lr", None)
 
     def go() -> RawResult:

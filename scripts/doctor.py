@@ -2,10 +2,9 @@
 
 from pathlib import Path
 
-from trainwell.cli import hydra_entry
-from trainwell.doctor.run import run_doctor
+from trainwell.cli import doctor_job, hydra_entry
 
-main = hydra_entry(Path(__file__).resolve().parents[1] / "conf", "doctor", run_doctor)
+main = hydra_entry(Path(__file__).resolve().parents[1] / "conf", "doctor", doctor_job)
 
 if __name__ == "__main__":
     main()

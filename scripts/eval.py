@@ -2,10 +2,9 @@
 
 from pathlib import Path
 
-from trainwell.cli import hydra_entry
-from trainwell.training.evaluate import evaluate
+from trainwell.cli import eval_job, hydra_entry
 
-main = hydra_entry(Path(__file__).resolve().parents[1] / "conf", "eval", evaluate)
+main = hydra_entry(Path(__file__).resolve().parents[1] / "conf", "eval", eval_job)
 
 if __name__ == "__main__":
     main()

@@ -2,10 +2,9 @@
 
 from pathlib import Path
 
-from trainwell.cli import hydra_entry
-from trainwell.training.run import train
+from trainwell.cli import hydra_entry, train_job
 
-main = hydra_entry(Path(__file__).resolve().parents[1] / "conf", "train", train)
+main = hydra_entry(Path(__file__).resolve().parents[1] / "conf", "train", train_job)
 
 if __name__ == "__main__":
     main()

@@ -82,6 +82,23 @@ def quiet_trainer(**kwargs) -> L.Trainer:
     return L.Trainer(**{**QUIET, **kwargs})
 
 
+def template_trainer(**kwargs) -> L.Trainer:
+    """quiet_trainer with the parts of the template every run has: exact accumulation first and
+    the template's own sharding (no DistributedSampler). Pair it with `templated(datamodule)`."""
+    from trainwell.callbacks.accumulation import ExactAccumulation
+
+    callbacks = [ExactAccumulation(), *kwargs.pop("callbacks", [])]
+    return quiet_trainer(use_distributed_sampler=False, callbacks=callbacks, **kwargs)
+
+
+def templated(datamodule: L.LightningDataModule, seed: int = 0) -> L.LightningDataModule:
+    """The datamodule with the template's loader policy (sharding, order, resumable train)."""
+    from trainwell.data.sharding import install_loader_policy
+
+    install_loader_policy(datamodule, seed=seed)
+    return datamodule
+
+
 def run_ok(script: str, run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
     """Run scripts/<script> into `run_dir` and require success (stderr tail shown otherwise)."""
     proc = run_script(script, *overrides, f"hydra.run.dir={run_dir}")

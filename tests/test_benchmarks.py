@@ -24,8 +24,6 @@ import gpu_throughput  # noqa: E402
 import harness  # noqa: E402
 import raw_loop  # noqa: E402
 
-from trainwell.training.accumulation import micro_batch_sizes  # noqa: E402
-
 
 def run_benchmark(script: str, *args: str) -> dict[str, str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "WANDB_SILENT": "true"}
@@ -66,7 +64,7 @@ def test_raw_loop_windows_match_trainwell_arithmetic(
     from torch.utils.data import DataLoader, TensorDataset
 
     loader = DataLoader(TensorDataset(torch.zeros(samples)), batch_size=batch)
-    sizes = micro_batch_sizes(samples, batch, drop_last=False)
+    sizes = [len(b[0]) for b in loader]
     expected = [sum(sizes[i : i + accumulate]) for i in range(0, len(sizes), accumulate)]
     assert raw_loop.window_sizes(loader, accumulate) == expected
     assert sum(expected) == samples

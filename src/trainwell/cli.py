@@ -12,14 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import hydra
-import torch
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import HydraException, MissingConfigException
-from hydra.types import RunMode
-from omegaconf import DictConfig, OmegaConf, read_write
+from omegaconf import DictConfig, OmegaConf
 
 import trainwell.resolvers  # noqa: F401  (registers resolvers before Hydra composes)
+from trainwell import compat
 from trainwell.errors import TrainwellError
 
 EXIT_USAGE = 2
@@ -132,43 +131,6 @@ def check_command_line(config_dir: Path, config_name: str, argv: Sequence[str]) 
     return None
 
 
-def _pin_multirun_job_for_ddp_children() -> None:
-    """Make Lightning's DDP launcher re-run *this job*, in *this job's* dir, under multirun.
-
-    Corrects Lightning 2.6 (`_hydra_subprocess_cmd`): ranks > 0 are started with the parent's
-    sys.argv plus `hydra.run.dir=<hydra.run.dir>`. In a multirun that argv still holds `-m` and
-    the sweep (`seed=1,2`), so every extra rank would launch the whole sweep, and hydra.run.dir is
-    not the job's dir (<sweep dir>/<job num>), so the ranks would write to different run dirs.
-    """
-    hydra_cfg = HydraConfig.instance().cfg
-    if hydra_cfg is None or HydraConfig.get().mode != RunMode.MULTIRUN:
-        return
-    sys.argv = [sys.argv[0], *HydraConfig.get().overrides.task]
-    output_dir = HydraConfig.get().runtime.output_dir
-    # Hydra marks each level read-only on its own: lift the flag on every node on the way down.
-    with read_write(hydra_cfg), read_write(hydra_cfg.hydra), read_write(hydra_cfg.hydra.run):
-        hydra_cfg.hydra.run.dir = output_dir
-
-
-_LAUNCHER_ENV = ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK", "LOCAL_RANK", "WORLD_SIZE")
-
-
-def _end_multirun_job(env_before: dict[str, str | None]) -> None:
-    """Hydra's basic launcher runs a sweep's jobs one after another in one process. Lightning
-    neither destroys its process group (job 2 would talk to job 1's departed ranks) nor unsets
-    the LOCAL_RANK/WORLD_SIZE/... it exported (job 2 would think a scheduler started its ranks
-    and wait for them forever). Undo both between jobs."""
-    if HydraConfig.instance().cfg is None or HydraConfig.get().mode != RunMode.MULTIRUN:
-        return
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
-    for key, value in env_before.items():
-        if value is None:
-            os.environ.pop(key, None)
-        else:
-            os.environ[key] = value
-
-
 def hydra_entry(
     config_dir: Path, config_name: str, job: Callable[[DictConfig], Any]
 ) -> Callable[[], Any]:
@@ -180,8 +142,8 @@ def hydra_entry(
 
     @hydra.main(version_base="1.3", config_path=str(config_dir), config_name=config_name)
     def main(cfg: DictConfig) -> None:
-        _pin_multirun_job_for_ddp_children()
-        env_before = {key: os.environ.get(key) for key in _LAUNCHER_ENV}
+        compat.pin_multirun_job_for_ddp_children()
+        env_before = compat.launcher_env()
         try:
             code = job(cfg)
         except (KeyboardInterrupt, SystemExit):
@@ -198,7 +160,7 @@ def hydra_entry(
             print(f"error: {type(err).__name__}: {_first_line(err)}{detail}", file=sys.stderr)
             raise SystemExit(EXIT_FAILURE) from None
         finally:
-            _end_multirun_job(env_before)
+            compat.end_multirun_job(env_before)
         if isinstance(code, int) and not isinstance(code, bool) and code != 0:
             raise SystemExit(code)
 
@@ -211,3 +173,31 @@ def hydra_entry(
         return main()
 
     return entry
+
+
+def train_job(cfg: DictConfig) -> dict[str, Any]:
+    """scripts/train.py: the doctor's preflight when asked (doctor=true), then the run.
+
+    The preflight runs here, not inside training: the doctor drives training's builders, never
+    the reverse. Only the launching process runs it (DDP re-executes the script per rank).
+    """
+    from trainwell.training.run import train
+
+    report = None
+    if cfg.get("doctor", False) and os.environ.get("LOCAL_RANK", "0") == "0":
+        from trainwell.doctor.run import preflight
+
+        report = str(preflight(cfg))
+    return train(cfg, doctor_report=report)
+
+
+def eval_job(cfg: DictConfig) -> dict[str, Any]:
+    from trainwell.training.evaluate import evaluate
+
+    return evaluate(cfg)
+
+
+def doctor_job(cfg: DictConfig) -> int:
+    from trainwell.doctor.run import run_doctor
+
+    return run_doctor(cfg)

@@ -8,10 +8,10 @@ import lightning as L
 import torch
 
 from tests.conftest import compose_config
-from trainwell.doctor.context import DoctorContext
-from trainwell.doctor.report import Check
+from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.settings import ProbeSettings
+from trainwell.doctor.report.verdict import Check
 from trainwell.doctor.run import run_checks
-from trainwell.doctor.settings import ProbeSettings
 
 # Small and quick, but the shipped digits experiment otherwise: the healthy baseline.
 FAST = ["model.net.width=8", "probe.overfit_steps=12", "probe.memory_steps=4"]

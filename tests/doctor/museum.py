@@ -269,11 +269,12 @@ class TorchAugmentationDigits(DigitsDataModule):
         self.train_set = _TorchNoise(self.train_set)
 
 
-class PlainLightningAccumulationTask(ClassificationTask):
-    """Returns the plain micro-batch mean: Lightning then divides a short tail window by K too."""
+class HandNormalisedAccumulationTask(ClassificationTask):
+    """Divides by K itself, as plain-PyTorch loops do: with Lightning (and the template) also
+    normalising, every step is K x too small."""
 
     def training_step(self, batch, batch_idx):
-        return self._shared_step(batch)[0]
+        return super().training_step(batch, batch_idx) / self.trainer.accumulate_grad_batches
 
 
 class NoGradForwardNet(DigitsCNN):

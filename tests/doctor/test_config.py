@@ -9,9 +9,9 @@ import pytest
 
 from tests.conftest import compose_config
 from tests.doctor.helpers import MUSEUM
-from trainwell.doctor.settings import ProbeSettings
+from trainwell.cli import train_job
+from trainwell.doctor.harness.settings import ProbeSettings
 from trainwell.errors import TrainwellError
-from trainwell.training.run import train
 
 
 def test_doctor_config_inherits_train_overrides(tmp_path: Path) -> None:
@@ -41,7 +41,7 @@ def test_preflight_refuses_to_train_on_a_fail(tmp_path: Path) -> None:
         tmp_path / "run",
     )
     with pytest.raises(TrainwellError, match=r"loss\.logits"):
-        train(cfg)
+        train_job(cfg)
     assert (tmp_path / "run" / "doctor" / "report.json").is_file()
     assert not (tmp_path / "run" / "checkpoints").exists()  # no training step was spent
 
@@ -52,12 +52,12 @@ def test_preflight_pass_links_the_report_in_results(tmp_path: Path) -> None:
         [
             "doctor=true",
             "trainer.max_epochs=1",
-            "+trainer.limit_train_batches=2",
-            "+trainer.limit_val_batches=1",
+            "trainer.limit_train_batches=2",
+            "trainer.limit_val_batches=1",
             "test=false",
         ],
         tmp_path / "run",
     )
-    train(cfg)
+    train_job(cfg)
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     assert results["doctor_report"] == str(tmp_path / "run" / "doctor" / "report.json")

@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import compose_config, run_script
 from tests.doctor.helpers import MUSEUM
-from trainwell.doctor.report import CHECK_IDS
+from trainwell.doctor.checks import CHECK_IDS
 from trainwell.doctor.run import diagnose, run_doctor
 
 TINY_RESNET = [

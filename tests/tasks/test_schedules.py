@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests.conftest import quiet_trainer
+from tests.conftest import template_trainer, templated
 from trainwell.data import SyntheticDataModule
 from trainwell.tasks import ClassificationTask
 from trainwell.tasks.schedules import WarmupCosine, warmup_cosine, warmup_steps_for
@@ -39,14 +39,9 @@ def test_scheduler_advances_once_per_optimizer_step_and_ends_on_plan() -> None:
     net = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 10))
     scheduler = partial(warmup_cosine, warmup_steps=2, min_lr_ratio=0.1)
     task = ClassificationTask(net, partial(torch.optim.SGD, lr=1.0), scheduler)
-    task.use_plan(total_steps=plan.total_optimizer_steps, lr=None)
     trace = LrTrace()
-    trainer = quiet_trainer(
-        max_epochs=3,
-        accumulate_grad_batches=4,
-        callbacks=[trace],
-    )
-    trainer.fit(task, datamodule=data)
+    trainer = template_trainer(max_epochs=3, accumulate_grad_batches=4, callbacks=[trace])
+    trainer.fit(task, datamodule=templated(data))
     multiplier = WarmupCosine(plan.total_optimizer_steps, warmup_steps=2, min_ratio=0.1)
     assert trace.micro_batches == 15
     assert trace.lrs == pytest.approx([multiplier(i) for i in range(6)])

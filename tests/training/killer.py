@@ -12,7 +12,7 @@ from typing import IO, Any
 
 import lightning as L
 
-from trainwell.training.checkpointing import AtomicCheckpointIO
+from trainwell.training.checkpoint_io import AtomicCheckpointIO
 
 
 def _send(name: str, group: bool) -> None:

@@ -27,9 +27,13 @@ def test_plan_for_ten_thousand_samples_batch_32_accumulate_4() -> None:
 
 def test_plan_world_size_drop_last_and_max_steps() -> None:
     plan = make_plan(dataset_size=1000, micro_batch=64, accumulate=2, world_size=3, max_epochs=10)
-    assert plan.samples_per_rank == 334  # DistributedSampler pads to ceil(1000 / 3)
+    # 16 batches (the last of 40) dealt to 3 ranks: 6 rounds, 2 ranks pad the last one
+    assert plan.global_batches_per_epoch == 16
+    assert (plan.iterations_per_epoch, plan.padding_batches_per_epoch) == (6, 2)
     assert plan.effective_batch == 384
-    assert plan.iterations_per_epoch == 6
+    assert plan.items_per_epoch == 1000  # every sample once, none twice
+    assert plan.optimizer_steps_per_epoch == 3
+    assert plan.last_step_items == 1000 - 2 * 384
     dropped = make_plan(1000, 64, drop_last=True, max_epochs=1)
     assert (dropped.iterations_per_epoch, dropped.last_batch_size) == (15, 64)
     capped = make_plan(1000, 64, accumulate=2, max_epochs=10, max_steps=5)
@@ -79,7 +83,7 @@ def test_run_prints_and_stores_the_plan_and_warns_about_bn(tmp_path: Path) -> No
     )
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "micro-batch 8 x accumulate 4 x world 1 = effective batch 32" in proc.stdout
-    assert "optimizer steps/epoch: 2 (last window: 1 micro-batches)" in proc.stdout
+    assert "optimizer steps/epoch: 2 (last window: 1 micro-batches, 8 samples)" in proc.stdout
     assert "lr: 0.0125 = 0.1 at batch 256 scaled linear to 32" in proc.stdout
     assert "BatchNorm normalises over 8 samples, not 32" in proc.stderr
     plan = json.loads((tmp_path / "results.json").read_text())["plan"]

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, get_worker_info
 
-from tests.conftest import quiet_trainer, run_script
+from tests.conftest import run_script, template_trainer, templated
 from trainwell.data import ClassificationDataModule
 
 
@@ -50,11 +50,9 @@ class Recorder(L.LightningModule):
 
 def _record(seed: int, num_workers: int, epochs: int = 1) -> list[torch.Tensor]:
     L.seed_everything(seed, workers=True)
-    data = IndexedData(batch_size=4, num_workers=num_workers, seed=seed)
+    data = templated(IndexedData(batch_size=4, num_workers=num_workers, seed=seed), seed)
     module = Recorder()
-    trainer = quiet_trainer(
-        max_epochs=epochs,
-    )
+    trainer = template_trainer(max_epochs=epochs)
     trainer.fit(module, datamodule=data)
     return module.seen
 

@@ -15,7 +15,7 @@ import torch
 
 from tests.conftest import REPO, run_script
 from tests.training.test_kill_resume import ACCUMULATE, ENV, RUN, assert_bitwise_equal, final_state
-from trainwell.training.preemption import EXIT_PREEMPTED
+from trainwell.callbacks.preemption import EXIT_PREEMPTED
 from trainwell.training.resume import find_newest_checkpoint
 
 pytestmark = pytest.mark.slow

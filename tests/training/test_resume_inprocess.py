@@ -61,13 +61,19 @@ def test_resume_from_a_step_checkpoint_is_bitwise_exact(
     assert_bitwise_equal(got, load(uninterrupted / "checkpoints" / "last.ckpt"))
 
 
-def test_checkpoints_carry_rng_loader_position_and_batch_arithmetic(uninterrupted: Path) -> None:
+def test_checkpoints_carry_rng_loader_position_metrics_and_batch_arithmetic(
+    uninterrupted: Path,
+) -> None:
     state = load(uninterrupted / "checkpoints" / "step-0000002.ckpt")
     loader = state["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]
-    assert loader["yielded_samples"] == 6 * 128  # two windows of 3 micro-batches
+    assert (loader["epoch"], loader["batches"]) == (0, 6)  # two windows of 3 micro-batches
     extra = state["callbacks"]["TrainingStateCallback"]
     assert set(extra["rng"]) >= {"python", "numpy", "torch"}
-    assert extra["batch"] == {
+    # every metric's accumulated state, and what the run had logged so far
+    assert {"train_loss", "val_acc_best"} <= set(extra["metrics"])
+    last = load(uninterrupted / "checkpoints" / "last.ckpt")["callbacks"]["TrainingStateCallback"]
+    assert "val/acc" in last["callback_metrics"]
+    assert state["callbacks"]["TrainingPlanCallback"]["batch"] == {
         "micro_batch": 128,
         "accumulate": 3,
         "world_size": 1,

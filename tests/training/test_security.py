@@ -11,7 +11,7 @@ import torch
 
 from tests.conftest import run_script
 from trainwell.errors import TrainwellError
-from trainwell.training.checkpointing import AtomicCheckpointIO, load_checkpoint_file
+from trainwell.training.checkpoint_io import AtomicCheckpointIO, load_checkpoint_file
 from trainwell.training.redact import REDACTED, redact
 from trainwell.training.resume import find_newest_checkpoint
 

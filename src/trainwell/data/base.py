@@ -1,27 +1,28 @@
-"""The DataLoader contract every trainwell datamodule shares.
+"""The DataLoader knobs trainwell's own datamodules share.
 
-Subclasses only build `train_set`, `val_set` and `test_set` in `setup`; the loaders, and the
-knobs that silently change training (shuffle, drop_last, worker seeding), are decided here once.
+Subclasses only build `train_set`, `val_set` and `test_set` in `setup`. Nothing here is required of
+a user's datamodule: any LightningDataModule works, and the template shards, orders and resumes
+its loaders the same way (data/sharding.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import lightning as L
 import torch
-from torch.utils.data import DataLoader, Dataset, DistributedSampler
+from torch.utils.data import DataLoader, Dataset
 
-from trainwell.data.resumable import ResumableDataLoader
 from trainwell.errors import TrainwellError
 
 
-class ClassificationDataModule(L.LightningDataModule):
-    """Train/val/test loaders for a classification dataset.
+class SplitDataModule(L.LightningDataModule):
+    """Train/val/test loaders over datasets built in `setup`.
 
     `batch_size` is the micro-batch: what one forward pass sees. With gradient accumulation the
     effective batch is batch_size x accumulate_grad_batches x world size (see training.plan).
     """
-
-    num_classes: int = 0
 
     def __init__(
         self,
@@ -48,6 +49,7 @@ class ClassificationDataModule(L.LightningDataModule):
         self.train_set: Dataset | None = None
         self.val_set: Dataset | None = None
         self.test_set: Dataset | None = None
+        self.collate_fn: Callable[[list[Any]], Any] | None = None
 
     def _require(self, split: str) -> Dataset:
         dataset = getattr(self, f"{split}_set")
@@ -60,37 +62,20 @@ class ClassificationDataModule(L.LightningDataModule):
         return dataset
 
     def _loader(self, dataset: Dataset, batch_size: int, train: bool) -> DataLoader:
-        # Train: a stateful loader, so a mid-epoch resume continues with the batches that were
-        # next (data/resumable.py). Every loader gets its own generator: without one, each
-        # iter() draws a worker base seed from the *global* torch RNG, so every validation pass
-        # shifts the dropout stream and a resumed run (one sanity check more, one validation
-        # less) would drift from the uninterrupted one.
-        loader_cls = ResumableDataLoader if train else DataLoader
-        return loader_cls(
+        # A seeded generator per loader: the train shuffle is then a function of data.seed and the
+        # epoch (the template turns it into one, identical on every rank), and no iter() draws a
+        # worker seed from the global RNG, which would shift the dropout stream after every
+        # validation pass and make a resumed run drift from the uninterrupted one.
+        return DataLoader(
             dataset,
             batch_size=batch_size,
-            sampler=self._train_sampler(dataset) if train else None,
+            shuffle=train,
             drop_last=self.drop_last if train else False,
             num_workers=self.num_workers,
             pin_memory=self.pin_memory,
             persistent_workers=self.persistent_workers,
+            collate_fn=self.collate_fn,
             generator=torch.Generator().manual_seed(self.seed),
-        )
-
-    def _train_sampler(self, dataset: Dataset) -> DistributedSampler:
-        """The train order, a documented function of (data.seed, epoch, world size).
-
-        Epoch e shuffles with `torch.randperm(N, generator=manual_seed(data.seed + e))` (padded to a
-        multiple of the world size); rank r takes every W-th index. So the global order of samples
-        is the same on 1 process or W ranks, and not whatever the global RNG did before (model
-        init, augmentation draws). Without this, Lightning's fit injects its own shuffling
-        DistributedSampler under DDP (even for shuffle=False loaders) seeded by the global seed,
-        while a single process shuffles differently. Lightning calls set_epoch every epoch.
-        """
-        trainer = self.trainer
-        world, rank = (trainer.world_size, trainer.global_rank) if trainer else (1, 0)
-        return DistributedSampler(
-            dataset, num_replicas=world, rank=rank, shuffle=True, seed=self.seed, drop_last=False
         )
 
     def train_dataloader(self) -> DataLoader:
@@ -108,8 +93,8 @@ class ClassificationDataModule(L.LightningDataModule):
     def test_dataloader(self) -> DataLoader:
         return self._loader(self._require("test"), self.eval_batch_size, train=False)
 
-    def train_size(self) -> int:
-        """Number of training samples (for the training plan), set up on demand."""
-        if self.train_set is None:
-            self.setup("fit")
-        return len(self._require("train"))
+
+class ClassificationDataModule(SplitDataModule):
+    """A SplitDataModule whose samples are (input, class id) pairs over `num_classes` classes."""
+
+    num_classes: int = 0

@@ -1,1 +1,1 @@
-"""The doctor: debugging probes on the configured experiment, a readiness report, training guards."""
+"""The doctor: short real probe fits (harness/), checks registered by id (checks/), the report."""

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import shutil
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -14,51 +13,16 @@ from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from trainwell.doctor import plots
-from trainwell.doctor.accumulation import accumulation_equivalence
-from trainwell.doctor.context import DoctorContext
-from trainwell.doctor.data import (
-    data_finite,
-    data_leakage,
-    data_throughput,
-    data_worker_seeding,
-    scan,
-)
-from trainwell.doctor.device import device_placement
-from trainwell.doctor.gradients import grad_flow, grad_zeroing
-from trainwell.doctor.loop import memory_graph_leak, overfit_one_batch, schedule_interval
-from trainwell.doctor.loss import loss_logits, targets_contract
-from trainwell.doctor.markdown import render
-from trainwell.doctor.modes import eval_determinism, train_mode
-from trainwell.doctor.observe import observation
-from trainwell.doctor.report import CHECK_IDS, Check, exit_code, report_dict, write_json
-from trainwell.doctor.settings import ProbeSettings
-from trainwell.doctor.state import checkpoint_roundtrip
-from trainwell.doctor.structure import optimizer_coverage, params_registered
+from trainwell.doctor.checks import CHECKS
+from trainwell.doctor.checks.data import scan
+from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.observe import observation
+from trainwell.doctor.harness.settings import ProbeSettings
+from trainwell.doctor.report import plots
+from trainwell.doctor.report.markdown import render
+from trainwell.doctor.report.verdict import Check, exit_code, report_dict, write_json
 from trainwell.errors import TrainwellError
 from trainwell.training.precision import resolve_precision
-
-CHECKS: dict[str, Callable[[DoctorContext], Check]] = {
-    "params.registered": params_registered,
-    "optimizer.coverage": optimizer_coverage,
-    "loss.logits": loss_logits,
-    "targets.contract": targets_contract,
-    "data.finite": data_finite,
-    "data.leakage": data_leakage,
-    "grad.flow": grad_flow,
-    "grad.zeroing": grad_zeroing,
-    "overfit.one_batch": overfit_one_batch,
-    "eval.determinism": eval_determinism,
-    "train.mode": train_mode,
-    "checkpoint.roundtrip": checkpoint_roundtrip,
-    "accumulation.equivalence": accumulation_equivalence,
-    "memory.graph_leak": memory_graph_leak,
-    "schedule.interval": schedule_interval,
-    "device.placement": device_placement,
-    "data.throughput": data_throughput,
-    "data.worker_seeding": data_worker_seeding,
-}
-assert tuple(CHECKS) == CHECK_IDS, "every stable id has exactly one check, in report order"
 
 
 def shared_probes(ctx: DoctorContext) -> dict[str, float | str]:
@@ -87,6 +51,8 @@ def run_checks(ctx: DoctorContext, only: list[str] | None = None) -> list[Check]
         start = time.perf_counter()
         try:
             check = probe(ctx)
+            if check.id != check_id:
+                raise RuntimeError(f"check {check_id} returned a verdict for {check.id}")
         except TrainwellError:
             raise
         except Exception as err:  # a probe hit something unforeseen: report it, keep going
@@ -127,7 +93,7 @@ def _summary(ctx: DoctorContext, checks: list[Check]) -> dict[str, Any]:
     except TrainwellError as err:
         precision = f"invalid ({err})"
     return {
-        "data": f"{cfg.data._target_} ({ctx.datamodule.train_size()} train samples)",
+        "data": f"{cfg.data._target_} ({ctx.plan.dataset_size} train samples)",
         "model": f"{type(task).__name__} over {type(getattr(task, 'net', task)).__name__}, "
         f"{params:,} trainable parameters",
         "loss": spy_losses[0].name if spy_losses else "not observed",

@@ -7,14 +7,10 @@ from typing import Any
 
 import lightning as L
 import torch
-from lightning.pytorch.utilities import rank_zero_warn
 from torch import nn
 from torch.optim import Optimizer
-from torch.utils.data import DataLoader
 from torchmetrics import MaxMetric, MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
-
-from trainwell.training.accumulation import EpochBatches, check_micro_batch, epoch_batches
 
 OptimizerFactory = Callable[..., Optimizer]
 SchedulerFactory = Callable[..., torch.optim.lr_scheduler.LRScheduler]
@@ -24,8 +20,12 @@ class ClassificationTask(L.LightningModule):
     """Trains an injected `net` that returns raw logits.
 
     The optimizer and scheduler arrive as Hydra `_partial_`s; the scheduler factory is called with
-    `total_steps` = optimizer steps of the whole run, so it steps once per optimizer step, never per
-    micro-batch (with accumulation that would end the schedule K times too early).
+    `total_steps` = optimizer steps of the whole run (Lightning's estimate; the template's plan
+    fills in its own count), so it steps once per optimizer step, never per micro-batch (with
+    accumulation that would end the schedule K times too early).
+
+    training_step returns the plain micro-batch mean: the template's exact-accumulation callback
+    turns any module's mean into the exact mean over each optimizer step's samples.
     """
 
     def __init__(
@@ -50,9 +50,6 @@ class ClassificationTask(L.LightningModule):
         self.test_acc = MulticlassAccuracy(num_classes, average="micro")
         self.train_loss, self.val_loss, self.test_loss = MeanMetric(), MeanMetric(), MeanMetric()
         self.val_acc_best = MaxMetric()
-        self._epoch_batches: EpochBatches | None = None
-        self._planned_steps: int | None = None
-        self._planned_lr: float | None = None
 
     def configure_model(self) -> None:
         strategy = self._trainer.strategy if self._trainer is not None else None
@@ -79,38 +76,13 @@ class ClassificationTask(L.LightningModule):
         self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int
     ) -> torch.Tensor:
         loss, preds, y = self._shared_step(batch)
-        # train/loss stays the true mean loss; only the returned (backpropagated) value is rescaled.
         # update(), not __call__: calling a metric also computes a per-batch value we never log
         # (measured ~0.65 ms/step of pure overhead on the digits default).
         self.train_loss.update(loss.detach(), weight=y.numel())
         self.train_acc.update(preds, y)
         self.log("train/loss", self.train_loss, on_step=False, on_epoch=True, prog_bar=True)
         self.log("train/acc", self.train_acc, on_step=False, on_epoch=True, prog_bar=True)
-        return self._window_scaled(loss, y.shape[0], batch_idx)
-
-    def on_train_epoch_start(self) -> None:
-        loader = self.trainer.train_dataloader
-        self._epoch_batches = None
-        if isinstance(loader, DataLoader):
-            self._epoch_batches = epoch_batches(
-                loader, self.trainer.world_size, self.trainer.num_training_batches
-            )
-
-    def _window_scaled(self, loss: torch.Tensor, batch_size: int, batch_idx: int) -> torch.Tensor:
-        """Lightning divides every micro-batch loss by K, even in a short tail window (#19987),
-        and DDP averages per-rank means; rescale so the step's gradient is the mean over every
-        sample of its window on all ranks (see training/accumulation.py)."""
-        batches = self._epoch_batches
-        if batches is None:  # not inside trainer.fit (e.g. a probe calling training_step)
-            return loss
-        check_micro_batch(batches, batch_idx, batch_size)
-        scale = batches.loss_scale(batch_idx, self.trainer.accumulate_grad_batches)
-        return loss * (batch_size * scale)
-
-    def on_validation_epoch_start(self) -> None:
-        if self.trainer.sanity_checking:
-            # Sanity-check batches are not a real validation epoch: keep them out of val/acc_best.
-            self.val_acc_best.reset()
+        return loss
 
     def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
         loss, preds, y = self._shared_step(batch)
@@ -132,23 +104,12 @@ class ClassificationTask(L.LightningModule):
         self.log("test/loss", self.test_loss, on_step=False, on_epoch=True)
         self.log("test/acc", self.test_acc, on_step=False, on_epoch=True)
 
-    def use_plan(self, total_steps: int, lr: float | None) -> None:
-        """The training plan's total optimizer steps and (scaled) LR, for configure_optimizers."""
-        self._planned_steps, self._planned_lr = total_steps, lr
-
     def configure_optimizers(self) -> Any:
-        extra = {} if self._planned_lr is None else {"lr": self._planned_lr}
-        optimizer = self.optimizer_factory(params=self.trainer.model.parameters(), **extra)
+        # trainer.model: under FSDP2 the sharded parameters, which are the ones to optimise.
+        optimizer = self.optimizer_factory(params=self.trainer.model.parameters())
         if self.scheduler_factory is None:
             return optimizer
-        estimated = int(self.trainer.estimated_stepping_batches)
-        total_steps = self._planned_steps if self._planned_steps is not None else estimated
-        if total_steps != estimated:
-            # Lightning's own count disagrees with the plan: one of them misreads the loop.
-            rank_zero_warn(
-                f"the training plan counts {total_steps} optimizer steps, Lightning estimates "
-                f"{estimated}; the LR schedule follows the plan"
-            )
+        total_steps = int(self.trainer.estimated_stepping_batches)
         scheduler = self.scheduler_factory(optimizer=optimizer, total_steps=total_steps)
         return {
             "optimizer": optimizer,

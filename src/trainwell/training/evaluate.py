@@ -9,9 +9,10 @@ import lightning as L
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from trainwell.data.sharding import install_loader_policy
 from trainwell.errors import TrainwellError
+from trainwell.training.builders import build_trainer
 from trainwell.training.results import write_results
-from trainwell.training.run import build_trainer
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
@@ -28,6 +29,8 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     print(f"run dir: {run_dir}", flush=True)
     L.seed_everything(cfg.seed, workers=True)
     datamodule = instantiate(cfg.data)
+    # Every test sample counts once on any number of ranks (no DistributedSampler padding).
+    install_loader_policy(datamodule, seed=int(cfg.seed))
     task = instantiate(cfg.model)
     trainer = build_trainer(cfg, logger=False, callbacks=[], enable_checkpointing=False)
     # Trainer.test puts the task in eval() and runs under torch.inference_mode; weights_only=True

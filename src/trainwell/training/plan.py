@@ -1,62 +1,107 @@
-"""The training plan: seed 002's arithmetic, computed and printed before any GPU hour is spent.
+"""The training plan: the run's arithmetic, read off the real train loader and printed first.
 
 "3 epochs at batch 32" means a precise number of forward passes and optimizer steps; getting it
-wrong fires the LR schedule at the wrong time or trains for a fraction of what was meant.
+wrong fires the LR schedule at the wrong time or trains for a fraction of what was meant. The
+plan is computed inside `fit`, after Lightning ran `prepare_data` and the datamodule's `setup`,
+from the loader each rank will really iterate (data/sharding.py): dataset length, batch size,
+drop_last, world size, accumulation and the Trainer's limits. What it cannot know (an iterable
+dataset without a length, a batch sampler without a batch size) it says.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from torch.utils.data import BatchSampler, DataLoader
+
+from trainwell.data.sharding import ShardedBatchSampler
 
 
 @dataclass(frozen=True)
 class TrainingPlan:
-    dataset_size: int
-    micro_batch: int
+    dataset_size: int | None
+    micro_batch: int | None
     accumulate: int
     world_size: int
     drop_last: bool
     max_epochs: int
     max_steps: int
     warmup_steps: int
-    # derived
-    effective_batch: int
-    samples_per_rank: int
-    iterations_per_epoch: int
-    last_batch_size: int
-    optimizer_steps_per_epoch: int
-    last_window_batches: int
-    total_optimizer_steps: int
-    epochs: float
-    examples_seen: int
+    # derived: per epoch, per rank unless said otherwise
+    effective_batch: int | None
+    global_batches_per_epoch: int | None  # batches one process would cut from the epoch
+    iterations_per_epoch: int | None  # micro-batches each rank runs
+    last_batch_size: int | None
+    padding_batches_per_epoch: int  # zero-weight copies for ranks without data in the last round
+    optimizer_steps_per_epoch: int | None
+    last_window_batches: int | None
+    items_per_epoch: int | None  # samples trained per epoch, all ranks
+    items_per_step: int | None  # samples in a full window, all ranks
+    last_step_items: int | None  # samples in the epoch's last window, all ranks
+    total_optimizer_steps: int | None
+    epochs: float | None
+    examples_seen: int | None
+    item_unit: str = "samples"
+    unknown: tuple[str, ...] = field(default_factory=tuple)
     # learning rate: the configured one (meant for `reference_batch`) and the one used
     lr_rule: str = "none"
     reference_batch: int = 0
     base_lr: float | None = None
     lr: float | None = None
 
-    def as_dict(self) -> dict:
-        return asdict(self)
+    @property
+    def batch(self) -> dict[str, int | None]:
+        """The batch arithmetic a checkpoint remembers (a resume must not silently change it)."""
+        return {
+            "micro_batch": self.micro_batch,
+            "accumulate": self.accumulate,
+            "world_size": self.world_size,
+            "effective_batch": self.effective_batch,
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        out = asdict(self)
+        out["unknown"] = list(self.unknown)
+        return out
 
     def lines(self) -> list[str]:
         """Human-readable plan, one fact per line."""
-        tail = ""
-        if self.last_window_batches != self.accumulate:
-            tail = f" (last window: {self.last_window_batches} micro-batches)"
-        return [
-            f"dataset: {self.dataset_size} samples, {self.world_size} rank(s), "
-            f"{self.samples_per_rank} samples per rank",
-            f"micro-batch {self.micro_batch} x accumulate {self.accumulate} x world {self.world_size}"
-            f" = effective batch {self.effective_batch}",
-            f"iterations/epoch: {self.iterations_per_epoch} (last batch {self.last_batch_size}"
-            f"{', drop_last' if self.drop_last else ''})",
-            f"optimizer steps/epoch: {self.optimizer_steps_per_epoch}{tail}",
-            f"total optimizer steps: {self.total_optimizer_steps} over {self.epochs:g} epoch(s), "
-            f"warmup {self.warmup_steps}",
-            f"examples seen: {self.examples_seen}",
-            *self._lr_lines(),
+        size = "unknown" if self.dataset_size is None else f"{self.dataset_size} samples"
+        micro = "?" if self.micro_batch is None else str(self.micro_batch)
+        effective = "?" if self.effective_batch is None else str(self.effective_batch)
+        lines = [
+            f"dataset: {size}, {self.world_size} rank(s), each sample once per epoch",
+            f"micro-batch {micro} x accumulate {self.accumulate} x world {self.world_size}"
+            f" = effective batch {effective}",
         ]
+        if self.iterations_per_epoch is not None:
+            pad = (
+                f", {self.padding_batches_per_epoch} zero-weight padding batch(es) on ranks "
+                "without data in the last round"
+                if self.padding_batches_per_epoch
+                else ""
+            )
+            last = "" if self.last_batch_size is None else f" (last batch {self.last_batch_size}"
+            last += ", drop_last)" if self.drop_last and last else (")" if last else "")
+            lines.append(f"iterations/epoch per rank: {self.iterations_per_epoch}{last}{pad}")
+            tail = ""
+            if self.last_window_batches != self.accumulate:
+                tail = f" (last window: {self.last_window_batches} micro-batches"
+                tail += (
+                    f", {self.last_step_items} {self.item_unit})" if self.last_step_items else ")"
+                )
+            lines.append(f"optimizer steps/epoch: {self.optimizer_steps_per_epoch}{tail}")
+        if self.items_per_epoch is not None:
+            lines.append(f"{self.item_unit} per epoch: {self.items_per_epoch} (all ranks)")
+        total = "unknown" if self.total_optimizer_steps is None else str(self.total_optimizer_steps)
+        epochs = "" if self.epochs is None else f" over {self.epochs:g} epoch(s)"
+        lines.append(f"total optimizer steps: {total}{epochs}, warmup {self.warmup_steps}")
+        if self.examples_seen is not None:
+            lines.append(f"examples seen: {self.examples_seen}")
+        lines += [f"not known before training: {reason}" for reason in self.unknown]
+        return lines + self._lr_lines()
 
     def _lr_lines(self) -> list[str]:
         if self.lr is None:
@@ -69,9 +114,36 @@ class TrainingPlan:
         ]
 
 
+def _limit(iterations: int, limit: int | float | None) -> int:
+    """Batches Lightning runs per epoch under limit_train_batches / overfit_batches."""
+    if limit is None or (isinstance(limit, float) and limit == 1.0):
+        return iterations
+    if isinstance(limit, float):
+        return int(iterations * limit)
+    return min(iterations, int(limit))
+
+
+def _total_steps(
+    steps_per_epoch: int | None, max_epochs: int | None, max_steps: int
+) -> tuple[int | None, str]:
+    epochs_cap = max_epochs if max_epochs is not None and max_epochs >= 0 else None
+    by_epochs = (
+        steps_per_epoch * epochs_cap
+        if epochs_cap is not None and steps_per_epoch is not None
+        else None
+    )
+    if max_steps is not None and max_steps >= 0:
+        return (max_steps if by_epochs is None else min(max_steps, by_epochs)), ""
+    if by_epochs is not None:
+        return by_epochs, ""
+    if steps_per_epoch is None:
+        return None, "total optimizer steps (the epoch length is unknown: set trainer.max_steps)"
+    raise ValueError("set trainer.max_epochs or trainer.max_steps: the plan needs an end")
+
+
 def make_plan(
-    dataset_size: int,
-    micro_batch: int,
+    dataset_size: int | None,
+    micro_batch: int | None,
     accumulate: int = 1,
     world_size: int = 1,
     max_epochs: int | None = None,
@@ -79,41 +151,70 @@ def make_plan(
     drop_last: bool = False,
     warmup_steps: int = 0,
     limit_batches: int | float | None = None,
+    global_batches: int | None = None,
+    item_unit: str = "samples",
+    unknown: tuple[str, ...] = (),
 ) -> TrainingPlan:
-    """Compute the plan the way Lightning runs it.
+    """The plan the way Lightning runs it over trainwell's sharded loaders.
 
-    Each rank sees ceil(N / world) samples (DistributedSampler pads to equal shares). Lightning
-    steps the optimizer every `accumulate` micro-batches and once more at the end of an epoch for
-    a shorter tail window, so steps/epoch = ceil(iterations / accumulate). `max_steps` (optimizer
-    steps) wins over `max_epochs` when it is reached first. `limit_batches` is Lightning's
-    limit_train_batches / overfit_batches (an int caps the batches, a float takes a fraction).
+    One process cuts the epoch into `global_batches` batches of `micro_batch` (the last one shorter
+    unless drop_last); rank r of W runs batches r, r+W, ... and every rank runs ceil(batches / W)
+    of them, ranks without data in the last round a zero-weight padding batch. Lightning steps the
+    optimizer every `accumulate` micro-batches and once more at the end of an epoch for a shorter
+    tail window. `max_steps` (optimizer steps) wins over `max_epochs` when reached first.
+    `limit_batches` is limit_train_batches / overfit_batches (an int caps the batches per rank, a
+    float takes a fraction). `global_batches` alone (no sizes) plans a custom batch sampler.
     """
-    if micro_batch < 1 or accumulate < 1 or world_size < 1:
+    if accumulate < 1 or world_size < 1 or (micro_batch is not None and micro_batch < 1):
         raise ValueError("micro_batch, accumulate and world_size must be >= 1")
-    per_rank = math.ceil(dataset_size / world_size)
-    if drop_last:
-        iterations, last_batch = per_rank // micro_batch, micro_batch
-    else:
-        iterations = math.ceil(per_rank / micro_batch)
-        last_batch = per_rank - (iterations - 1) * micro_batch if iterations else 0
-    limited = _limit(iterations, limit_batches)
-    if limited < iterations:  # Lightning runs the first `limited` batches, all of them full
-        iterations, last_batch = limited, micro_batch
+    sizes: list[int] | None = None
+    if dataset_size is not None and micro_batch is not None:
+        full, rest = divmod(dataset_size, micro_batch)
+        sizes = [micro_batch] * full + ([rest] if rest and not drop_last else [])
+        global_batches = len(sizes)
+    if global_batches is None:
+        total, reason = _total_steps(None, max_epochs, max_steps)
+        return TrainingPlan(
+            dataset_size=dataset_size,
+            micro_batch=micro_batch,
+            accumulate=accumulate,
+            world_size=world_size,
+            drop_last=drop_last,
+            max_epochs=max_epochs if max_epochs is not None else -1,
+            max_steps=max_steps,
+            warmup_steps=warmup_steps,
+            effective_batch=micro_batch * accumulate * world_size if micro_batch else None,
+            global_batches_per_epoch=None,
+            iterations_per_epoch=None,
+            last_batch_size=None,
+            padding_batches_per_epoch=0,
+            optimizer_steps_per_epoch=None,
+            last_window_batches=None,
+            items_per_epoch=None,
+            items_per_step=None,
+            last_step_items=None,
+            total_optimizer_steps=total,
+            epochs=None,
+            examples_seen=None,
+            item_unit=item_unit,
+            unknown=(*unknown, *([reason] if reason else [])),
+        )
+    rounds = math.ceil(global_batches / world_size)
+    iterations = _limit(rounds, limit_batches)
+    limited = iterations < rounds
+    padding = 0 if limited else rounds * world_size - global_batches
     steps_per_epoch = math.ceil(iterations / accumulate)
     last_window = iterations - (steps_per_epoch - 1) * accumulate if steps_per_epoch else 0
-    epochs_cap = max_epochs if max_epochs is not None and max_epochs >= 0 else None
-    by_epochs = steps_per_epoch * epochs_cap if epochs_cap is not None else None
-    if max_steps is not None and max_steps >= 0:
-        total = max_steps if by_epochs is None else min(max_steps, by_epochs)
-    elif by_epochs is not None:
-        total = by_epochs
-    else:
-        raise ValueError("set trainer.max_epochs or trainer.max_steps: the plan needs an end")
-    samples_per_epoch = (iterations - 1) * micro_batch + last_batch if iterations else 0
-    samples_per_epoch *= world_size
-    epochs = total / steps_per_epoch if steps_per_epoch else 0.0
-    full_epochs, rest_steps = divmod(total, steps_per_epoch) if steps_per_epoch else (0, 0)
-    examples = full_epochs * samples_per_epoch + rest_steps * accumulate * micro_batch * world_size
+    total, reason = _total_steps(steps_per_epoch, max_epochs, max_steps)
+    assert total is not None
+    used = min(iterations * world_size, global_batches)  # global batches trained per epoch
+    items_epoch = items_step = last_items = examples = None
+    if sizes is not None:
+        items_epoch = sum(sizes[:used])
+        items_step = micro_batch * accumulate * world_size if micro_batch else None
+        last_items = sum(sizes[(steps_per_epoch - 1) * accumulate * world_size : used])
+        full_epochs, rest_steps = divmod(total, steps_per_epoch) if steps_per_epoch else (0, 0)
+        examples = full_epochs * items_epoch + rest_steps * (items_step or 0)
     return TrainingPlan(
         dataset_size=dataset_size,
         micro_batch=micro_batch,
@@ -123,22 +224,53 @@ def make_plan(
         max_epochs=max_epochs if max_epochs is not None else -1,
         max_steps=max_steps,
         warmup_steps=warmup_steps,
-        effective_batch=micro_batch * accumulate * world_size,
-        samples_per_rank=per_rank,
+        effective_batch=micro_batch * accumulate * world_size if micro_batch else None,
+        global_batches_per_epoch=global_batches,
         iterations_per_epoch=iterations,
-        last_batch_size=last_batch,
+        last_batch_size=(sizes[used - 1] if sizes and used else None),
+        padding_batches_per_epoch=padding,
         optimizer_steps_per_epoch=steps_per_epoch,
         last_window_batches=last_window,
+        items_per_epoch=items_epoch,
+        items_per_step=items_step,
+        last_step_items=last_items,
         total_optimizer_steps=total,
-        epochs=round(epochs, 4),
+        epochs=round(total / steps_per_epoch, 4) if steps_per_epoch else 0.0,
         examples_seen=examples,
+        item_unit=item_unit,
+        unknown=unknown,
     )
 
 
-def _limit(iterations: int, limit: int | float | None) -> int:
-    """Batches Lightning runs per epoch under limit_train_batches / overfit_batches."""
-    if limit is None or (isinstance(limit, float) and limit == 1.0):
-        return iterations
-    if isinstance(limit, float):
-        return int(iterations * limit)
-    return min(iterations, int(limit))
+def describe_loader(loader: Any) -> dict[str, Any]:
+    """What the plan can read off a train loader: sizes, batch size, drop_last, and what not."""
+    sampler = getattr(loader, "batch_sampler", None)
+    base = sampler.batches if isinstance(sampler, ShardedBatchSampler) else sampler
+    out: dict[str, Any] = {"dataset_size": None, "micro_batch": None, "drop_last": False}
+    unknown: list[str] = []
+    if isinstance(base, BatchSampler):
+        out["micro_batch"] = base.batch_size
+        out["drop_last"] = base.drop_last
+        try:
+            out["dataset_size"] = len(base.sampler)  # type: ignore[arg-type]
+        except TypeError:
+            unknown.append("the dataset size (its sampler has no length)")
+    elif base is not None:
+        try:
+            out["global_batches"] = len(base)
+        except TypeError:
+            unknown.append(f"the epoch length ({type(base).__name__} has no length)")
+        unknown.append(f"the batch size ({type(base).__name__} chooses it per batch)")
+    elif isinstance(loader, DataLoader):
+        out["micro_batch"] = loader.batch_size
+        try:
+            out["rank_batches"] = len(loader)  # the dataset's own per-rank share
+        except TypeError:
+            unknown.append(
+                f"the epoch length ({type(loader.dataset).__name__} is an iterable dataset "
+                "without __len__)"
+            )
+    else:
+        unknown.append(f"the epoch length ({type(loader).__name__} is not a DataLoader)")
+    out["unknown"] = tuple(unknown)
+    return out

@@ -8,7 +8,6 @@ dir is keyed by its job id) and a first attempt run the same command line.
 from __future__ import annotations
 
 import sys
-import warnings
 from pathlib import Path
 from typing import Any
 
@@ -16,11 +15,7 @@ import torch
 from torch import nn
 
 from trainwell.errors import TrainwellError
-from trainwell.training.checkpointing import (
-    CheckpointError,
-    TrainingStateCallback,
-    load_checkpoint_file,
-)
+from trainwell.training.checkpoint_io import CheckpointError
 
 RESUME_MODES = (None, "auto", "never")
 _MAX_LISTED_KEYS = 6
@@ -102,35 +97,3 @@ def check_architecture(state_dict: dict[str, torch.Tensor], model: nn.Module, pa
         f"checkpoint {path} is from a different architecture ({'; '.join(parts)}); "
         "resume with the model config it was trained with, or pass a matching ckpt_path"
     )
-
-
-def check_batch(
-    saved: dict[str, int] | None, current: dict[str, int], allow_change: bool, path: str
-) -> None:
-    """A changed effective batch silently changes the run: the LR (tuned for the old batch), the
-    steps per epoch and the schedule length no longer match what the checkpoint was part of."""
-    if not saved or saved.get("effective_batch") == current["effective_batch"]:
-        return
-    old = "x".join(str(saved.get(k)) for k in ("micro_batch", "accumulate", "world_size"))
-    new = "x".join(str(current[k]) for k in ("micro_batch", "accumulate", "world_size"))
-    message = (
-        f"the effective batch changed on resume: {saved['effective_batch']} ({old}, micro x "
-        f"accumulate x world) when {path} was saved, {current['effective_batch']} ({new}) now, "
-        "so the learning rate and the schedule no longer fit"
-    )
-    if not allow_change:
-        raise TrainwellError(
-            message + "; restore data.batch_size / trainer.accumulate_grad_batches / devices, "
-            "or pass resume_allow_batch_change=true to continue anyway"
-        )
-    warnings.warn(message + " (continuing: resume_allow_batch_change=true)", stacklevel=2)
-
-
-def check_resume(
-    ckpt_path: str, model: nn.Module, batch: dict[str, int], allow_batch_change: bool
-) -> None:
-    """Everything that can be known wrong about a resume before Lightning touches the run."""
-    checkpoint = load_checkpoint_file(ckpt_path)
-    check_architecture(checkpoint["state_dict"], model, ckpt_path)
-    saved = checkpoint.get("callbacks", {}).get(TrainingStateCallback.__qualname__, {})
-    check_batch(saved.get("batch"), batch, allow_batch_change, ckpt_path)

@@ -1,81 +1,33 @@
-"""One training run: config -> datamodule + task -> Trainer -> fit -> test best -> results.json."""
+"""One training run: config -> datamodule + module -> Trainer -> fit -> test best -> results.json.
+
+Any LightningModule / LightningDataModule reachable by `_target_` works: the template's
+guarantees are callbacks and loader policies installed around them, never base classes.
+"""
 
 from __future__ import annotations
 
-import os
-from dataclasses import replace
+import json
 from pathlib import Path
 from typing import Any
 
 import lightning as L
 from hydra.utils import instantiate
-from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
+from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from trainwell.data.base import ClassificationDataModule
-from trainwell.tasks.schedules import warmup_steps_for
-from trainwell.training.accumulation import batchnorm_warning
-from trainwell.training.checkpointing import AtomicCheckpointIO, TrainingStateCallback
+from trainwell import compat
+from trainwell.callbacks.preemption import PreemptionCallback
+from trainwell.callbacks.training_state import TrainingStateCallback
+from trainwell.data.sharding import install_loader_policy
+from trainwell.errors import TrainwellError
+from trainwell.training.builders import build_callbacks, build_loggers, build_trainer
+from trainwell.training.checkpoint_io import load_checkpoint_file
 from trainwell.training.config_tree import print_config_tree
-from trainwell.training.lr_scaling import scale_lr
-from trainwell.training.plan import TrainingPlan, make_plan
-from trainwell.training.precision import configure_matmul, resolve_precision
-from trainwell.training.preemption import PreemptionCallback
+from trainwell.training.plan_callback import PlannedFactory, TrainingPlanCallback
 from trainwell.training.redact import redact
 from trainwell.training.results import write_results
-from trainwell.training.resume import check_resume, resolve_ckpt_path
-
-
-def build_callbacks(cfg: DictConfig) -> list[L.Callback]:
-    return [instantiate(c) for c in (cfg.get("callbacks") or {}).values() if c is not None]
-
-
-def build_loggers(cfg: DictConfig) -> list[Any]:
-    return [instantiate(c) for c in (cfg.get("logger") or {}).values() if c is not None]
-
-
-def build_trainer(cfg: DictConfig, **overrides: Any) -> L.Trainer:
-    """The configured Trainer with our precision resolution applied to `trainer.precision`."""
-    precision = resolve_precision(
-        cfg.trainer.get("precision"), cfg.trainer.get("accelerator", "cpu")
-    )
-    configure_matmul(precision)
-    # Every checkpoint read or written goes through AtomicCheckpointIO: atomic writes, and loads
-    # with weights_only=True whatever a caller asks for.
-    kwargs: dict[str, Any] = {"precision": precision, "plugins": [AtomicCheckpointIO()]}
-    kwargs.update(overrides)
-    return instantiate(cfg.trainer, **kwargs)
-
-
-def build_plan(
-    cfg: DictConfig, datamodule: ClassificationDataModule, trainer: L.Trainer
-) -> TrainingPlan:
-    plan = make_plan(
-        dataset_size=datamodule.train_size(),
-        micro_batch=datamodule.batch_size,
-        accumulate=trainer.accumulate_grad_batches,
-        world_size=trainer.world_size,
-        max_epochs=trainer.max_epochs,
-        max_steps=trainer.max_steps,
-        drop_last=datamodule.drop_last,
-        limit_batches=trainer.overfit_batches or trainer.limit_train_batches,
-    )
-    base_lr = cfg.model.optimizer.get("lr")
-    if base_lr is not None:
-        scaling = cfg.get("lr_scaling") or {}
-        rule = scaling.get("rule", "none")
-        reference = int(scaling.get("reference_batch", plan.effective_batch))
-        lr = scale_lr(float(base_lr), rule, plan.effective_batch, reference)
-        plan = replace(plan, lr_rule=rule, reference_batch=reference, base_lr=base_lr, lr=lr)
-    scheduler = cfg.model.get("scheduler")
-    if scheduler is None:
-        return plan
-    warmup = warmup_steps_for(
-        plan.total_optimizer_steps,
-        scheduler.get("warmup_fraction", 0.0),
-        scheduler.get("warmup_steps"),
-    )
-    return replace(plan, warmup_steps=warmup)
+from trainwell.training.resume import check_architecture, resolve_ckpt_path
+from trainwell.training.run_dir import prepare_run_dir
 
 
 def _resolved(cfg: DictConfig) -> dict[str, Any]:
@@ -87,77 +39,124 @@ def _announce(text: str) -> None:
     print(text, flush=True)
 
 
-def _preflight(cfg: DictConfig) -> str:
-    """doctor=true: the doctor's probes before any compute is spent; raises on a `fail`.
+def planned_factories(model_cfg: DictConfig, plan: TrainingPlanCallback) -> dict[str, Any]:
+    """The configured optimizer / scheduler `_partial_`s, wrapped so the plan fills in the scaled
+    LR and the total optimizer steps. Modules that build their own optimizer get nothing here."""
+    out: dict[str, Any] = {}
+    for key, keyword, attribute in (
+        ("optimizer", "lr", "lr"),
+        ("scheduler", "total_steps", "total_optimizer_steps"),
+    ):
+        node = model_cfg.get(key)
+        if node is not None and OmegaConf.is_dict(node) and node.get("_partial_"):
+            out[key] = PlannedFactory(instantiate(node), plan, keyword, attribute)
+    return out
 
-    Only the launching process runs it: DDP re-executes this script per rank (LOCAL_RANK set).
-    """
-    if not cfg.get("doctor", False) or os.environ.get("LOCAL_RANK", "0") != "0":
-        return ""
-    from trainwell.doctor.run import preflight  # the doctor imports this module
 
-    return str(preflight(cfg))
+def _plan_callback(cfg: DictConfig, ckpt_path: str | None) -> TrainingPlanCallback:
+    optimizer = cfg.model.get("optimizer")
+    base_lr = (
+        optimizer.get("lr") if optimizer is not None and OmegaConf.is_dict(optimizer) else None
+    )
+    scaling = OmegaConf.to_container(cfg.get("lr_scaling") or {}, resolve=True)
+    if str((scaling or {}).get("rule", "none")) != "none" and base_lr is None:  # type: ignore[union-attr]
+        raise TrainwellError(
+            f"lr_scaling.rule={scaling['rule']} scales model.optimizer.lr, but this model config "  # type: ignore[index]
+            "has no optimizer `_partial_` with an lr; set lr_scaling.rule=none"
+        )
+    scheduler = cfg.model.get("scheduler")
+    return TrainingPlanCallback(
+        lr_scaling=scaling,  # type: ignore[arg-type]
+        base_lr=base_lr,
+        scheduler=OmegaConf.to_container(scheduler, resolve=True) if scheduler else None,  # type: ignore[arg-type]
+        sync_batchnorm=bool(cfg.trainer.get("sync_batchnorm", False)),
+        allow_batch_change=bool(cfg.get("resume_allow_batch_change", False)),
+        ckpt_path=ckpt_path,
+    )
 
 
-def train(cfg: DictConfig) -> dict[str, Any]:
+def completed_results(
+    run_dir: Path, ckpt_path: str | None, trainer_cfg: DictConfig
+) -> dict[str, Any] | None:
+    """A finished run relaunched with resume=auto: its results, if its newest checkpoint is the
+    state those results were written from and the run's length is unchanged (nothing to train)."""
+    path = run_dir / "results.json"
+    if ckpt_path is None or not path.is_file():
+        return None
+    try:
+        results = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+    finished = results.get("finished_at") or {}
+    checkpoint = load_checkpoint_file(ckpt_path)
+    if finished.get("global_step") != checkpoint.get("global_step"):
+        return None
+    planned = results.get("plan") or {}
+    for key in ("max_epochs", "max_steps"):
+        if planned.get(key) != trainer_cfg.get(key):
+            return None  # a longer run was asked for: continue training
+    return results
+
+
+def train(cfg: DictConfig, doctor_report: str | None = None) -> dict[str, Any]:
     run_dir = Path(cfg.paths.output_dir)
     _announce(f"run dir: {run_dir}")
     if cfg.get("print_config", True):
         # Secrets resolved from the environment never reach stdout (a SLURM .out file).
         rank_zero_only(print_config_tree)(OmegaConf.create(redact(_resolved(cfg))))
-    doctor_report = _preflight(cfg)
+    ckpt_path = resolve_ckpt_path(cfg, run_dir)
+    prepare_run_dir(run_dir, resuming=ckpt_path is not None)
+    done = (
+        completed_results(run_dir, ckpt_path, cfg.trainer) if cfg.get("resume") == "auto" else None
+    )
+    if done is not None:
+        _announce(f"this run is complete (results.json matches {ckpt_path}); nothing to train")
+        _announce(f"run dir: {run_dir}")
+        return done
     L.seed_everything(cfg.seed, workers=True)
 
-    datamodule: ClassificationDataModule = instantiate(cfg.data)
-    task: L.LightningModule = instantiate(cfg.model)
-    loggers = build_loggers(cfg)
-    # Exact resume and pre-emption are guarantees, not options: always installed.
-    always = [TrainingStateCallback(), PreemptionCallback(run_dir / "checkpoints")]
-    trainer = build_trainer(cfg, callbacks=build_callbacks(cfg) + always, logger=loggers or False)
-
-    plan = build_plan(cfg, datamodule, trainer)
-    _announce("training plan:\n  " + "\n  ".join(plan.lines()))
-    # The optimizer and scheduler follow the plan: scaled LR, total steps = optimizer steps.
-    task.use_plan(total_steps=plan.total_optimizer_steps, lr=plan.lr)
-    sync_bn = bool(cfg.trainer.get("sync_batchnorm", False))
-    bn_warning = batchnorm_warning(
-        task.net, plan.micro_batch, plan.accumulate, plan.world_size, sync_bn
-    )
-    if bn_warning:
-        rank_zero_warn(bn_warning)
-    ckpt_path = resolve_ckpt_path(cfg, run_dir)
+    datamodule: L.LightningDataModule = instantiate(cfg.data)
+    install_loader_policy(datamodule, seed=int(cfg.seed))
+    plan = _plan_callback(cfg, ckpt_path)
+    module: L.LightningModule = instantiate(cfg.model, **planned_factories(cfg.model, plan))
     if ckpt_path:
-        batch = {
-            "micro_batch": plan.micro_batch,
-            "accumulate": plan.accumulate,
-            "world_size": plan.world_size,
-            "effective_batch": plan.effective_batch,
-        }
-        allow = bool(cfg.get("resume_allow_batch_change", False))
-        check_resume(ckpt_path, task, batch, allow)
+        check_architecture(load_checkpoint_file(ckpt_path)["state_dict"], module, ckpt_path)
+    loggers = build_loggers(cfg)
+    state = TrainingStateCallback()
+    # Exact resume, the plan and pre-emption are guarantees, not options: always installed.
+    callbacks = [
+        plan,
+        state,
+        *build_callbacks(cfg, has_logger=bool(loggers)),
+        PreemptionCallback(run_dir / "checkpoints"),
+    ]
+    trainer = build_trainer(cfg, callbacks=callbacks, logger=loggers or False)
     for logger in loggers:
         logger.log_hyperparams(redact(_resolved(cfg)))
 
-    trainer.fit(task, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
-    fit_metrics = {k: float(v) for k, v in trainer.callback_metrics.items()}
-
-    checkpoint = trainer.checkpoint_callback
-    best = checkpoint.best_model_path if checkpoint is not None else ""
-    last = str(Path(checkpoint.dirpath) / "last.ckpt") if checkpoint is not None else ""
+    trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+    # A run resumed after its last training step logs nothing new: the metrics it had logged
+    # come back from the checkpoint, and whatever the resumed run logged overrides them.
+    fit_metrics = {
+        **state.restored_callback_metrics,
+        **{k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1},
+    }
+    best, last = _checkpoint_paths(trainer)
     test_metrics: dict[str, float] = {}
     if cfg.get("test", True):
         # Test the best checkpoint, not the last weights; fast_dev_run writes none, so it tests
         # the weights in memory and results.json says so (best_ckpt is empty).
         tested = trainer.test(
-            task, datamodule=datamodule, ckpt_path=best or None, weights_only=True
+            module, datamodule=datamodule, ckpt_path=best or None, weights_only=True
         )
         test_metrics = {k: float(v) for k, v in (tested[0] if tested else {}).items()}
 
-    results = {
+    results: dict[str, Any] = {
         "metrics": {**fit_metrics, **test_metrics},
         "best_ckpt": best,
-        "last_ckpt": last if last and Path(last).exists() else "",
-        "plan": plan.as_dict(),
+        "last_ckpt": last,
+        "plan": plan.plan.as_dict() if plan.plan is not None else {},
+        "finished_at": {"global_step": trainer.global_step, "epoch": trainer.current_epoch},
     }
     if doctor_report:
         results["doctor_report"] = doctor_report
@@ -165,3 +164,15 @@ def train(cfg: DictConfig) -> dict[str, Any]:
         write_results(run_dir / "results.json", results)
     _announce(f"run dir: {run_dir}")
     return results
+
+
+def _checkpoint_paths(trainer: L.Trainer) -> tuple[str, str]:
+    """(best checkpoint, last checkpoint) as written by this run's checkpoint callbacks."""
+    best = last = ""
+    for callback in trainer.checkpoint_callbacks:
+        if isinstance(callback, compat.LastCheckpoint):
+            path = Path(str(callback.dirpath)) / "last.ckpt"
+            last = str(path) if path.exists() else ""
+        elif getattr(callback, "monitor", None) not in (None, "step") and not best:
+            best = str(callback.best_model_path or "")
+    return best, last

@@ -12,9 +12,9 @@ from dataclasses import dataclass
 
 import lightning as L
 
-from trainwell.doctor.context import DoctorContext, FitResult, fixed_loader
-from trainwell.doctor.recorder import Recorder
-from trainwell.doctor.spy import Spy
+from trainwell.doctor.harness.context import DoctorContext, FitResult, fixed_loader
+from trainwell.doctor.harness.recorder import Recorder
+from trainwell.doctor.harness.spy import Spy
 
 
 @dataclass

@@ -15,7 +15,7 @@ import lightning as L
 import torch
 from torch import nn
 
-from trainwell.doctor.spy import Spy
+from trainwell.doctor.harness.spy import Spy
 
 
 def eval_mode_modules(module: nn.Module) -> list[str]:

@@ -6,9 +6,9 @@ from typing import Any
 
 import torch
 
-from trainwell.doctor.context import DoctorContext
-from trainwell.doctor.observe import crashed_message, observation
-from trainwell.doctor.report import Check
+from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.observe import crashed_message, observation
+from trainwell.doctor.report.verdict import Check
 
 
 def _has_rng(tree: Any) -> bool:

@@ -5,8 +5,8 @@ from __future__ import annotations
 import torch
 from torch.overrides import TorchFunctionMode
 
-from trainwell.doctor.context import DoctorContext, fixed_loader
-from trainwell.doctor.report import Check
+from trainwell.doctor.harness.context import DoctorContext, fixed_loader
+from trainwell.doctor.report.verdict import Check
 
 
 class _DeviceWatch(TorchFunctionMode):

@@ -1,22 +1,15 @@
-"""Guards during real training: cheap callbacks that turn silent failures into a stop or a curve.
+"""NonFiniteGuard: a NaN/Inf loss or gradient stops the run, naming the batch.
 
-- `NonFiniteGuard`: a NaN/Inf loss or gradient stops the run, naming the batch, and points to the
-  doctor (without it, NaN weights train on for hours and every later metric is garbage).
-- `GradNormMonitor`: total + per-layer gradient norms to the loggers every N optimizer steps
-  (the earliest signal of a missing zero_grad or an LR blow-up, seed 004).
-- `TrainModeGuard`: at every training epoch start the task must be back in train mode (custom
-  validation code that calls .eval() would otherwise freeze BatchNorm and dropout silently).
+Without it NaN weights train on for hours and every later metric is garbage.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 from typing import Any
 
 import lightning as L
 import torch
-from torch.distributed.tensor import DTensor
 
 DOCTOR_HINT = "run `python scripts/doctor.py` with the same overrides (data.finite, grad.flow)"
 
@@ -89,7 +82,7 @@ class NonFiniteGuard(L.Callback):
         grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
         if not grads:
             return
-        total = torch.linalg.vector_norm(torch.stack(torch._foreach_norm(grads)))
+        total = torch.nn.utils.get_total_norm(grads)
         if total.device.type != "cpu" and self.sync_every > 1:
             # Same deferral as the loss: a device-side "first bad step", read every N steps.
             step = torch.tensor(trainer.global_step, device=total.device)
@@ -112,69 +105,4 @@ class NonFiniteGuard(L.Callback):
                 f"non-finite gradient at optimizer step {trainer.global_step} (epoch "
                 f"{trainer.current_epoch}, batch {trainer.fit_loop.epoch_loop.batch_idx}) in "
                 f"{len(bad)} tensor(s), first `{bad[0] if bad else '?'}`; {DOCTOR_HINT}"
-            )
-
-
-def _full(grad: torch.Tensor) -> torch.Tensor:
-    """Under FSDP2 a gradient is a DTensor shard: the layer's norm needs the whole tensor
-    (a collective, so every rank calls this on the same steps)."""
-    return grad.full_tensor() if isinstance(grad, DTensor) else grad
-
-
-class GradNormMonitor(L.Callback):
-    """Logs `grad_norm/total` and `grad_norm/<layer>` every `every_n_steps` optimizer steps.
-
-    A layer is a parameter's owning module (`net.features.0` for `net.features.0.weight`). Norms
-    are computed only on logging steps: one fused foreach_norm over the gradients.
-    """
-
-    def __init__(self, every_n_steps: int = 50, per_layer: bool = True) -> None:
-        super().__init__()
-        self.every_n_steps = max(1, every_n_steps)
-        self.per_layer = per_layer
-
-    def on_before_optimizer_step(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer: Any
-    ) -> None:
-        if trainer.global_step % self.every_n_steps or not trainer.loggers:
-            return
-        named = [(n, _full(p.grad)) for n, p in pl_module.named_parameters() if p.grad is not None]
-        if not named:
-            return
-        norms = torch._foreach_norm([g for _, g in named])
-        squares = torch.stack(norms).float() ** 2
-        metrics = {"grad_norm/total": float(squares.sum().sqrt())}
-        if self.per_layer:
-            layers: dict[str, float] = {}
-            for (name, _), sq in zip(named, squares.tolist(), strict=True):
-                layer = name.rsplit(".", 1)[0]
-                layers[layer] = layers.get(layer, 0.0) + sq
-            metrics |= {f"grad_norm/{k}": v**0.5 for k, v in layers.items()}
-        for logger in trainer.loggers:
-            logger.log_metrics(metrics, step=trainer.global_step)
-
-
-class TrainModeGuard(L.Callback):
-    """Stops the run when a module is in eval mode at the start of a training epoch.
-
-    `allow_eval` lists module-name prefixes that are deliberately kept in eval (a frozen
-    backbone whose BatchNorm statistics must not move).
-    """
-
-    def __init__(self, allow_eval: Sequence[str] = ()) -> None:
-        super().__init__()
-        self.allow_eval = tuple(allow_eval)
-
-    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        off = [
-            name or "task"
-            for name, m in pl_module.named_modules()
-            if not m.training and not (name and name.startswith(self.allow_eval))
-        ]
-        if off:
-            raise RuntimeError(
-                f"{len(off)} module(s) are in eval mode at the start of training epoch "
-                f"{trainer.current_epoch} (first: `{off[0]}`), so BatchNorm and dropout run in "
-                "inference mode while training; remove the stray .eval() or list the module in "
-                "callbacks.train_mode_guard.allow_eval"
             )

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import torch
 
-from trainwell.doctor.context import DoctorContext
-from trainwell.doctor.data import scan
-from trainwell.doctor.observe import crashed_message, observation
-from trainwell.doctor.report import Check
-from trainwell.doctor.spy import LossCall
+from trainwell.doctor.checks.data import scan
+from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.observe import crashed_message, observation
+from trainwell.doctor.harness.spy import LossCall
+from trainwell.doctor.report.verdict import Check
 
 REGRESSION = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
 TOL = 1e-3

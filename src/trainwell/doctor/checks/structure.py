@@ -5,9 +5,9 @@ from __future__ import annotations
 import torch
 from torch import nn
 
-from trainwell.doctor.context import DoctorContext
-from trainwell.doctor.observe import observation
-from trainwell.doctor.report import Check
+from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.observe import observation
+from trainwell.doctor.report.verdict import Check
 
 
 def _hidden(value: object) -> list[torch.Tensor]:

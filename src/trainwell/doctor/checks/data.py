@@ -12,9 +12,9 @@ import torch
 from lightning.fabric.utilities.seed import pl_worker_init_function
 from torch.utils.data import DataLoader, Dataset, Subset
 
-from trainwell.doctor.context import DoctorContext, quiet
-from trainwell.doctor.recorder import Recorder
-from trainwell.doctor.report import Check
+from trainwell.doctor.harness.context import DoctorContext, quiet
+from trainwell.doctor.harness.recorder import Recorder
+from trainwell.doctor.report.verdict import Check
 
 
 @dataclass
@@ -151,19 +151,18 @@ def data_throughput(ctx: DoctorContext) -> Check:
     wait = recorder.wait_seconds
     compute = recorder.batch_seconds
     fraction = sum(wait) / max(1e-9, sum(wait) + sum(compute))
-    dm = ctx.datamodule
     evidence = {
         "batches_timed": len(recorder.batch_seconds),
         "median_wait_s": statistics.median(wait) if wait else 0.0,
         "median_step_s": statistics.median(compute) if compute else 0.0,
         "data_wait_fraction": round(fraction, 4),
-        "num_workers": dm.num_workers,
-        "pin_memory": dm.pin_memory,
+        "num_workers": getattr(loader, "num_workers", 0),
+        "pin_memory": getattr(loader, "pin_memory", False),
         "probe_device": ctx.settings.accelerator,
     }
     advice = (
         "raise data.num_workers"
-        if dm.num_workers < 2
+        if getattr(loader, "num_workers", 0) < 2
         else "make __getitem__ cheaper (cache decoded samples)"
     )
     if fraction > 0.5:

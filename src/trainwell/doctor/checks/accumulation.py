@@ -13,9 +13,9 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainwell.doctor.context import DoctorContext, fixed_loader
-from trainwell.doctor.recorder import Recorder
-from trainwell.doctor.report import Check
+from trainwell.doctor.harness.context import DoctorContext, fixed_loader
+from trainwell.doctor.harness.recorder import Recorder
+from trainwell.doctor.report.verdict import Check
 
 RTOL = 1e-4
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from trainwell.doctor.report import Check
+from trainwell.doctor.report.verdict import Check
 
 ICON = {"pass": "pass", "warn": "**warn**", "fail": "**FAIL**", "skip": "skip"}
 

@@ -22,11 +22,12 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 from torch.utils.data import DataLoader, Sampler, TensorDataset
 
-from trainwell.data.base import ClassificationDataModule
-from trainwell.doctor.settings import ProbeSettings
+from trainwell.data.sharding import install_loader_policy
+from trainwell.doctor.harness.settings import ProbeSettings
 from trainwell.errors import TrainwellError
+from trainwell.training.builders import build_trainer
 from trainwell.training.plan import TrainingPlan
-from trainwell.training.run import build_plan, build_trainer
+from trainwell.training.plan_callback import plan_for
 
 
 class RepeatSampler(Sampler[int]):
@@ -91,8 +92,12 @@ class DoctorContext:
         return cfg
 
     @cached_property
-    def datamodule(self) -> ClassificationDataModule:
+    def datamodule(self) -> L.LightningDataModule:
+        """The configured datamodule as a run sees it: prepare_data first (it may download),
+        then setup, with the template's loader policy (one process: the 1-process order)."""
         dm = instantiate(self.cfg.data)
+        install_loader_policy(dm, seed=int(self.cfg.seed))
+        dm.prepare_data()
         dm.setup("fit")
         return dm
 
@@ -121,8 +126,18 @@ class DoctorContext:
 
     @cached_property
     def plan(self) -> TrainingPlan:
-        trainer = self.trainer(callbacks=[], max_steps=self.cfg.trainer.get("max_steps", -1))
-        return build_plan(self.cfg, self.datamodule, trainer)
+        cfg = self.cfg
+        trainer = self.trainer(callbacks=[], max_steps=cfg.trainer.get("max_steps", -1))
+        optimizer = cfg.model.get("optimizer")
+        scheduler = cfg.model.get("scheduler")
+        return plan_for(
+            self.datamodule.train_dataloader(),
+            trainer,
+            self.make_task(),
+            OmegaConf.to_container(cfg.get("lr_scaling") or {}, resolve=True),  # type: ignore[arg-type]
+            optimizer.get("lr") if OmegaConf.is_dict(optimizer) else None,
+            OmegaConf.to_container(scheduler, resolve=True) if scheduler else None,  # type: ignore[arg-type]
+        )
 
     @property
     def accumulate(self) -> int:

@@ -6,10 +6,10 @@ import math
 from itertools import pairwise
 from typing import Any
 
-from trainwell.doctor.context import DoctorContext, fixed_loader
-from trainwell.doctor.observe import crashed_message, observation
-from trainwell.doctor.recorder import Recorder
-from trainwell.doctor.report import Check
+from trainwell.doctor.harness.context import DoctorContext, fixed_loader
+from trainwell.doctor.harness.observe import crashed_message, observation
+from trainwell.doctor.harness.recorder import Recorder
+from trainwell.doctor.report.verdict import Check
 
 
 def overfit_one_batch(ctx: DoctorContext) -> Check:

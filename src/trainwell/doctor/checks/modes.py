@@ -8,9 +8,9 @@ import lightning as L
 import torch
 from torch import nn
 
-from trainwell.doctor.context import DoctorContext, fixed_loader, quiet
-from trainwell.doctor.observe import crashed_message, observation
-from trainwell.doctor.report import Check
+from trainwell.doctor.harness.context import DoctorContext, fixed_loader, quiet
+from trainwell.doctor.harness.observe import crashed_message, observation
+from trainwell.doctor.report.verdict import Check
 
 
 def train_mode(ctx: DoctorContext) -> Check:

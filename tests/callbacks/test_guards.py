@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from tests.conftest import compose_config, quiet_trainer
 from tests.doctor.helpers import MUSEUM
-from trainwell.doctor.guards import (
+from trainwell.callbacks import (
     GradNormMonitor,
     NonFiniteGuard,
     NonFiniteLossError,

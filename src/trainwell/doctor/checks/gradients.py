@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 
-from trainwell.doctor.context import DoctorContext
-from trainwell.doctor.observe import crashed_message, observation
-from trainwell.doctor.report import Check
+from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.observe import crashed_message, observation
+from trainwell.doctor.report.verdict import Check
 
 
 def grad_flow(ctx: DoctorContext) -> Check:

@@ -1,0 +1,47 @@
+"""Every doctor check, registered by its stable id, in report order: the one list there is.
+
+A check is a function DoctorContext -> Check; it may `skip` with a reason but is never absent.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from trainwell.doctor.checks.accumulation import accumulation_equivalence
+from trainwell.doctor.checks.data import (
+    data_finite,
+    data_leakage,
+    data_throughput,
+    data_worker_seeding,
+)
+from trainwell.doctor.checks.device import device_placement
+from trainwell.doctor.checks.gradients import grad_flow, grad_zeroing
+from trainwell.doctor.checks.loop import memory_graph_leak, overfit_one_batch, schedule_interval
+from trainwell.doctor.checks.loss import loss_logits, targets_contract
+from trainwell.doctor.checks.modes import eval_determinism, train_mode
+from trainwell.doctor.checks.state import checkpoint_roundtrip
+from trainwell.doctor.checks.structure import optimizer_coverage, params_registered
+from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.report.verdict import Check
+
+CHECKS: dict[str, Callable[[DoctorContext], Check]] = {
+    "params.registered": params_registered,
+    "optimizer.coverage": optimizer_coverage,
+    "loss.logits": loss_logits,
+    "targets.contract": targets_contract,
+    "data.finite": data_finite,
+    "data.leakage": data_leakage,
+    "grad.flow": grad_flow,
+    "grad.zeroing": grad_zeroing,
+    "overfit.one_batch": overfit_one_batch,
+    "eval.determinism": eval_determinism,
+    "train.mode": train_mode,
+    "checkpoint.roundtrip": checkpoint_roundtrip,
+    "accumulation.equivalence": accumulation_equivalence,
+    "memory.graph_leak": memory_graph_leak,
+    "schedule.interval": schedule_interval,
+    "device.placement": device_placement,
+    "data.throughput": data_throughput,
+    "data.worker_seeding": data_worker_seeding,
+}
+CHECK_IDS: tuple[str, ...] = tuple(CHECKS)

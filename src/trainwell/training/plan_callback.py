@@ -1,0 +1,223 @@
+"""The plan inside `fit`: computed after prepare_data/setup, printed, handed to the optimizer.
+
+`TrainingPlanCallback` reads the train loader each rank will really iterate, prints the plan
+before the first step, fills the scaled LR and the plan's total optimizer steps into the
+configured optimizer / scheduler `_partial_`s (`PlannedFactory`), and refuses a resume that
+would silently change the batch arithmetic.
+"""
+
+from __future__ import annotations
+
+import inspect
+import warnings
+from dataclasses import replace
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
+from torch import nn
+
+from trainwell.callbacks.accumulation import counting_unit
+from trainwell.errors import TrainwellError
+from trainwell.tasks.schedules import warmup_steps_for
+from trainwell.training.lr_scaling import scale_lr
+from trainwell.training.plan import TrainingPlan, describe_loader, make_plan
+
+
+def plan_for(
+    loader: Any,
+    trainer: L.Trainer,
+    module: L.LightningModule | None = None,
+    lr_scaling: dict[str, Any] | None = None,
+    base_lr: float | None = None,
+    scheduler: dict[str, Any] | None = None,
+) -> TrainingPlan:
+    """The plan for `loader` (the rank's train loader) under `trainer`'s settings."""
+    seen = describe_loader(loader)
+    world = int(trainer.world_size)
+    global_batches = seen.get("global_batches")
+    if global_batches is None and seen.get("rank_batches") is not None:
+        global_batches = seen["rank_batches"] * world
+    plan = make_plan(
+        dataset_size=seen["dataset_size"],
+        micro_batch=seen["micro_batch"],
+        accumulate=int(trainer.accumulate_grad_batches),
+        world_size=world,
+        max_epochs=trainer.max_epochs,
+        max_steps=trainer.max_steps,
+        drop_last=seen["drop_last"],
+        limit_batches=trainer.overfit_batches or trainer.limit_train_batches,
+        global_batches=global_batches if seen["dataset_size"] is None else None,
+        item_unit="samples" if module is None else counting_unit(module),
+        unknown=seen["unknown"],
+    )
+    if base_lr is not None:
+        scaling = lr_scaling or {}
+        rule = str(scaling.get("rule", "none"))
+        effective = plan.effective_batch
+        if effective is None and rule != "none":
+            raise TrainwellError(
+                f"lr_scaling.rule={rule} needs the effective batch, but the train loader's batch "
+                "size is unknown; set lr_scaling.rule=none and choose the LR yourself"
+            )
+        reference = int(scaling.get("reference_batch", effective or 1))
+        lr = scale_lr(float(base_lr), rule, effective or reference, reference)
+        plan = replace(plan, lr_rule=rule, reference_batch=reference, base_lr=base_lr, lr=lr)
+    if scheduler and plan.total_optimizer_steps is not None:
+        warmup = warmup_steps_for(
+            plan.total_optimizer_steps,
+            scheduler.get("warmup_fraction", 0.0) or 0.0,
+            scheduler.get("warmup_steps"),
+        )
+        plan = replace(plan, warmup_steps=warmup)
+    return plan
+
+
+def batchnorm_warning(
+    module: nn.Module, micro_batch: int | None, accumulate: int, world_size: int, sync: bool
+) -> str | None:
+    """A warning when BatchNorm normalises over fewer samples than the optimizer step averages.
+
+    Accumulation makes the gradient exact, but BN's batch statistics (and its running averages)
+    still come from one micro-batch (times the world size with SyncBatchNorm): with K>1 they are
+    noisier than the effective batch suggests. `frozen` BN and GroupNorm are unaffected.
+    """
+    if accumulate <= 1 or micro_batch is None:
+        return None
+    has_bn = any(
+        isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training and m.track_running_stats
+        for m in module.modules()
+    )
+    if not has_bn:
+        return None
+    seen = micro_batch * (world_size if sync else 1)
+    effective = micro_batch * accumulate * world_size
+    return (
+        f"BatchNorm normalises over {seen} samples, not {effective} (micro-batch {micro_batch} x "
+        f"accumulate {accumulate} x world {world_size}); consider model.net.norm=group or a "
+        "larger micro-batch"
+    )
+
+
+def check_batch(
+    saved: dict[str, Any] | None, current: dict[str, Any], allow_change: bool, path: str
+) -> None:
+    """A changed effective batch silently changes the run: the LR (tuned for the old batch), the
+    steps per epoch and the schedule length no longer match what the checkpoint was part of."""
+    if not saved or saved.get("effective_batch") == current["effective_batch"]:
+        return
+    old = "x".join(str(saved.get(k)) for k in ("micro_batch", "accumulate", "world_size"))
+    new = "x".join(str(current[k]) for k in ("micro_batch", "accumulate", "world_size"))
+    message = (
+        f"the effective batch changed on resume: {saved['effective_batch']} ({old}, micro x "
+        f"accumulate x world) when {path} was saved, {current['effective_batch']} ({new}) now, "
+        "so the learning rate and the schedule no longer fit"
+    )
+    if not allow_change:
+        raise TrainwellError(
+            message + "; restore data.batch_size / trainer.accumulate_grad_batches / devices, "
+            "or pass resume_allow_batch_change=true to continue anyway"
+        )
+    warnings.warn(message + " (continuing: resume_allow_batch_change=true)", stacklevel=2)
+
+
+@rank_zero_only
+def _announce(text: str) -> None:
+    print(text, flush=True)
+
+
+class TrainingPlanCallback(L.Callback):
+    """Always installed by `training.run`: see the module docstring."""
+
+    def __init__(
+        self,
+        lr_scaling: dict[str, Any] | None = None,
+        base_lr: float | None = None,
+        scheduler: dict[str, Any] | None = None,
+        sync_batchnorm: bool = False,
+        allow_batch_change: bool = False,
+        ckpt_path: str | None = None,
+    ) -> None:
+        self.lr_scaling = dict(lr_scaling or {})
+        self.base_lr = base_lr
+        self.scheduler = dict(scheduler or {})
+        self.sync_batchnorm = sync_batchnorm
+        self.allow_batch_change = allow_batch_change
+        self.ckpt_path = ckpt_path or "the checkpoint"
+        self.plan: TrainingPlan | None = None
+
+    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if stage != "fit" or trainer.datamodule is None:
+            return
+        loader = trainer.datamodule.train_dataloader()
+        self.plan = plan_for(
+            loader, trainer, pl_module, self.lr_scaling, self.base_lr, self.scheduler
+        )
+        _announce("training plan:\n  " + "\n  ".join(self.plan.lines()))
+        warning = batchnorm_warning(
+            pl_module,
+            self.plan.micro_batch,
+            self.plan.accumulate,
+            self.plan.world_size,
+            self.sync_batchnorm,
+        )
+        if warning:
+            rank_zero_warn(warning)
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        plan = self.plan
+        if plan is None or plan.lr is None or plan.lr_rule == "none" or not trainer.optimizers:
+            return
+        group = trainer.optimizers[0].param_groups[0]
+        used = float(group.get("initial_lr", group["lr"]))
+        if abs(used - plan.lr) > 1e-12 * max(1.0, plan.lr):
+            raise TrainwellError(
+                f"lr_scaling.rule={plan.lr_rule} planned lr {plan.lr:g}, but "
+                f"{type(pl_module).__name__}.configure_optimizers built its optimizer with lr "
+                f"{used:g}; build it from the model.optimizer `_partial_` the template hands in, "
+                "or set lr_scaling.rule=none"
+            )
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"batch": self.plan.batch if self.plan is not None else None}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if self.plan is not None:
+            check_batch(
+                state_dict.get("batch"), self.plan.batch, self.allow_batch_change, self.ckpt_path
+            )
+
+
+class PlannedFactory:
+    """A Hydra `_partial_` (optimizer or scheduler) one of whose keywords the plan fills in.
+
+    `PlannedFactory(optimizer, plan, "lr", "lr")`: the optimizer is built with the scaled LR.
+    `PlannedFactory(scheduler, plan, "total_steps", "total_optimizer_steps")`: the schedule lasts
+    the plan's optimizer steps. Outside a planned fit (eval, a probe) the factory runs unchanged.
+    """
+
+    def __init__(
+        self, factory: Any, source: TrainingPlanCallback, keyword: str, attribute: str
+    ) -> None:
+        self.factory, self.source = factory, source
+        self.keyword, self.attribute = keyword, attribute
+        try:
+            parameters = inspect.signature(factory).parameters
+        except (TypeError, ValueError):
+            parameters = {}
+        self.accepts = keyword in parameters or any(
+            p.kind is inspect.Parameter.VAR_KEYWORD for p in parameters.values()
+        )
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        plan = self.source.plan
+        value = getattr(plan, self.attribute) if plan is not None else None
+        if value is not None and self.accepts:
+            given = kwargs.get(self.keyword)
+            if given is not None and self.keyword == "total_steps" and int(given) != value:
+                rank_zero_warn(
+                    f"the training plan counts {value} optimizer steps, Lightning estimates "
+                    f"{given}; the schedule follows the plan"
+                )
+            kwargs[self.keyword] = value
+        return self.factory(*args, **kwargs)
