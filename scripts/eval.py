@@ -3,8 +3,11 @@
 from pathlib import Path
 
 from trainwell.cli import eval_job, hydra_entry
+from trainwell.training.run_config import with_training_overrides
 
-main = hydra_entry(Path(__file__).resolve().parents[1] / "conf", "eval", eval_job)
+main = hydra_entry(
+    Path(__file__).resolve().parents[1] / "conf", "eval", eval_job, with_training_overrides
+)
 
 if __name__ == "__main__":
     main()

@@ -128,11 +128,29 @@ def check_command_line(config_dir: Path, config_name: str, argv: Sequence[str]) 
             rest = [a for a in argv if a.split("=", 1)[0].lstrip("+~") != key.lstrip("+~")]
             return _explain_unknown_key(key, config_dir, config_name, rest)
         return _one_line(text)
+    except ValueError as err:  # Hydra's override parser raises plain ValueErrors too
+        return _one_line(str(err))
     return None
 
 
+def without_null_groups(config_dir: Path, argv: Sequence[str]) -> list[str]:
+    """`logger=null` / `callbacks=null` mean "none": Hydra only understands that as `~logger`
+    (deleting the default) and otherwise stops with a ValueError about a NoneType override."""
+    groups = set(_group_names(config_dir))
+    out = []
+    for arg in argv:
+        key, _, value = arg.partition("=")
+        out.append(
+            f"~{key}" if key in groups and value.strip().lower() in ("null", "none") else arg
+        )
+    return out
+
+
 def hydra_entry(
-    config_dir: Path, config_name: str, job: Callable[[DictConfig], Any]
+    config_dir: Path,
+    config_name: str,
+    job: Callable[[DictConfig], Any],
+    prepare_argv: Callable[[list[str]], list[str]] | None = None,
 ) -> Callable[[], Any]:
     """Wrap `job` in hydra.main: exit 0 / the job's int, 2 on bad input, 1 on a crash.
 
@@ -165,6 +183,8 @@ def hydra_entry(
             raise SystemExit(code)
 
     def entry() -> Any:
+        argv = without_null_groups(config_dir, sys.argv[1:])
+        sys.argv = [sys.argv[0], *(prepare_argv(argv) if prepare_argv is not None else argv)]
         if os.environ.get("HYDRA_FULL_ERROR") != "1":
             problem = check_command_line(config_dir, config_name, sys.argv[1:])
             if problem is not None:

@@ -6,6 +6,7 @@ nothing is mocked, the process really dies mid-run and the next run really resum
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from typing import IO, Any
@@ -23,22 +24,31 @@ def _send(name: str, group: bool) -> None:
         os.kill(os.getpid(), sig)
 
 
+PHASES = ("batch_end", "backward", "save", "epoch_start", "train_end", "test_batch", "results")
+
+
 class KillAt(L.Callback):
     """Send `signal` (SIGKILL by default; to the process group with group=true):
     phase=batch_end: after micro-batch `batch` (0-based over the run) ends (rank 0 only);
     phase=backward: inside that micro-batch's training step, before backward;
-    phase=save: halfway through writing checkpoint number `batch` (0-based)."""
+    phase=save: halfway through writing checkpoint number `batch` (0-based);
+    phase=epoch_start: when training epoch `batch` starts (the previous epoch fully saved);
+    phase=train_end: after the last training step, before testing;
+    phase=test_batch: after test batch `batch`;
+    phase=results: halfway through writing results.json."""
 
     def __init__(
         self, batch: int, phase: str = "batch_end", signal: str = "SIGKILL", group: bool = False
     ) -> None:
-        if phase not in ("batch_end", "backward", "save"):
+        if phase not in PHASES:
             raise ValueError(f"unknown phase {phase}")
         self.batch, self.phase, self.signal, self.group = batch, phase, signal, group
         self._seen = 0
         self._saves = 0
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
+        if self.phase == "results" and stage == "fit":
+            self._die_while_writing_results()
         if self.phase != "save":
             return
         io = trainer.strategy.checkpoint_io
@@ -57,6 +67,32 @@ class KillAt(L.Callback):
             real_write(checkpoint, file)
 
         io._write = write_then_die  # type: ignore[method-assign]
+
+    def _die_while_writing_results(self) -> None:
+        import trainwell.training.run as run
+
+        def write_then_die(path: Any, payload: dict[str, Any]) -> None:
+            text = json.dumps(payload)
+            tmp = path.parent / ".results-killed.json"
+            tmp.write_text(text[: len(text) // 2])  # half a file on disk, then the kill
+            _send("SIGKILL", self.group)
+
+        run.write_results = write_then_die  # type: ignore[assignment]
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.phase == "epoch_start" and trainer.current_epoch == self.batch:
+            _send(self.signal, self.group)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self.phase == "train_end":
+            _send(self.signal, self.group)
+
+    def on_test_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+        batch_idx: int, dataloader_idx: int = 0,
+    ) -> None:  # fmt: skip
+        if self.phase == "test_batch" and batch_idx == self.batch:
+            _send(self.signal, self.group)
 
     def on_before_backward(
         self, trainer: L.Trainer, pl_module: L.LightningModule, loss: Any

@@ -73,12 +73,21 @@ def test_unknown_config_group_option_lists_the_options(run_dir: Path) -> None:
     assert "unknown model config 'resnet'; did you mean model=resnet18?" in line, line
 
 
+@pytest.fixture
+def fresh(tmp_path: Path) -> Iterator[Path]:
+    """A new run dir for bad data (a fresh start over a trained run dir is refused before any
+    data is read): the failed run must leave no checkpoint behind."""
+    path = tmp_path / "fresh"
+    yield path
+    assert not list(path.glob("checkpoints/*.ckpt"))
+
+
 def test_missing_dataset_dir_names_the_dir_and_the_download_switch(
-    run_dir: Path, tmp_path: Path
+    fresh: Path, tmp_path: Path
 ) -> None:
     missing = tmp_path / "no-such-dir"
     proc = run_script(
-        "train.py", "data=cifar10", f"data.data_dir={missing}", *QUIET, f"hydra.run.dir={run_dir}"
+        "train.py", "data=cifar10", f"data.data_dir={missing}", *QUIET, f"hydra.run.dir={fresh}"
     )
     line = error_line(proc)
     assert "CIFAR-10 not found" in line and str(missing) in line and "data.download=true" in line
@@ -112,22 +121,22 @@ def test_changed_effective_batch_is_refused_with_the_explanation(run_dir: Path) 
     assert "resume_allow_batch_change=true" in line
 
 
-def test_empty_validation_split_is_named(run_dir: Path) -> None:
+def test_empty_validation_split_is_named(fresh: Path) -> None:
     overrides = [*TINY_RESNET, "data.num_samples=64", "data.num_val=0", "trainer.max_epochs=1"]
-    proc = run_script("train.py", *overrides, f"hydra.run.dir={run_dir}")
+    proc = run_script("train.py", *overrides, f"hydra.run.dir={fresh}")
     assert "the val split of SyntheticDataModule is empty" in error_line(proc)
 
 
-def test_batch_larger_than_dataset_with_drop_last(run_dir: Path) -> None:
+def test_batch_larger_than_dataset_with_drop_last(fresh: Path) -> None:
     overrides = [*TINY_RESNET, "data.num_samples=16", "data.batch_size=32", "data.drop_last=true"]
-    proc = run_script("train.py", *overrides, f"hydra.run.dir={run_dir}")
+    proc = run_script("train.py", *overrides, f"hydra.run.dir={fresh}")
     line = error_line(proc)
     assert "data.batch_size=32 is larger than the 16-sample train split" in line, line
 
 
-def test_nan_batch_stops_at_the_first_bad_batch(run_dir: Path) -> None:
+def test_nan_batch_stops_at_the_first_bad_batch(fresh: Path) -> None:
     overrides = [*TINY_RESNET, "data.num_samples=64", "data.noise=nan", "trainer.max_epochs=1"]
-    proc = run_script("train.py", *overrides, f"hydra.run.dir={run_dir}")
+    proc = run_script("train.py", *overrides, f"hydra.run.dir={fresh}")
     line = error_line(proc, code=1)  # the doctor's guard: a crash (1), not a config error (2)
     assert "NonFiniteLossError: non-finite" in line and "batch 0" in line, line
     assert "scripts/doctor.py" in line  # the fix it names

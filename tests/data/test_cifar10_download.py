@@ -1,0 +1,103 @@
+"""First-time CIFAR-10: `data.download=true` downloads through torchvision's real code path before
+anything reads the data, then trains. The archive is a tiny CIFAR-10 in the real format, served by
+a local HTTP server; torchvision's URL and checksums are pointed at it (and nothing else changes)."""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import http.server
+import json
+import tarfile
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import run_script
+from tests.data.cifar_fixture import write_cifar10
+
+# Loaded by the training subprocess before anything else (PYTHONPATH): the same download code,
+# aimed at the local server and the fixture's checksums.
+SITECUSTOMIZE = """
+import json, os
+from torchvision.datasets import CIFAR10
+_fixture = json.loads(os.environ["TW_TEST_CIFAR"])
+CIFAR10.url = _fixture["url"]
+CIFAR10.tgz_md5 = _fixture["tgz_md5"]
+CIFAR10.train_list = [[n, _fixture["md5"][n]] for n in _fixture["train"]]
+CIFAR10.test_list = [["test_batch", _fixture["md5"]["test_batch"]]]
+CIFAR10.meta = {**CIFAR10.meta, "md5": _fixture["md5"]["batches.meta"]}
+"""
+
+
+@pytest.fixture
+def served_archive(tmp_path: Path) -> Iterator[dict]:
+    source = tmp_path / "source"
+    md5 = write_cifar10(source, per_batch=20)
+    www = tmp_path / "www"
+    www.mkdir()
+    archive = www / "cifar-10-python.tar.gz"
+    with tarfile.open(archive, "w:gz") as tar:
+        tar.add(source / "cifar-10-batches-py", arcname="cifar-10-batches-py")
+    handler = functools.partial(http.server.SimpleHTTPRequestHandler, directory=str(www))
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield {
+            "url": f"http://127.0.0.1:{server.server_address[1]}/{archive.name}",
+            "tgz_md5": hashlib.md5(archive.read_bytes()).hexdigest(),
+            "md5": md5,
+            "train": [f"data_batch_{i}" for i in range(1, 6)],
+        }
+    finally:
+        server.shutdown()
+
+
+TINY = (
+    "experiment=resnet_accum",
+    "data.val_size=10",
+    "data.batch_size=8",
+    "data.num_workers=0",
+    "model.net.width=4",
+    "trainer.max_epochs=1",
+    "trainer.accelerator=cpu",
+    "print_config=false",
+)
+
+
+def test_download_true_downloads_then_trains(tmp_path: Path, served_archive: dict) -> None:
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE)
+    data_dir = tmp_path / "empty"
+    data_dir.mkdir()
+    proc = run_script(
+        "train.py",
+        *TINY,
+        "data.download=true",
+        f"data.data_dir={data_dir}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        env={"PYTHONPATH": str(hooks), "TW_TEST_CIFAR": json.dumps(served_archive)},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (data_dir / "cifar-10-python.tar.gz").is_file()  # fetched from the server
+    assert (data_dir / "cifar-10-batches-py" / "data_batch_1").is_file()
+    results = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert results["plan"]["dataset_size"] == 90  # 100 train images, 10 held out for val
+    assert "test/acc" in results["metrics"]
+
+
+def test_without_download_the_missing_dataset_is_one_line(tmp_path: Path) -> None:
+    data_dir = tmp_path / "empty"
+    data_dir.mkdir()
+    proc = run_script(
+        "train.py", *TINY, f"data.data_dir={data_dir}", f"hydra.run.dir={tmp_path / 'run'}"
+    )
+    assert proc.returncode == 2
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: CIFAR-10 not found or corrupt at ")
+    assert "data.download=true" in line
+    assert not (tmp_path / "run" / "checkpoints").exists()

@@ -1,0 +1,111 @@
+"""The README's "Bring your own module" project, verbatim: plain Lightning classes that import
+nothing from trainwell, trained through scripts/train.py, evaluated through scripts/eval.py.
+
+The code and configs are read out of README.md, so the README cannot drift from what is tested.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.conftest import REPO, run_script
+
+FENCE = re.compile(r"```(python|yaml)\n# (\S+)\n(.*?)```", re.DOTALL)
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The README section's files, written under a temp dir: myproject/ and conf/."""
+    readme = (REPO / "README.md").read_text()
+    section = readme.split("## Bring your own module", 1)[1].split("\n## ", 1)[0]
+    root = tmp_path_factory.mktemp("byo")
+    written = []
+    for _, name, body in FENCE.findall(section):
+        if not name.startswith(("myproject/", "conf/model/my_module", "conf/data/my_data")):
+            continue
+        path = root / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(body)
+        written.append(name)
+    assert sorted(written) == [
+        "conf/data/my_data.yaml",
+        "conf/model/my_module.yaml",
+        "myproject/lit.py",
+    ]
+    source = (root / "myproject" / "lit.py").read_text()
+    assert "trainwell" not in source  # a user's plain Lightning code
+    return root
+
+
+def _run(project: Path, script: str, run_dir: Path, *overrides: str):
+    proc = run_script(
+        script,
+        f"hydra.searchpath=[file://{project / 'conf'}]",
+        *overrides,
+        f"hydra.run.dir={run_dir}",
+        env={"PYTHONPATH": str(project)},
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return proc
+
+
+USER = (
+    "model=my_module",
+    "data=my_data",
+    "monitor.metric=val/loss",
+    "monitor.mode=min",
+    "trainer.deterministic=true",
+    "print_config=false",
+)
+
+
+def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
+    ckpt = run_dir / "checkpoints" / "last.ckpt"
+    return torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
+
+
+def test_user_module_trains_and_evaluates_with_the_runs_own_config(
+    project: Path, tmp_path: Path
+) -> None:
+    train_dir = tmp_path / "train"
+    _run(project, "train.py", train_dir, *USER, "trainer.max_epochs=3")
+    results = json.loads((train_dir / "results.json").read_text())
+    assert results["plan"]["dataset_size"] == 150 and results["plan"]["micro_batch"] == 16
+    assert results["best_ckpt"].endswith("best.ckpt") and results["last_ckpt"]
+    # eval.py gets no model/data overrides: it reads them from the training run's dir.
+    eval_dir = tmp_path / "eval"
+    best = train_dir / "checkpoints" / "best.ckpt"
+    _run(project, "eval.py", eval_dir, f"ckpt_path={best}")
+    evaluated = json.loads((eval_dir / "results.json").read_text())["metrics"]
+    assert evaluated["test/loss"] == results["metrics"]["test/loss"]
+
+
+def test_user_module_accumulates_exactly_with_a_short_uneven_tail(
+    project: Path, tmp_path: Path
+) -> None:
+    # 150 samples: batches of 4 give 37 x 4 + 2; K=4 -> 9 windows of 16 and a tail of 4 + 2.
+    # Batches of 16 without accumulation: 9 x 16 and a last batch of 6: the same windows.
+    common = (*USER, "trainer.max_epochs=2", "callbacks.early_stopping=null", "test=false")
+    _run(project, "train.py", tmp_path / "k4", *common, "data.batch_size=4",
+         "trainer.accumulate_grad_batches=4")  # fmt: skip
+    _run(project, "train.py", tmp_path / "k1", *common, "data.batch_size=16")
+    accumulated, full = _weights(tmp_path / "k4"), _weights(tmp_path / "k1")
+    assert max((full[k] - accumulated[k]).abs().max().item() for k in full) <= 1e-6
+
+
+@pytest.mark.slow
+def test_user_module_on_two_ranks_equals_one_process(project: Path, tmp_path: Path) -> None:
+    # 2 ranks x batch 4 x K=2 hold, window for window, the samples of 1 process x batch 16.
+    common = (*USER, "trainer.max_epochs=2", "callbacks.early_stopping=null", "test=false")
+    ddp = tmp_path / "ddp"
+    _run(project, "train.py", ddp, *common, "trainer=ddp_sim", "data.batch_size=4",
+         "trainer.accumulate_grad_batches=2")  # fmt: skip
+    single = tmp_path / "single"
+    _run(project, "train.py", single, *common, "data.batch_size=16")
+    a, b = _weights(ddp), _weights(single)
+    assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6
