@@ -60,17 +60,16 @@ class LastCheckpoint(ModelCheckpoint):
 
 
 # ---------------------------------------------------------------------------------------------
-# Trainer.estimated_stepping_batches (which configure_optimizers calls to size an LR schedule)
-# builds the train loader and its iterator *before* a checkpoint is restored; the loader state
-# saved in the checkpoint then waits in fit_loop._combined_loader_states_to_load and is never
-# applied, so a mid-epoch resume restarts the epoch from its first batch
-# (Lightning-AI/pytorch-lightning#20550, open; seen in 2.4-2.6.6).
+# On a restart, FitLoop.setup_data builds the train iterator *before* the sampler's epoch is set
+# (Lightning-AI/pytorch-lightning#21938, open; 2.5.3-2.6.6), so a resumed epoch is drawn in the
+# order of epoch 0 whenever the loader fixes its order when the iterator is created (worker
+# processes, or the template's sharded batch sampler).
 # ---------------------------------------------------------------------------------------------
 
 
 def restore_train_loader_position(trainer: L.Trainer) -> None:
-    """Apply the saved loader state (when Lightning left it pending) and rebuild the iterator
-    with the resumed epoch's sampler epoch."""
+    """Rebuild the resumed epoch's train iterator after setting its sampler epoch (and after the
+    saved loader position, when Lightning left it pending, has been applied)."""
     fit_loop = trainer.fit_loop
     if fit_loop._combined_loader is None or not fit_loop.restarting:
         return

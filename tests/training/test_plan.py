@@ -1,4 +1,4 @@
-"""The training plan's arithmetic (seed 002), LR scaling, and the plan a real run prints and stores."""
+"""The training plan's arithmetic, LR scaling, and the plan a real run prints and stores."""
 
 from __future__ import annotations
 

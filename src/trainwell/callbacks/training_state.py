@@ -4,8 +4,10 @@ Lightning writes model, optimizer, scheduler, loop progress, precision-scaler st
 states and (through a stateful loader, data/resumable.py) the train loader's position. Missing, and
 added here:
 
-* RNG states (python, numpy, torch, CUDA): without them dropout and augmentation after a resume
-  draw different numbers than the uninterrupted run would have.
+* RNG states (python, numpy, torch, CUDA) of *every rank*: without them dropout and augmentation
+  after a resume draw different numbers than the uninterrupted run would have. Ranks' streams
+  differ as soon as their batches do (an uneven last batch draws fewer dropout masks), so the
+  state of rank 0 alone would give the other ranks the wrong stream.
 * Every torchmetrics metric's accumulated state: a run resumed mid-epoch would otherwise report an
   epoch mean over the resumed half only, and a best-so-far metric (MaxMetric) would restart.
 * The metrics the run has logged so far (`trainer.callback_metrics`): a run resumed after its last
@@ -14,6 +16,7 @@ added here:
 
 from __future__ import annotations
 
+import io
 import random
 from typing import Any
 
@@ -57,6 +60,24 @@ def _as_python_state(state: Any) -> tuple[Any, ...]:
     return (version, tuple(internal), gauss)
 
 
+def _rank_and_world() -> tuple[int, int]:
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return torch.distributed.get_rank(), torch.distributed.get_world_size()
+    return 0, 1
+
+
+def _gather(state: dict[str, Any]) -> list[dict[str, Any]]:
+    _, world = _rank_and_world()
+    if world == 1:
+        return [state]
+    # As bytes: all_gather_object cannot pickle tensors' storages across processes reliably.
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    gathered: list[Any] = [None] * world
+    torch.distributed.all_gather_object(gathered, buffer.getvalue())
+    return [torch.load(io.BytesIO(b), weights_only=True) for b in gathered]
+
+
 def _metrics(module: L.LightningModule) -> dict[str, Metric]:
     return {name: m for name, m in module.named_modules() if isinstance(m, Metric)}
 
@@ -80,7 +101,10 @@ class TrainingStateCallback(L.Callback):
         self._trainer, self._module = trainer, pl_module
 
     def state_dict(self) -> dict[str, Any]:
-        state: dict[str, Any] = {"rng": capture_rng()}
+        # Lightning builds the checkpoint on every rank and writes rank 0's: gather each rank's
+        # RNG into it (a collective, like the save itself).
+        mine = capture_rng()
+        state: dict[str, Any] = {"rng": mine, "rng_per_rank": _gather(mine)}
         if self._module is not None:
             state["metrics"] = {
                 name: compat.metric_states(m) for name, m in _metrics(self._module).items()
@@ -93,6 +117,10 @@ class TrainingStateCallback(L.Callback):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._pending_rng = state_dict.get("rng")
+        per_rank = state_dict.get("rng_per_rank") or []
+        rank, world = _rank_and_world()
+        if len(per_rank) == world:  # the same world as when saved: each rank its own stream
+            self._pending_rng = per_rank[rank]
         self.restored_callback_metrics = dict(state_dict.get("callback_metrics", {}))
         metrics = state_dict.get("metrics")
         if metrics and self._module is not None:

@@ -6,9 +6,11 @@ training sees duplicates a 1-process run does not. Here instead:
 
 * the loader's own batches are computed on every rank, in the order a single process would see
   them (a shuffle is a function of the seed and the epoch only);
-* rank r of W takes batches r, r+W, r+2W, ...: every sample is seen exactly once per epoch;
-* evaluation loaders stop there (ranks may hold one batch more or fewer: metrics sum, then divide);
-* the train loader gives every rank the same number of micro-batches, because every rank must
+* evaluation loaders give rank r every W-th sample (ranks hold one sample more or fewer), cut into
+  the same number of batches on every rank, none larger than the loader's batch size: metrics
+  sum, then divide, and under FSDP, where every forward gathers parameters from all ranks, no rank
+  waits for a forward another rank never runs;
+* the train loader deals out whole batches, rank r of W taking batches r, r+W, r+2W, ..., and gives every rank the same number of micro-batches, because every rank must
   join the same gradient all-reduces. A rank with no batch left in the epoch's last round gets a
   *padding* batch (a copy of a real one) whose items count zero (callbacks/accumulation.py), so it
   joins the collectives without contributing to the gradient.
@@ -135,6 +137,32 @@ class ShardedBatchSampler(Sampler[list[int]]):
         return batch_idx in self._padding
 
 
+class EvenSplitBatchSampler(Sampler[list[int]]):
+    """Rank `rank`'s every-W-th share of `sampler`'s order, in as many batches as the largest
+    share needs (so equal on all ranks) and none larger than `batch_size`."""
+
+    def __init__(self, sampler: Sampler[int], batch_size: int, world_size: int, rank: int) -> None:
+        self.sampler, self.batch_size = sampler, batch_size
+        self.world_size, self.rank = world_size, rank
+
+    def _batches(self, n: int) -> int:
+        return math.ceil(math.ceil(n / self.world_size) / self.batch_size)
+
+    def __iter__(self) -> Iterator[list[int]]:
+        order = list(self.sampler)
+        share = order[self.rank :: self.world_size]
+        k = self._batches(len(order))
+        start = 0
+        for i in range(k):
+            size = len(share) // k + (1 if i < len(share) % k else 0)
+            if size:
+                yield share[start : start + size]
+            start += size
+
+    def __len__(self) -> int:
+        return self._batches(len(self.sampler))  # type: ignore[arg-type]
+
+
 def _loader_kwargs(loader: DataLoader) -> dict[str, Any]:
     """Everything that shapes what a loader yields, except how indices are batched."""
     kwargs: dict[str, Any] = {
@@ -199,11 +227,15 @@ def shard_loader(loader: Any, world_size: int, rank: int, train: bool, seed: int
     if not train and world_size == 1:
         return loader
     base = loader.batch_sampler
-    if type(base) is BatchSampler:
-        base = BatchSampler(
-            _global_order(base.sampler, loader.dataset, seed), base.batch_size, base.drop_last
-        )
-    batches = ShardedBatchSampler(base, world_size, rank, pad=train)
+    batches: Sampler[list[int]]
+    if type(base) is BatchSampler and not train:
+        batches = EvenSplitBatchSampler(base.sampler, base.batch_size, world_size, rank)
+    else:
+        if type(base) is BatchSampler:
+            base = BatchSampler(
+                _global_order(base.sampler, loader.dataset, seed), base.batch_size, base.drop_last
+            )
+        batches = ShardedBatchSampler(base, world_size, rank, pad=train)
     generator_seed = loader.generator.initial_seed() if loader.generator is not None else seed
     if train:
         return ResumableDataLoader(

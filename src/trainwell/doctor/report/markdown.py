@@ -1,4 +1,4 @@
-"""report.md: the training-readiness note (seed 003, step 6), readable without the code."""
+"""report.md: the training-readiness note, readable without the code."""
 
 from __future__ import annotations
 

@@ -1,0 +1,196 @@
+"""One test per workaround in trainwell/compat.py, each asserting the *upstream* behaviour the
+workaround corrects. When upstream fixes it, the test fails: delete the workaround and the test."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import pytest
+import torch
+import torch.nn.functional as F
+from lightning.pytorch.callbacks import ModelCheckpoint
+from torch.utils.data import BatchSampler, DataLoader, TensorDataset
+from torchmetrics import MaxMetric
+
+from trainwell import compat
+from trainwell.data.resumable import ResumableDataLoader
+from trainwell.data.sharding import EpochShuffle, ShardedBatchSampler
+
+
+class Linear(L.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.layer = torch.nn.Linear(3, 2)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return F.cross_entropy(self.layer(x), y)
+
+    def configure_optimizers(self) -> torch.optim.Optimizer:
+        return torch.optim.SGD(self.parameters(), lr=0.0)
+
+
+def points(n: int) -> TensorDataset:
+    g = torch.Generator().manual_seed(1)
+    return TensorDataset(torch.randn(n, 3, generator=g), torch.randint(0, 2, (n,), generator=g))
+
+
+def plain_trainer(**kwargs: Any) -> L.Trainer:
+    defaults = dict(
+        accelerator="cpu", logger=False, enable_progress_bar=False, enable_model_summary=False
+    )
+    return L.Trainer(**{**defaults, **kwargs})
+
+
+class GradAtStep(L.Callback):
+    def __init__(self) -> None:
+        self.grads: list[torch.Tensor] = []
+
+    def on_before_optimizer_step(self, trainer, pl_module, optimizer) -> None:
+        self.grads.append(pl_module.layer.weight.grad.clone())
+
+
+def test_lightning_divides_a_short_tail_window_by_k() -> None:
+    """Lightning-AI/pytorch-lightning#19987: 5 micro-batches with K=4 end in a 1-batch window
+    whose gradient Lightning still divides by 4."""
+    data = points(10)
+    seen = GradAtStep()
+    trainer = plain_trainer(
+        max_epochs=1, accumulate_grad_batches=4, callbacks=[seen], enable_checkpointing=False
+    )
+    trainer.fit(Linear(), DataLoader(data, batch_size=2))
+    assert compat.lightning_loss_divisor(trainer) == 4
+    module = Linear()
+    x, y = data.tensors
+    F.cross_entropy(module.layer(x[8:]), y[8:]).backward()  # the tail micro-batch alone
+    tail_mean = module.layer.weight.grad
+    assert torch.allclose(seen.grads[-1] * 4, tail_mean, atol=1e-7)
+
+
+class ScriptedVal(Linear):
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self.log("val/acc", [0.5, 0.9, 0.7, 0.6][self.current_epoch])
+
+
+def test_save_last_writes_last_only_with_a_top_k_checkpoint(tmp_path: Path) -> None:
+    """Lightning 2.6: ModelCheckpoint(save_last=True) writes last.ckpt only when a top-k checkpoint
+    is written at the same step (downstream report: openclimatefix/pvnet#542). With save_top_k=1
+    and a metric that falls after its best epoch, last.ckpt stays at the best epoch."""
+    loader = DataLoader(points(4), batch_size=2)
+    best = ModelCheckpoint(
+        dirpath=tmp_path, filename="best", monitor="val/acc", mode="max", save_last=True
+    )
+    last = compat.LastCheckpoint(dirpath=str(tmp_path / "ours"))
+    trainer = plain_trainer(max_epochs=4, callbacks=[best, last], num_sanity_val_steps=0)
+    trainer.fit(ScriptedVal(), loader, loader)
+
+    def step(path: Path) -> int:
+        return torch.load(path, weights_only=True)["global_step"]
+
+    assert step(tmp_path / "best.ckpt") == 4  # epoch 1, 2 steps per epoch
+    assert step(tmp_path / "last.ckpt") == 4  # upstream: a copy of the best, not the newest
+    assert step(tmp_path / "ours" / "last.ckpt") == 8  # the workaround: the newest
+
+
+class SeenBatches(Linear):
+    def __init__(self) -> None:
+        super().__init__()
+        self.seen: list[list[int]] = []
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        self.seen.append(batch[0].tolist())
+        return self.layer(batch[0].float().unsqueeze(1).expand(-1, 3)).sum()
+
+
+def shuffled_loader() -> ResumableDataLoader:
+    data = TensorDataset(torch.arange(8))
+    batches = ShardedBatchSampler(BatchSampler(EpochShuffle(8, seed=3), 2, False), 1, 0, pad=True)
+    return ResumableDataLoader(data, batch_sampler=batches, generator=torch.Generator(), seed=3)
+
+
+class SaveAtStep(L.Callback):
+    def __init__(self, step: int, path: Path) -> None:
+        self.step, self.path = step, path
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step == self.step and not self.path.exists():
+            trainer.save_checkpoint(self.path)
+
+
+class RestorePosition(L.Callback):
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        compat.restore_train_loader_position(trainer)
+
+
+@pytest.mark.parametrize("workaround", [False, True])
+def test_a_resumed_epoch_iterator_is_built_before_its_epoch_is_set(
+    tmp_path: Path, workaround: bool
+) -> None:
+    """Lightning-AI/pytorch-lightning#21938: on a restart the train iterator is built before the
+    sampler's epoch is set (the restored epoch)."""
+    mid = tmp_path / "mid.ckpt"  # epoch 1, after its second batch (4 batches per epoch)
+    full = SeenBatches()
+    trainer = plain_trainer(max_steps=8, enable_checkpointing=False, callbacks=[SaveAtStep(6, mid)])
+    trainer.fit(full, shuffled_loader())
+    resumed = SeenBatches()
+    callbacks = [RestorePosition()] if workaround else []
+    trainer = plain_trainer(max_steps=8, enable_checkpointing=False, callbacks=callbacks)
+    trainer.fit(resumed, shuffled_loader(), ckpt_path=mid)
+    if workaround:
+        assert resumed.seen == full.seen[6:]
+    else:
+        # upstream: the resumed epoch's iterator is built while the sampler still says epoch 0,
+        # so the position saved for epoch 1 never applies and the epoch starts over.
+        assert resumed.seen == full.seen[4:6] != full.seen[6:]
+
+
+def test_aggregation_metric_states_are_not_in_the_state_dict() -> None:
+    """torchmetrics 1.x registers aggregation states (MaxMetric...) as non-persistent, keeps the
+    update count private, and caches compute(): the template saves and restores them itself."""
+    best = MaxMetric()
+    best.update(torch.tensor(0.7))
+    assert best.state_dict() == {}
+    saved = compat.metric_states(best)
+    fresh = MaxMetric()
+    compat.restore_metric_states(fresh, saved)
+    assert fresh.update_count == 1 and fresh.compute().item() == pytest.approx(0.7)
+
+
+def test_mul_tensors_scales_every_tensor_in_place() -> None:
+    tensors = [torch.ones(3), torch.full((2, 2), 2.0)]
+    compat.mul_tensors_(tensors, 0.5)
+    assert torch.equal(tensors[0], torch.full((3,), 0.5)) and torch.equal(
+        tensors[1], torch.ones(2, 2)
+    )
+    compat.mul_tensors_(tensors, torch.tensor(4.0))
+    assert torch.equal(tensors[1], torch.full((2, 2), 4.0))
+
+
+def test_hydra_ddp_child_command_reruns_the_whole_sweep(tmp_path: Path, monkeypatch) -> None:
+    """Lightning 2.6 `_hydra_subprocess_cmd`: a DDP child of a multirun job gets the parent's argv
+    (`-m` and the sweep) and hydra.run.dir instead of the job's own dir."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+    from lightning.fabric.strategies.launchers.subprocess_script import _hydra_subprocess_cmd
+    from omegaconf import open_dict
+
+    conf = Path(__file__).resolve().parents[1] / "conf"
+    with initialize_config_dir(config_dir=str(conf), version_base="1.3"):
+        cfg = compose("train", overrides=["seed=1"], return_hydra_config=True)
+    with open_dict(cfg):
+        cfg.hydra.mode = RunMode.MULTIRUN
+        cfg.hydra.run.dir = str(tmp_path / "run")
+        cfg.hydra.runtime.output_dir = str(tmp_path / "sweep" / "0")
+        cfg.hydra.job.num = 0
+    HydraConfig.instance().set_config(cfg)
+    monkeypatch.setattr("sys.argv", ["scripts/train.py", "-m", "seed=1,2"])
+    command, _ = _hydra_subprocess_cmd(local_rank=1)
+    assert "seed=1,2" in command  # upstream: the whole sweep again
+    assert f'hydra.run.dir="{tmp_path / "run"}"' in command  # not the job's dir
+    compat.pin_multirun_job_for_ddp_children()
+    command, _ = _hydra_subprocess_cmd(local_rank=1)
+    assert "seed=1,2" not in command and f'hydra.run.dir="{tmp_path / "sweep" / "0"}"' in command
