@@ -194,3 +194,14 @@ def test_hydra_ddp_child_command_reruns_the_whole_sweep(tmp_path: Path, monkeypa
     compat.pin_multirun_job_for_ddp_children()
     command, _ = _hydra_subprocess_cmd(local_rank=1)
     assert "seed=1,2" not in command and f'hydra.run.dir="{tmp_path / "sweep" / "0"}"' in command
+
+
+def test_model_parallel_rekeying_fails_on_an_optimizer_without_state() -> None:
+    """Lightning 2.6.6 ModelParallelStrategy re-keys a full checkpoint's optimizer state by its
+    first entry: plain SGD keeps none, and loading (testing after an FSDP fit) raises."""
+    from lightning.fabric.strategies.model_parallel import _rekey_optimizer_state_if_needed
+
+    module = torch.nn.Linear(2, 2)
+    state = torch.optim.SGD(module.parameters(), lr=0.1).state_dict()
+    with pytest.raises(IndexError):
+        _rekey_optimizer_state_if_needed(state, module)

@@ -179,3 +179,37 @@ def restore_metric_states(metric: Any, saved: dict[str, Any]) -> None:
         setattr(metric, name, value)
     metric._update_count = int(saved["update_count"])
     metric._computed = None
+
+
+# ---------------------------------------------------------------------------------------------
+# ModelParallelStrategy (FSDP2) loading a full, non-sharded checkpoint re-keys each optimizer's
+# state by looking at its first entry, and raises IndexError when the optimizer keeps no
+# per-parameter state at all (plain SGD): `_rekey_optimizer_state_if_needed`, Lightning 2.6.6
+# (no upstream report found; related: Lightning-AI/pytorch-lightning#21357). Testing the best
+# checkpoint after an FSDP fit, or resuming one, then fails. Such optimizers have only their
+# hyper-parameters to restore, which this does itself.
+# ---------------------------------------------------------------------------------------------
+
+
+def load_model_parallel_checkpoint(
+    strategy: Any, path: Any, load: Any, weights_only: bool | None
+) -> dict[str, Any]:
+    """`load(path, weights_only)` is ModelParallelStrategy.load_checkpoint of `strategy`."""
+    from pathlib import Path
+
+    path = Path(strategy.broadcast(path))
+    if not (path.is_file() and strategy.optimizers):
+        return load(path, weights_only)
+    saved = torch.load(path, mmap=True, map_location="cpu", weights_only=True)
+    states = saved.get("optimizer_states", [])
+    if not states or any(s.get("state") for s in states):
+        return load(path, weights_only)
+    optimizers, strategy.optimizers = strategy.optimizers, []
+    try:
+        checkpoint = load(path, weights_only)
+    finally:
+        strategy.optimizers = optimizers
+    for optimizer, state in zip(optimizers, states, strict=True):
+        for group, saved_group in zip(optimizer.param_groups, state["param_groups"], strict=True):
+            group.update({k: v for k, v in saved_group.items() if k != "params"})
+    return checkpoint

@@ -198,3 +198,29 @@ def test_manual_optimization_is_left_alone() -> None:
     ).fit(plain, datamodule=Points(20, 4, shuffle=False))  # fmt: skip
     with_template = fit(Manual(), Points(20, 4, shuffle=False), accumulate=1, max_epochs=1)
     assert max_diff(with_template, plain.state_dict()) == 0.0
+
+
+def test_fp16_scaled_window_is_normalised_before_clipping() -> None:
+    """Lightning's fp16 GradScaler path (run on CPU): the loss is scaled by 2**16, unscaled before
+    `on_before_optimizer_step`, where the window's count divides it, and only then clipped. One
+    window of 16 + 8 samples (factor 2 x 16 / 24 != 1): the step is exactly the clip norm."""
+    from lightning.pytorch.plugins import MixedPrecision
+
+    module = Classifier()
+    start = [p.detach().clone() for p in module.parameters()]
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0**16)
+    clip = 0.05
+    trainer = template_trainer(
+        plugins=[MixedPrecision("16-mixed", "cpu", scaler=scaler)],
+        gradient_clip_val=clip,
+        accumulate_grad_batches=2,
+        max_steps=1,
+    )
+    trainer.fit(module, datamodule=templated(Points(24, 16, shuffle=False)))
+    assert scaler.get_scale() == 2.0**16  # no overflow: the step ran
+    step = torch.linalg.vector_norm(
+        torch.stack(
+            [(p.detach() - s).norm() for p, s in zip(module.parameters(), start, strict=True)]
+        )
+    ).item()
+    assert step == pytest.approx(clip * LR, rel=1e-3)

@@ -14,6 +14,7 @@ import torch
 from lightning.pytorch.strategies import ModelParallelStrategy
 from torch import nn
 
+from trainwell import compat
 from trainwell.errors import TrainwellError
 
 _DTYPES = {None: None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -58,6 +59,11 @@ class FSDP2Strategy(ModelParallelStrategy):
         if self._data_parallel_size == "auto":
             self._data_parallel_size = self.num_nodes * self.num_processes
         super().setup_environment()
+
+    def load_checkpoint(self, checkpoint_path: Any, weights_only: bool | None = None) -> Any:
+        return compat.load_model_parallel_checkpoint(
+            self, checkpoint_path, super().load_checkpoint, weights_only
+        )
 
     def shard(self, net: nn.Module) -> None:
         """fully_shard each unit of `net`, then `net` itself, over the data-parallel mesh."""
