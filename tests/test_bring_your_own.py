@@ -109,3 +109,50 @@ def test_user_module_on_two_ranks_equals_one_process(project: Path, tmp_path: Pa
     _run(project, "train.py", single, *common, "data.batch_size=16")
     a, b = _weights(ddp), _weights(single)
     assert max((a[k] - b[k]).abs().max().item() for k in a) <= 1e-6
+
+
+BAD_DECLARATION = """
+from myproject.lit import MyModule
+
+
+class CountsNothing(MyModule):
+    def loss_items(self, batch):
+        return 0
+"""
+
+
+def test_a_bad_item_count_stops_the_run_in_one_line_writing_nothing(
+    project: Path, tmp_path: Path
+) -> None:
+    (project / "myproject" / "bad.py").write_text(BAD_DECLARATION)
+    run_dir = tmp_path / "run"
+    proc = run_script(
+        "train.py",
+        f"hydra.searchpath=[file://{project / 'conf'}]",
+        *USER,
+        "model._target_=myproject.bad.CountsNothing",
+        "trainer.accumulate_grad_batches=2",
+        f"hydra.run.dir={run_dir}",
+        env={"PYTHONPATH": str(project)},
+    )
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    line = proc.stderr.strip().splitlines()[-1]
+    assert line.startswith("error: CountsNothing.loss_items returned 0 for train micro-batch 0")
+    assert not list(run_dir.glob("checkpoints/*.ckpt")) and not (run_dir / "results.json").exists()
+
+
+@pytest.mark.slow
+def test_user_metrics_of_one_checkpoint_are_the_same_on_1_2_and_3_ranks(
+    project: Path, tmp_path: Path
+) -> None:
+    """`self.log(..., sync_dist=True)` of a per-batch mean: Lightning sums value x batch size and
+    batch sizes across ranks, so with no padded duplicates every sample counts once."""
+    _run(project, "train.py", tmp_path / "train", *USER, "trainer.max_epochs=1", "test=false")
+    best = tmp_path / "train" / "checkpoints" / "best.ckpt"
+    losses = []
+    for world in ("trainer=cpu", "trainer=ddp_sim", "trainer.devices=3"):
+        extra = ("trainer=ddp_sim", world) if world.startswith("trainer.devices") else (world,)
+        out = tmp_path / f"eval-{len(losses)}"
+        _run(project, "eval.py", out, f"ckpt_path={best}", *extra)
+        losses.append(json.loads((out / "results.json").read_text())["metrics"]["test/loss"])
+    assert max(losses) - min(losses) <= 1e-6, losses

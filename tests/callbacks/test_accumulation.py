@@ -224,3 +224,64 @@ def test_fp16_scaled_window_is_normalised_before_clipping() -> None:
         )
     ).item()
     assert step == pytest.approx(clip * LR, rel=1e-3)
+
+
+class StreamOfPoints(torch.utils.data.IterableDataset):
+    """An iterable dataset without a length: nothing about the epoch is known in advance."""
+
+    def __init__(self, n: int) -> None:
+        self.data = Points(n, 1).data
+
+    def __iter__(self):
+        return iter(self.data)
+
+
+class Streamed(L.LightningDataModule):
+    def __init__(self, n: int, batch_size: int) -> None:
+        super().__init__()
+        self.n, self.batch_size = n, batch_size
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(StreamOfPoints(self.n), batch_size=self.batch_size)
+
+
+def test_an_iterable_dataset_accumulates_exactly_without_knowing_its_length() -> None:
+    # 38 samples, batch 4, K=4 (windows 16, 16, 6) vs batch 16 (16, 16, 6), counted as they come.
+    with pytest.warns(UserWarning, match="iterable dataset"):
+        accumulated = fit(Classifier(), Streamed(38, 4), accumulate=4, max_epochs=2)
+    full = fit(Classifier(), Points(38, 16, shuffle=False), accumulate=1, max_epochs=2)
+    assert max_diff(accumulated, full) <= 1e-6
+
+
+class TwoSources(L.LightningDataModule):
+    """A dict of loaders (Lightning's CombinedLoader): batches are dicts of (x, y) batches."""
+
+    def train_dataloader(self) -> dict[str, DataLoader]:
+        return {
+            "a": DataLoader(Points(20, 4).data, batch_size=4),
+            "b": DataLoader(Points(20, 4).data, batch_size=2),
+        }
+
+
+class TwoSourcesModel(Classifier):
+    def training_step(self, batch: dict, batch_idx: int) -> torch.Tensor:
+        x = torch.cat([batch["a"][0], batch["b"][0]])
+        y = torch.cat([batch["a"][1], batch["b"][1]])
+        return F.cross_entropy(self.net(x), y)
+
+    def loss_items(self, batch: dict) -> int:
+        return len(batch["a"][1]) + len(batch["b"][1])
+
+
+def test_a_dict_of_loaders_accumulates_by_its_declared_count() -> None:
+    # The first 5 combined batches of 4 + 2 samples, K=5: one window = the mean over its 30
+    # samples (all 20 of source a, the first 10 of source b).
+    accumulated = fit(TwoSourcesModel(), TwoSources(), accumulate=5, max_steps=1)
+    module = Classifier()
+    x, y = Points(20, 4).data.tensors
+    x, y = torch.cat([x, x[:10]]), torch.cat([y, y[:10]])
+    F.cross_entropy(module.net(x), y).backward()
+    with torch.no_grad():
+        for p in module.parameters():
+            p -= LR * p.grad
+    assert max_diff(accumulated, module.state_dict()) <= 1e-6
