@@ -64,6 +64,20 @@ def digits_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run_dir
 
 
+# A smooth, normalisation-free net and SGD without momentum, weight decay or schedule, in fp32:
+# one step's update is lr x gradient, so equal gradients give equal weights (conf/model/mlp.yaml
+# says why not a ReLU ResNet). For exact-equality checks across accumulation and world sizes.
+SMOOTH_SGD_MLP = (
+    "model=mlp",
+    "model.optimizer.momentum=0.0",
+    "model.optimizer.nesterov=false",
+    "model.optimizer.weight_decay=0.0",
+    "model.scheduler=null",
+    "data=synthetic",
+    "trainer.num_sanity_val_steps=0",
+    "trainer.deterministic=true",
+)
+
 QUIET = {
     "accelerator": "cpu",
     "devices": 1,

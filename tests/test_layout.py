@@ -47,4 +47,3 @@ def test_package_imports_point_one_way(package: str) -> None:
 
 def test_the_compat_module_depends_on_nothing_of_ours() -> None:
     assert trainwell_imports(SRC / "compat.py") == set()
-

@@ -10,23 +10,15 @@ from pathlib import Path
 
 import torch
 
-from tests.conftest import run_ok
+from tests.conftest import SMOOTH_SGD_MLP, run_ok
 
-# A smooth BN-free net (conf/model/mlp.yaml says why not a ReLU ResNet), SGD without momentum,
-# fp32: equal gradients give equal weights. 80 samples = windows of 32, 32 and a 16-sample tail.
+# 80 samples = windows of 32, 32 and a 16-sample tail.
 COMMON = (
-    "model=mlp",
-    "model.optimizer.momentum=0.0",
-    "model.optimizer.nesterov=false",
-    "model.optimizer.weight_decay=0.0",
-    "model.scheduler=null",
-    "data=synthetic",
+    *SMOOTH_SGD_MLP,
     "data.num_samples=80",
     "data.num_val=16",
     "data.num_test=16",
     "trainer.max_epochs=1",
-    "trainer.num_sanity_val_steps=0",
-    "trainer.deterministic=true",
     "logger=csv",
     "test=false",
     "print_config=false",

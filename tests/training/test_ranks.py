@@ -20,25 +20,18 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import REPO, run_script
+from tests.conftest import REPO, SMOOTH_SGD_MLP, run_script
 from tests.training.test_kill_resume import assert_bitwise_equal, final_state
 
 pytestmark = pytest.mark.slow
 
 COMMON = (
-    "model=mlp",
-    "model.optimizer.momentum=0.0",
-    "model.optimizer.nesterov=false",
-    "model.optimizer.weight_decay=0.0",
-    "model.scheduler=null",
-    "data=synthetic",
+    *SMOOTH_SGD_MLP,
     "data.num_samples=83",
     "data.num_val=37",
     "data.num_test=101",
     "data.eval_batch_size=8",
     "trainer.max_epochs=2",
-    "trainer.num_sanity_val_steps=0",
-    "trainer.deterministic=true",
     "trainer.accumulate_grad_batches=2",
     "callbacks.early_stopping=null",
     "callbacks.rich_progress_bar=null",

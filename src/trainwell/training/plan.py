@@ -172,18 +172,22 @@ def make_plan(
         full, rest = divmod(dataset_size, micro_batch)
         sizes = [micro_batch] * full + ([rest] if rest and not drop_last else [])
         global_batches = len(sizes)
-    if global_batches is None:
+    given = {
+        "dataset_size": dataset_size,
+        "micro_batch": micro_batch,
+        "accumulate": accumulate,
+        "world_size": world_size,
+        "drop_last": drop_last,
+        "max_epochs": max_epochs if max_epochs is not None else -1,
+        "max_steps": max_steps,
+        "warmup_steps": warmup_steps,
+        "effective_batch": micro_batch * accumulate * world_size if micro_batch else None,
+        "item_unit": item_unit,
+    }
+    if global_batches is None:  # nothing is known about the epoch: only max_steps can end it
         total, reason = _total_steps(None, max_epochs, max_steps)
         return TrainingPlan(
-            dataset_size=dataset_size,
-            micro_batch=micro_batch,
-            accumulate=accumulate,
-            world_size=world_size,
-            drop_last=drop_last,
-            max_epochs=max_epochs if max_epochs is not None else -1,
-            max_steps=max_steps,
-            warmup_steps=warmup_steps,
-            effective_batch=micro_batch * accumulate * world_size if micro_batch else None,
+            **given,
             global_batches_per_epoch=None,
             iterations_per_epoch=None,
             last_batch_size=None,
@@ -196,48 +200,38 @@ def make_plan(
             total_optimizer_steps=total,
             epochs=None,
             examples_seen=None,
-            item_unit=item_unit,
             unknown=(*unknown, *([reason] if reason else [])),
         )
     rounds = math.ceil(global_batches / world_size)
     iterations = _limit(rounds, limit_batches)
     limited = iterations < rounds
-    padding = 0 if limited else rounds * world_size - global_batches
     steps_per_epoch = math.ceil(iterations / accumulate)
-    last_window = iterations - (steps_per_epoch - 1) * accumulate if steps_per_epoch else 0
-    total, reason = _total_steps(steps_per_epoch, max_epochs, max_steps)
+    total, _ = _total_steps(steps_per_epoch, max_epochs, max_steps)
     assert total is not None
     used = min(iterations * world_size, global_batches)  # global batches trained per epoch
     items_epoch = items_step = last_items = examples = None
     if sizes is not None:
         items_epoch = sum(sizes[:used])
-        items_step = micro_batch * accumulate * world_size if micro_batch else None
+        items_step = given["effective_batch"]
         last_items = sum(sizes[(steps_per_epoch - 1) * accumulate * world_size : used])
         full_epochs, rest_steps = divmod(total, steps_per_epoch) if steps_per_epoch else (0, 0)
         examples = full_epochs * items_epoch + rest_steps * (items_step or 0)
     return TrainingPlan(
-        dataset_size=dataset_size,
-        micro_batch=micro_batch,
-        accumulate=accumulate,
-        world_size=world_size,
-        drop_last=drop_last,
-        max_epochs=max_epochs if max_epochs is not None else -1,
-        max_steps=max_steps,
-        warmup_steps=warmup_steps,
-        effective_batch=micro_batch * accumulate * world_size if micro_batch else None,
+        **given,
         global_batches_per_epoch=global_batches,
         iterations_per_epoch=iterations,
         last_batch_size=(sizes[used - 1] if sizes and used else None),
-        padding_batches_per_epoch=padding,
+        padding_batches_per_epoch=0 if limited else rounds * world_size - global_batches,
         optimizer_steps_per_epoch=steps_per_epoch,
-        last_window_batches=last_window,
+        last_window_batches=iterations - (steps_per_epoch - 1) * accumulate
+        if steps_per_epoch
+        else 0,
         items_per_epoch=items_epoch,
         items_per_step=items_step,
         last_step_items=last_items,
         total_optimizer_steps=total,
         epochs=round(total / steps_per_epoch, 4) if steps_per_epoch else 0.0,
         examples_seen=examples,
-        item_unit=item_unit,
         unknown=unknown,
     )
 
