@@ -205,3 +205,59 @@ def test_model_parallel_rekeying_fails_on_an_optimizer_without_state() -> None:
     state = torch.optim.SGD(module.parameters(), lr=0.1).state_dict()
     with pytest.raises(IndexError):
         _rekey_optimizer_state_if_needed(state, module)
+
+
+class EpochEnds(Linear):
+    """Counts the training-epoch ends and validations Lightning runs."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.epoch_ends: list[int] = []
+        self.validated: list[int] = []
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        if batch_idx == 0:
+            self.validated.append(self.current_epoch)
+
+    def on_train_epoch_end(self) -> None:
+        self.epoch_ends.append(self.current_epoch)
+
+
+class SaveAtLastBatch(L.Callback):
+    """Writes a checkpoint where a step checkpoint would: the end of epoch 0's last batch."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.current_epoch == 0 and compat.at_epoch_last_batch(trainer):
+            trainer.save_checkpoint(self.path)
+
+
+def test_a_resume_from_the_last_batch_skips_that_epochs_validation(tmp_path: Path) -> None:
+    loader = DataLoader(points(4), batch_size=2)
+    ckpt = tmp_path / "last-batch.ckpt"
+    plain_trainer(max_epochs=1, enable_checkpointing=False, callbacks=[SaveAtLastBatch(ckpt)]).fit(
+        EpochEnds(), loader, loader
+    )
+    resumed = EpochEnds()
+    trainer = plain_trainer(max_epochs=2, enable_checkpointing=False, num_sanity_val_steps=0)
+    trainer.fit(resumed, loader, loader, ckpt_path=ckpt)
+    assert resumed.validated == [1]  # upstream: epoch 0 is never validated after the resume
+    assert resumed.epoch_ends == [1]
+
+
+def test_a_resume_from_the_end_of_validation_skips_that_epochs_end(tmp_path: Path) -> None:
+    loader = DataLoader(points(4), batch_size=2)
+    saver = ModelCheckpoint(
+        dirpath=tmp_path, filename="epoch{epoch}", save_top_k=-1, auto_insert_metric_name=False
+    )
+    plain_trainer(max_epochs=1, callbacks=[saver], num_sanity_val_steps=0).fit(
+        EpochEnds(), loader, loader
+    )  # written at the end of epoch 0's validation, before its on_train_epoch_end
+    resumed = EpochEnds()
+    plain_trainer(max_epochs=2, enable_checkpointing=False, num_sanity_val_steps=0).fit(
+        resumed, loader, loader, ckpt_path=tmp_path / "epoch0.ckpt"
+    )
+    assert resumed.validated == [1]
+    assert resumed.epoch_ends == [1]  # upstream: epoch 0's end (its metric reset) never runs

@@ -60,6 +60,29 @@ class LastCheckpoint(ModelCheckpoint):
 
 
 # ---------------------------------------------------------------------------------------------
+# A checkpoint written at the end of an epoch's last training batch, before that epoch's
+# validation, resumes past the validation: on restart Lightning 2.6 counts an epoch whose last
+# batch is done as finished (FitLoop.reset: restarted mid-epoch on the last batch -> processed
+# and completed) and never validates it, so val metrics, the best checkpoint and early stopping
+# miss an epoch. StepCheckpoint skips that batch; the end-of-epoch checkpoint follows it.
+# ---------------------------------------------------------------------------------------------
+
+
+def at_epoch_last_batch(trainer: L.Trainer) -> bool:
+    return bool(trainer.fit_loop.epoch_loop.batch_progress.is_last_batch)
+
+
+class StepCheckpoint(ModelCheckpoint):
+    """ModelCheckpoint(every_n_train_steps=N) that never writes at an epoch's last batch."""
+
+    def on_train_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any, **kwargs: Any
+    ) -> None:
+        if not at_epoch_last_batch(trainer):
+            super().on_train_batch_end(trainer, pl_module, *args, **kwargs)
+
+
+# ---------------------------------------------------------------------------------------------
 # On a restart, FitLoop.setup_data builds the train iterator *before* the sampler's epoch is set
 # (Lightning-AI/pytorch-lightning#21938, open; 2.5.3-2.6.6), so a resumed epoch is drawn in the
 # order of epoch 0 whenever the loader fixes its order when the iterator is created (worker
@@ -146,18 +169,6 @@ def launcher_env() -> dict[str, str | None]:
     return {key: os.environ.get(key) for key in LAUNCHER_ENV}
 
 
-__all__ = [
-    "LastCheckpoint",
-    "end_multirun_job",
-    "launcher_env",
-    "lightning_loss_divisor",
-    "mul_tensors_",
-    "pin_multirun_job_for_ddp_children",
-    "restore_train_loader_position",
-    "set_sampler_epoch",
-]
-
-
 # ---------------------------------------------------------------------------------------------
 # torchmetrics keeps a metric's update count in a private attribute and caches compute(); neither
 # comes back with its states (torchmetrics 1.x: `Metric._update_count`, `Metric._computed`), and
@@ -213,3 +224,36 @@ def load_model_parallel_checkpoint(
         for group, saved_group in zip(optimizer.param_groups, state["param_groups"], strict=True):
             group.update({k: v for k, v in saved_group.items() if k != "params"})
     return checkpoint
+
+
+# ---------------------------------------------------------------------------------------------
+# A checkpoint written after an epoch's last training batch but before its end (at the end of
+# that epoch's validation, where ModelCheckpoint writes) resumes past that epoch's end: Lightning
+# 2.6 counts the epoch as finished on restart (FitLoop.reset) and never runs its
+# on_train_epoch_end, where it computes and resets the metrics logged with on_epoch=True. Their
+# states would leak into the next epoch, and the epoch's own values would never be logged. The
+# template snapshots those values and leaves those states out of such a checkpoint; reading
+# which metrics Lightning will reset needs its private result collection.
+# ---------------------------------------------------------------------------------------------
+
+
+def epoch_end_pending(trainer: L.Trainer) -> bool:
+    """After the training epoch's last batch, before Lightning's epoch-end logging has run."""
+    fit_loop = trainer.fit_loop
+    progress = fit_loop.epoch_progress.current
+    return bool(
+        trainer.training
+        and not trainer.sanity_checking
+        and fit_loop.epoch_loop.batch_progress.is_last_batch
+        and progress.completed < progress.started
+    )
+
+
+def epoch_logged_metrics(trainer: L.Trainer) -> dict[str, Any]:
+    """Metric objects logged in training with on_epoch=True, by the name Lightning logs their
+    epoch value under (Lightning computes and resets them when the training epoch ends)."""
+    found = {}
+    for result in trainer.fit_loop.epoch_loop._results.values():
+        if not result.is_tensor and result.meta.on_epoch:
+            found[result.meta.forked_name(on_step=False)] = result.value
+    return found

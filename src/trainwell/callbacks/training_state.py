@@ -105,14 +105,25 @@ class TrainingStateCallback(L.Callback):
         # RNG into it (a collective, like the save itself).
         mine = capture_rng()
         state: dict[str, Any] = {"rng": mine, "rng_per_rank": _gather(mine)}
-        if self._module is not None:
-            state["metrics"] = {
-                name: compat.metric_states(m) for name, m in _metrics(self._module).items()
-            }
-        if self._trainer is not None:
-            state["callback_metrics"] = {
-                k: float(v) for k, v in self._trainer.callback_metrics.items() if v.numel() == 1
-            }
+        trainer, module = self._trainer, self._module
+        if trainer is None or module is None:
+            return state
+        logged = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+        ending: dict[str, Metric] = {}
+        if compat.epoch_end_pending(trainer):
+            # A resume from here skips this epoch's end (compat.epoch_end_pending): keep the
+            # values it would log, and leave out the states it would reset.
+            ending = compat.epoch_logged_metrics(trainer)
+            for key, metric in ending.items():
+                value = metric.compute()
+                if isinstance(value, torch.Tensor) and value.numel() == 1:
+                    logged[key] = float(value)
+        state["metrics"] = {
+            name: compat.metric_states(m)
+            for name, m in _metrics(module).items()
+            if all(m is not e for e in ending.values())
+        }
+        state["callback_metrics"] = logged
         return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:

@@ -290,9 +290,17 @@ def install_loader_policy(datamodule: Any, seed: int) -> None:
         original = getattr(datamodule, name)
 
         def hook(original: Any = original, train: bool = train) -> Any:
+            if getattr(datamodule, "_trainwell_in_hook", False):
+                # test_dataloader returning self.val_dataloader(): shard once, in the outer hook
+                return original()
+            datamodule._trainwell_in_hook = True
+            try:
+                loader = original()
+            finally:
+                datamodule._trainwell_in_hook = False
             trainer = getattr(datamodule, "trainer", None)
             world, rank = (trainer.world_size, trainer.global_rank) if trainer else (1, 0)
-            return shard_loader(original(), world, rank, train, seed)
+            return shard_loader(loader, world, rank, train, seed)
 
         setattr(datamodule, name, hook)
     datamodule._trainwell_loader_policy = True
