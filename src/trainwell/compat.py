@@ -73,12 +73,22 @@ def at_epoch_last_batch(trainer: L.Trainer) -> bool:
 
 
 class StepCheckpoint(ModelCheckpoint):
-    """ModelCheckpoint(every_n_train_steps=N) that never writes at an epoch's last batch."""
+    """ModelCheckpoint(every_n_train_steps=N) that writes only right after an optimizer step
+    (never inside an accumulation window, even when it skipped the step's own batch) and never
+    at an epoch's last batch."""
+
+    _stepped_at = -1
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_train_start(trainer, pl_module)
+        self._stepped_at = trainer.global_step
 
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any, **kwargs: Any
     ) -> None:
-        if not at_epoch_last_batch(trainer):
+        stepped = trainer.global_step != self._stepped_at
+        self._stepped_at = trainer.global_step
+        if stepped and not at_epoch_last_batch(trainer):
             super().on_train_batch_end(trainer, pl_module, *args, **kwargs)
 
 

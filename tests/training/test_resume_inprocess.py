@@ -7,6 +7,7 @@ real SIGKILLs in subprocesses.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -46,9 +47,7 @@ def load(path: Path) -> dict:
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
-@pytest.mark.parametrize(
-    "step", [2, 4, 6]
-)  # mid-epoch 0, end of epoch 0 (tail window), mid-epoch 1
+@pytest.mark.parametrize("step", [2, 5, 7])  # mid-epoch 0, first and last window of epoch 1
 def test_resume_from_a_step_checkpoint_is_bitwise_exact(
     uninterrupted: Path, tmp_path: Path, step: int
 ) -> None:
@@ -56,9 +55,18 @@ def test_resume_from_a_step_checkpoint_is_bitwise_exact(
     run_dir = tmp_path / "resumed"
     (run_dir / "checkpoints").mkdir(parents=True)
     shutil.copy(source, run_dir / "checkpoints" / source.name)
-    train(compose_config([*RUN, "resume=auto"], run_dir))
+    resumed = train(compose_config([*RUN, "resume=auto"], run_dir))
     got = load(run_dir / "checkpoints" / "last.ckpt")
     assert_bitwise_equal(got, load(uninterrupted / "checkpoints" / "last.ckpt"))
+    want = json.loads((uninterrupted / "results.json").read_text())
+    assert resumed["metrics"] == want["metrics"]  # epoch means and val/acc_best included
+
+
+def test_no_step_checkpoint_at_an_epochs_last_batch(uninterrupted: Path) -> None:
+    # Step 4 ends epoch 0 (its tail window): a resume from there would skip epoch 0's
+    # validation, so that step is left to the end-of-epoch checkpoint.
+    steps = sorted(p.name for p in (uninterrupted / "checkpoints").glob("step-*.ckpt"))
+    assert steps == [f"step-{s:07d}.ckpt" for s in (1, 2, 3, 5, 6, 7)]
 
 
 def test_checkpoints_carry_rng_loader_position_metrics_and_batch_arithmetic(
