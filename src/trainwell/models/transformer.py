@@ -16,7 +16,9 @@ class CausalSelfAttention(nn.Module):
         self.heads = heads
         self.qkv = nn.Linear(dim, 3 * dim)
         self.proj = nn.Linear(dim, dim)
-        self.dropout = dropout
+        # The attention-dropout rate lives in an nn.Dropout (applied inside the fused kernel):
+        # whatever switches dropout modules off (p=0, as exact-gradient checks do) reaches it.
+        self.attn_drop = nn.Dropout(dropout)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, t, d = x.shape
@@ -26,7 +28,7 @@ class CausalSelfAttention(nn.Module):
             k.transpose(1, 2),
             v.transpose(1, 2),
             is_causal=True,
-            dropout_p=self.dropout if self.training else 0.0,
+            dropout_p=self.attn_drop.p if self.training else 0.0,
         )
         return self.proj(out.transpose(1, 2).reshape(b, t, d))
 
