@@ -57,6 +57,7 @@ ENTRIES = [
         ["trainer.accumulate_grad_batches=2"],
         {"overfit.one_batch"},  # sequences sharing a prefix: the batch has an entropy floor
     ),
+    ("autoencoder on bare tensor batches", "AutoEncoder", "DigitsImagesOnly", [], set()),
     ("the sequence task", None, None, ["experiment=lm_accum"], set()),
 ]
 
@@ -73,10 +74,16 @@ def zoo_config(
     return cfg
 
 
-@pytest.mark.slow
+# `slow`: the entries whose overfit probe runs to its step / time budget (a few seconds each).
+SLOW = {"one-unit bottleneck", "user's token-level GRU", "the sequence task"}
+
+
 @pytest.mark.parametrize(
     ("module", "data", "overrides", "warns"),
-    [pytest.param(m, d, o, w, id=name) for name, m, d, o, w in ENTRIES],
+    [
+        pytest.param(m, d, o, w, id=name, marks=pytest.mark.slow if name in SLOW else ())
+        for name, m, d, o, w in ENTRIES
+    ],
 )
 def test_healthy_user_code_has_no_false_alarm(
     tmp_path: Path, module: str | None, data: str | None, overrides: list[str], warns: set[str]

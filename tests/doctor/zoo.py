@@ -422,3 +422,43 @@ class TokenGRU(L.LightningModule):
 
     def configure_optimizers(self) -> Any:
         return torch.optim.Adam(self.parameters(), lr=1e-2)
+
+
+class _Images(Dataset):
+    def __init__(self, x: torch.Tensor) -> None:
+        self.x = x
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> torch.Tensor:
+        return self.x[i]
+
+
+class DigitsImagesOnly(DigitsTuples):
+    """Bare tensor batches: images, no labels (self-supervised)."""
+
+    def setup(self, stage: str | None = None) -> None:
+        x, _ = _digits()
+        cut = int(0.8 * len(x))
+        self.train, self.val = _Images(x[:cut]), _Images(x[cut:])
+
+
+class AutoEncoder(_Classifier):
+    """Reconstructs its input: MSE against the batch itself, logged per epoch with sync_dist."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.encode = nn.Sequential(nn.Flatten(), nn.Linear(64, 16), nn.Tanh())
+        self.decode = nn.Linear(16, 64)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.decode(self.encode(x)).view_as(x)
+
+    def training_step(self, batch: torch.Tensor, batch_idx: int) -> torch.Tensor:
+        loss = F.mse_loss(self(batch), batch)
+        self.log("train/recon", loss, on_step=False, on_epoch=True, sync_dist=True)
+        return loss
+
+    def validation_step(self, batch: torch.Tensor, batch_idx: int) -> None:
+        self.log("val/recon", F.mse_loss(self(batch), batch), sync_dist=True)

@@ -72,6 +72,13 @@ def loss_logits(ctx: DoctorContext) -> Check:
                 "logits loss); return raw logits",
                 evidence,
             )
+    if call.name in REGRESSION or call.name == "binary_cross_entropy":
+        return Check(
+            "loss.logits",
+            "skip",
+            f"{call.name} takes values, not logits: no softmax / sigmoid contract to check",
+            evidence,
+        )
     return Check("loss.logits", "pass", f"{call.name} receives raw logits", evidence)
 
 
