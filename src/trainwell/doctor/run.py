@@ -97,7 +97,12 @@ def _summary(ctx: DoctorContext, checks: list[Check]) -> dict[str, Any]:
     except TrainwellError as err:
         precision = f"invalid ({err})"
     return {
-        "data": f"{cfg.data._target_} ({ctx.plan.dataset_size} train samples)",
+        "data": f"{cfg.data.get('_target_', '?')} ("
+        + (
+            f"{ctx.plan.dataset_size} train samples)"
+            if ctx.plan.dataset_size is not None
+            else "train size unknown: the loader has no length)"
+        ),
         "model": f"{type(task).__name__} over {type(getattr(task, 'net', task)).__name__}, "
         f"{params:,} trainable parameters",
         "loss": spy_losses[0].name if spy_losses else "not observed",

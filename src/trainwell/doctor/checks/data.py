@@ -32,6 +32,8 @@ def _loaders(ctx: DoctorContext, split: str) -> tuple[list[Any], str]:
 
 
 def _length(loader: Any) -> int | None:
+    if isinstance(loader, dict | list | tuple):
+        return None  # several loaders: Lightning decides how they combine
     try:
         return len(loader)
     except TypeError:  # an iterable without a length

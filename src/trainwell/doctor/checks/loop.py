@@ -142,7 +142,7 @@ def _diverged(ctx: DoctorContext, seen: Trend, evidence: dict[str, Any]) -> Chec
     what = (
         f"becomes non-finite at step {seen.steps}"
         if seen.kind == "non-finite"
-        else f"rises ({seen.drop:+.1%} from the first to the last quarter)"
+        else f"rises ({-seen.drop:+.0%} from the first to the last quarter)"
     )
     retry = overfit_fit(ctx, lr_scale=0.1)
     again = _losses(retry)
