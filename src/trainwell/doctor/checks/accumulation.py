@@ -140,9 +140,10 @@ def windows(ctx: DoctorContext, k: int, configured: int) -> tuple[list[Window], 
             found.append(_regroup(ctx, last, f"the epoch's last window ({sizes} samples, K={k})"))
         return found, ""
     except ConcatError as err:
+        why_not = samples.why_not_indexable or "its collate_fn is random"
         return (
             [],
-            f"the micro-batches cannot be joined into one batch ({err}) and the dataset cannot be re-collated: {samples.why_not_indexable or 'its collate_fn is random'}",
+            f"the micro-batches cannot be joined into one batch ({err}) nor re-collated ({why_not})",
         )
 
 
