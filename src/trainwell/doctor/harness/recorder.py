@@ -104,6 +104,8 @@ class Recorder(L.Callback):
         for m in pl_module.modules():
             if isinstance(m, nn.modules.dropout._DropoutNd):
                 m.p = 0.0
+            if isinstance(m, nn.MultiheadAttention):  # its attention dropout is a float
+                m.dropout = 0.0
             if isinstance(m, nn.modules.batchnorm._BatchNorm):
                 m.eval()
 
