@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import lightning as L
@@ -267,3 +268,57 @@ def epoch_logged_metrics(trainer: L.Trainer) -> dict[str, Any]:
         if not result.is_tensor and result.meta.on_epoch:
             found[result.meta.forked_name(on_step=False)] = result.value
     return found
+
+
+# ---------------------------------------------------------------------------------------------
+# What `self.log` recorded, and how Lightning will reduce it. Lightning keeps each logged value's
+# metadata (the hook it was logged from, on_step / on_epoch, reduce_fx, sync_dist) and, for a
+# plain tensor with a mean reduction, its running `sum(value x batch_size)` and the batch sizes'
+# sum only in private objects: `Trainer._results` (a `_ResultCollection` of `_ResultMetric`s with
+# `.meta`, `.is_tensor`, `.value`, `.cumulated_batch_size`; Lightning 2.0-2.6.6). No public API
+# exposes them; the doctor reads them to find means that ranks or batches would weigh wrongly
+# (an epoch-end mean of per-rank means, a batch_size that is not what the value averages over).
+# tests/test_compat.py fails when the structure changes.
+# ---------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class LoggedValue:
+    """One `self.log` key as Lightning holds it in the running loop."""
+
+    name: str
+    hook: str  # training_step, on_validation_epoch_end, ...
+    on_step: bool
+    on_epoch: bool
+    reduce: str  # mean | sum | max | min
+    sync_dist: bool
+    is_metric: bool  # a torchmetrics Metric was logged (it reduces itself across ranks)
+    total: float | None  # plain tensors: the running sum (x batch size for a mean)
+    batch_sizes: float | None  # plain tensors with a mean: the running sum of batch sizes
+
+
+def logged_values(trainer: L.Trainer) -> list[LoggedValue]:
+    """What the active loop (training, or the validation/test loop running now) has logged."""
+    results = trainer._results
+    if results is None:
+        return []
+    out = []
+    for metric in results.values():
+        meta = metric.meta
+        plain = bool(metric.is_tensor)
+        mean = bool(meta.is_mean_reduction)
+        value = metric.value if plain else None
+        out.append(
+            LoggedValue(
+                name=meta.name,
+                hook=meta.fx,
+                on_step=bool(meta.on_step),
+                on_epoch=bool(meta.on_epoch),
+                reduce=getattr(meta.reduce_fx, "__name__", str(meta.reduce_fx)),
+                sync_dist=bool(meta.sync.should),
+                is_metric=not plain,
+                total=float(value) if value is not None and value.numel() == 1 else None,
+                batch_sizes=float(metric.cumulated_batch_size) if plain and mean else None,
+            )
+        )
+    return out

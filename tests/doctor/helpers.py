@@ -14,7 +14,10 @@ from trainwell.doctor.report.verdict import Check
 from trainwell.doctor.run import run_checks
 
 # Small and quick, but the shipped digits experiment otherwise: the healthy baseline.
-FAST = ["model.net.width=8", "probe.overfit_steps=12", "probe.memory_steps=4"]
+QUICK_PROBES = ["probe.overfit_steps=12", "probe.memory_steps=4"]
+FAST = ["model.net.width=8", *QUICK_PROBES]
+# The shipped language-model experiment, smaller.
+LM_FAST = ["experiment=lm_accum", "model.net.dim=32", "data.num_sequences=400", *QUICK_PROBES]
 MUSEUM = "tests.doctor.museum"
 
 

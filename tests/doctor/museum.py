@@ -17,7 +17,7 @@ from torch.utils.data import Dataset, Subset, TensorDataset
 
 from trainwell.data import DigitsDataModule
 from trainwell.models import DigitsCNN
-from trainwell.tasks import ClassificationTask
+from trainwell.tasks import ClassificationTask, LanguageModelTask
 
 # -- nets -------------------------------------------------------------------------------------
 
@@ -283,3 +283,69 @@ class NoGradForwardNet(DigitsCNN):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         with torch.no_grad():
             return super().forward(x)
+
+
+# -- manual optimization --------------------------------------------------------------------------
+
+
+class ManualAccumulationTask(ClassificationTask):
+    """Manual optimization accumulating 2 micro-batches per step, each loss divided by 2."""
+
+    accumulate = 2
+    divide = True
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.automatic_optimization = False
+
+    def training_step(self, batch, batch_idx):
+        opt = self.optimizers()
+        loss = self._shared_step(batch)[0]
+        self.manual_backward(loss / self.accumulate if self.divide else loss)
+        if (batch_idx + 1) % self.accumulate == 0:
+            opt.step()
+            opt.zero_grad()
+            scheduler = self.lr_schedulers()
+            if scheduler is not None:
+                scheduler.step()
+        return loss.detach()
+
+
+class ManualSummedAccumulationTask(ManualAccumulationTask):
+    """The same loop without the division: every step applies the sum of 2 micro-batch means."""
+
+    divide = False
+
+
+# -- logging that ranks or batches weigh wrongly ---------------------------------------------------
+
+
+class EpochEndMeanTask(ClassificationTask):
+    """Averages its validation losses itself and logs the mean from on_validation_epoch_end
+    with sync_dist=True: on W ranks Lightning averages the ranks' means unweighted."""
+
+    def on_validation_epoch_start(self) -> None:
+        self.val_losses: list[torch.Tensor] = []
+
+    def validation_step(self, batch, batch_idx):
+        super().validation_step(batch, batch_idx)
+        self.val_losses.append(self._shared_step(batch)[0])
+
+    def on_validation_epoch_end(self) -> None:
+        self.log("val/mean_loss", torch.stack(self.val_losses).mean(), sync_dist=True)
+        super().on_validation_epoch_end()
+
+
+class SequenceWeightedLossTask(LanguageModelTask):
+    """Logs its token-mean loss as a plain tensor: Lightning weighs each batch by sequences."""
+
+    def training_step(self, batch, batch_idx):
+        loss, _ = self._loss(batch)
+        self.log("train/loss", loss, on_step=False, on_epoch=True)
+        return loss
+
+
+class UndeclaredTokensTask(LanguageModelTask):
+    """The token-mean loss without `loss_items`: windows weigh micro-batches by sequences."""
+
+    loss_items = None

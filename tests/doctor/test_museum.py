@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.doctor.helpers import FAST, MUSEUM, run_ids
+from tests.doctor.helpers import FAST, LM_FAST, MUSEUM, run_ids
 
 NET = f"model.net._target_={MUSEUM}"
 TASK = f"model._target_={MUSEUM}"
@@ -75,19 +75,83 @@ EXHIBITS = [
         "fail",
     ),
     ("data loading bottleneck", [f"{DATA}.SlowDigits"], "data.throughput", "fail"),
+    (
+        "manual accumulation without dividing by the window",
+        [f"{TASK}.ManualSummedAccumulationTask"],
+        "accumulation.equivalence",
+        "fail",
+    ),
+    (
+        "per-rank mean logged from an epoch-end hook",
+        [f"{TASK}.EpochEndMeanTask"],
+        "metrics.reduction",
+        "warn",
+    ),
+]
+
+# Exhibits in the language-model experiment (LM_FAST instead of FAST).
+LM_EXHIBITS = [
+    (
+        "token-level loss averaged per micro-batch, undeclared",
+        [f"{TASK}.UndeclaredTokensTask"],
+        "accumulation.equivalence",
+        "fail",
+    ),
+    (
+        "token-mean loss logged with the batch's sequence count as weight",
+        [f"{TASK}.SequenceWeightedLossTask"],
+        "metrics.reduction",
+        "warn",
+    ),
 ]
 
 
 @pytest.mark.parametrize(
     ("overrides", "check_id", "status"),
-    [pytest.param(o, c, s, id=name) for name, o, c, s in EXHIBITS],
+    [pytest.param(FAST + o, c, s, id=name) for name, o, c, s in EXHIBITS]
+    + [pytest.param(LM_FAST + o, c, s, id=name) for name, o, c, s in LM_EXHIBITS],
 )
 def test_planted_bug_is_caught(
     tmp_path: Path, overrides: list[str], check_id: str, status: str
 ) -> None:
-    check = run_ids(tmp_path, FAST + overrides, [check_id])[check_id]
+    check = run_ids(tmp_path, overrides, [check_id])[check_id]
     assert (check.id, check.status) == (check_id, status), check.message
     assert "\n" not in check.message and len(check.message) > 20
+
+
+def test_undeclared_token_loss_is_named_with_its_fix(tmp_path: Path) -> None:
+    overrides = [*LM_FAST, f"{TASK}.UndeclaredTokensTask"]
+    check = run_ids(tmp_path, overrides, ["accumulation.equivalence"])["accumulation.equivalence"]
+    assert (
+        "def loss_items(self, batch)" in check.message and "UndeclaredTokensTask" in check.message
+    )
+    assert check.evidence["matches_when_counted_by_the_loss"] is True
+    counted = check.evidence["items_counted"]
+    assert len(set(check.evidence["items_the_loss_averages"])) > 1 and len(set(counted)) == 1
+
+
+def test_manual_accumulation_bug_is_named(tmp_path: Path) -> None:
+    overrides = [*FAST, f"{TASK}.ManualSummedAccumulationTask"]
+    check = run_ids(tmp_path, overrides, ["accumulation.equivalence"])["accumulation.equivalence"]
+    assert "summed, not averaged" in check.message
+    assert abs(check.evidence["first_window"]["norm_ratio"] - 2.0) < 0.05
+    assert check.evidence["micro_batches_in_first_window"] == 2
+
+
+@pytest.mark.parametrize(
+    ("overrides", "check_id"),
+    [
+        pytest.param(
+            [*FAST, f"{TASK}.ManualAccumulationTask"], "accumulation.equivalence", id="manual"
+        ),
+        pytest.param(LM_FAST, "accumulation.equivalence", id="lm-declared-tokens"),
+        pytest.param(LM_FAST, "metrics.reduction", id="lm-token-weighted-metrics"),
+        pytest.param(FAST, "metrics.reduction", id="torchmetrics-and-metric-compute"),
+    ],
+)
+def test_healthy_counterparts_pass(tmp_path: Path, overrides: list[str], check_id: str) -> None:
+    check = run_ids(tmp_path, overrides, [check_id])[check_id]
+    assert check.status == "pass", check.message
 
 
 # What the healthy baseline needs for the check to have something to look at.

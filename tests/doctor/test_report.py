@@ -47,6 +47,20 @@ def test_default_experiment_is_clean_and_fully_reported(tmp_path: Path) -> None:
     assert "| `optimizer.coverage` | pass |" in note
 
 
+def test_language_model_experiment_is_clean(tmp_path: Path) -> None:
+    cfg = compose_config(["experiment=lm_accum"], tmp_path / "run", config_name="doctor")
+    checks, _ = diagnose(cfg)
+    by_id = {c.id: c for c in checks}
+    assert [c.id for c in checks if c.status in ("fail", "warn")] == []
+    assert {c.id for c in checks if c.status == "skip"} <= {
+        "device.placement",
+        "data.worker_seeding",
+    }
+    # dict batches: the doctor found the targets inside them and compared real windows by tokens
+    assert by_id["targets.contract"].evidence["target_in_batch"] == "batch['targets']"
+    assert by_id["accumulation.equivalence"].evidence["item_unit"] == "LanguageModelTask.loss_items"
+
+
 @pytest.mark.slow
 def test_tiny_resnet_accum_only_warns_about_batchnorm(tmp_path: Path) -> None:
     cfg = compose_config(TINY_RESNET, tmp_path / "run", config_name="doctor")

@@ -11,7 +11,7 @@ import lightning as L
 import torch
 from hydra.core.hydra_config import HydraConfig
 from hydra.utils import instantiate
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from trainwell.doctor.checks import CHECKS
 from trainwell.doctor.checks.data import scan
@@ -76,42 +76,59 @@ def experiment_name(cfg: DictConfig) -> str:
     if choice:
         return str(choice)
     data = str(cfg.data.get("_target_", "?")).rsplit(".", 1)[-1]
-    net = str(cfg.model.net.get("_target_", "?")).rsplit(".", 1)[-1]
-    return f"default ({net} on {data})"
+    net = cfg.model.get("net")
+    model = net.get("_target_", "?") if OmegaConf.is_dict(net) else cfg.model.get("_target_", "?")
+    return f"default ({str(model).rsplit('.', 1)[-1]} on {data})"
 
 
 def _summary(ctx: DoctorContext, checks: list[Check]) -> dict[str, Any]:
     cfg = ctx.cfg
     task = observation(ctx).task
     params = sum(p.numel() for p in task.parameters() if p.requires_grad)
-    opt = cfg.model.get("optimizer") or {}
+    opt = cfg.model.get("optimizer")
+    opt = opt if OmegaConf.is_dict(opt) else {}
     sched = cfg.model.get("scheduler")
+    sched = sched if OmegaConf.is_dict(sched) else None
     spy_losses = observation(ctx).spy.losses
+    losses = observation(ctx).recorder.losses
     accelerator = str(cfg.trainer.get("accelerator", "cpu"))
     try:
         precision = resolve_precision(cfg.trainer.get("precision"), accelerator)
     except TrainwellError as err:
         precision = f"invalid ({err})"
     return {
-        "data": f"{cfg.data._target_} ({ctx.plan.dataset_size} train samples)",
+        "data": f"{cfg.data.get('_target_', '?')} ("
+        + (
+            f"{ctx.plan.dataset_size} train samples)"
+            if ctx.plan.dataset_size is not None
+            else "train size unknown: the loader has no length)"
+        ),
         "model": f"{type(task).__name__} over {type(getattr(task, 'net', task)).__name__}, "
         f"{params:,} trainable parameters",
         "loss": spy_losses[0].name if spy_losses else "not observed",
         "optimizer": ", ".join(
             f"{k}={v}" for k, v in opt.items() if k not in ("_partial_",)
-        ).replace("_target_=", ""),
-        "scheduler": str(sched.get("_target_")) if sched else "none (constant LR)",
+        ).replace("_target_=", "")
+        or "built by the task's configure_optimizers",
+        "scheduler": str(sched.get("_target_"))
+        if sched
+        else "none configured (constant LR, or built by the task)",
         "device / precision": f"training on {accelerator} ({cfg.trainer.get('devices', 1)} device(s)), "
         f"precision {precision}; probes ran on {ctx.settings.accelerator}",
-        "probe batch": f"{len(ctx.batch[0])} samples, {ctx.settings.overfit_steps} overfit steps",
+        "probe batch": f"{ctx.batch_size} samples, overfit probe of {len(losses)} steps at a "
+        "constant LR",
     }
 
 
-def _lr_curve(ctx: DoctorContext) -> list[float]:
+def _lr_curve(ctx: DoctorContext) -> list[float] | None:
+    """The configured schedule over the planned steps (None: the task builds its own)."""
     cfg = ctx.cfg
-    opt = instantiate(cfg.model.optimizer)(params=[torch.nn.Parameter(torch.zeros(1))])
+    node = cfg.model.get("optimizer")
     total = ctx.plan.total_optimizer_steps
-    if cfg.model.get("scheduler") is None:
+    if not (OmegaConf.is_dict(node) and node.get("_partial_")) or total is None:
+        return None
+    opt = instantiate(node)(params=[torch.nn.Parameter(torch.zeros(1))])
+    if not OmegaConf.is_dict(cfg.model.get("scheduler")):
         return [opt.param_groups[0]["lr"]] * max(total, 1)
     sched = instantiate(cfg.model.scheduler)(optimizer=opt, total_steps=total)
     lrs = []
@@ -132,9 +149,11 @@ def _plots(ctx: DoctorContext, out: Path) -> dict[str, str]:
         made["per-layer gradient norms"] = plots.grad_norms(
             rec.step_grads[0], out / "grad_norms.png"
         )
-    made["learning-rate schedule"] = plots.lr_schedule(
-        _lr_curve(ctx), ctx.plan.warmup_steps, out / "lr_schedule.png"
-    )
+    lrs = _lr_curve(ctx)
+    if lrs:
+        made["learning-rate schedule"] = plots.lr_schedule(
+            lrs, ctx.plan.warmup_steps, out / "lr_schedule.png"
+        )
     return made
 
 

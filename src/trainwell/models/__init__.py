@@ -2,5 +2,6 @@
 
 from trainwell.models.digits_cnn import DigitsCNN
 from trainwell.models.resnet import ResNet18
+from trainwell.models.transformer import CausalTransformer
 
-__all__ = ["DigitsCNN", "ResNet18"]
+__all__ = ["CausalTransformer", "DigitsCNN", "ResNet18"]

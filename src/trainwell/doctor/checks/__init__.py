@@ -18,6 +18,7 @@ from trainwell.doctor.checks.device import device_placement
 from trainwell.doctor.checks.gradients import grad_flow, grad_zeroing
 from trainwell.doctor.checks.loop import memory_graph_leak, overfit_one_batch, schedule_interval
 from trainwell.doctor.checks.loss import loss_logits, targets_contract
+from trainwell.doctor.checks.metrics import metrics_reduction
 from trainwell.doctor.checks.modes import eval_determinism, train_mode
 from trainwell.doctor.checks.state import checkpoint_roundtrip
 from trainwell.doctor.checks.structure import optimizer_coverage, params_registered
@@ -35,6 +36,7 @@ CHECKS: dict[str, Callable[[DoctorContext], Check]] = {
     "grad.zeroing": grad_zeroing,
     "overfit.one_batch": overfit_one_batch,
     "eval.determinism": eval_determinism,
+    "metrics.reduction": metrics_reduction,
     "train.mode": train_mode,
     "checkpoint.roundtrip": checkpoint_roundtrip,
     "accumulation.equivalence": accumulation_equivalence,

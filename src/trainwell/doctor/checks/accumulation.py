@@ -1,35 +1,86 @@
-"""accumulation.equivalence: K micro-batches through the real loop == one batch of K x B.
+"""accumulation.equivalence: an optimizer step over a window of micro-batches == one batch.
 
-Gradients are read at `on_before_optimizer_step` (what the optimizer would apply), so the
-user's training_step, loss scaling and Lightning's /K are all in the comparison. Dropout is set
-to p=0 and BatchNorm to eval in both runs: they make micro-batch and full-batch forwards differ
-by design, which is reported separately as a warning about BatchNorm.
+The windows are the user's own: real consecutive micro-batches of the real train loader (the
+first window of the epoch, and its short tail window when the run has one), through a Trainer
+built by the same builder train.py uses (so the template's exact accumulation is installed).
+"One batch of the same items" is the window's samples re-collated by the loader's own
+collate_fn (padding per batch included), or the micro-batches concatenated when the dataset
+cannot be indexed. Gradients are read at `on_before_optimizer_step`, what the optimizer would
+apply. Dropout is set to p=0 and BatchNorm to eval in every run (they make micro-batch and
+full-batch forwards differ by design; BatchNorm is reported as a warning).
+
+Manual optimization: the user's code decides where a window starts and ends. A probe fit
+watches where it zeroes and steps (`StepWatch`) and compares the gradient of its first step
+with the gradient of the recognised loss function's own mean over the same items in one batch.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
 from torch import nn
 
-from trainwell.doctor.harness.context import DoctorContext, fixed_loader
+from trainwell.callbacks.accumulation import count_items, counting_unit
+from trainwell.doctor.harness.batches import ConcatError, concat, replay_loader, size_of
+from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.recorder import Recorder
+from trainwell.doctor.harness.spy import Spy
+from trainwell.doctor.harness.steps import StepWatch
 from trainwell.doctor.report.verdict import Check
 
+ID = "accumulation.equivalence"
 RTOL = 1e-4
 
 
+@dataclass
+class Window:
+    label: str
+    batches: list[Any]  # the micro-batches, as training_step gets them
+    whole: Any  # one batch of the same items
+
+
+@dataclass
+class Grads:
+    tensors: dict[str, torch.Tensor] | None
+    error: str
+    spy: Spy | None = None
+
+
+class _Counts:
+    """A `loss_items` stand-in returning given counts in order (one per micro-batch)."""
+
+    def __init__(self, counts: list[int]) -> None:
+        self._counts: Iterator[int] = iter(counts)
+
+    def __call__(self, batch: Any) -> int:
+        return next(self._counts)
+
+
 def _step_grads(
-    ctx: DoctorContext, state: dict, x: torch.Tensor, y: torch.Tensor, micro: int, k: int
-) -> tuple[dict[str, torch.Tensor] | None, str]:
+    ctx: DoctorContext,
+    state: dict[str, torch.Tensor],
+    batches: list[Any],
+    k: int,
+    seed: int = 0,
+    watch: bool = False,
+    loss_items: Any = None,
+) -> Grads:
     task = ctx.make_task()
     task.load_state_dict(state)
-    rec = Recorder(freeze_stochastic=True, keep_grad_tensors=True)
-    fit = ctx.fit(task, fixed_loader(x, y, micro), [rec], max_steps=1, accumulate=k)
+    if loss_items is not None:
+        task.loss_items = loss_items
+    spy = Spy(max_calls=8 * len(batches)) if watch else None
+    rec = Recorder(
+        spy=spy, freeze_stochastic=True, keep_grad_tensors=True, spy_batches=len(batches)
+    )
+    torch.manual_seed(seed)  # a second seed shows hidden randomness in the step
+    fit = ctx.fit(task, replay_loader(batches), [rec], max_steps=1, accumulate=k)
     if not rec.step_grad_tensors:
-        return None, fit.error_line or "no optimizer step ran"
-    return rec.step_grad_tensors[0], ""
+        return Grads(None, fit.error_line or "no optimizer step ran", spy)
+    return Grads(rec.step_grad_tensors[0], "", spy)
 
 
 def _compare(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> dict[str, float]:
@@ -46,73 +97,318 @@ def _compare(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> dict[str
     }
 
 
+# -- the windows ----------------------------------------------------------------------------------
+
+
+def _regroup(ctx: DoctorContext, groups: list[list[int]], label: str) -> Window:
+    samples = ctx.samples
+    batches = [samples.collate(g) for g in groups]
+    flat = [i for g in groups for i in g]
+    if samples.collate_is_deterministic(flat):
+        return Window(label, batches, samples.collate(flat))
+    # A random collate_fn (masking, cropping) would draw differently for the one batch.
+    return Window(label, batches, concat(batches))
+
+
+def windows(ctx: DoctorContext, k: int, configured: int) -> tuple[list[Window], str]:
+    """The first window of K real micro-batches and, when the run has one, its short tail."""
+    samples = ctx.samples
+    try:
+        if not samples.indexable:
+            batches = samples.real_batches(k)
+            if len(batches) < 2:
+                return [], f"the train loader yields {len(batches)} batch(es) per epoch"
+            return [
+                Window(
+                    f"the first window of {len(batches)} micro-batches", batches, concat(batches)
+                )
+            ], ""
+        groups = samples.index_batches()
+        if len(groups) < 2:
+            return (
+                [],
+                f"the train loader yields {len(groups)} batch per epoch: nothing to accumulate",
+            )
+        found = [
+            _regroup(ctx, groups[:k], f"the first window of {min(k, len(groups))} micro-batches")
+        ]
+        tail = len(groups) % configured or configured
+        last = groups[len(groups) - tail :]
+        uneven = len({len(g) for g in last}) > 1 or len(last[-1]) != len(groups[0])
+        if configured > 1 and (tail != configured or uneven) and len(groups) > configured:
+            sizes = "+".join(str(len(g)) for g in last)
+            found.append(_regroup(ctx, last, f"the epoch's last window ({sizes} samples, K={k})"))
+        return found, ""
+    except ConcatError as err:
+        why_not = samples.why_not_indexable or "its collate_fn is random"
+        return (
+            [],
+            f"the micro-batches cannot be joined into one batch ({err}) nor re-collated ({why_not})",
+        )
+
+
+# -- automatic optimization ---------------------------------------------------------------------
+
+
 def accumulation_equivalence(ctx: DoctorContext) -> Check:
     probe = ctx.make_task()
     if not probe.automatic_optimization:
-        return Check(
-            "accumulation.equivalence",
-            "skip",
-            "the task uses manual optimization; Lightning's accumulation does not apply "
-            "(compare your own windows against one large batch by hand)",
-        )
+        return manual_equivalence(ctx, probe)
     configured = ctx.accumulate
     k = configured if configured > 1 else 2
-    x, y = ctx.batch
-    micro = max(1, len(x) // k)
-    x, y = x[: micro * k], y[: micro * k]
     state = {n: t.clone() for n, t in probe.state_dict().items()}
     evidence: dict[str, Any] = {
         "accumulate_configured": configured,
         "accumulate_probed": k,
-        "micro_batch": micro,
+        "item_unit": counting_unit(probe),
     }
-    windowed, err = _step_grads(ctx, state, x, y, micro, k)
-    whole, err2 = _step_grads(ctx, state, x, y, micro * k, 1)
-    if windowed is None or whole is None:
-        return Check(
-            "accumulation.equivalence", "skip", f"a probe fit failed: {err or err2}", evidence
-        )
-    main = _compare(windowed, whole)
-    evidence["full_window"] = main
-    checks = [(f"a full window of {k} micro-batches", main)]
-    plan = ctx.plan
-    if configured > 1 and (
-        plan.last_window_batches != configured or plan.last_batch_size != plan.micro_batch
-    ):
-        # The run has a short tail window: here one micro-batch that closes the epoch alone.
-        tail, err = _step_grads(ctx, state, x[:micro], y[:micro], micro, k)
-        alone, err2 = _step_grads(ctx, state, x[:micro], y[:micro], micro, 1)
-        if tail is not None and alone is not None:
-            evidence["tail_window"] = _compare(tail, alone)
-            checks.append((f"a short tail window (1 micro-batch, K={k})", evidence["tail_window"]))
-    for label, result in checks:
-        if result["relative_difference"] > RTOL:
+    found, why = windows(ctx, k, configured)
+    if not found:
+        return Check(ID, "skip", f"no window to compare: {why}", evidence)
+    for window in found:
+        sizes = [size_of(b) for b in window.batches]
+        windowed = _step_grads(ctx, state, window.batches, k, watch=True)
+        whole = _step_grads(ctx, state, [window.whole], 1)
+        if windowed.tensors is None or whole.tensors is None:
             return Check(
-                "accumulation.equivalence",
-                "fail",
-                f"{label} gives {result['norm_ratio']:.3g}x the gradient of the same samples in one "
-                f"batch (relative difference {result['relative_difference']:.2g}): the loss is not "
-                "normalised per window (Lightning divides every micro-batch by K, a short tail "
-                "too); return the micro-batch mean scaled by the window's sample count, as "
-                "ClassificationTask does",
+                ID, "skip", f"a probe fit failed: {windowed.error or whole.error}", evidence
+            )
+        again = _step_grads(ctx, state, [window.whole], 1, seed=1)
+        if (
+            again.tensors is not None
+            and _compare(again.tensors, whole.tensors)["relative_difference"] > RTOL
+        ):
+            return Check(
+                ID,
+                "skip",
+                "the same batch gives different gradients under two seeds even with dropout "
+                "modules at p=0 and BatchNorm in eval (functional dropout or randomness in "
+                "training_step?), so windows cannot be compared exactly",
                 evidence,
             )
+        result = _compare(windowed.tensors, whole.tensors)
+        evidence[window.label] = {"micro_batch_sizes": sizes, **result}
+        if result["relative_difference"] > RTOL:
+            return _mismatch(ctx, state, window, k, windowed, whole, result, evidence)
     norms = [n for n, m in probe.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
     evidence["batchnorm_layers"] = len(norms)
+    plan = ctx.plan
     if norms and configured > 1:
         return Check(
-            "accumulation.equivalence",
+            ID,
             "warn",
-            f"gradients match one batch of {k * micro}, but {len(norms)} BatchNorm layer(s) "
+            f"gradients match one batch of the same samples, but {len(norms)} BatchNorm layer(s) "
             f"normalise over micro-batches of {plan.micro_batch}, not the effective batch of "
-            f"{plan.effective_batch}; expected with accumulation, use model.net.norm=group if "
-            "that matters",
+            f"{plan.effective_batch}; expected with accumulation, use GroupNorm / LayerNorm "
+            "(model.net.norm=group for the ResNet) if that matters",
             evidence,
         )
     where = "" if configured > 1 else f" (probed with K={k}; this run does not accumulate)"
+    labels = " and ".join(w.label for w in found)
     return Check(
-        "accumulation.equivalence",
+        ID,
         "pass",
-        f"{k} micro-batches give the gradient of one batch of {k * micro}{where}",
+        f"{labels} give{'s' if len(found) == 1 else ''} the gradient of one batch of the same "
+        f"items{where}",
         evidence,
     )
+
+
+def _mismatch(
+    ctx: DoctorContext,
+    state: dict[str, torch.Tensor],
+    window: Window,
+    k: int,
+    windowed: Grads,
+    whole: Grads,
+    result: dict[str, float],
+    evidence: dict[str, Any],
+) -> Check:
+    """Name the cause: a per-micro-batch mean over items the module does not declare, a
+    declaration that disagrees with the loss, or a loss scaled by hand."""
+    task = ctx.make_task()
+    spy = windowed.spy
+    calls = [spy.calls_in(i) for i in range(len(window.batches))] if spy else []
+    seen = [c[0].items for c in calls if len(c) == 1 and c[0].reduction == "mean"]
+    sizes = [size_of(b) for b in window.batches]
+    name = type(task).__name__
+    if len(seen) == len(window.batches) and None not in seen:
+        counts: list[int] = [int(c) for c in seen]  # type: ignore[arg-type]
+        declared = counting_unit(task) != "samples"
+        stated = [int(count_items(task, b)) for b in window.batches] if declared else sizes
+        evidence |= {"items_the_loss_averages": counts, "items_counted": stated}
+        if counts != stated and len({c / s for c, s in zip(counts, stated, strict=True) if s}) > 1:
+            fixed = _step_grads(ctx, state, window.batches, k, loss_items=_Counts(counts))
+            exact = fixed.tensors is not None and (
+                _compare(fixed.tensors, whole.tensors)["relative_difference"] <= RTOL  # type: ignore[arg-type]
+            )
+            evidence["matches_when_counted_by_the_loss"] = exact
+            if exact and not declared:
+                return Check(
+                    ID,
+                    "fail",
+                    f"{window.label} weighs each micro-batch by its samples ({sizes}), but the "
+                    f"loss is a mean over {counts} items (tokens, unmasked targets) in them: the "
+                    f"step differs from one batch by {result['relative_difference']:.2g} "
+                    f"(relative); declare `def loss_items(self, batch)` in {name} returning the "
+                    "number of targets its loss averages over, e.g. (batch['targets'] != -100)"
+                    ".sum(); with it this window matches",
+                    evidence,
+                )
+            if exact:
+                return Check(
+                    ID,
+                    "fail",
+                    f"{name}.loss_items returns {stated} for {window.label}, but the loss "
+                    f"averages over {counts} items: make loss_items count exactly what "
+                    "training_step's loss averages over; with those counts this window matches",
+                    evidence,
+                )
+    return Check(
+        ID,
+        "fail",
+        f"{window.label} gives {result['norm_ratio']:.3g}x the gradient of the same samples in "
+        f"one batch (relative difference {result['relative_difference']:.2g}): the loss is "
+        "scaled by the number of micro-batches somewhere (Lightning and the template already "
+        "normalise each window); return the plain micro-batch mean from training_step, never "
+        "multiplied or divided by accumulate_grad_batches",
+        evidence,
+    )
+
+
+# -- manual optimization ----------------------------------------------------------------------
+
+
+def manual_equivalence(ctx: DoctorContext, probe: Any) -> Check:
+    """Observe the user's own window (zero_grad ... step) and compare it with one batch."""
+    limit = ctx.settings.window_batches
+    samples = ctx.samples
+    state = {n: t.clone() for n, t in probe.state_dict().items()}
+    batches = samples.micro_batches(0, limit)
+    spy = Spy(max_calls=8 * limit)
+    watch = StepWatch(spy)
+    rec = Recorder(spy=spy, freeze_stochastic=True, spy_batches=limit)
+    task = ctx.make_task()
+    task.load_state_dict(state)
+    fit = ctx.fit(task, replay_loader(batches), [watch, rec], max_steps=1)
+    step = watch.first_step()
+    evidence: dict[str, Any] = {
+        "optimization": "manual",
+        "events": [(e.kind, e.batch) for e in watch.events[:20]],
+    }
+    if step is None or watch.grads is None:
+        why = fit.error_line or f"no optimizer.step() in the first {len(batches)} micro-batches"
+        return Check(ID, "skip", f"no manual step observed to compare: {why}", evidence)
+    if watch.optimizers > 1:
+        return Check(
+            ID,
+            "skip",
+            f"the task steps {watch.optimizers} optimizers by hand; the doctor compares windows "
+            "of a single optimizer",
+            evidence,
+        )
+    n = step.batch + 1
+    evidence["micro_batches_in_first_window"] = n
+    backwards = [b for b, _ in spy.backward_values]
+    zeros = watch.zeros_before(step)
+    discarded = sorted({backwards[i] for i in range(zeros[-1].backwards)}) if zeros else []
+    calls = [spy.calls_in(i) for i in range(n)]
+    if any(len(c) != 1 for c in calls):
+        counts = [len(c) for c in calls]
+        return Check(
+            ID,
+            "skip",
+            f"training_step calls {counts} recognised loss function(s) per micro-batch; the "
+            "doctor rebuilds the reference mean only for exactly one (compare by hand)",
+            evidence,
+        )
+    if any(c[0].reduction != "mean" for c in calls):
+        return Check(
+            ID, "skip", "the loss uses reduction='sum'/'none': no mean to compare", evidence
+        )
+    raw = [c[0].value for c in calls]
+    scaled = [[v for b, v in spy.backward_values if b == i] for i in range(n)]
+    scales = [s[0] / r if len(s) == 1 and r else None for s, r in zip(scaled, raw, strict=True)]
+    evidence |= {
+        "items_per_micro_batch": [c[0].items for c in calls],
+        "backward_scale_per_micro_batch": scales,
+        "zero_grad_discards_micro_batches": discarded,
+    }
+    if None in scales or max(scales) - min(scales) > 1e-5 * max(abs(s) for s in scales):  # type: ignore[arg-type,type-var,operator]
+        return Check(
+            ID,
+            "skip",
+            "the loss passed to backward is not a fixed multiple of the recognised loss "
+            "function's output (other terms, or several backward calls per micro-batch), so "
+            "the doctor has no reference mean to compare with",
+            evidence,
+        )
+    whole = _manual_reference(ctx, state, samples, batches[:n], n)
+    if isinstance(whole, str):
+        return Check(ID, "skip", whole, evidence)
+    result = _compare(watch.grads, whole)
+    evidence["first_window"] = result
+    if result["relative_difference"] <= RTOL:
+        return Check(
+            ID,
+            "pass",
+            f"the first manual step (after {n} micro-batch(es)) applies the gradient of the "
+            "mean loss over all of their items in one batch",
+            evidence,
+        )
+    scale = scales[0]
+    if discarded:
+        cause = (
+            f"zero_grad() runs inside the window and discards the gradients of micro-batch(es) "
+            f"{discarded}: call it once per window, right after optimizer.step()"
+        )
+    elif n > 1 and abs(result["norm_ratio"] - n) < 0.05 * n:
+        cause = (
+            f"the {n} micro-batch means are summed, not averaged: divide each micro-batch loss "
+            f"by {n} (by its share of the window's items when micro-batches differ in size)"
+        )
+    elif n > 1 and scale is not None and abs(scale * n - 1) < 1e-6:
+        cause = (
+            f"each micro-batch loss is divided by {n}, but the micro-batches hold different "
+            f"numbers of items ({evidence['items_per_micro_batch']}): weight each one by its "
+            "items / the window's items"
+        )
+    else:
+        cause = f"each micro-batch loss is scaled by {scale:.3g} before backward"
+    return Check(
+        ID,
+        "fail",
+        f"the first manual step (after {n} micro-batches) applies {result['norm_ratio']:.3g}x "
+        f"the gradient of one batch of the same items (relative difference "
+        f"{result['relative_difference']:.2g}): {cause}",
+        evidence,
+    )
+
+
+def _manual_reference(
+    ctx: DoctorContext, state: dict[str, torch.Tensor], samples: Any, batches: list[Any], n: int
+) -> dict[str, torch.Tensor] | str:
+    """The gradient of the loss function's own mean over the window's items, in one batch."""
+    try:
+        if samples.indexable:
+            flat = [i for g in samples.index_batches()[:n] for i in g]
+            whole = (
+                samples.collate(flat) if samples.collate_is_deterministic(flat) else concat(batches)
+            )
+        else:
+            whole = concat(batches)
+    except ConcatError as err:
+        return f"the window's micro-batches cannot be joined into one batch ({err})"
+    task = ctx.make_task()
+    task.load_state_dict(state)
+    names = [name for name, p in task.named_parameters() if p.requires_grad]
+    params = [p for p in task.parameters() if p.requires_grad]
+    spy = Spy(max_calls=1, reference_params=params)
+    rec = Recorder(spy=spy, freeze_stochastic=True, spy_batches=1)
+    fit = ctx.fit(task, replay_loader([whole]), [rec], max_steps=1, limit_train_batches=1)
+    if not spy.reference_grads:
+        return f"the one-batch reference run computed no loss ({fit.error_line or 'no recognised loss call'})"
+    return {
+        name: torch.zeros_like(p) if g is None else g
+        for name, p, g in zip(names, params, spy.reference_grads[0], strict=True)
+    }

@@ -5,7 +5,7 @@ from __future__ import annotations
 import torch
 from torch.overrides import TorchFunctionMode
 
-from trainwell.doctor.harness.context import DoctorContext, fixed_loader
+from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.report.verdict import Check
 
 
@@ -34,14 +34,13 @@ def device_placement(ctx: DoctorContext) -> Check:
             "no CUDA device on this machine: CPU-only runs cannot mix devices (rerun the doctor "
             "on a GPU machine)",
         )
-    x, y = ctx.batch
     watch = _DeviceWatch()
     trainer_cfg = ctx.probe_cfg.trainer
     previous = trainer_cfg.accelerator
     trainer_cfg.accelerator = "gpu"
     try:
         with watch:
-            fit = ctx.fit(ctx.make_task(), fixed_loader(x, y, len(x), repeats=2), [], max_steps=2)
+            fit = ctx.fit(ctx.make_task(), ctx.fixed_loader(repeats=2), [], max_steps=2)
     finally:
         trainer_cfg.accelerator = previous
     evidence = {"mixed_device_calls": watch.mixed, "device": torch.cuda.get_device_name()}

@@ -5,6 +5,7 @@ from __future__ import annotations
 import torch
 
 from trainwell.doctor.checks.data import scan
+from trainwell.doctor.harness.batches import leaves
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.observe import crashed_message, observation
 from trainwell.doctor.harness.spy import LossCall
@@ -71,6 +72,13 @@ def loss_logits(ctx: DoctorContext) -> Check:
                 "logits loss); return raw logits",
                 evidence,
             )
+    if call.name in REGRESSION or call.name == "binary_cross_entropy":
+        return Check(
+            "loss.logits",
+            "skip",
+            f"{call.name} takes values, not logits: no softmax / sigmoid contract to check",
+            evidence,
+        )
     return Check("loss.logits", "pass", f"{call.name} receives raw logits", evidence)
 
 
@@ -81,14 +89,31 @@ def _num_classes(ctx: DoctorContext, call: LossCall | None) -> int | None:
     if isinstance(n, int) and n > 0:
         return n
     n = ctx.cfg.model.get("num_classes")
-    return int(n) if n else None
+    return int(n) if isinstance(n, int) and n > 0 else None
+
+
+def target_path(ctx: DoctorContext, call: LossCall) -> str | None:
+    """Which tensor of the probe batch the loss received as its target (same values, in any
+    shape or dtype: `y`, `batch['targets'].flatten()`, `y.float()`), if any."""
+    target = call.target.reshape(-1).double()
+    for path, leaf in leaves(ctx.batch):
+        same_size = leaf.numel() == target.numel() and not leaf.is_complex()
+        if same_size and torch.equal(leaf.reshape(-1).double(), target):
+            return path
+    return None
+
+
+def _valid(t: torch.Tensor, ignore: int | None) -> torch.Tensor:
+    return t[t != ignore] if ignore is not None else t
 
 
 def targets_contract(ctx: DoctorContext) -> Check:
     call = _first_loss(ctx)
     classes = _num_classes(ctx, call)
     data = scan(ctx)
-    evidence: dict = {"num_classes": classes, "label_dtype": data.label_dtype}
+    path = target_path(ctx, call) if call is not None else None
+    dtype = data.dtypes.get(path, "unknown") if path else "unknown"
+    evidence: dict = {"num_classes": classes, "target_in_batch": path, "label_dtype": dtype}
     if call is not None:
         t = call.target
         evidence |= {"loss": call.name, "target_dtype": str(t.dtype), "target_shape": list(t.shape)}
@@ -103,20 +128,20 @@ def targets_contract(ctx: DoctorContext) -> Check:
                     "(targets.argmax(1))",
                     evidence,
                 )
-        if call.name in REGRESSION and not data.label_dtype.startswith("torch.float"):
+        if call.name in REGRESSION and path is not None and not dtype.startswith("torch.float"):
             integral = bool((t == t.round()).all())
             evidence["target_values_integral"] = integral
             if integral:
                 return Check(
                     "targets.contract",
                     "fail",
-                    f"{call.name} regresses integer class ids ({int(t.unique().numel())} distinct), "
-                    "which imposes an order and distances between classes; use CrossEntropyLoss "
-                    "on per-class logits",
+                    f"{call.name} regresses integer class ids ({int(t.unique().numel())} distinct, "
+                    f"from {path}), which imposes an order and distances between classes; use "
+                    "CrossEntropyLoss on per-class logits",
                     evidence,
                 )
         if not t.is_floating_point() and classes is not None and call.name == "cross_entropy":
-            valid = t[t != -100]
+            valid = _valid(t, call.ignore_index)
             bad = int(((valid < 0) | (valid >= classes)).sum())
             evidence["out_of_range_in_probe_batch"] = bad
             if bad:
@@ -127,12 +152,22 @@ def targets_contract(ctx: DoctorContext) -> Check:
                     f"{int(valid.max())}); fix the labels or set model.num_classes to cover them",
                     evidence,
                 )
-    if data.labels is not None and classes is not None and not data.labels.is_floating_point():
-        labels = data.labels
+    labels = data.values(path) if path else None
+    if (
+        labels is not None
+        and classes is not None
+        and call is not None
+        and call.name
+        in (
+            "cross_entropy",
+            "nll_loss",
+        )
+    ):
+        labels = _valid(labels, call.ignore_index)
         bad_mask = (labels < 0) | (labels >= classes)
         evidence |= {
-            "label_min": int(labels.min()),
-            "label_max": int(labels.max()),
+            "label_min": int(labels.min()) if labels.numel() else None,
+            "label_max": int(labels.max()) if labels.numel() else None,
             "labels_scanned": int(labels.numel()),
             "out_of_range": int(bad_mask.sum()),
         }
@@ -140,7 +175,7 @@ def targets_contract(ctx: DoctorContext) -> Check:
             return Check(
                 "targets.contract",
                 "fail",
-                f"{int(bad_mask.sum())} of {labels.numel()} scanned labels are outside "
+                f"{int(bad_mask.sum())} of {labels.numel()} scanned labels ({path}) are outside "
                 f"[0, {classes}) (max {int(labels.max())}); fix the labels or set "
                 "model.num_classes to cover them",
                 evidence,
@@ -152,12 +187,22 @@ def targets_contract(ctx: DoctorContext) -> Check:
         return Check(
             "targets.contract",
             "skip",
-            "no recognised loss function was called; check the targets by hand",
+            "no recognised loss function (cross_entropy, nll_loss, BCE, MSE, L1, Huber) was "
+            "called in training_step; check the targets by hand",
+            evidence,
+        )
+    scanned = f", {evidence['labels_scanned']} scanned" if "labels_scanned" in evidence else ""
+    where = f" ({path}{scanned})" if path else ""
+    if classes is None or call.name not in ("cross_entropy", "nll_loss"):
+        return Check(
+            "targets.contract",
+            "pass",
+            f"{call.name} gets {evidence['target_dtype']} targets{where} of the shape it expects",
             evidence,
         )
     return Check(
         "targets.contract",
         "pass",
-        f"{call.name} gets {evidence['target_dtype']} targets in range for {classes} classes",
+        f"{call.name} gets {evidence['target_dtype']} targets{where} in range for {classes} classes",
         evidence,
     )

@@ -4,12 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
-import lightning as L
-import torch
-from torch import nn
-
-from trainwell.doctor.harness.context import DoctorContext, fixed_loader, quiet
+from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.observe import crashed_message, observation
+from trainwell.doctor.harness.outputs import evaluation_outputs, output_differences
 from trainwell.doctor.report.verdict import Check
 
 
@@ -47,61 +44,22 @@ def train_mode(ctx: DoctorContext) -> Check:
     )
 
 
-class _EvalWatch(L.Callback):
-    """During validation: which modules run in train mode, and what the task's children output."""
-
-    def __init__(self) -> None:
-        self.training_modules: set[str] = set()
-        self.outputs: list[torch.Tensor] = []
-        self._handles: list[Any] = []
-
-    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        top = {id(m) for _, m in pl_module.named_children() if any(True for _ in m.parameters())}
-        for name, module in pl_module.named_modules():
-            self._handles.append(module.register_forward_hook(self._hook(name, id(module) in top)))
-
-    def _hook(self, name: str, keep: bool) -> Any:
-        def hook(module: nn.Module, args: Any, output: Any) -> None:
-            if module.training:
-                self.training_modules.add(name or "task")
-            if keep and isinstance(output, torch.Tensor):
-                self.outputs.append(output.detach().clone())
-
-        return hook
-
-    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles = []
-
-
 def eval_determinism(ctx: DoctorContext) -> Check:
-    obs = observation(ctx)
-    task = obs.task
-    x, y = ctx.batch
+    if not ctx.has_hook("validation_step"):
+        return Check(
+            "eval.determinism",
+            "skip",
+            "the task defines no validation_step, so there is no evaluation to check",
+        )
+    task = observation(ctx).task
     passes = []
     for _ in range(2):
-        watch = _EvalWatch()
-        trainer = ctx.trainer(callbacks=[watch], limit_val_batches=1.0)
-        try:
-            with quiet():
-                trainer.validate(
-                    task, dataloaders=fixed_loader(x, y, len(x)), verbose=False, weights_only=True
-                )
-        except Exception as err:  # the user's validation code failed: that is the finding
-            return Check(
-                "eval.determinism",
-                "fail",
-                f"validation raised {type(err).__name__}: {str(err).splitlines()[0] if str(err) else ''}; "
-                "fix validation_step",
-            )
+        watch, error = evaluation_outputs(ctx, task)
+        if watch is None:  # the user's validation code failed: that is the finding
+            return Check("eval.determinism", "fail", f"{error}; fix validation_step")
         passes.append(watch)
     a, b = passes
-    diffs = [
-        float((p - q).abs().max())
-        for p, q in zip(a.outputs, b.outputs, strict=False)
-        if p.shape == q.shape
-    ]
+    diffs = output_differences(a.outputs, b.outputs)
     max_diff = max(diffs) if diffs else 0.0
     in_train = sorted(a.training_modules | b.training_modules)
     evidence = {
@@ -127,7 +85,7 @@ def eval_determinism(ctx: DoctorContext) -> Check:
         return Check(
             "eval.determinism",
             "skip",
-            "no module output was captured during validation (no validation_step?)",
+            "validation_step calls no module that holds parameters, so no output was compared",
             evidence,
         )
     return Check(

@@ -8,6 +8,7 @@ import torch
 
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.observe import crashed_message, observation
+from trainwell.doctor.harness.outputs import evaluation_outputs, output_differences
 from trainwell.doctor.report.verdict import Check
 
 
@@ -54,14 +55,29 @@ def checkpoint_roundtrip(ctx: DoctorContext) -> Check:
             "build the same architecture from the config",
             evidence,
         )
-    x = ctx.batch[0]
-    trained, loaded = obs.task, fresh
-    trained.eval()
-    loaded.eval()
-    with torch.no_grad():
-        diff = float((trained(x) - loaded(x)).abs().max())
-    trained.train()
+    trained, error = evaluation_outputs(ctx, obs.task, borrow_training_step=True)
+    loaded, error2 = (
+        (None, "") if trained is None else evaluation_outputs(ctx, fresh, borrow_training_step=True)
+    )
+    if trained is None or loaded is None:
+        return Check(
+            "checkpoint.roundtrip",
+            "skip",
+            f"outputs could not be compared: {error or error2}; the checkpoint itself loads",
+            evidence,
+        )
+    diffs = output_differences(trained.outputs, loaded.outputs)
+    diff = max(diffs, default=0.0)
+    evidence["outputs_compared"] = len(diffs)
     evidence["max_output_difference"] = diff
+    if not diffs:
+        return Check(
+            "checkpoint.roundtrip",
+            "skip",
+            "evaluation calls no module that holds parameters, so no output was compared; the "
+            "checkpoint itself loads",
+            evidence,
+        )
     if diff > 1e-6:
         return Check(
             "checkpoint.roundtrip",

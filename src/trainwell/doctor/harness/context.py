@@ -1,8 +1,10 @@
 """What every probe shares: the configured datamodule, fresh tasks, one fixed batch, short fits.
 
 Everything is built the way train.py builds it (hydra instantiate of cfg.data / cfg.model, the
-Trainer from training.run.build_trainer), only on `probe.accelerator` with one device and
-without the run's loggers and checkpoint callbacks.
+Trainer from training.builders.build_trainer, the template's loader policy), only on
+`probe.accelerator` with one device and without the run's loggers and checkpoint callbacks.
+Nothing assumes trainwell's own classes: any LightningModule, any LightningDataModule, any batch
+structure.
 """
 
 from __future__ import annotations
@@ -10,7 +12,6 @@ from __future__ import annotations
 import logging
 import tempfile
 import warnings
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -19,35 +20,18 @@ from typing import Any
 import lightning as L
 import torch
 from hydra.utils import instantiate
+from lightning.pytorch.utilities.model_helpers import is_overridden
 from omegaconf import DictConfig, OmegaConf, open_dict
-from torch.utils.data import DataLoader, Sampler, TensorDataset
+from torch.utils.data import DataLoader
 
 from trainwell.data.sharding import install_loader_policy
+from trainwell.doctor.harness.batches import replay_loader, size_of
+from trainwell.doctor.harness.samples import TrainSamples
 from trainwell.doctor.harness.settings import ProbeSettings
 from trainwell.errors import TrainwellError
 from trainwell.training.builders import build_trainer
 from trainwell.training.plan import TrainingPlan
 from trainwell.training.plan_callback import plan_for
-
-
-class RepeatSampler(Sampler[int]):
-    """Indices 0..n-1, `repeats` times: one fixed batch seen again and again, through a plain
-    DataLoader with batch_size (exact accumulation derives window sizes from that arithmetic)."""
-
-    def __init__(self, n: int, repeats: int) -> None:
-        self.n, self.repeats = n, repeats
-
-    def __iter__(self) -> Iterator[int]:
-        for _ in range(self.repeats):
-            yield from range(self.n)
-
-    def __len__(self) -> int:
-        return self.n * self.repeats
-
-
-def fixed_loader(x: torch.Tensor, y: torch.Tensor, batch_size: int, repeats: int = 1) -> DataLoader:
-    dataset = TensorDataset(x, y)
-    return DataLoader(dataset, batch_size=batch_size, sampler=RepeatSampler(len(dataset), repeats))
 
 
 @dataclass
@@ -106,23 +90,53 @@ class DoctorContext:
         return instantiate(self.probe_cfg.model)
 
     @cached_property
-    def batch(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """The first `probe.batch_size` samples of the first train batch (fixed from here on)."""
-        x, y = [], []
-        count = 0
-        for b in self.datamodule.train_dataloader():
-            if not isinstance(b, Sequence) or len(b) < 2:
-                raise TrainwellError(
-                    f"the doctor expects (inputs, targets) train batches, got {type(b).__name__}; "
-                    "return a tuple from the dataset"
-                )
-            x.append(b[0])
-            y.append(b[1])
-            count += len(b[0])
-            if count >= self.settings.batch_size:
+    def _reference_task(self) -> L.LightningModule:
+        return self.make_task()
+
+    def has_hook(self, name: str) -> bool:
+        """Whether the task overrides a LightningModule hook (validation_step, ...)."""
+        return is_overridden(name, self._reference_task)
+
+    @cached_property
+    def samples(self) -> TrainSamples:
+        """The real train loader (the template's policy applied), fetched lazily."""
+        return TrainSamples(self.datamodule.train_dataloader())
+
+    @cached_property
+    def probe_indices(self) -> list[int] | None:
+        """Dataset indices of the probe batch: the first `probe.batch_size` train samples in
+        the loader's own order (None when the dataset cannot be indexed)."""
+        if not self.samples.indexable:
+            return None
+        indices: list[int] = []
+        for b in self.samples.index_batches():
+            indices.extend(b)
+            if len(indices) >= self.settings.batch_size:
                 break
-        n = min(count, self.settings.batch_size)
-        return torch.cat(x)[:n], torch.cat(y)[:n]
+        return indices[: self.settings.batch_size]
+
+    @cached_property
+    def batch(self) -> Any:
+        """The fixed probe batch, built by the loader's own collate_fn (any structure); the
+        first real batch as it comes when the dataset cannot be indexed."""
+        if self.probe_indices is not None:
+            if not self.probe_indices:
+                raise TrainwellError(
+                    f"the train loader of {type(self.datamodule).__name__} is empty"
+                )
+            return self.samples.collate(self.probe_indices)
+        first = self.samples.real_batches(1)
+        if not first:
+            raise TrainwellError(f"the train loader of {type(self.datamodule).__name__} is empty")
+        return first[0]
+
+    @property
+    def batch_size(self) -> int | None:
+        return size_of(self.batch)
+
+    def fixed_loader(self, repeats: int = 1) -> DataLoader:
+        """The probe batch, `repeats` times."""
+        return replay_loader([self.batch], repeats)
 
     @cached_property
     def plan(self) -> TrainingPlan:
@@ -173,17 +187,20 @@ class DoctorContext:
         val_every: int | None = None,
         **overrides: Any,
     ) -> FitResult:
-        """A short real fit; an exception is returned (it is evidence), not raised."""
-        trainer = self.trainer(
+        """A short real fit over one pass of `train` (every probe sizes its loader for the
+        run it wants; one epoch also ends a probe whose code never reaches max_steps, such as
+        a manual-optimization step that never calls optimizer.step()). An exception is
+        returned (it is evidence), not raised."""
+        settings: dict[str, Any] = dict(
             callbacks=callbacks,
             max_steps=max_steps,
-            max_epochs=-1,
+            max_epochs=1,
             accumulate_grad_batches=accumulate,
             limit_val_batches=1.0 if val is not None else 0,
             val_check_interval=val_every if val is not None else None,
             check_val_every_n_epoch=None if val is not None else 1,
-            **overrides,
         )
+        trainer = self.trainer(**{**settings, **overrides})
         try:
             with quiet():
                 trainer.fit(task, train_dataloaders=train, val_dataloaders=val, weights_only=True)

@@ -61,10 +61,13 @@ class Recorder(L.Callback):
         watch_memory_steps: int = 0,
         freeze_stochastic: bool = False,
         keep_grad_tensors: bool = False,
+        spy_batches: int | None = None,
     ) -> None:
         super().__init__()
         self.spy = spy
         self.watch_memory_steps = watch_memory_steps
+        # micro-batches the spy watches (its TorchFunctionMode slows every torch call)
+        self.spy_batches = watch_memory_steps if spy_batches is None else spy_batches
         # dropout p=0 and BatchNorm in eval, for exact gradient comparisons
         self.freeze_stochastic = freeze_stochastic
         self.keep_grad_tensors = keep_grad_tensors
@@ -84,6 +87,8 @@ class Recorder(L.Callback):
         self.batch_seconds: list[float] = []
         self.wait_seconds: list[float] = []
         self._since_step = 0
+        self._backward_loss: float | None = None
+        self._batches_seen = 0
         self._batch_started = 0.0
         self._batch_ended: float | None = None
         self._saved: list[weakref.ref] = []
@@ -99,6 +104,8 @@ class Recorder(L.Callback):
         for m in pl_module.modules():
             if isinstance(m, nn.modules.dropout._DropoutNd):
                 m.p = 0.0
+            if isinstance(m, nn.MultiheadAttention):  # its attention dropout is a float
+                m.dropout = 0.0
             if isinstance(m, nn.modules.batchnorm._BatchNorm):
                 m.eval()
 
@@ -126,8 +133,9 @@ class Recorder(L.Callback):
             self.eval_modules.append((batch_idx, off))
         if trainer.optimizers:
             self.lrs.append(float(trainer.optimizers[0].param_groups[0]["lr"]))
-        if self.spy is not None and len(self.losses) < self.watch_memory_steps:
-            # The mode slows every torch call, so it watches the first steps only.
+        self._backward_loss = None
+        if self.spy is not None and self._batches_seen < self.spy_batches:
+            self.spy.batch_index = self._batches_seen
             self.spy.__enter__()
             self.spy.active = True
         if len(self.retained_saved_bytes) < self.watch_memory_steps:
@@ -146,6 +154,8 @@ class Recorder(L.Callback):
     def on_before_backward(
         self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor
     ) -> None:
+        # What a manual-optimization step backpropagates, when training_step returns no loss.
+        self._backward_loss = float(loss.detach())
         if self._since_step == 0:
             # First micro-batch of a window: zero_grad has run, so no gradient may be left over.
             total = 0.0
@@ -181,7 +191,9 @@ class Recorder(L.Callback):
         batch_idx: int,
     ) -> None:
         self._since_step += 1
-        self.losses.append(_loss_of(outputs))
+        self._batches_seen += 1
+        loss = _loss_of(outputs)
+        self.losses.append(loss if loss is not None else self._backward_loss)
         measuring = self._hooks is not None
         self._leave()
         if measuring:

@@ -12,13 +12,16 @@ from trainwell.errors import TrainwellError
 class ProbeSettings:
     accelerator: str = "cpu"  # probes run here; device.placement alone uses CUDA when present
     batch_size: int = 32  # samples in the fixed probe batch (the overfit batch)
-    overfit_steps: int = 60  # optimizer steps on one fixed batch
+    overfit_steps: int = 60  # optimizer steps on one fixed batch, at least
+    overfit_max_steps: int = 600  # ... and on while the loss still falls, up to this many
+    overfit_budget_s: float = 20.0  # ... or this many seconds
     overfit_max_ratio: float = 0.1  # pass when final loss <= ratio x initial loss
     scan_batches: int = 200  # batches per split scanned by data.finite / targets.contract
     leakage_max_samples: int = 100_000  # samples per split hashed by data.leakage
     throughput_batches: int = 8  # real train batches timed by data.throughput
     memory_steps: int = 6  # steps watched by memory.graph_leak
     scheduler_interval: str = "step"  # what schedule.interval expects: step | epoch
+    window_batches: int = 8  # real micro-batches a manual-optimization probe watches for a step
     # Tiny probe nets: one intra-op thread. On a busy machine OpenMP's spinning threads made a
     # 30-step probe 15-25x slower (25.7 s with 2 threads vs 1.1 s with 1, measured).
     threads: int = 1

@@ -29,49 +29,107 @@ LOSSES = {
 BACKWARDS = (torch.Tensor.backward, torch.autograd.backward)
 
 
+DEFAULT_IGNORE_INDEX = -100  # F.cross_entropy / F.nll_loss
+
+
 @dataclass
 class LossCall:
     name: str
     input: torch.Tensor
     target: torch.Tensor
+    batch_index: int = 0  # which watched micro-batch made the call
+    reduction: str = "mean"
+    ignore_index: int | None = None  # class-index losses only
+    value: float | None = None  # the loss it returned, when a scalar
+    items: int | None = None  # what a mean reduction divided by (targets not ignored)
+
+
+def _items(name: str, inp: torch.Tensor, target: torch.Tensor, ignore: int | None) -> int:
+    """The number of terms a mean-reduced loss averages over."""
+    if name in ("cross_entropy", "nll_loss"):
+        if target.is_floating_point():  # class probabilities: one term per row
+            return int(target.numel() // max(1, inp.shape[1] if inp.dim() > 1 else 1))
+        return int((target != ignore).sum()) if ignore is not None else int(target.numel())
+    return int(inp.numel())
 
 
 class Spy(TorchFunctionMode):
-    """Records loss calls and backward(retain_graph=...) while `active` (set per training step)."""
+    """Records loss calls and backward(retain_graph=...) while `active` (set per training step).
 
-    def __init__(self, max_calls: int = 4) -> None:
+    `reference_params`: at each recognised loss call, also take the gradient of the loss
+    function's own output with respect to them (the reference mean a manual accumulation
+    window is compared with), before the user's code scales it.
+    """
+
+    def __init__(
+        self, max_calls: int = 4, reference_params: list[torch.nn.Parameter] | None = None
+    ) -> None:
         super().__init__()
         self.active = False
         self.max_calls = max_calls
+        self.batch_index = 0
         self.losses: list[LossCall] = []
         self.retain_graph_calls = 0
         self.backward_calls = 0
+        self.backward_values: list[tuple[int, float]] = []  # (micro-batch, value backpropagated)
+        self.reference_params = reference_params
+        self.reference_grads: list[list[torch.Tensor | None]] = []
         # Weak references to every graph-attached tensor the watched steps created: the ones
         # still alive after their step are graphs the user's code kept (memory.graph_leak).
         self.graph_outputs: list[weakref.ref] = []
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
         kwargs = kwargs or {}
-        if self.active:
-            self._record(func, args, kwargs)
+        call = self._record(func, args, kwargs) if self.active else None
         result = func(*args, **kwargs)
-        if self.active and isinstance(result, torch.Tensor) and result.grad_fn is not None:
-            self.graph_outputs.append(weakref.ref(result))
+        if self.active and isinstance(result, torch.Tensor):
+            if result.grad_fn is not None:
+                self.graph_outputs.append(weakref.ref(result))
+            if call is not None and result.numel() == 1:
+                call.value = float(result.detach())
+                if self.reference_params is not None and result.requires_grad:
+                    self.reference_grads.append(
+                        list(
+                            torch.autograd.grad(
+                                result, self.reference_params, retain_graph=True, allow_unused=True
+                            )
+                        )
+                    )
         return result
 
     def live_graph_outputs(self) -> int:
         return sum(1 for ref in self.graph_outputs if ref() is not None)
 
-    def _record(self, func: Any, args: tuple, kwargs: dict) -> None:
+    def calls_in(self, batch_index: int) -> list[LossCall]:
+        return [c for c in self.losses if c.batch_index == batch_index]
+
+    def _record(self, func: Any, args: tuple, kwargs: dict) -> LossCall | None:
         name = LOSSES.get(func)
         if name is not None and len(self.losses) < self.max_calls:
             inp = args[0] if args else kwargs.get("input")
             tgt = args[1] if len(args) > 1 else kwargs.get("target")
             if isinstance(inp, torch.Tensor) and isinstance(tgt, torch.Tensor):
-                self.losses.append(LossCall(name, inp.detach().clone(), tgt.detach().clone()))
+                ignore = None
+                if name in ("cross_entropy", "nll_loss"):
+                    ignore = int(kwargs.get("ignore_index", DEFAULT_IGNORE_INDEX))
+                call = LossCall(
+                    name,
+                    inp.detach().clone(),
+                    tgt.detach().clone(),
+                    batch_index=self.batch_index,
+                    reduction=str(kwargs.get("reduction", "mean")),
+                    ignore_index=ignore,
+                    items=_items(name, inp, tgt, ignore),
+                )
+                self.losses.append(call)
+                return call
         elif func in BACKWARDS:
             self.backward_calls += 1
+            tensor = args[0] if args else kwargs.get("tensors")
+            if isinstance(tensor, torch.Tensor) and tensor.numel() == 1:
+                self.backward_values.append((self.batch_index, float(tensor.detach())))
             if kwargs.get("retain_graph") or (
                 func is torch.autograd.backward and len(args) > 2 and args[2]
             ):
                 self.retain_graph_calls += 1
+        return None

@@ -1,0 +1,164 @@
+"""metrics.reduction: logged means that batches or ranks will weigh wrongly.
+
+Lightning turns `self.log(name, value)` into an epoch value by weighting each batch's value with
+the batch size it extracts from the batch (or `batch_size=`), and, with `sync_dist=True`, by
+averaging the ranks' values. Two silent errors follow (issue-free on the probe's one process,
+wrong at scale):
+
+* a value logged from an epoch-end hook (`on_validation_epoch_end`, ...) that the task averaged
+  itself is one number per rank, and the ranks' numbers are averaged unweighted although ranks
+  hold different numbers of samples (or only rank 0's is logged, without sync_dist);
+* a loss that is a mean over tokens / unmasked targets, logged per batch, is weighted by the
+  number of *sequences* in each batch, not by what it averages over.
+
+torchmetrics metrics (logged as objects, or their compute() logged) keep sums and counts and
+reduce across ranks themselves: they are the fix, and never flagged.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from trainwell.doctor.harness.batches import replay_loader
+from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.logs import STEP_HOOKS, LogWatch
+from trainwell.doctor.harness.samples import iterate_batches, split_loaders
+from trainwell.doctor.harness.spy import Spy
+from trainwell.doctor.report.verdict import Check
+
+ID = "metrics.reduction"
+TRAIN_BATCHES, VAL_BATCHES = 4, 3
+RTOL = 1e-6
+
+
+def _close(a: float, b: float) -> bool:
+    return abs(a - b) <= RTOL * max(1.0, abs(a), abs(b))
+
+
+def configured_world_size(ctx: DoctorContext) -> int | None:
+    """Ranks the configured run will have (None: decided at run time, e.g. devices=auto)."""
+    trainer = ctx.cfg.trainer
+    devices = trainer.get("devices", 1)
+    nodes = int(trainer.get("num_nodes", 1) or 1)
+    if isinstance(devices, int):
+        return devices * nodes if devices > 0 else None
+    if isinstance(devices, str):
+        if devices.strip().isdigit():
+            return int(devices) * nodes
+        ids = [d for d in devices.split(",") if d.strip()]
+        return len(ids) * nodes if "," in devices else None
+    try:  # a list of device ids
+        return len(devices) * nodes
+    except TypeError:
+        return None
+
+
+def _item_weighting(watch: LogWatch) -> list[dict[str, Any]]:
+    """Per-batch logged means that equal a loss averaged over a different number of items than
+    the batch size Lightning weighs them by, when that ratio varies from batch to batch."""
+    found: dict[tuple[str, str], list[tuple[float, int]]] = {}
+    for record in watch.batches:
+        for name, (mean, weight) in record.logged.items():
+            match = [c for c in record.calls if c.value is not None and _close(c.value, mean)]
+            if match and match[0].items:
+                found.setdefault((record.stage, name), []).append((weight, match[0].items))
+    flagged = []
+    for (stage, name), pairs in found.items():
+        ratios = {round(items / weight, 9) for weight, items in pairs}
+        if len(pairs) > 1 and len(ratios) > 1:
+            flagged.append(
+                {
+                    "name": name,
+                    "stage": stage,
+                    "weights": [int(w) for w, _ in pairs],
+                    "items": [int(i) for _, i in pairs],
+                }
+            )
+    return flagged
+
+
+def metrics_reduction(ctx: DoctorContext) -> Check:
+    train = ctx.samples.micro_batches(0, TRAIN_BATCHES)
+    val_batches: list[Any] = []
+    if ctx.has_hook("validation_step"):
+        loaders, _ = split_loaders(ctx.datamodule, "val")
+        for loader in loaders[:1]:
+            for i, batch in enumerate(iterate_batches(loader)):
+                if i >= VAL_BATCHES:
+                    break
+                val_batches.append(batch)
+    spy = Spy(max_calls=64)
+    watch = LogWatch(spy)
+    fit = ctx.fit(
+        ctx.make_task(),
+        replay_loader(train),
+        [watch],
+        max_steps=len(train),
+        val=replay_loader(val_batches) if val_batches else None,
+        val_every=len(train) if val_batches else None,
+    )
+    if fit.error is not None and not watch.batches:
+        return Check(ID, "skip", f"the short fit failed: {fit.error_line}")
+    world = configured_world_size(ctx)
+    evidence: dict[str, Any] = {
+        "train_batches": len(train),
+        "val_batches": len(val_batches),
+        "configured_world_size": world,
+        "logged": sorted(f"{hook}:{name}" for hook, name in watch.keys),
+    }
+    if not watch.keys:
+        return Check(
+            ID, "skip", "the task logs nothing with self.log in training or validation", evidence
+        )
+    findings: list[str] = []
+    per_rank = []
+    for (hook, name), value in watch.keys.items():
+        if value.is_metric or value.reduce != "mean" or not value.on_epoch:
+            continue
+        sync = watch.sync_requested.get(name, value.sync_dist)
+        if hook.endswith("_epoch_end"):
+            logged = watch.epoch_values.get((hook, name))
+            from_metric = logged is not None and any(_close(logged, m) for m in watch.metric_values)
+            if not from_metric:
+                per_rank.append({"name": name, "hook": hook, "sync_dist": sync})
+        elif hook in STEP_HOOKS and not sync and world is not None and world > 1:
+            per_rank.append({"name": name, "hook": hook, "sync_dist": False})
+    evidence["per_rank_values"] = per_rank
+    for item in per_rank:
+        if item["hook"].endswith("_epoch_end"):
+            how = (
+                "averages the ranks' values unweighted (sync_dist=True)"
+                if item["sync_dist"]
+                else "reports rank 0's value only (no sync_dist)"
+            )
+            findings.append(
+                f"`{item['name']}` is logged from {item['hook']} as a plain tensor, a per-rank "
+                f"value: on several ranks Lightning {how}, although ranks hold different "
+                "numbers of samples; log a torchmetrics metric (e.g. MeanMetric updated with "
+                "weight=batch size) or all-reduce a sum and a count yourself"
+            )
+        else:
+            findings.append(
+                f"`{item['name']}` is logged from {item['hook']} without sync_dist on a "
+                f"{world}-rank run: the epoch value is rank 0's mean only; log a torchmetrics "
+                "metric or pass sync_dist=True"
+            )
+    weighting = _item_weighting(watch)
+    evidence["weighted_by_batch_size"] = weighting
+    for item in weighting:
+        findings.append(
+            f"`{item['name']}` ({item['stage']}) is a mean over {item['items']} items (tokens, "
+            f"unmasked targets) per batch but Lightning weighs it by batch_size {item['weights']}, "
+            "so its epoch value is not the mean over items; pass batch_size=<items> to self.log, "
+            "or log a torchmetrics MeanMetric updated with weight=<items>"
+        )
+    if findings:
+        more = f" (and {len(findings) - 1} more, see evidence)" if len(findings) > 1 else ""
+        return Check(ID, "warn", findings[0] + more, evidence)
+    return Check(
+        ID,
+        "pass",
+        f"{len(watch.keys)} logged key(s): means are weighted by what they average over and "
+        "reduce across ranks",
+        evidence,
+    )

@@ -1,0 +1,108 @@
+"""Batches of any structure: tensors, tuples, lists, dicts, dataclasses, nested.
+
+The doctor never assumes `(inputs, targets)`: it walks a batch's tensors by path (`batch[0]`,
+`batch['tokens']`), counts its items the way the template does, and replays pre-built batches
+through a real DataLoader so the user's training_step sees exactly what its own loader yields.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import torch
+from lightning.pytorch.utilities.data import extract_batch_size
+from torch.utils.data import DataLoader, Dataset
+
+
+def leaves(batch: Any, path: str = "batch") -> Iterator[tuple[str, torch.Tensor]]:
+    """Every tensor in `batch`, with the path that reaches it."""
+    if isinstance(batch, torch.Tensor):
+        yield path, batch
+    elif isinstance(batch, Mapping):
+        for key, value in batch.items():
+            yield from leaves(value, f"{path}[{key!r}]")
+    elif isinstance(batch, list | tuple):
+        for i, value in enumerate(batch):
+            yield from leaves(value, f"{path}[{i}]")
+    elif dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        for f in dataclasses.fields(batch):
+            yield from leaves(getattr(batch, f.name), f"{path}.{f.name}")
+
+
+def size_of(batch: Any) -> int | None:
+    """Items in a batch as Lightning (and the template's default item count) sees it."""
+    try:
+        return int(extract_batch_size(batch))
+    except Exception:  # Lightning raises a MisconfigurationException when it finds no tensor
+        return None
+
+
+def clone(batch: Any) -> Any:
+    """A deep copy of the tensors (a training_step that edits its batch in place must not edit
+    the batch the next probe step replays)."""
+    if isinstance(batch, torch.Tensor):
+        return batch.clone()
+    if isinstance(batch, Mapping):
+        return type(batch)({k: clone(v) for k, v in batch.items()})  # type: ignore[call-arg]
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple
+        return type(batch)(*(clone(v) for v in batch))
+    if isinstance(batch, list | tuple):
+        return type(batch)(clone(v) for v in batch)
+    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        return dataclasses.replace(
+            batch, **{f.name: clone(getattr(batch, f.name)) for f in dataclasses.fields(batch)}
+        )
+    return batch
+
+
+class ConcatError(ValueError):
+    """The batches cannot be joined along their first dimension (ragged or non-tensor parts)."""
+
+
+def concat(batches: list[Any]) -> Any:
+    """Join same-structured batches along dim 0 (only when every tensor's trailing shape agrees)."""
+    first = batches[0]
+    if isinstance(first, torch.Tensor):
+        shapes = {tuple(b.shape[1:]) for b in batches}
+        if first.dim() == 0 or len(shapes) > 1:
+            raise ConcatError(f"tensors of shapes {sorted(shapes)} cannot be concatenated")
+        return torch.cat(batches)
+    if isinstance(first, Mapping):
+        if any(set(b) != set(first) for b in batches):
+            raise ConcatError("the batches have different keys")
+        return type(first)({k: concat([b[k] for b in batches]) for k in first})  # type: ignore[call-arg]
+    if isinstance(first, list | tuple):
+        if any(len(b) != len(first) for b in batches):
+            raise ConcatError("the batches have different lengths")
+        parts = [concat([b[i] for b in batches]) for i in range(len(first))]
+        return type(first)(*parts) if hasattr(first, "_fields") else type(first)(parts)
+    if all(b == first for b in batches):
+        return first
+    raise ConcatError(f"non-tensor parts of type {type(first).__name__} differ between batches")
+
+
+class _Replay(Dataset):
+    def __init__(self, batches: list[Any], order: list[int]) -> None:
+        self.batches, self.order = batches, order
+
+    def __len__(self) -> int:
+        return len(self.order)
+
+    def __getitem__(self, i: int) -> Any:
+        return clone(self.batches[self.order[i]])
+
+
+def _as_is(batch: Any) -> Any:
+    return batch
+
+
+def replay_loader(batches: list[Any], repeats: int = 1) -> DataLoader:
+    """A DataLoader yielding these already-built batches in order, `repeats` times.
+
+    batch_size=None: no re-collation, the user's collate_fn already made them. Lightning and the
+    template's exact accumulation read each batch's item count from the batch itself.
+    """
+    order = [i for _ in range(repeats) for i in range(len(batches))]
+    return DataLoader(_Replay(batches, order), batch_size=None, shuffle=False, collate_fn=_as_is)

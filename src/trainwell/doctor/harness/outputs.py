@@ -1,0 +1,86 @@
+"""What the task computes in evaluation: outputs of the task and its children on the probe batch.
+
+A validation pass over the fixed probe batch, with forward hooks on the task itself and on each
+top-level child that holds parameters: whatever the user's validation_step calls (`self(x)`,
+`self.net(...)`, `self.encoder(...)`), those outputs are captured, as are the modules that run
+in train mode while validating.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning as L
+import torch
+from torch import nn
+
+from trainwell.doctor.harness.batches import leaves
+from trainwell.doctor.harness.context import DoctorContext, quiet
+
+
+class OutputWatch(L.Callback):
+    def __init__(self) -> None:
+        self.training_modules: set[str] = set()
+        self.outputs: list[torch.Tensor] = []
+        self._handles: list[Any] = []
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        watched = {id(pl_module)} | {
+            id(m) for _, m in pl_module.named_children() if any(True for _ in m.parameters())
+        }
+        for name, module in pl_module.named_modules():
+            self._handles.append(
+                module.register_forward_hook(self._hook(name, id(module) in watched))
+            )
+
+    def _hook(self, name: str, keep: bool) -> Any:
+        def hook(module: nn.Module, args: Any, output: Any) -> None:
+            if module.training:
+                self.training_modules.add(name or "task")
+            if keep:
+                self.outputs.extend(t.detach().clone() for _, t in leaves(output))
+
+        return hook
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+
+def evaluation_outputs(
+    ctx: DoctorContext, task: L.LightningModule, borrow_training_step: bool = False
+) -> tuple[OutputWatch | None, str]:
+    """Validate `task` on the probe batch; (the watch, '') or (None, why it could not run).
+
+    `borrow_training_step`: a task without validation_step is evaluated through its
+    training_step (under no_grad, in eval mode, nothing stepped) instead.
+    """
+    borrowed = False
+    if not ctx.has_hook("validation_step"):
+        if not borrow_training_step:
+            return None, "the task has no validation_step"
+        task.validation_step = task.training_step  # type: ignore[method-assign]
+        borrowed = True
+    watch = OutputWatch()
+    trainer = ctx.trainer(callbacks=[watch], limit_val_batches=1.0)
+    try:
+        with quiet():
+            trainer.validate(task, dataloaders=ctx.fixed_loader(), verbose=False, weights_only=True)
+    except Exception as err:  # the user's evaluation code failed: the caller reports it
+        text = str(err).strip().splitlines()
+        via = "training_step run as an evaluation step" if borrowed else "validation"
+        return None, f"{via} raised {type(err).__name__}: {text[0] if text else ''}"
+    finally:
+        if borrowed:
+            del task.validation_step
+    return watch, ""
+
+
+def output_differences(a: list[torch.Tensor], b: list[torch.Tensor]) -> list[float]:
+    """Max |a - b| per pair of same-shaped, non-empty outputs (any dtype, bool included)."""
+    return [
+        float((p.double() - q.double()).abs().max())
+        for p, q in zip(a, b, strict=False)
+        if p.shape == q.shape and p.numel()
+    ]

@@ -1,0 +1,130 @@
+"""Real train samples for the probes, taken from the user's own train loader.
+
+With a map-style dataset (the common case) the doctor works on *indices*: the loader's own
+batch sampler says which samples form each micro-batch, each sample is fetched once (so a random
+`__getitem__` augmentation is frozen for every probe that compares two runs), and any group of
+samples is turned into a batch by the loader's own `collate_fn` (padding per batch included).
+Any other loader (an iterable dataset, a dict of loaders, a custom iterable) is replayed batch
+by batch as it yields; probes that need to regroup samples then say why they cannot.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import torch
+from lightning.pytorch.utilities import CombinedLoader
+from lightning.pytorch.utilities.model_helpers import is_overridden
+from torch.utils.data import DataLoader, IterableDataset
+from torch.utils.data.dataloader import default_collate
+
+from trainwell.doctor.harness.batches import leaves
+
+
+def why_not_indexable(loader: Any) -> str:
+    """Why samples of this loader cannot be fetched by index ('' when they can)."""
+    if not isinstance(loader, DataLoader):
+        return f"the train loader is a {type(loader).__name__}, not a torch DataLoader"
+    if isinstance(loader.dataset, IterableDataset):
+        return f"the train dataset is an iterable {type(loader.dataset).__name__} (no indices)"
+    if loader.batch_sampler is None:
+        return "the train DataLoader has batch_size=None (its dataset yields whole batches)"
+    if not hasattr(loader.dataset, "__getitem__"):
+        return f"the train dataset {type(loader.dataset).__name__} has no __getitem__"
+    return ""
+
+
+def split_loaders(datamodule: Any, split: str) -> tuple[list[Any], str]:
+    """A split's loaders (a datamodule may return one, a list or a dict), or why there are none."""
+    if not is_overridden(f"{split}_dataloader", datamodule):
+        return [], f"{type(datamodule).__name__} defines no {split}_dataloader"
+    try:
+        loaders = getattr(datamodule, f"{split}_dataloader")()
+    except Exception as err:  # a split the datamodule declares but cannot build
+        return [], f"{split}_dataloader() raised {type(err).__name__}: {err}"
+    if isinstance(loaders, dict):
+        return list(loaders.values()), ""
+    if isinstance(loaders, list | tuple):
+        return list(loaders), ""
+    return [loaders], ""
+
+
+def iterate_batches(loader: Any) -> Iterator[Any]:
+    """Iterate what Lightning would feed training_step: containers of loaders as one batch."""
+    if isinstance(loader, CombinedLoader):
+        combined = loader
+    elif isinstance(loader, dict | list | tuple):
+        combined = CombinedLoader(loader, "max_size_cycle")
+    else:
+        yield from loader
+        return
+    for batch, _, _ in combined:
+        yield batch
+
+
+class TrainSamples:
+    """The real train loader's micro-batches, fetched lazily and cached."""
+
+    def __init__(self, loader: Any) -> None:
+        self.loader = loader
+        self.why_not_indexable = why_not_indexable(loader)
+        self._items: dict[int, Any] = {}
+        self._index_batches: list[list[int]] | None = None
+        self._real: list[Any] = []
+        self._iterator: Iterator[Any] | None = None
+
+    @property
+    def indexable(self) -> bool:
+        return not self.why_not_indexable
+
+    # -- map-style: by index -------------------------------------------------------------------
+    def index_batches(self) -> list[list[int]]:
+        """The first epoch's micro-batches as index lists, in the loader's own order."""
+        if self._index_batches is None:
+            self._index_batches = [list(b) for b in self.loader.batch_sampler]
+        return self._index_batches
+
+    def item(self, index: int) -> Any:
+        if index not in self._items:
+            self._items[index] = self.loader.dataset[index]
+        return self._items[index]
+
+    def collate(self, indices: list[int]) -> Any:
+        collate_fn = self.loader.collate_fn or default_collate
+        return collate_fn([self.item(i) for i in indices])
+
+    def collate_is_deterministic(self, indices: list[int]) -> bool:
+        """Whether collate_fn gives the same batch twice (a random masking collate does not)."""
+        state = torch.get_rng_state()
+        try:
+            torch.manual_seed(1)
+            a = self.collate(indices)
+            torch.manual_seed(2)
+            b = self.collate(indices)
+        finally:
+            torch.set_rng_state(state)
+        la, lb = list(leaves(a)), list(leaves(b))
+        return len(la) == len(lb) and all(
+            pa == pb and x.shape == y.shape and torch.equal(x, y)
+            for (pa, x), (pb, y) in zip(la, lb, strict=True)
+        )
+
+    # -- any loader: as it yields --------------------------------------------------------------
+    def real_batches(self, n: int) -> list[Any]:
+        """The first `n` batches the loader yields (fewer when the epoch is shorter)."""
+        if self._iterator is None:
+            self._iterator = iterate_batches(self.loader)
+        while len(self._real) < n:
+            try:
+                self._real.append(next(self._iterator))
+            except StopIteration:
+                break
+        return self._real[:n]
+
+    # -- both --------------------------------------------------------------------------------
+    def micro_batches(self, start: int, count: int) -> list[Any]:
+        """Micro-batches start .. start+count-1 of the first epoch, as training_step gets them."""
+        if self.indexable:
+            return [self.collate(b) for b in self.index_batches()[start : start + count]]
+        return self.real_batches(start + count)[start:]

@@ -1,0 +1,119 @@
+"""Causal language modelling as a LightningModule: token-level cross-entropy, exact by tokens.
+
+The loss of a micro-batch is the mean over its *real* target tokens (padding ignored). Micro-
+batches hold different numbers of real tokens, so the mean over a window is not the mean of the
+micro-batch means: `loss_items` tells the template's exact accumulation how many tokens each
+micro-batch's loss averages over, and every optimizer step then follows the mean over all the
+tokens of its window (all ranks included). The logged losses are token-weighted means too, kept
+as torchmetrics sums and counts, so they are exact across uneven batches and ranks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import lightning as L
+import torch
+import torch.nn.functional as F
+from torch import nn
+from torch.optim import Optimizer
+from torchmetrics import MeanMetric
+
+from trainwell.data.sequences import IGNORE_INDEX
+
+Batch = dict[str, torch.Tensor]
+OptimizerFactory = Callable[..., Optimizer]
+SchedulerFactory = Callable[..., torch.optim.lr_scheduler.LRScheduler]
+
+
+class Perplexity(MeanMetric):
+    """exp(token-weighted mean loss): update it exactly like the loss MeanMetric."""
+
+    def compute(self) -> torch.Tensor:
+        return super().compute().exp()
+
+
+class LanguageModelTask(L.LightningModule):
+    """Trains an injected `net` mapping tokens [B, T] to logits [B, T, V] on batches
+    `{"tokens", "targets", ...}` whose padding targets are IGNORE_INDEX.
+
+    Optimizer and scheduler arrive as Hydra `_partial_`s, as in ClassificationTask; the scheduler
+    factory gets `total_steps` (optimizer steps) and steps once per optimizer step.
+    """
+
+    def __init__(
+        self,
+        net: nn.Module,
+        optimizer: OptimizerFactory,
+        scheduler: SchedulerFactory | None = None,
+        compile: bool = False,
+    ) -> None:
+        super().__init__()
+        # The net is a module (in state_dict) and the factories are code: not hparams, which go
+        # into checkpoints that are loaded with weights_only=True.
+        self.save_hyperparameters(ignore=["net", "optimizer", "scheduler"], logger=False)
+        self.net = net
+        self.optimizer_factory = optimizer
+        self.scheduler_factory = scheduler
+        for stage in ("train", "val", "test"):
+            setattr(self, f"{stage}_loss", MeanMetric())
+            setattr(self, f"{stage}_ppl", Perplexity())
+
+    def configure_model(self) -> None:
+        strategy = self._trainer.strategy if self._trainer is not None else None
+        shard = getattr(strategy, "shard", None)  # trainer=fsdp: training.fsdp.FSDP2Strategy
+        if shard is not None and not getattr(self, "_sharded", False):
+            shard(self.net)
+            self._sharded = True
+        if self.hparams.compile and not getattr(self, "_compiled", False):
+            self.net.compile()  # in place: state_dict keys stay free of `_orig_mod.`
+            self._compiled = True
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.net(tokens)
+
+    def loss_items(self, batch: Batch) -> torch.Tensor:
+        """The real target tokens of a micro-batch: what training_step's loss averages over."""
+        return (batch["targets"] != IGNORE_INDEX).sum()
+
+    def _loss(self, batch: Batch) -> tuple[torch.Tensor, torch.Tensor]:
+        logits = self(batch["tokens"])
+        targets = batch["targets"]
+        loss = F.cross_entropy(
+            logits.reshape(-1, logits.shape[-1]), targets.reshape(-1), ignore_index=IGNORE_INDEX
+        )
+        return loss, (targets != IGNORE_INDEX).sum()
+
+    def _track(self, stage: str, loss: torch.Tensor, tokens: torch.Tensor) -> None:
+        # Weighted by tokens: the epoch value is sum(loss x tokens) / sum(tokens), over all
+        # micro-batches and (synced by torchmetrics) all ranks.
+        for kind in ("loss", "ppl"):
+            metric = getattr(self, f"{stage}_{kind}")
+            metric.update(loss.detach(), weight=tokens)
+            self.log(f"{stage}/{kind}", metric, on_step=False, on_epoch=True, prog_bar=True)
+
+    def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
+        loss, tokens = self._loss(batch)
+        self._track("train", loss, tokens)
+        return loss
+
+    def validation_step(self, batch: Batch, batch_idx: int) -> None:
+        loss, tokens = self._loss(batch)
+        self._track("val", loss, tokens)
+
+    def test_step(self, batch: Batch, batch_idx: int) -> None:
+        loss, tokens = self._loss(batch)
+        self._track("test", loss, tokens)
+
+    def configure_optimizers(self) -> Any:
+        # trainer.model: under FSDP2 the sharded parameters, which are the ones to optimise.
+        optimizer = self.optimizer_factory(params=self.trainer.model.parameters())
+        if self.scheduler_factory is None:
+            return optimizer
+        total_steps = int(self.trainer.estimated_stepping_batches)
+        scheduler = self.scheduler_factory(optimizer=optimizer, total_steps=total_steps)
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1},
+        }
