@@ -323,3 +323,19 @@ def test_logged_values_reads_lightnings_result_collection() -> None:
 
 def test_logged_values_is_empty_outside_a_running_loop() -> None:
     assert compat.logged_values(quiet_trainer()) == []
+
+
+def test_a_mean_synced_over_ranks_floors_an_integer_tensor(monkeypatch) -> None:
+    """Lightning-AI/pytorch-lightning#21859: `_sync_ddp` mean-syncs the int64 batch-size total
+    of a logged mean by copying the division back into the integer tensor (gloo). Run for real
+    in a 1-process gloo group whose world size reads 3: 40 samples on 3 ranks become 13."""
+    import torch.distributed as dist
+    from lightning.fabric.utilities.distributed import _sync_ddp
+
+    dist.init_process_group("gloo", init_method="tcp://127.0.0.1:0", rank=0, world_size=1)
+    try:
+        monkeypatch.setattr(dist, "get_world_size", lambda group=None: 3)
+        assert _sync_ddp(torch.tensor(40), reduce_op="mean").item() == 13  # upstream: floored
+        assert _sync_ddp(torch.tensor(40.0), reduce_op="mean").item() == pytest.approx(40 / 3)
+    finally:
+        dist.destroy_process_group()

@@ -322,3 +322,32 @@ def logged_values(trainer: L.Trainer) -> list[LoggedValue]:
             )
         )
     return out
+
+
+# ---------------------------------------------------------------------------------------------
+# `self.log(..., on_epoch=True, sync_dist=True)` of a mean: Lightning syncs the running sum of
+# value x batch size and the running sum of batch sizes, the latter as an int64 tensor, with a
+# *mean* across ranks. Mean-syncing an integer floors (gloo: the divided result is copied back
+# into the integer tensor; NCCL: integer AVG), so whenever the batch sizes' total does not divide
+# by the world size every such metric is inflated (Lightning-AI/pytorch-lightning#21859, open;
+# 2.6.x; the fix proposed upstream, #21839, syncs the sizes in the value's dtype, as here).
+# ---------------------------------------------------------------------------------------------
+
+
+def exact_logged_means() -> None:
+    """Patch Lightning's logged-result reduction once per process (idempotent)."""
+    from lightning.pytorch.trainer.connectors.logger_connector.result import _ResultMetric
+
+    if getattr(_ResultMetric.compute, "_trainwell_exact", False):
+        return
+    original = _ResultMetric.compute
+
+    def compute(self: Any) -> torch.Tensor:
+        if self.is_tensor and self.meta.is_mean_reduction:
+            value = self.meta.sync(self.value.clone())
+            sizes = self.meta.sync(self.cumulated_batch_size.to(value.dtype))
+            return value / sizes
+        return original(self)
+
+    compute._trainwell_exact = True  # type: ignore[attr-defined]
+    _ResultMetric.compute = compute  # type: ignore[method-assign]

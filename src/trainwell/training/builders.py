@@ -10,6 +10,7 @@ from lightning.pytorch.callbacks import LearningRateMonitor
 from lightning.pytorch.utilities import rank_zero_info
 from omegaconf import DictConfig
 
+from trainwell import compat
 from trainwell.callbacks.accumulation import ExactAccumulation
 from trainwell.training.checkpoint_io import AtomicCheckpointIO
 from trainwell.training.precision import configure_matmul, resolve_precision
@@ -47,8 +48,10 @@ def build_trainer(cfg: DictConfig, **overrides: Any) -> L.Trainer:
       Lightning's DistributedSampler adds (data/sharding.py);
     * every checkpoint read or written goes through AtomicCheckpointIO: atomic writes, and loads
       with weights_only=True whatever a caller asks for;
-    * `trainer.precision` resolved (auto, and no silent fp16 -> bf16 on CPU).
+    * `trainer.precision` resolved (auto, and no silent fp16 -> bf16 on CPU);
+    * logged means synced across ranks without Lightning's integer flooring (compat).
     """
+    compat.exact_logged_means()
     precision = resolve_precision(
         cfg.trainer.get("precision"), cfg.trainer.get("accelerator", "cpu")
     )

@@ -94,7 +94,12 @@ class TrainingPlan:
                 )
             lines.append(f"optimizer steps/epoch: {self.optimizer_steps_per_epoch}{tail}")
         if self.items_per_epoch is not None:
-            lines.append(f"{self.item_unit} per epoch: {self.items_per_epoch} (all ranks)")
+            lines.append(f"samples per epoch: {self.items_per_epoch} (all ranks)")
+        if self.item_unit != "samples":
+            lines.append(
+                f"each step averages the loss over the items {self.item_unit} counts "
+                "(summed over the window's micro-batches on all ranks as they run)"
+            )
         total = "unknown" if self.total_optimizer_steps is None else str(self.total_optimizer_steps)
         epochs = "" if self.epochs is None else f" over {self.epochs:g} epoch(s)"
         lines.append(f"total optimizer steps: {total}{epochs}, warmup {self.warmup_steps}")

@@ -47,11 +47,19 @@ def _run_only(override: str) -> bool:
 
 def training_overrides(ckpt_path: str | Path) -> list[str]:
     """The overrides of the run that wrote `ckpt_path` (<run dir>/checkpoints/<name>.ckpt)."""
-    saved = Path(ckpt_path).resolve().parent.parent / ".hydra" / "overrides.yaml"
+    hydra_dir = Path(ckpt_path).resolve().parent.parent / ".hydra"
+    saved = hydra_dir / "overrides.yaml"
     if not saved.is_file():
         return []
-    overrides = yaml.safe_load(saved.read_text()) or []
-    return [str(o) for o in overrides if not _run_only(str(o))]
+    overrides = [str(o) for o in yaml.safe_load(saved.read_text()) or []]
+    # Hydra keeps its own overrides apart; a config search path (the user's own config dir)
+    # decides which `model=` / `data=` options exist, so it comes along.
+    hydra_cfg = hydra_dir / "hydra.yaml"
+    if hydra_cfg.is_file():
+        own = (yaml.safe_load(hydra_cfg.read_text()) or {}).get("hydra", {})
+        searched = own.get("overrides", {}).get("hydra", []) or []
+        overrides = [str(o) for o in searched if _key(str(o)) == "hydra.searchpath"] + overrides
+    return [o for o in overrides if not _run_only(o)]
 
 
 def with_training_overrides(argv: Sequence[str]) -> list[str]:
