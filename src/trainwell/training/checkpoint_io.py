@@ -1,9 +1,15 @@
-"""Checkpoint files: written atomically (a kill never destroys the last good one), read safely.
+"""Checkpoint files: written atomically (a kill never destroys the last good one), off the
+training thread, read safely.
 
 Lightning writes through fsspec's transaction into a temp file under /tmp and then *moves* it;
 across filesystems that is a copy, so a kill mid-copy leaves a truncated `last.ckpt`.
 `AtomicCheckpointIO` writes a temp file next to the target, fsyncs it and renames. Every read
 uses weights_only=True: no pickled code from a checkpoint ever runs.
+
+Writing a ResNet-18 checkpoint (~90 MB) with fsync takes ~250 ms, twice per epoch (best + last):
+on a GPU that trains an epoch in ~1.5 s, a fifth of the time. So a save only *snapshots* the
+state (a copy of every tensor on its own device, taken in the training thread before the next
+step can change the weights in place) and one writer thread writes the snapshots, in order.
 """
 
 from __future__ import annotations
@@ -12,12 +18,17 @@ import errno
 import io
 import os
 import pickle
+import threading
 import zipfile
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning_utilities.core.apply_func import apply_to_collection
 
 from trainwell.errors import TrainwellError
 
@@ -65,14 +76,102 @@ def _corrupt(path: Path, err: BaseException) -> CheckpointError:
     )
 
 
+def _copy(tensor: torch.Tensor) -> torch.Tensor:
+    # On a GPU the copy is queued on the training stream: it sees the weights exactly as the step
+    # that just ended left them, and the next step's in-place updates come after it.
+    return tensor.detach().clone()
+
+
+def snapshot(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """A copy of the checkpoint that later training cannot change: new containers, new tensors."""
+    return apply_to_collection(checkpoint, torch.Tensor, _copy)
+
+
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Temp file in the target's directory + fsync + os.replace: the old file or the new one,
-    never half of one. Loads always use weights_only=True, whatever the caller asked for."""
+    never half of one. Loads always use weights_only=True, whatever the caller asked for.
 
+    With `background=True` (the template's setting) saves return after the snapshot:
+    * one writer thread, first in first out: never two writes of one file at once, and a removal
+      (ModelCheckpoint deleting the previous top-k file) runs only after the newer file is on
+      disk, so at every moment one complete checkpoint of that kind exists;
+    * at most `max_pending` snapshots wait in memory (a save beyond that waits for the oldest);
+    * after a failed write nothing queued behind it runs (a removal of the previous good file
+      least of all), and the error is raised in the training thread at the next save, at
+      `flush()` or at teardown (the end of fit, or of a crash), which waits for every write.
+    Pre-emption calls `flush()` before it exits: the checkpoint is on disk when the process ends.
+    """
+
+    def __init__(self, background: bool = True, max_pending: int = 2) -> None:
+        super().__init__()
+        self.background = background
+        self.max_pending = max(1, int(max_pending))
+        self._executor: ThreadPoolExecutor | None = None
+        self._pending: deque[Future[None]] = deque()
+        self._error: BaseException | None = None
+        self._lock = threading.Lock()
+
+    # -- the training thread's side ------------------------------------------------------------
     def save_checkpoint(
         self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None
     ) -> None:
-        target = Path(path)
+        self._raise_failure()
+        if not self.background:
+            self._write_atomic(checkpoint, Path(path))
+            return
+        frozen = snapshot(checkpoint)
+        while len(self._pending) >= self.max_pending:
+            self._pending.popleft().result()
+        self._submit(self._write_atomic, frozen, Path(path))
+
+    def remove_checkpoint(self, path: Any) -> None:
+        if not self.background:
+            super().remove_checkpoint(path)
+            return
+        self._raise_failure()
+        self._submit(super().remove_checkpoint, path)
+
+    def flush(self) -> None:
+        """Wait until every queued write and removal is done; raise the first failure."""
+        while self._pending:
+            self._pending.popleft().result()
+        self._raise_failure()
+
+    def teardown(self) -> None:
+        try:
+            self.flush()
+        finally:
+            if self._executor is not None:
+                self._executor.shutdown(wait=True)
+                self._executor = None
+
+    def _submit(self, fn: Callable[..., None], *args: Any) -> None:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="checkpoint-writer")
+        self._pending.append(self._executor.submit(self._run, fn, *args))
+
+    def _raise_failure(self) -> None:
+        if self._error is None:
+            return
+        while self._pending:  # what was queued behind the failure is skipped; let it finish
+            self._pending.popleft().result()
+        with self._lock:
+            error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    # -- the writer thread's side --------------------------------------------------------------
+    def _run(self, fn: Callable[..., None], *args: Any) -> None:
+        with self._lock:
+            if self._error is not None:
+                return  # a failure earlier in the queue: write and remove nothing after it
+        try:
+            fn(*args)
+        except BaseException as err:  # handed to the training thread by _raise_failure
+            with self._lock:
+                self._error = err
+
+    def _write_atomic(self, checkpoint: dict[str, Any], target: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         try:
