@@ -18,6 +18,7 @@ import errno
 import io
 import os
 import pickle
+import sys
 import threading
 import zipfile
 from collections import deque
@@ -26,6 +27,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
+import lightning as L
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning_utilities.core.apply_func import apply_to_collection
@@ -217,3 +219,31 @@ def _fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+class FlushCheckpointWrites(L.Callback):
+    """Waits for the background checkpoint writes when fit ends, and when it fails.
+
+    Most strategies flush through `checkpoint_io.teardown()` at the end of fit, but Lightning
+    2.6's ModelParallelStrategy (trainer=fsdp) overrides teardown without calling it: without this
+    callback the test stage right after fit could read a best.ckpt still in the writer's queue.
+    After a crash the pending writes are still completed; a write failure is then printed rather
+    than raised, so the error that crashed the run is the one reported.
+    """
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        _flush(trainer)
+
+    def on_exception(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
+    ) -> None:
+        try:
+            _flush(trainer)
+        except Exception as err:  # reported, not raised: `exception` is the cause to report
+            print(f"a checkpoint write failed as well: {err}", file=sys.stderr, flush=True)
+
+
+def _flush(trainer: L.Trainer) -> None:
+    flush = getattr(trainer.strategy.checkpoint_io, "flush", None)
+    if callable(flush):
+        flush()
