@@ -136,3 +136,35 @@ def test_synchronous_mode_writes_before_returning(tmp_path: Path) -> None:
     assert read(tmp_path / "last.ckpt")["global_step"] == 1
     io.remove_checkpoint(tmp_path / "last.ckpt")
     assert not (tmp_path / "last.ckpt").exists()
+
+
+class _DiskFillsUp(AtomicCheckpointIO):
+    """The file accepts `room` bytes, then fails as a full disk does."""
+
+    def __init__(self, room: int) -> None:
+        super().__init__(background=False)
+        self.room = room
+
+    def _write(self, checkpoint: dict[str, Any], file: IO[bytes]) -> None:
+        io = self
+
+        class Full:
+            def write(self, data: Any) -> int:
+                size = memoryview(data).nbytes
+                if size > io.room:
+                    raise OSError(errno.ENOSPC, "No space left on device")
+                io.room -= size
+                return file.write(data)
+
+            def flush(self) -> None:
+                file.flush()
+
+        super()._write(checkpoint, Full())  # type: ignore[arg-type]
+
+
+def test_a_full_disk_mid_stream_is_named_and_leaves_no_temp_file(tmp_path: Path) -> None:
+    """torch.save itself turns the failed write into "unexpected pos"; the cause survives."""
+    big = {"state_dict": {"w": torch.zeros(100_000)}}
+    with pytest.raises(CheckpointError, match="no space left on device while writing"):
+        _DiskFillsUp(room=50_000).save_checkpoint(big, tmp_path / "last.ckpt")
+    assert list(tmp_path.iterdir()) == []

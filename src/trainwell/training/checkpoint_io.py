@@ -15,7 +15,6 @@ step can change the weights in place) and one writer thread writes the snapshots
 from __future__ import annotations
 
 import errno
-import io
 import os
 import pickle
 import sys
@@ -197,19 +196,44 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             raise
 
     def _write(self, checkpoint: dict[str, Any], file: IO[bytes]) -> None:
-        """Serialise, then write (a seam for tests that kill the process mid-write).
+        """Serialise into the file (a seam for tests that kill the process mid-write).
 
-        Through memory, as Lightning's own save does: streamed into the file, torch.save turns
-        ENOSPC into a RuntimeError ("unexpected pos ...") that no longer says the disk is full.
+        Streamed, not built in memory first: from the writer thread, a 90 MB in-memory copy is
+        made holding Python's GIL, which stalls the training thread's kernel launches for as
+        long; the file's own writes release it. torch.save reports a failed write as a
+        RuntimeError ("unexpected pos ...") that no longer says the disk is full, so the
+        OSError behind it is kept and raised instead.
         """
-        buffer = io.BytesIO()
-        torch.save(checkpoint, buffer)
-        file.write(buffer.getbuffer())
+        recording = _ErrorKeepingFile(file)
+        try:
+            torch.save(checkpoint, recording)
+        except Exception:
+            if recording.error is not None:
+                raise recording.error from None
+            raise
 
     def load_checkpoint(
         self, path: Any, map_location: Any | None = None, weights_only: bool | None = None
     ) -> dict[str, Any]:
         return load_checkpoint_file(path, map_location=map_location or "cpu")
+
+
+class _ErrorKeepingFile:
+    """The file-like object torch.save writes to, remembering the OSError of a failed write."""
+
+    def __init__(self, file: IO[bytes]) -> None:
+        self._file = file
+        self.error: OSError | None = None
+
+    def write(self, data: Any) -> int:
+        try:
+            return self._file.write(data)
+        except OSError as err:
+            self.error = err
+            raise
+
+    def flush(self) -> None:
+        self._file.flush()
 
 
 def _fsync_dir(directory: Path) -> None:
