@@ -20,7 +20,7 @@ import pickle
 import sys
 import threading
 import zipfile
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
@@ -83,8 +83,25 @@ def _copy(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.detach().clone()
 
 
-def snapshot(checkpoint: dict[str, Any]) -> dict[str, Any]:
-    """A copy of the checkpoint that later training cannot change: new containers, new tensors."""
+def snapshot(checkpoint: Any) -> Any:
+    """A copy of the checkpoint that later training cannot change: new containers, new tensors.
+
+    Plain dicts, lists and tuples (nearly all of a checkpoint) are walked directly; any other
+    collection goes through Lightning's apply_to_collection, which keeps its type. The direct
+    walk matters on small models, where apply_to_collection's generic checks cost more than
+    copying the tensors.
+    """
+    kind = type(checkpoint)
+    if kind is dict or kind is OrderedDict:
+        return kind((k, snapshot(v)) for k, v in checkpoint.items())
+    if kind is list:
+        return [snapshot(v) for v in checkpoint]
+    if kind is tuple:
+        return tuple(snapshot(v) for v in checkpoint)
+    if isinstance(checkpoint, torch.Tensor):
+        return _copy(checkpoint)
+    if isinstance(checkpoint, (str, bytes, int, float, bool, type(None))):
+        return checkpoint
     return apply_to_collection(checkpoint, torch.Tensor, _copy)
 
 
