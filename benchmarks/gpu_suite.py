@@ -202,10 +202,11 @@ def gpu_tests() -> dict[str, Any]:
         import pytest  # noqa: F401
     except ImportError:
         return {"skipped": "pytest is not installed"}
+    paths = os.environ.get("PYTHONPATH", "")  # carried wheels (hydra-core, omegaconf) stay visible
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-q", "-m", "gpu", "-p", "no:cacheprovider", "tests"],
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])},
+        env={**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO), paths])},
         capture_output=True,
         text=True,
         timeout=420,
