@@ -194,3 +194,14 @@ def test_startup_runs_and_csv_run_does_not_import_wandb() -> None:
     out = run_benchmark("startup.py", "--epochs", "1", "--reps", "1", "--import-reps", "1")
     assert float(out["startup_s"]) > 0 and float(out["training_s"]) > 0
     assert out["wandb_imported"] == "0"
+
+
+def test_gpu_suite_names_every_file_with_gpu_tests() -> None:
+    import gpu_suite
+
+    marked = sorted(
+        str(p.relative_to(REPO))
+        for p in (REPO / "tests").rglob("test_*.py")
+        if "@pytest.mark.gpu\n" in p.read_text()
+    )
+    assert marked == sorted(gpu_suite.GPU_TESTS)
