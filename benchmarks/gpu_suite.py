@@ -95,7 +95,7 @@ class Suite:
 
 
 # -- throughput --------------------------------------------------------------------------------
-def throughput(smoke: bool, reps: int | None) -> tuple[dict[str, Any], str]:
+def throughput(suite: Suite, smoke: bool, reps: int | None) -> tuple[dict[str, Any], str]:
     import gpu_throughput
 
     cuda = torch.cuda.is_available()
@@ -108,7 +108,15 @@ def throughput(smoke: bool, reps: int | None) -> tuple[dict[str, Any], str]:
     elif reps is not None:
         argv += ["--reps", str(reps)]
     args = gpu_throughput.parser(cuda).parse_args(argv)
-    results = gpu_throughput.measure(args)
+
+    def keep(partial: dict[str, Any]) -> None:
+        suite.results["items"]["throughput_so_far"] = partial
+        suite.save()
+
+    # Repetitions after the first start only while ~90 s (a compile-mode pair) are left.
+    deadline = time.perf_counter() + suite.left() - 90
+    results = gpu_throughput.measure(args, deadline=deadline, progress=keep)
+    suite.results["items"].pop("throughput_so_far", None)
     return {"args": vars(args), "modes": results}, gpu_throughput.table(results)
 
 
@@ -242,7 +250,7 @@ def main(argv: list[str] | None = None) -> int:
         box: dict[str, str] = {}
 
         def run_throughput() -> dict[str, Any]:
-            result, box["table"] = throughput(args.smoke, args.reps)
+            result, box["table"] = throughput(suite, args.smoke, args.reps)
             return result
 
         suite.run("throughput", 60, run_throughput)

@@ -42,6 +42,8 @@ import json
 import statistics
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -161,8 +163,16 @@ def base_overrides(args: argparse.Namespace, cuda: bool) -> list[str]:
     ]
 
 
-def measure(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
-    """Every mode, trainwell and raw, interleaved; per-mode figures (medians) and raw samples."""
+def measure(
+    args: argparse.Namespace,
+    deadline: float | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Every mode, trainwell and raw, interleaved; per-mode figures (medians) and raw samples.
+
+    `deadline` (time.perf_counter() value): pairs not started by then are skipped; `progress`
+    gets the samples so far after every pair (a caller saves them, in case the process is
+    stopped)."""
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     flops = train_flops_per_image(args.width)
@@ -170,6 +180,9 @@ def measure(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
     samples: dict[str, dict[str, list[float]]] = {m: {} for m in args.modes}
     for rep in range(args.reps):
         for mode in args.modes:
+            if deadline is not None and time.perf_counter() > deadline and rep > 0:
+                print(f"[rep {rep} {mode}] skipped: time budget", flush=True)
+                continue
             overrides, channels_last, _ = MODES[mode]
             overrides = [*base_overrides(args, cuda), *overrides]
             tw_overrides = list(overrides)
@@ -212,6 +225,8 @@ def measure(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
             }
             for key, value in figures.items():
                 row.setdefault(key, []).append(value)
+            if progress is not None:
+                progress({"samples": samples})
             print(
                 f"[rep {rep} {mode}] trainwell {figures['tw_img_s']:.0f} img/s, raw "
                 f"{figures['raw_img_s']:.0f} img/s, peak {figures['tw_peak_mib']:.0f} / "
@@ -221,6 +236,8 @@ def measure(args: argparse.Namespace) -> dict[str, dict[str, Any]]:
             )
     results: dict[str, dict[str, Any]] = {}
     for mode, row in samples.items():
+        if not row:
+            continue
         med = {k: statistics.median(v) for k, v in row.items()}
         tw = row["tw_img_s"]
         peak = dtype_peak(MODES[mode][2])

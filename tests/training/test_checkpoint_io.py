@@ -22,7 +22,7 @@ class GatedIO(AtomicCheckpointIO):
     """Writes wait at `gate` until the test opens it; counts concurrent writes."""
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(background=True, **kwargs)
         self.gate = threading.Event()
         self.started = threading.Event()
         self.active = 0
@@ -168,3 +168,46 @@ def test_a_full_disk_mid_stream_is_named_and_leaves_no_temp_file(tmp_path: Path)
     with pytest.raises(CheckpointError, match="no space left on device while writing"):
         _DiskFillsUp(room=50_000).save_checkpoint(big, tmp_path / "last.ckpt")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_background_during_the_training_loop_only(tmp_path: Path) -> None:
+    """In a real fit: ModelCheckpoint's saves go to the writer thread; after fit a
+    save-then-read (what the doctor and users do) finds the file."""
+    import lightning as L
+    from lightning.pytorch.callbacks import ModelCheckpoint
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from tests.conftest import quiet_trainer
+    from trainwell.training.checkpoint_io import BackgroundCheckpointWrites
+
+    class Probe(L.Callback):
+        seen: list[bool] = []
+
+        def on_train_batch_end(self, trainer, *args: Any) -> None:
+            self.seen.append(trainer.strategy.checkpoint_io.background)
+
+    class Tiny(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(2))
+
+        def training_step(self, batch, batch_idx):
+            return (self.w * batch[0]).sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    io = AtomicCheckpointIO()
+    probe = Probe()
+    every_step = ModelCheckpoint(dirpath=tmp_path / "ckpt", every_n_train_steps=1, save_top_k=-1)
+    trainer = quiet_trainer(
+        max_epochs=1,
+        plugins=[io],
+        enable_checkpointing=True,
+        callbacks=[BackgroundCheckpointWrites(), probe, every_step],
+    )
+    trainer.fit(Tiny(), DataLoader(TensorDataset(torch.ones(4, 2)), batch_size=2))
+    assert probe.seen == [True, True] and not io.background
+    assert len(list((tmp_path / "ckpt").glob("*.ckpt"))) == 2  # flushed at the end of training
+    trainer.save_checkpoint(tmp_path / "after.ckpt")
+    assert read(tmp_path / "after.ckpt")["global_step"] == 2  # written before the call returned

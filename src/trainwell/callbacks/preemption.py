@@ -37,6 +37,7 @@ import lightning as L
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from trainwell.callbacks.cadence import is_reading_step
 from trainwell.callbacks.non_finite import NonFiniteLossError
 from trainwell.errors import TrainwellError
 
@@ -158,9 +159,12 @@ class PreemptionCallback(L.Callback):
         raise Preempted(message)
 
     def _agreement_step(self, trainer: L.Trainer, batches_done: int) -> bool:
-        """Whether the ranks agree on stopping after this window (see the module docstring)."""
-        every = self.check_every_n_steps or trainer.log_every_n_steps or 1
-        return trainer.global_step % every == 0 or batches_done >= trainer.num_training_batches
+        """Whether the ranks agree on stopping after this window (see the module docstring): at
+        the steps where the guards read their device values too (one sync point, not two)."""
+        return (
+            is_reading_step(trainer, batches_done, self.check_every_n_steps)
+            or batches_done >= trainer.num_training_batches
+        )
 
     def on_exception(
         self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException

@@ -11,7 +11,7 @@ from lightning.pytorch.utilities import rank_zero_info
 from omegaconf import DictConfig
 
 from trainwell.callbacks.accumulation import ExactAccumulation
-from trainwell.training.checkpoint_io import AtomicCheckpointIO, FlushCheckpointWrites
+from trainwell.training.checkpoint_io import AtomicCheckpointIO, BackgroundCheckpointWrites
 from trainwell.training.precision import configure_matmul, resolve_precision
 
 # Callbacks that only write to a logger: with `logger=[]` / `logger=null` they are left out
@@ -46,7 +46,8 @@ def build_trainer(cfg: DictConfig, **overrides: Any) -> L.Trainer:
     * `use_distributed_sampler=False`: the template shards loaders itself, without the padding
       Lightning's DistributedSampler adds (data/sharding.py);
     * every checkpoint read or written goes through AtomicCheckpointIO: atomic writes off the
-      training thread (flushed when fit ends or fails), and loads with weights_only=True
+      training thread during the training loop (flushed when it ends or fails), and loads with
+      weights_only=True
       whatever a caller asks for;
     * `trainer.precision` resolved (auto, and no silent fp16 -> bf16 on CPU).
     """
@@ -57,7 +58,7 @@ def build_trainer(cfg: DictConfig, **overrides: Any) -> L.Trainer:
     callbacks = list(overrides.pop("callbacks", []))
     if not any(isinstance(c, ExactAccumulation) for c in callbacks):
         callbacks.insert(0, ExactAccumulation())
-    callbacks.append(FlushCheckpointWrites())
+    callbacks.append(BackgroundCheckpointWrites())
     kwargs: dict[str, Any] = {
         "precision": precision,
         "plugins": [AtomicCheckpointIO()],

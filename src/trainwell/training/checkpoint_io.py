@@ -109,7 +109,10 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     """Temp file in the target's directory + fsync + os.replace: the old file or the new one,
     never half of one. Loads always use weights_only=True, whatever the caller asked for.
 
-    With `background=True` (the template's setting) saves return after the snapshot:
+    With `background=True` (the template turns it on for the training loop only, see
+    `BackgroundCheckpointWrites`: a save outside it, e.g. `trainer.save_checkpoint()` after fit
+    followed by a read of the file, is written before the call returns) saves return after the
+    snapshot:
     * one writer thread, first in first out: never two writes of one file at once, and a removal
       (ModelCheckpoint deleting the previous top-k file) runs only after the newer file is on
       disk, so at every moment one complete checkpoint of that kind exists;
@@ -120,7 +123,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     Pre-emption calls `flush()` before it exits: the checkpoint is on disk when the process ends.
     """
 
-    def __init__(self, background: bool = True, max_pending: int = 2) -> None:
+    def __init__(self, background: bool = False, max_pending: int = 2) -> None:
         super().__init__()
         self.background = background
         self.max_pending = max(1, int(max_pending))
@@ -262,15 +265,25 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
-class FlushCheckpointWrites(L.Callback):
-    """Waits for the background checkpoint writes when fit ends, and when it fails.
+class BackgroundCheckpointWrites(L.Callback):
+    """Background checkpoint writes during the training loop, and only there.
 
-    Most strategies flush through `checkpoint_io.teardown()` at the end of fit, but Lightning
-    2.6's ModelParallelStrategy (trainer=fsdp) overrides teardown without calling it: without this
-    callback the test stage right after fit could read a best.ckpt still in the writer's queue.
-    After a crash the pending writes are still completed; a write failure is then printed rather
-    than raised, so the error that crashed the run is the one reported.
+    From on_train_start to on_train_end the trainer's AtomicCheckpointIO writes off the training
+    thread (ModelCheckpoint's saves, pre-emption); at on_train_end, on an exception and at the end
+    of fit it waits for every pending write and goes back to writing before returning, so code
+    that saves and then reads a file outside training (the doctor, a user after fit) finds it.
+    The end-of-fit wait also covers Lightning 2.6's ModelParallelStrategy (trainer=fsdp), whose
+    teardown does not call `checkpoint_io.teardown()`. After a crash the pending writes are still
+    completed; a write failure is then printed rather than raised, so the error that crashed the
+    run is the one reported.
     """
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        _set_background(trainer, True)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        _set_background(trainer, False)
+        _flush(trainer)
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         _flush(trainer)
@@ -278,10 +291,17 @@ class FlushCheckpointWrites(L.Callback):
     def on_exception(
         self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
     ) -> None:
+        _set_background(trainer, False)
         try:
             _flush(trainer)
         except Exception as err:  # reported, not raised: `exception` is the cause to report
             print(f"a checkpoint write failed as well: {err}", file=sys.stderr, flush=True)
+
+
+def _set_background(trainer: L.Trainer, on: bool) -> None:
+    io = trainer.strategy.checkpoint_io
+    if isinstance(io, AtomicCheckpointIO):
+        io.background = on
 
 
 def _flush(trainer: L.Trainer) -> None:
