@@ -32,6 +32,8 @@ import numpy as np
 import torch
 from harness import add_common_args, compose, final_line, header, set_threads
 
+from trainwell.compat import set_sampler_epoch
+
 TRAIN_BATCHES = [f"data_batch_{i}" for i in range(1, 6)]
 
 
@@ -102,7 +104,7 @@ def run_setting(
     images = 0
     start_all = time.perf_counter()
     for epoch in range(args.epochs):
-        loader.sampler.set_epoch(epoch)
+        set_sampler_epoch(loader, epoch)  # what Lightning does (a no-op for a plain shuffle)
         it = iter(loader)  # worker start-up (without persistent workers) counts as waiting
         for _ in range(args.batches):
             t0 = time.perf_counter()

@@ -16,7 +16,8 @@ FLOPs: the module's `flops_per_batch` attribute when it has one (Lightning's con
 counted with torch's FlopCounterMode during the first training micro-batch of a fresh run (forward
 + backward; recomputation under gradient checkpointing included), assumed proportional to the batch
 size, and kept in checkpoints so a resumed run does not count again. A compiled module runs that one
-micro-batch eagerly (the counter cannot see inside compiled kernels).
+micro-batch eagerly (the counter cannot see inside compiled kernels). With sharded (FSDP2)
+parameters nothing is counted: declare `flops_per_batch` there.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ import torch
 from lightning.fabric.utilities.throughput import Throughput, get_available_flops
 from lightning.pytorch.utilities import rank_zero_info
 from lightning.pytorch.utilities.data import extract_batch_size
+from torch.distributed.tensor import DTensor
 
 from trainwell.callbacks.accumulation import ITEMS_HOOK, count_items
 from trainwell.callbacks.cadence import is_reading_step
@@ -172,13 +174,20 @@ class ThroughputLogger(L.Callback):
             self._mark_and_log(trainer)
 
     def _should_count(self, trainer: L.Trainer, pl_module: L.LightningModule) -> bool:
-        return (
+        if not (
             self.count_flops
             and self.flops_per_sample is None
             and getattr(pl_module, "flops_per_batch", None) is None
             and trainer.global_step == 0
             and self._batches == 0
-        )
+        ):
+            return False
+        if any(isinstance(p, DTensor) for p in pl_module.parameters()):
+            # Sharded parameters: the counter would see the DTensor ops, not this rank's share.
+            rank_zero_info("throughput: sharded parameters: set `flops_per_batch` for FLOP/s, MFU")
+            self.count_flops = False
+            return False
+        return True
 
     # -- at logging steps ------------------------------------------------------------------------
     def _mark_and_log(self, trainer: L.Trainer) -> None:
