@@ -104,7 +104,7 @@ def run_setting(
     images = 0
     start_all = time.perf_counter()
     for epoch in range(args.epochs):
-        set_sampler_epoch(loader, epoch)  # what Lightning does at every epoch start
+        set_sampler_epoch(loader, epoch)  # what Lightning does (a no-op for a plain shuffle)
         it = iter(loader)  # worker start-up (without persistent workers) counts as waiting
         for _ in range(args.batches):
             t0 = time.perf_counter()

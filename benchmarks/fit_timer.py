@@ -3,6 +3,8 @@
 Benchmarks add it through the config (`+callbacks.bench_timer._target_=fit_timer.FitTimer`), so
 the Trainer under test is exactly the one `trainwell.training.run.train` builds. Results land in
 `FitTimer.last` because Hydra constructs the instance inside train() where we cannot reach it.
+`fit_seconds` ends at on_fit_end, which Lightning calls after the strategy's teardown: the wait
+for the last background checkpoint write is included.
 """
 
 from __future__ import annotations
@@ -22,7 +24,15 @@ def _sync() -> None:
 
 
 class FitTimer(L.Callback):
-    """Wall and process CPU time of fit (setup hook -> on_fit_end) and of every train+val epoch.
+    """Wall and process CPU time of fit (setup hook -> on_fit_end) and of every epoch, split into
+    its parts.
+
+    An epoch runs from one `on_train_epoch_start` to the next (the last one to `on_train_end`),
+    so the checkpoints Lightning writes after `on_train_epoch_end` count in the epoch they end.
+    Per epoch: `train_seconds` (epoch start -> validation start), `val_seconds` (validation start
+    -> end), `val_setup_seconds` (validation minus its batches: loader iterator, mode switches,
+    metric compute), `ckpt_seconds` (time the training thread spends in trainer.save_checkpoint).
+    On a GPU each boundary synchronises, which costs a few syncs per epoch, none per step.
 
     CPU time is the robust figure on a shared machine: neighbours stretch wall time, not the CPU
     seconds this process spends (it misses I/O waits such as fsync, which wall time shows)."""
@@ -35,32 +45,86 @@ class FitTimer(L.Callback):
         self.epochs: list[float] = []
         self.epochs_cpu: list[float] = []
         self.train_seconds: list[float] = []  # train part of each epoch (before validation)
+        self.val_seconds: list[float] = []
+        self.val_setup_seconds: list[float] = []
+        self.ckpt_seconds: list[float] = []
         self.train_batches = 0
+        self._in_epoch = False
+        self._val_start = self._val_first = self._val_last = 0.0
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        if stage == "fit":
-            self.fit_start, self.fit_start_cpu = time.perf_counter(), time.process_time()
+        if stage != "fit":
+            return
+        self.fit_start, self.fit_start_cpu = time.perf_counter(), time.process_time()
+        save = trainer.save_checkpoint
+
+        def timed_save(*args: Any, **kwargs: Any) -> Any:
+            _sync()
+            start = time.perf_counter()
+            try:
+                return save(*args, **kwargs)
+            finally:
+                _sync()
+                if self._in_epoch and self.ckpt_seconds:
+                    self.ckpt_seconds[-1] += time.perf_counter() - start
+
+        trainer.save_checkpoint = timed_save  # type: ignore[method-assign]  # this instance only
+
+    def _close_epoch(self) -> None:
+        if not self._in_epoch:
+            return
+        _sync()
+        now = time.perf_counter()
+        if len(self.train_seconds) < len(self.ckpt_seconds):  # no validation ran this epoch
+            self.train_seconds.append(now - self.epoch_start)
+        self.epochs.append(now - self.epoch_start)
+        self.epochs_cpu.append(time.process_time() - self.epoch_start_cpu)
+        self._in_epoch = False
 
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._close_epoch()
         _sync()
         self.epoch_start, self.epoch_start_cpu = time.perf_counter(), time.process_time()
+        self.ckpt_seconds.append(0.0)
+        self._in_epoch = True
 
     def on_train_batch_end(self, *args: Any) -> None:
         self.train_batches += 1
 
-    def on_validation_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        if not trainer.sanity_checking and len(self.train_seconds) == len(self.epochs):
-            _sync()
-            self.train_seconds.append(time.perf_counter() - self.epoch_start)
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking or not self._in_epoch:
+            return
+        _sync()
+        self._val_start = self._val_first = time.perf_counter()
+        self.train_seconds.append(self._val_start - self.epoch_start)
 
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        # Lightning 2.x calls this after the epoch's validation pass (and its checkpoint save).
+    def on_validation_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
+        if not trainer.sanity_checking and self._val_first == self._val_start:
+            _sync()
+            self._val_first = time.perf_counter()
+
+    def on_validation_batch_end(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
+        batch_idx: int, dataloader_idx: int = 0,
+    ) -> None:  # fmt: skip
+        if trainer.sanity_checking:
+            return
+        if batch_idx + 1 == trainer.num_val_batches[dataloader_idx]:
+            _sync()  # the last batch: its kernels are done when the clock is read
+        self._val_last = time.perf_counter()
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.sanity_checking or not self._in_epoch:
+            return
         _sync()
         now = time.perf_counter()
-        if len(self.train_seconds) == len(self.epochs):  # no validation ran this epoch
-            self.train_seconds.append(now - self.epoch_start)
-        self.epochs.append(now - self.epoch_start)
-        self.epochs_cpu.append(time.process_time() - self.epoch_start_cpu)
+        self.val_seconds.append(now - self._val_start)
+        # The batches' time: first batch in hand -> last batch done; set-up is the rest.
+        batches = max(self._val_last, self._val_first) - self._val_first
+        self.val_setup_seconds.append(self.val_seconds[-1] - batches)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._close_epoch()
 
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         _sync()
@@ -70,6 +134,9 @@ class FitTimer(L.Callback):
             "epoch_seconds": list(self.epochs),
             "epoch_cpu": list(self.epochs_cpu),
             "train_seconds": list(self.train_seconds),
+            "val_seconds": list(self.val_seconds),
+            "val_setup_seconds": list(self.val_setup_seconds),
+            "ckpt_seconds": list(self.ckpt_seconds),
             "peak_memory": torch.cuda.max_memory_allocated() if torch.cuda.is_available() else 0,
             "train_batches": self.train_batches,
             # The final weights in memory: last.ckpt is not them when the final epoch did not

@@ -1,39 +1,56 @@
-"""P2: ResNet-18 training throughput on a GPU, trainwell vs the hand-written loop, per mode.
+"""P2: ResNet-18 training throughput, trainwell vs the hand-written loop with the same features.
 
     .venv/bin/python benchmarks/gpu_throughput.py                      # on a GPU box
-    .venv/bin/python benchmarks/gpu_throughput.py --num-samples 256 --batch 32 --width 8 \
-        --modes fp32 --epochs 2                                       # tiny CPU smoke run
+    .venv/bin/python benchmarks/gpu_throughput.py --num-samples 256 --num-val 64 --batch 32 \\
+        --width 8 --modes fp32 --epochs 2                             # tiny CPU smoke run
 
-Modes (each for trainwell and the raw loop, interleaved; `model=resnet18 data=synthetic`):
-  fp32         trainer.precision=32-true (TF32 matmuls on: trainwell sets matmul precision high)
-  bf16         trainer.precision=bf16-mixed
-  bf16_cl      bf16 + the model in channels_last (a benchmark callback; inputs stay NCHW)
+Both sides, interleaved A/B in one process (the order alternates between repetitions), run
+`model=resnet18 data=synthetic` (CIFAR-shaped) through the SAME data path: by default the
+on-device pipeline (`data.on_device=true data.augment=true`: uint8 on the GPU, crop + flip +
+normalise per batch there), `--data cpu` for the DataLoader path. Both validate once per epoch
+and checkpoint every epoch with the same policy (last.ckpt every epoch, best.ckpt when val
+accuracy improved; atomic; written in the background on both sides, `--raw-ckpt sync` for an
+inline-writing raw loop). The trainwell side is `train()` itself with its default callbacks
+and CSV logger.
+
+Modes:
+  fp32             trainer.precision=32-true (TF32 matmuls: trainwell sets matmul precision high)
+  bf16             trainer.precision=bf16-mixed
+  bf16_cl          bf16 + channels_last: NHWC batches (data.channels_last) and an NHWC model
   bf16_cl_compile  + model.compile=true (torch.compile of the net, in place)
-images/s = training images / train time of the epochs after the first (the first pays compile,
-cudnn autotune, allocator warm-up); validation is excluded from the figure on both sides.
-Peak memory: torch.cuda.max_memory_allocated over the run. MFU = achieved training FLOP/s
-(FlopCounterMode's forward+backward count for this net, x images/s) / the GPU's dense bf16 peak
-from the table below (fp32 modes are also divided by the bf16 peak, so modes compare).
 
-On a machine without CUDA it runs the same code on the CPU and says so (for the smoke test);
-those figures are not GPU figures.
+Figures per mode (medians over repetitions):
+  img/s     training images / training seconds of the epochs after the first (the first pays
+            compile, cudnn autotune, allocator warm-up); validation and checkpoints excluded
+  ratio     trainwell img/s / raw img/s (target >= 0.97)
+  mfu       trainwell img/s x FLOPs per image (FlopCounterMode, forward + backward) / the device's
+            dense peak for the mode's compute dtype (Lightning's get_available_flops: TF32 for
+            fp32, bf16 otherwise); mfu_bf16 divides by the bf16 peak in every mode
+  logged    what trainwell's ThroughputLogger logged (median over the last epoch): img/s, MFU
+  peak_mib  torch.cuda.max_memory_allocated over the run
+  ckpt_ms / val_setup_ms / fixed_ms   per-epoch fixed costs on each side (see harness.fixed_costs)
 
-Last line: `device=.. best_mode=.. best_img_s=.. <mode>_tw_img_s=.. <mode>_raw_img_s=..
-<mode>_ratio=.. <mode>_mfu=.. <mode>_peak_mib=..`.
+On a machine without CUDA it runs the same code on the CPU and says so (the smoke test).
+Writes gpu_throughput.json and a table to --out or $OUT when set. Last line: key=value figures.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
+import json
 import statistics
 import sys
 import tempfile
+import time
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import fit_timer
 import raw_loop
 import torch
-from harness import add_common_args, final_line, header, set_threads
+from harness import add_common_args, final_line, fixed_costs, header, output_dir, set_threads
 
 # Dense (no sparsity) bf16 tensor-core peak, TFLOP/s, from the vendors' datasheets.
 BF16_PEAK_TFLOPS = {
@@ -50,12 +67,30 @@ BF16_PEAK_TFLOPS = {
     "RTX 4090": 165.0,
 }
 
-MODES = {
-    "fp32": (["trainer.precision=32-true"], False),
-    "bf16": (["trainer.precision=bf16-mixed"], False),
-    "bf16_cl": (["trainer.precision=bf16-mixed"], True),
-    "bf16_cl_compile": (["trainer.precision=bf16-mixed", "model.compile=true"], True),
+# mode -> (overrides, model in channels_last, compute dtype)
+MODES: dict[str, tuple[list[str], bool, torch.dtype]] = {
+    "fp32": (["trainer.precision=32-true", "data.channels_last=false"], False, torch.float32),
+    "bf16": (["trainer.precision=bf16-mixed", "data.channels_last=false"], False, torch.bfloat16),
+    "bf16_cl": (["trainer.precision=bf16-mixed", "data.channels_last=true"], True, torch.bfloat16),
+    "bf16_cl_compile": (
+        ["trainer.precision=bf16-mixed", "data.channels_last=true", "model.compile=true"],
+        True,
+        torch.bfloat16,
+    ),
 }
+
+
+FINAL_KEYS = (
+    "tw_img_s",
+    "raw_img_s",
+    "ratio",
+    "mfu",
+    "tw_peak_mib",
+    "tw_ckpt_ms",
+    "raw_ckpt_ms",
+    "tw_fixed_ms",
+    "raw_fixed_ms",
+)
 
 
 def bf16_peak(name: str) -> float | None:
@@ -63,6 +98,16 @@ def bf16_peak(name: str) -> float | None:
         if key.lower() in name.lower():
             return BF16_PEAK_TFLOPS[key] * 1e12
     return None
+
+
+def dtype_peak(dtype: torch.dtype) -> float | None:
+    """Lightning's dense peak for this device and compute dtype (None on a CPU)."""
+    if not torch.cuda.is_available():
+        return None
+    from lightning.fabric.utilities.throughput import get_available_flops
+
+    peak = get_available_flops(torch.device("cuda", torch.cuda.current_device()), dtype)
+    return float(peak) if peak else None
 
 
 def train_flops_per_image(width: int) -> float:
@@ -78,48 +123,37 @@ def train_flops_per_image(width: int) -> float:
     return counter.get_total_flops() / 2
 
 
-def images_per_second(run: dict, batch: int) -> float:
+def images_per_second(run: dict) -> float:
     """Training images / training seconds of the epochs after the first."""
     seconds = run["train_seconds"][1:] or run["train_seconds"]
-    images = run["images_per_epoch"] * len(seconds)
-    return images / sum(seconds)
+    return run["images_per_epoch"] * len(seconds) / sum(seconds)
 
 
-def main(argv: list[str] | None = None) -> int:
-    cuda = torch.cuda.is_available()
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    # On CPU, compile needs a C++ toolchain and minutes, and channels_last has no tensor cores to
-    # feed: the CPU smoke default is the two precision modes.
-    cpu_modes = ["fp32", "bf16"]
-    parser.add_argument(
-        "--modes", nargs="+", choices=list(MODES), default=list(MODES) if cuda else cpu_modes
-    )
-    parser.add_argument("--num-samples", type=int, default=50_000 if cuda else 512)
-    parser.add_argument("--batch", type=int, default=512 if cuda else 32)
-    parser.add_argument("--width", type=int, default=64 if cuda else 8)
-    parser.add_argument("--epochs", type=int, default=3, help="the first is warm-up")
-    parser.add_argument("--reps", type=int, default=2 if cuda else 1)
-    parser.add_argument("--num-workers", type=int, default=0)
-    parser.add_argument(
-        "--tw-override",
-        action="append",
-        default=[],
-        help="extra Hydra override for the trainwell side only (e.g. "
-        "--tw-override=callbacks.non_finite_guard.sync_every=50); repeatable",
-    )
-    add_common_args(parser, threads=0 if cuda else 1)
-    args = parser.parse_args(argv)
-    set_threads(args.threads)
-    device = torch.device("cuda" if cuda else "cpu")
-    header(f"P2 throughput on {'GPU ' + torch.cuda.get_device_name(0) if cuda else 'CPU'}")
-    if not cuda:
-        print("NOTE: no CUDA device: running on CPU for the smoke test; these are not GPU figures")
-        if "bf16_cl_compile" in args.modes:
-            print("NOTE: torch.compile on CPU needs a C++ toolchain and minutes; run as requested")
-    base = [
+def logged_figures(run_dir: Path) -> dict[str, float]:
+    """The median of what ThroughputLogger logged in the last epoch (img/s, MFU)."""
+    path = run_dir / "trainwell" / "csv" / "metrics.csv"
+    if not path.is_file():
+        return {}
+    rows = [r for r in csv.DictReader(path.open()) if r.get("throughput/samples_per_sec")]
+    if not rows:
+        return {}
+    last_epoch = max(int(r["epoch"]) for r in rows if r.get("epoch"))
+    rows = [r for r in rows if r.get("epoch") and int(r["epoch"]) == last_epoch] or rows
+    out = {"logged_img_s": statistics.median(float(r["throughput/samples_per_sec"]) for r in rows)}
+    mfus = [float(r["throughput/mfu"]) for r in rows if r.get("throughput/mfu")]
+    if mfus:
+        out["logged_mfu"] = statistics.median(mfus)
+    return out
+
+
+def base_overrides(args: argparse.Namespace, cuda: bool) -> list[str]:
+    data = ["data.on_device=true", "data.augment=true"] if args.data == "on_device" else []
+    return [
         "model=resnet18",
         "data=synthetic",
+        *data,
         f"data.num_samples={args.num_samples}",
+        f"data.num_val={args.num_val}",
         f"data.batch_size={args.batch}",
         f"data.num_workers={args.num_workers}",
         f"model.net.width={args.width}",
@@ -127,63 +161,183 @@ def main(argv: list[str] | None = None) -> int:
         f"trainer={'gpu' if cuda else 'cpu'}",
         "trainer.num_sanity_val_steps=0",
     ]
-    peak = bf16_peak(torch.cuda.get_device_name(0)) if cuda else None
+
+
+def measure(
+    args: argparse.Namespace,
+    deadline: float | None = None,
+    progress: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, dict[str, Any]]:
+    """Every mode, trainwell and raw, interleaved; per-mode figures (medians) and raw samples.
+
+    `deadline` (time.perf_counter() value): pairs not started by then are skipped; `progress`
+    gets the samples so far after every pair (a caller saves them, in case the process is
+    stopped)."""
+    cuda = torch.cuda.is_available()
+    device = torch.device("cuda" if cuda else "cpu")
     flops = train_flops_per_image(args.width)
-    print(f"training FLOPs per image (fwd+bwd, FlopCounterMode): {flops / 1e9:.3f} GFLOP")
-    print(f"bf16 dense peak: {peak / 1e12:.0f} TFLOP/s" if peak else "bf16 peak: unknown device")
-    rows: dict[str, dict[str, list[float]]] = {
-        m: {"tw": [], "raw": [], "tw_mem": [], "raw_mem": []} for m in args.modes
-    }
+    peak_bf16 = bf16_peak(torch.cuda.get_device_name(0)) if cuda else None
+    samples: dict[str, dict[str, list[float]]] = {m: {} for m in args.modes}
     for rep in range(args.reps):
         for mode in args.modes:
-            overrides, channels_last = MODES[mode]
-            overrides = [*base, *overrides]
+            if deadline is not None and time.perf_counter() > deadline and rep > 0:
+                print(f"[rep {rep} {mode}] skipped: time budget", flush=True)
+                continue
+            overrides, channels_last, _ = MODES[mode]
+            overrides = [*base_overrides(args, cuda), *overrides]
+            tw_overrides = list(overrides)
             if channels_last:
-                overrides.append("+callbacks.bench_cl._target_=fit_timer.ChannelsLast")
+                tw_overrides.append("+callbacks.bench_cl._target_=fit_timer.ChannelsLast")
             with tempfile.TemporaryDirectory(prefix="tw-bench-gpu-") as tmp:
-                if cuda:
-                    torch.cuda.reset_peak_memory_stats()
-                tw = fit_timer.run_trainwell(
-                    [*overrides, *args.tw_override], args.epochs, Path(tmp)
-                )
-                tw["images_per_epoch"] = args.num_samples
-                raw = raw_loop.run_from_config(
-                    [o for o in overrides if "bench_cl" not in o],
-                    args.epochs,
-                    Path(tmp),
-                    device=device,
-                    channels_last=channels_last,
-                )
-            row = rows[mode]
-            row["tw"].append(images_per_second(tw, args.batch))
-            row["raw"].append(images_per_second(raw, args.batch))
-            row["tw_mem"].append(tw["peak_memory"] / 2**20)
-            row["raw_mem"].append(raw["peak_memory"] / 2**20)
+
+                def run_tw(tmp: str = tmp, tw_overrides: list[str] = tw_overrides) -> dict:
+                    if cuda:
+                        torch.cuda.reset_peak_memory_stats()
+                    out = fit_timer.run_trainwell(
+                        [*tw_overrides, *args.tw_override], args.epochs, Path(tmp)
+                    )
+                    out["images_per_epoch"] = args.num_samples
+                    return {**out, **logged_figures(Path(tmp))}
+
+                def run_raw(
+                    tmp: str = tmp, overrides: list[str] = overrides, cl: bool = channels_last
+                ) -> dict:
+                    return raw_loop.run_from_config(
+                        overrides, args.epochs, Path(tmp), device=device,
+                        channels_last=cl, ckpt=args.raw_ckpt,
+                    )  # fmt: skip
+
+                if rep % 2 == 0:
+                    tw = run_tw()
+                    raw = run_raw()
+                else:
+                    raw = run_raw()
+                    tw = run_tw()
+            row = samples[mode]
+            figures = {
+                "tw_img_s": images_per_second(tw),
+                "raw_img_s": images_per_second(raw),
+                "tw_peak_mib": tw["peak_memory"] / 2**20,
+                "raw_peak_mib": raw["peak_memory"] / 2**20,
+                **{f"tw_{k}": v for k, v in fixed_costs(tw).items()},
+                **{f"raw_{k}": v for k, v in fixed_costs(raw).items()},
+                **{f"tw_{k}": v for k, v in tw.items() if k.startswith("logged_")},
+            }
+            for key, value in figures.items():
+                row.setdefault(key, []).append(value)
+            if progress is not None:
+                progress({"samples": samples})
             print(
-                f"[rep {rep} {mode}] trainwell {row['tw'][-1]:.0f} img/s, raw {row['raw'][-1]:.0f}"
-                f" img/s, peak {row['tw_mem'][-1]:.0f} / {row['raw_mem'][-1]:.0f} MiB",
+                f"[rep {rep} {mode}] trainwell {figures['tw_img_s']:.0f} img/s, raw "
+                f"{figures['raw_img_s']:.0f} img/s, peak {figures['tw_peak_mib']:.0f} / "
+                f"{figures['raw_peak_mib']:.0f} MiB, ckpt {figures['tw_ckpt_ms']:.1f} / "
+                f"{figures['raw_ckpt_ms']:.1f} ms/epoch",
                 flush=True,
             )
-    figures: dict[str, float | str] = {"device": "cuda" if cuda else "cpu"}
-    best_mode, best_rate = "", 0.0
-    for mode, row in rows.items():
-        tw, raw = statistics.median(row["tw"]), statistics.median(row["raw"])
-        mfu = tw * flops / peak if peak else float("nan")
-        spread = (max(row["tw"]) - min(row["tw"])) / 2 / tw
-        print(
-            f"{mode}: trainwell {tw:.0f} img/s (+/-{100 * spread:.1f}%), raw {raw:.0f} img/s, "
-            f"ratio {tw / raw:.3f}, MFU {100 * mfu:.1f}%, peak {max(row['tw_mem']):.0f} MiB"
-        )
-        figures |= {
-            f"{mode}_tw_img_s": tw,
-            f"{mode}_raw_img_s": raw,
-            f"{mode}_ratio": tw / raw,
-            f"{mode}_mfu": mfu,
-            f"{mode}_peak_mib": max(row["tw_mem"]),
+    results: dict[str, dict[str, Any]] = {}
+    for mode, row in samples.items():
+        if not row:
+            continue
+        med = {k: statistics.median(v) for k, v in row.items()}
+        tw = row["tw_img_s"]
+        peak = dtype_peak(MODES[mode][2])
+        med |= {
+            "ratio": med["tw_img_s"] / med["raw_img_s"],
+            "ratio_min": min(t / r for t, r in zip(tw, row["raw_img_s"], strict=True)),
+            "tw_spread": (max(tw) - min(tw)) / 2 / med["tw_img_s"],
+            "flops_per_image": flops,
+            "mfu": med["tw_img_s"] * flops / peak if peak else float("nan"),
+            "raw_mfu": med["raw_img_s"] * flops / peak if peak else float("nan"),
+            "mfu_bf16": med["tw_img_s"] * flops / peak_bf16 if peak_bf16 else float("nan"),
+            "peak_flops": peak or float("nan"),
+            "reps": len(tw),
         }
-        if tw > best_rate:
-            best_mode, best_rate = mode, tw
-    final_line(best_mode=best_mode, best_img_s=best_rate, **figures)
+        results[mode] = {"median": med, "samples": row}
+    return results
+
+
+def table(results: dict[str, dict[str, Any]]) -> str:
+    lines = [
+        "| mode | trainwell img/s | raw img/s | ratio (min) | MFU tw / raw | logged img/s, MFU "
+        "| peak MiB tw / raw | ckpt ms/epoch tw / raw | val set-up ms tw / raw "
+        "| fixed ms/epoch tw / raw |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for mode, res in results.items():
+        m = res["median"]
+        logged = f"{m.get('tw_logged_img_s', float('nan')):.0f}, {m.get('tw_logged_mfu', float('nan')):.3f}"
+        lines.append(
+            f"| {mode} | {m['tw_img_s']:.0f} | {m['raw_img_s']:.0f} | {m['ratio']:.3f} "
+            f"({m['ratio_min']:.3f}) | {m['mfu']:.3f} / {m['raw_mfu']:.3f} | {logged} "
+            f"| {m['tw_peak_mib']:.0f} / {m['raw_peak_mib']:.0f} "
+            f"| {m['tw_ckpt_ms']:.1f} / {m['raw_ckpt_ms']:.1f} "
+            f"| {m['tw_val_setup_ms']:.1f} / {m['raw_val_setup_ms']:.1f} "
+            f"| {m['tw_fixed_ms']:.1f} / {m['raw_fixed_ms']:.1f} |"
+        )
+    return "\n".join(lines)
+
+
+def parser(cuda: bool) -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    # On CPU, compile needs a C++ toolchain and minutes, and channels_last has no tensor cores to
+    # feed: the CPU smoke default is the two precision modes.
+    cpu_modes = ["fp32", "bf16"]
+    p.add_argument(
+        "--modes", nargs="+", choices=list(MODES), default=list(MODES) if cuda else cpu_modes
+    )
+    p.add_argument("--data", choices=["on_device", "cpu"], default="on_device")
+    p.add_argument("--num-samples", type=int, default=50_000 if cuda else 512)
+    p.add_argument("--num-val", type=int, default=10_000 if cuda else 128)
+    p.add_argument("--batch", type=int, default=512 if cuda else 32)
+    p.add_argument("--width", type=int, default=64 if cuda else 8)
+    p.add_argument("--epochs", type=int, default=3, help="the first is warm-up")
+    p.add_argument("--reps", type=int, default=2 if cuda else 1)
+    p.add_argument("--num-workers", type=int, default=0, help="data=cpu only")
+    p.add_argument("--raw-ckpt", choices=["background", "sync", "none"], default="background")
+    p.add_argument("--out", default=None, help="folder for gpu_throughput.json (default: $OUT)")
+    p.add_argument(
+        "--no-cudnn-benchmark",
+        action="store_true",
+        help="leave torch.backends.cudnn.benchmark off (it is set for both sides by default)",
+    )
+    p.add_argument(
+        "--tw-override",
+        action="append",
+        default=[],
+        help="extra Hydra override for the trainwell side only (e.g. "
+        "--tw-override=callbacks.throughput=null); repeatable",
+    )
+    add_common_args(p, threads=0 if cuda else 1)
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    cuda = torch.cuda.is_available()
+    args = parser(cuda).parse_args(argv)
+    set_threads(args.threads)
+    if cuda and not args.no_cudnn_benchmark:
+        torch.backends.cudnn.benchmark = True  # process-wide: both sides pick the same way
+    header(f"P2 throughput on {'GPU ' + torch.cuda.get_device_name(0) if cuda else 'CPU'}")
+    if not cuda:
+        print("NOTE: no CUDA device: running on CPU for the smoke test; these are not GPU figures")
+    results = measure(args)
+    text = table(results)
+    print(text)
+    out = output_dir(args.out)
+    if out is not None:
+        payload = {"args": vars(args), "device": torch.cuda.get_device_name(0) if cuda else "cpu"}
+        (out / "gpu_throughput.json").write_text(
+            json.dumps({**payload, "modes": results}, indent=1)
+        )
+        (out / "gpu_throughput.md").write_text(text + "\n")
+    figures: dict[str, float | str] = {"device": "cuda" if cuda else "cpu"}
+    best = max(results, key=lambda m: results[m]["median"]["tw_img_s"])
+    figures |= {"best_mode": best, "best_img_s": results[best]["median"]["tw_img_s"]}
+    for mode, res in results.items():
+        m = res["median"]
+        for key in FINAL_KEYS:
+            figures[f"{mode}_{key}"] = m[key]
+    final_line(**figures)
     return 0
 
 

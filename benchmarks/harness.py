@@ -20,6 +20,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
 
+try:  # a checkout that was copied, not pip-installed (a GPU box): use its src/ directly
+    import trainwell  # noqa: F401
+except ImportError:
+    sys.path.insert(0, str(REPO / "src"))
+
 
 def compose(overrides: Sequence[str], output_dir: Path) -> Any:
     """The config train.py would see for these overrides, with the run dir pinned.
@@ -71,6 +76,22 @@ def summary(values: Sequence[float]) -> dict[str, float]:
     return {"median": med, "min": lo, "max": hi, "spread": (hi - lo) / 2 / med if med else 0.0}
 
 
+def fixed_costs(run: dict[str, Any]) -> dict[str, float]:
+    """Per-epoch fixed cost in ms (median of the steady-state epochs) and its named parts."""
+    epochs = range(1, len(run["epoch_seconds"])) if len(run["epoch_seconds"]) > 1 else range(1)
+    fixed, ckpt, setup = [], [], []
+    for e in epochs:
+        val_batches = run["val_seconds"][e] - run["val_setup_seconds"][e]
+        fixed.append(run["epoch_seconds"][e] - run["train_seconds"][e] - val_batches)
+        ckpt.append(run["ckpt_seconds"][e])
+        setup.append(run["val_setup_seconds"][e])
+    return {
+        "fixed_ms": 1000 * statistics.median(fixed),
+        "ckpt_ms": 1000 * statistics.median(ckpt),
+        "val_setup_ms": 1000 * statistics.median(setup),
+    }
+
+
 def describe(name: str, values: Sequence[float], unit: str = "") -> str:
     s = summary(values)
     return (
@@ -97,6 +118,16 @@ def header(title: str) -> None:
     print(f"# {title}", flush=True)
     print(f"# {machine()}", flush=True)
     print(f"# command: {' '.join([Path(sys.executable).name, *sys.argv])}", flush=True)
+
+
+def output_dir(explicit: str | None = None) -> Path | None:
+    """Where a benchmark writes its JSON and table: --out, else $OUT when set, else nowhere."""
+    chosen = explicit or os.environ.get("OUT")
+    if not chosen:
+        return None
+    path = Path(chosen)
+    path.mkdir(parents=True, exist_ok=True)
+    return path
 
 
 def final_line(**figures: float | int | str) -> None:

@@ -1,18 +1,24 @@
 """The hand-written loop trainwell is measured against: what a user would write without us.
 
-zero_grad / forward / loss / backward / step, nothing else: no logging, no checkpoints, no
-per-step `.item()`. It keeps trainwell's training semantics so the comparison is apples to apples:
-exact accumulation (each optimizer step follows the mean loss over its window's samples, with a
-short tail window at the epoch end), a scheduler stepped once per optimizer step, the sampler's
-epoch set before each epoch (the order trainwell's loader documents), one validation pass per
-epoch in eval() under inference_mode.
+zero_grad / forward / loss / backward / step, nothing else: no logging, no per-step `.item()`.
+It keeps trainwell's training semantics so the comparison is apples to apples: exact accumulation
+(each optimizer step follows the mean loss over its window's samples, with a short tail window at
+the epoch end), a scheduler stepped once per optimizer step, the sampler's epoch set before each
+epoch (the order trainwell's loader documents), one validation pass per epoch in eval() under
+inference_mode, and trainwell's default checkpoint policy: `last.ckpt` after every epoch and
+`best.ckpt` when validation accuracy improved (model, optimizer, scheduler, epoch), each written
+atomically (temp file + fsync + rename). `ckpt="background"` (default) writes them the way a
+careful hand-written loop would not stall on them: a snapshot on the training thread, the write in
+a thread; `ckpt="sync"` writes inline; `ckpt="none"` writes nothing.
 """
 
 from __future__ import annotations
 
 import contextlib
 import math
+import os
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,7 +38,63 @@ class RawResult:
     epoch_seconds: list[float] = field(default_factory=list)
     epoch_cpu: list[float] = field(default_factory=list)  # process CPU seconds per epoch
     train_seconds: list[float] = field(default_factory=list)  # per epoch, before validation
+    val_seconds: list[float] = field(default_factory=list)  # the validation pass, set-up included
+    val_setup_seconds: list[float] = field(default_factory=list)  # pass minus its batches
+    ckpt_seconds: list[float] = field(default_factory=list)  # training-thread time in saves
     images: int = 0  # training images processed
+
+
+class EpochCheckpoints:
+    """last.ckpt every epoch, best.ckpt when validation accuracy improved: atomic writes, inline
+    or (background) from a snapshot in one writer thread."""
+
+    def __init__(self, directory: Path | None, mode: str = "background") -> None:
+        if mode not in ("background", "sync", "none"):
+            raise ValueError(f"ckpt must be background|sync|none, got {mode}")
+        self.directory, self.mode = directory, mode
+        self.best = -math.inf
+        self._writer = ThreadPoolExecutor(1) if mode == "background" else None
+        self._pending: list[Future] = []
+
+    def save(self, state: dict[str, Any], val_acc: float) -> None:
+        if self.mode == "none" or self.directory is None:
+            return
+        names = ["last.ckpt"] + (["best.ckpt"] if val_acc > self.best else [])
+        self.best = max(self.best, val_acc)
+        for name in names:
+            if self._writer is None:
+                _write_atomic(state, self.directory / name)
+            else:
+                snapshot = {k: _clone(v) for k, v in state.items()}
+                self._pending.append(
+                    self._writer.submit(_write_atomic, snapshot, self.directory / name)
+                )
+
+    def close(self) -> None:
+        for future in self._pending:
+            future.result()
+        if self._writer is not None:
+            self._writer.shutdown(wait=True)
+
+
+def _clone(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach().clone()
+    if isinstance(value, dict):
+        return {k: _clone(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(_clone(v) for v in value)
+    return value
+
+
+def _write_atomic(state: dict[str, Any], target: Path) -> None:
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = target.with_name(f".{target.name}.tmp")
+    with open(tmp, "wb") as f:
+        torch.save(state, f)
+        f.flush()
+        os.fsync(f.fileno())
+    os.replace(tmp, target)
 
 
 def autocast_for(precision: str, device: torch.device) -> contextlib.AbstractContextManager:
@@ -62,12 +124,14 @@ def fit(
     device: torch.device | None = None,
     label_smoothing: float = 0.0,
     max_batches: int | None = None,
+    checkpoints: EpochCheckpoints | None = None,
 ) -> RawResult:
     device = device or torch.device("cpu")
     criterion = nn.CrossEntropyLoss(label_smoothing=label_smoothing)
     result = RawResult(math.nan, math.nan, math.nan)
     windows = window_sizes(train_loader, accumulate)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    checkpoints = checkpoints or EpochCheckpoints(None, "none")
     for epoch in range(epochs):
         start, start_cpu = time.perf_counter(), time.process_time()
         set_sampler_epoch(train_loader, epoch)  # what Lightning does at every epoch start
@@ -93,24 +157,41 @@ def fit(
         result.train_seconds.append(time.perf_counter() - start)
         result.images += seen
         if val_loader is not None:
-            result.val_loss, result.val_acc = evaluate(
+            val_start = time.perf_counter()
+            result.val_loss, result.val_acc, batches = evaluate(
                 net, val_loader, criterion, precision, device
             )
+            result.val_seconds.append(time.perf_counter() - val_start)
+            result.val_setup_seconds.append(result.val_seconds[-1] - batches)
+        ckpt_start = time.perf_counter()
+        state = {"epoch": epoch, "state_dict": net.state_dict()}
+        state["optimizer"] = optimizer.state_dict()
+        if scheduler is not None:
+            state["scheduler"] = scheduler.state_dict()
+        checkpoints.save(state, result.val_acc)
         sync()
+        result.ckpt_seconds.append(time.perf_counter() - ckpt_start)
         result.epoch_seconds.append(time.perf_counter() - start)
         result.epoch_cpu.append(time.process_time() - start_cpu)
+    checkpoints.close()
     return result
 
 
 def evaluate(
     net: nn.Module, loader: DataLoader, criterion: nn.Module, precision: str, device: torch.device
-) -> tuple[float, float]:
+) -> tuple[float, float, float]:
+    """(val loss, val accuracy, seconds inside the batches: first batch in hand -> last done)."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     net.eval()
     loss_sum = torch.zeros((), device=device)
     correct = torch.zeros((), device=device, dtype=torch.long)
     seen = 0
+    first = 0.0
     with torch.inference_mode():
-        for x, y in loader:
+        for i, (x, y) in enumerate(loader):
+            if i == 0:
+                sync()
+                first = time.perf_counter()
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             with autocast_for(precision, device):
                 logits = net(x)
@@ -118,8 +199,10 @@ def evaluate(
             loss_sum += loss.float() * y.shape[0]
             correct += (logits.argmax(1) == y).sum()
             seen += y.shape[0]
+    sync()
+    batches = time.perf_counter() - first
     net.train()
-    return (loss_sum / seen).item(), (correct.float() / seen).item()
+    return (loss_sum / seen).item(), (correct.float() / seen).item(), batches
 
 
 def total_steps(loader: DataLoader, accumulate: int, epochs: int) -> int:
@@ -133,6 +216,7 @@ def run_from_config(
     tmp: Path,
     device: torch.device | None = None,
     channels_last: bool = False,
+    ckpt: str = "background",
 ) -> dict[str, Any]:
     """This loop on exactly what `train()` would build from the same overrides.
 
@@ -156,6 +240,8 @@ def run_from_config(
     dm = instantiate(cfg.data)
     install_loader_policy(dm, seed=int(cfg.seed))  # the loaders train() iterates
     task = instantiate(cfg.model)
+    if getattr(dm, "on_device", False):
+        dm.device = device  # what the Trainer's root device is on the trainwell side
     dm.setup("fit")
     net, accumulate = task.net.to(device), int(cfg.trainer.accumulate_grad_batches)
     if channels_last:
@@ -186,6 +272,7 @@ def run_from_config(
         return fit(
             net, train_loader, val_loader, optimizer, scheduler, epochs, accumulate, precision,
             device=device, label_smoothing=float(cfg.model.label_smoothing),
+            checkpoints=EpochCheckpoints(tmp / "raw" / "checkpoints", ckpt),
         )  # fmt: skip
 
     if device.type == "cuda":
@@ -197,6 +284,9 @@ def run_from_config(
         "epoch_seconds": result.epoch_seconds,
         "epoch_cpu": result.epoch_cpu,
         "train_seconds": result.train_seconds,
+        "val_seconds": result.val_seconds,
+        "val_setup_seconds": result.val_setup_seconds,
+        "ckpt_seconds": result.ckpt_seconds,
         "images_per_epoch": result.images // max(epochs, 1),
         "peak_memory": torch.cuda.max_memory_allocated() if device.type == "cuda" else 0,
         "train_loss": result.train_loss,

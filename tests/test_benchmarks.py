@@ -8,8 +8,10 @@ imported by a logger=csv run. Speeds depend on the machine and are never asserte
 
 from __future__ import annotations
 
+import json
 import math
 import os
+import statistics
 import subprocess
 import sys
 from pathlib import Path
@@ -78,25 +80,95 @@ def test_bf16_peak_lookup_prefers_the_specific_name() -> None:
     assert gpu_throughput.bf16_peak("Some Future GPU") is None
 
 
+def test_fixed_costs_are_the_epoch_minus_its_batches() -> None:
+    run = {
+        "epoch_seconds": [9.0, 2.0, 2.2],
+        "train_seconds": [8.0, 1.5, 1.6],
+        "val_seconds": [0.5, 0.3, 0.4],
+        "val_setup_seconds": [0.2, 0.1, 0.1],
+        "ckpt_seconds": [0.3, 0.1, 0.2],
+    }
+    costs = harness.fixed_costs(run)  # steady state: epochs 1 and 2 (the first is warm-up)
+    assert costs["fixed_ms"] == pytest.approx(1000 * statistics.median([0.3, 0.3]))
+    assert costs["ckpt_ms"] == pytest.approx(150.0)
+    assert costs["val_setup_ms"] == pytest.approx(100.0)
+
+
+@pytest.mark.parametrize("mode", ["background", "sync"])
+def test_raw_loop_checkpoints_last_every_epoch_and_best_on_improvement(
+    tmp_path: Path, mode: str
+) -> None:
+    import torch
+
+    saver = raw_loop.EpochCheckpoints(tmp_path, mode)
+    weights = torch.zeros(3)
+    for epoch, acc in enumerate([0.5, 0.7, 0.6]):
+        weights.fill_(epoch)
+        saver.save({"epoch": epoch, "state_dict": {"w": weights}}, acc)
+        weights.fill_(-1)  # the next step changes the weights in place
+    saver.close()
+    last = torch.load(tmp_path / "last.ckpt", weights_only=True)
+    best = torch.load(tmp_path / "best.ckpt", weights_only=True)
+    assert last["epoch"] == 2 and torch.equal(last["state_dict"]["w"], torch.full((3,), 2.0))
+    assert best["epoch"] == 1 and torch.equal(best["state_dict"]["w"], torch.full((3,), 1.0))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["best.ckpt", "last.ckpt"]
+
+
+def test_throughput_modes_share_the_data_path_and_layout() -> None:
+    args = gpu_throughput.parser(False).parse_args([])
+    base = gpu_throughput.base_overrides(args, cuda=False)
+    assert "data.on_device=true" in base and "data.augment=true" in base
+    for mode, (overrides, model_cl, _) in gpu_throughput.MODES.items():
+        data_cl = "data.channels_last=true" in overrides
+        assert data_cl == model_cl, mode  # NHWC batches exactly when the model is NHWC
+
+
 @pytest.mark.slow
 def test_overhead_runs_and_both_loops_agree() -> None:
     out = run_benchmark("overhead.py", "--workload", "digits", "--epochs", "2", "--reps", "1")
     assert float(out["digits_ratio"]) > 0 and float(out["digits_cpu_ratio"]) > 0
     # Same init, data order, optimizer, schedule: the final losses and weights agree.
     assert float(out["digits_maxdiff"]) <= 1e-5
+    # Both sides checkpoint every epoch: each spends time in it, and it is printed in ms.
+    assert float(out["digits_tw_ckpt_ms"]) > 0 and float(out["digits_raw_ckpt_ms"]) > 0
+    assert float(out["digits_tw_fixed_ms"]) > 0
 
 
 @pytest.mark.slow
 def test_gpu_throughput_runs_on_cpu() -> None:
     out = run_benchmark(
         "gpu_throughput.py",
-        *("--num-samples", "48", "--batch", "16", "--width", "4", "--modes", "fp32"),
-        *("--epochs", "2"),
+        *("--num-samples", "48", "--num-val", "16", "--batch", "16", "--width", "4"),
+        *("--modes", "fp32", "--epochs", "2"),
     )
     assert out["best_mode"] == "fp32"
     assert float(out["fp32_tw_img_s"]) > 0 and float(out["fp32_raw_img_s"]) > 0
     if out["device"] == "cpu":
         assert math.isnan(float(out["fp32_mfu"]))  # no GPU peak to divide by
+
+
+@pytest.mark.slow
+def test_gpu_suite_runs_on_cpu_and_writes_its_json(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "gpu_suite.py"), "--smoke", "--out", str(tmp_path)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "OUT": ""},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    items = json.loads((tmp_path / "gpu_suite.json").read_text())["items"]
+    assert "error" not in json.dumps(items), items
+    fp32 = items["throughput"]["modes"]["fp32"]["median"]
+    assert fp32["tw_img_s"] > 0 and fp32["raw_img_s"] > 0 and fp32["tw_ckpt_ms"] > 0
+    assert items["accum_bf16_gradckpt_on"]["finite"]
+    # Checkpointing recomputes: same arithmetic, the same losses.
+    on, off = items["accum_bf16_gradckpt_on"], items["accum_bf16_gradckpt_off"]
+    assert on["train_loss"] == off["train_loss"]
+    assert 0 < items["grad_ckpt_memory"]["activation_ratio_on_off"] < 1
+    table = (tmp_path / "gpu_suite.md").read_text()
+    assert "| fp32 |" in table and "accum_fp16_clip | needs CUDA" in table
 
 
 @pytest.mark.slow
@@ -122,3 +194,14 @@ def test_startup_runs_and_csv_run_does_not_import_wandb() -> None:
     out = run_benchmark("startup.py", "--epochs", "1", "--reps", "1", "--import-reps", "1")
     assert float(out["startup_s"]) > 0 and float(out["training_s"]) > 0
     assert out["wandb_imported"] == "0"
+
+
+def test_gpu_suite_names_every_file_with_gpu_tests() -> None:
+    import gpu_suite
+
+    marked = sorted(
+        str(p.relative_to(REPO))
+        for p in (REPO / "tests").rglob("test_*.py")
+        if "@pytest.mark.gpu\n" in p.read_text()
+    )
+    assert marked == sorted(gpu_suite.GPU_TESTS)

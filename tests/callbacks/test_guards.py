@@ -60,9 +60,51 @@ def test_nan_batch_stops_the_run_naming_the_batch(tmp_path: Path) -> None:
     assert guard_steps == [0, 1, 2]  # the guard stopped at batch 3 itself
 
 
-def test_deferred_sync_still_names_the_first_bad_batch(tmp_path: Path) -> None:
-    with pytest.raises(NonFiniteLossError, match=r"batch 1\b"):
-        _trainer([NonFiniteGuard(sync_every=4)]).fit(_task(tmp_path), _loader(nan_batch=1))
+class _Steps(L.Callback):
+    """Records the micro-batches that finished, and whether a checkpoint was ever written."""
+
+    def __init__(self) -> None:
+        self.batches: list[int] = []
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.batches.append(batch_idx)
+
+
+def test_device_flags_name_the_first_bad_batch_and_stop_at_the_next_check(tmp_path: Path) -> None:
+    """The GPU path, run on the CPU: flags on the device, read every 4 optimizer steps (after
+    steps 0, 4, 8, ...): the NaN in batch 1 is read after batch 4, and named as batch 1."""
+    steps = _Steps()
+    guard = NonFiniteGuard(check_every_n_steps=4, eager_on_cpu=False)
+    with pytest.raises(NonFiniteLossError, match=r"epoch 0 batch 1\b"):
+        _trainer([guard, steps]).fit(_task(tmp_path), _loader(nan_batch=1, batches=12))
+    assert steps.batches == [0, 1, 2, 3]  # the guard's batch-end hook for batch 4 raised
+
+
+def test_device_flags_default_to_the_logging_cadence_and_accumulation_windows(
+    tmp_path: Path,
+) -> None:
+    """K=2, log_every_n_steps=3: checks after optimizer steps 0, 3, 6 = batches 1, 7, 13."""
+    steps = _Steps()
+    guard = NonFiniteGuard(eager_on_cpu=False)
+    with pytest.raises(NonFiniteLossError, match=r"batch 2\b"):
+        _trainer([guard, steps], accumulate_grad_batches=2, log_every_n_steps=3).fit(
+            _task(tmp_path), _loader(nan_batch=2, batches=16)
+        )
+    assert steps.batches == list(range(7))  # read at batch 7 (end of step 3)
+
+
+def test_device_flags_are_read_before_a_checkpoint_is_written(tmp_path: Path) -> None:
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    ckpt_dir = tmp_path / "ckpt"
+    every_step = ModelCheckpoint(dirpath=ckpt_dir, every_n_train_steps=1, save_top_k=-1)
+    guard = NonFiniteGuard(check_every_n_steps=100, eager_on_cpu=False)
+    with pytest.raises(NonFiniteLossError, match=r"batch 2\b"):
+        _trainer([guard, every_step], enable_checkpointing=True).fit(
+            _task(tmp_path), _loader(nan_batch=2)
+        )
+    saved = sorted(p.name for p in ckpt_dir.glob("*.ckpt"))
+    assert saved == ["epoch=0-step=1.ckpt", "epoch=0-step=2.ckpt"]  # none after the NaN batch
 
 
 class _InfGradTask(L.LightningModule):
@@ -146,3 +188,25 @@ def test_guards_are_on_by_default(tmp_path: Path) -> None:
     cfg = compose_config([], tmp_path / "run")
     kinds = {type(c) for c in build_callbacks(cfg)}
     assert {NonFiniteGuard, GradNormMonitor, TrainModeGuard} <= kinds
+
+
+@pytest.mark.slow  # two spawned processes, each importing torch and Lightning
+def test_fsdp2_grad_norms_reduce_local_shards_to_the_full_norms(tmp_path: Path) -> None:
+    """2 gloo ranks, FSDP2 with uneven shards: summed local squares equal the full tensors'
+    squared norms and the unsharded model's, on every rank (no full gradient is gathered)."""
+    import socket
+
+    from tests.callbacks import fsdp_norms
+    from trainwell.callbacks.grad_norm import squared_norms
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    torch.multiprocessing.spawn(fsdp_norms.worker, args=(2, port, str(tmp_path)), nprocs=2)
+    model = fsdp_norms.net()
+    model(fsdp_norms.batch()).pow(2).sum().backward()
+    reference = squared_norms([p.grad for p in model.parameters()])
+    for rank in (0, 1):
+        out = torch.load(tmp_path / f"rank{rank}.pt", weights_only=True)
+        assert torch.allclose(out["got"], out["full"], rtol=1e-6, atol=0), rank
+        assert torch.allclose(out["got"], reference, rtol=1e-5, atol=0), rank

@@ -10,31 +10,69 @@ from typing import Any
 
 import lightning as L
 import torch
+from lightning.pytorch.trainer.states import TrainerFn
+from torch.distributed.tensor import DTensor
+
+from trainwell.callbacks.cadence import is_reading_step
 
 DOCTOR_HINT = "run `python scripts/doctor.py` with the same overrides (data.finite, grad.flow)"
+_NONE = 2**62  # "no bad batch yet": larger than any code, so a min over ranks keeps the first
+_BATCH_BITS = 32  # a micro-batch is recorded as epoch << 32 | batch index
 
 
 class NonFiniteLossError(RuntimeError):
     """Training produced a non-finite loss or gradient; the message names the batch."""
 
 
-class NonFiniteGuard(L.Callback):
-    """Stops the run at the first non-finite loss (every micro-batch) or gradient (every step).
+def _local(grad: torch.Tensor) -> torch.Tensor:
+    # Under FSDP2 a gradient is a DTensor shard: whether *this rank's* part is finite needs no
+    # collective; the ranks' verdicts are combined when they are read.
+    return grad.to_local() if isinstance(grad, DTensor) else grad
 
-    On CPU both checks are immediate. On a GPU with `sync_every=N > 1` they keep a device-side
-    "first bad batch/step" and read it every N batches/steps, so they add no per-step host sync;
-    the index reported is still the exact first one (the run stops up to N-1 steps later).
+
+class NonFiniteGuard(L.Callback):
+    """Stops the run at the first non-finite training loss (any micro-batch) or gradient (any
+    optimizer step), naming it.
+
+    One process on the CPU: both are checked at once (reading a CPU value costs nothing), and a
+    bad gradient is named down to the tensor. On a GPU, or with several ranks, reading a value
+    would make the host wait for the device at every micro-batch; instead device-side flags
+    record the first bad micro-batch and the first bad step, and are read
+
+    * every `check_every_n_steps` optimizer steps (default `trainer.log_every_n_steps`: the steps
+      at which the gradient-norm monitor reads its norms anyway), after the step's last
+      micro-batch;
+    * before every checkpoint is written (a NaN state is never saved) and at the end of every
+      epoch;
+
+    combined over ranks first (min), so every rank stops at the same step. The batch reported is
+    still the first bad one; the run stops at most N optimizer steps after it.
     Gradients are not checked under fp16 loss scaling, where an Inf gradient is the scaler's
     normal way of skipping a step.
     """
 
-    def __init__(self, check_grads: bool = True, sync_every: int = 1) -> None:
+    def __init__(
+        self,
+        check_grads: bool = True,
+        check_every_n_steps: int | None = None,
+        eager_on_cpu: bool = True,
+    ) -> None:
         super().__init__()
         self.check_grads = check_grads
-        self.sync_every = max(1, sync_every)
-        self._first_bad: torch.Tensor | None = None
-        self._grad_bad: torch.Tensor | None = None
-        self._seen = 0
+        self.check_every_n_steps = check_every_n_steps
+        self.eager_on_cpu = eager_on_cpu  # false: the device-flag path on the CPU too (tests)
+        self._flags: torch.Tensor | None = None  # [first bad micro-batch code, first bad step]
+
+    # -- recording ---------------------------------------------------------------------------
+    def _immediate(self, trainer: L.Trainer, device: torch.device) -> bool:
+        return self.eager_on_cpu and device.type == "cpu" and trainer.world_size == 1
+
+    def _record(self, slot: int, bad: torch.Tensor, code: int) -> None:
+        if self._flags is None:
+            self._flags = torch.full((2,), _NONE, dtype=torch.long, device=bad.device)
+        # Kernels only (python ints travel as kernel arguments): nothing here waits for the GPU.
+        flag = self._flags[slot]
+        self._flags[slot] = torch.where(bad, flag.clamp(max=code), flag)
 
     def on_train_batch_end(
         self,
@@ -45,55 +83,29 @@ class NonFiniteGuard(L.Callback):
         batch_idx: int,
     ) -> None:
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
-        if not isinstance(loss, torch.Tensor):
-            return
-        if loss.device.type == "cpu":  # no device to keep busy: check now, cheapest
-            if not math.isfinite(float(loss.detach().sum())):
-                self._first_bad = torch.tensor(batch_idx)
-                self._raise_if_bad(trainer)
-            return
-        index = torch.tensor(batch_idx, device=loss.device)
-        bad = ~torch.isfinite(loss.detach()).all()
-        if self._first_bad is None:
-            self._first_bad = torch.full((), -1, device=loss.device, dtype=torch.long)
-        self._first_bad = torch.where(bad & (self._first_bad < 0), index, self._first_bad)
-        self._seen += 1
-        if self._seen % self.sync_every == 0:
-            self._raise_if_bad(trainer)
-
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._raise_if_bad(trainer)
-
-    def _raise_if_bad(self, trainer: L.Trainer) -> None:
-        if self._first_bad is None:
-            return
-        first = int(self._first_bad)
-        if first >= 0:
-            raise NonFiniteLossError(
-                f"non-finite training loss at epoch {trainer.current_epoch} batch {first}: a NaN/Inf "
-                f"input, label or overflow; {DOCTOR_HINT}"
-            )
+        if isinstance(loss, torch.Tensor):
+            if self._immediate(trainer, loss.device):
+                if not math.isfinite(float(loss.detach().sum())):
+                    raise self._loss_error(trainer.current_epoch, batch_idx)
+            else:
+                bad = ~torch.isfinite(loss.detach()).all()
+                self._record(0, bad, (trainer.current_epoch << _BATCH_BITS) | batch_idx)
+        if self._flags is not None and is_reading_step(
+            trainer, batch_idx + 1, self.check_every_n_steps
+        ):
+            self.raise_if_seen(trainer)
 
     def on_before_optimizer_step(
         self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer: Any
     ) -> None:
         if not self.check_grads or getattr(trainer.precision_plugin, "scaler", None) is not None:
             return
-        grads = [p.grad for p in pl_module.parameters() if p.grad is not None]
+        grads = [_local(p.grad) for p in pl_module.parameters() if p.grad is not None]
         if not grads:
             return
         total = torch.nn.utils.get_total_norm(grads)
-        if total.device.type != "cpu" and self.sync_every > 1:
-            # Same deferral as the loss: a device-side "first bad step", read every N steps.
-            step = torch.tensor(trainer.global_step, device=total.device)
-            if self._grad_bad is None:
-                self._grad_bad = torch.full((), -1, device=total.device, dtype=torch.long)
-            bad = ~torch.isfinite(total) & (self._grad_bad < 0)
-            self._grad_bad = torch.where(bad, step, self._grad_bad)
-            if trainer.global_step % self.sync_every == 0 and int(self._grad_bad) >= 0:
-                raise NonFiniteLossError(
-                    f"non-finite gradient at optimizer step {int(self._grad_bad)}; {DOCTOR_HINT}"
-                )
+        if not self._immediate(trainer, total.device):
+            self._record(1, ~torch.isfinite(total), trainer.global_step)
             return
         if not bool(torch.isfinite(total)):
             bad = [
@@ -106,3 +118,39 @@ class NonFiniteGuard(L.Callback):
                 f"{trainer.current_epoch}, batch {trainer.fit_loop.epoch_loop.batch_idx}) in "
                 f"{len(bad)} tensor(s), first `{bad[0] if bad else '?'}`; {DOCTOR_HINT}"
             )
+
+    # -- reading -------------------------------------------------------------------------------
+    def raise_if_seen(self, trainer: L.Trainer) -> None:
+        """Read the flags (a host sync; all ranks must call it together) and raise if set."""
+        if self._flags is None:
+            return
+        flags = self._flags.clone()
+        if trainer.world_size > 1:
+            flags = trainer.strategy.reduce(flags, reduce_op="min")
+        first_batch, first_step = flags.tolist()
+        if first_batch < _NONE:
+            epoch, batch = first_batch >> _BATCH_BITS, first_batch & (2**_BATCH_BITS - 1)
+            raise self._loss_error(epoch, batch)
+        if first_step < _NONE:
+            raise NonFiniteLossError(
+                f"non-finite gradient at optimizer step {first_step}; {DOCTOR_HINT}"
+            )
+
+    def _loss_error(self, epoch: int, batch: int) -> NonFiniteLossError:
+        return NonFiniteLossError(
+            f"non-finite training loss at epoch {epoch} batch {batch}: a NaN/Inf input, label or "
+            f"overflow; {DOCTOR_HINT}"
+        )
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.raise_if_seen(trainer)
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # Validation, then ModelCheckpoint: a NaN model is neither scored nor saved as `best`.
+        if trainer.state.fn == TrainerFn.FITTING:
+            self.raise_if_seen(trainer)
+
+    def on_save_checkpoint(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        self.raise_if_seen(trainer)

@@ -10,6 +10,16 @@ What this corrects in Lightning 2.6:
 
 Exit codes: 0 finished, 1 crash, 2 bad input, 3 pre-empted with a checkpoint (`resume=auto`
 continues it), 137 SIGKILL (nothing can run; the newest complete checkpoint is intact).
+
+When the decision is taken. One process: at the end of every accumulation window (reading a
+Python flag costs nothing). Several ranks: every rank must stop at the same step, so they agree
+(one all-reduce of one flag, which makes the host wait for the GPU) only every N optimizer steps,
+N = `check_every_n_steps` (default: `trainer.log_every_n_steps`, 10 in conf/trainer/default.yaml),
+and at the end of every epoch. The cost in lost work is none as long as the grace period between
+the signal and the kill (SLURM: `--signal=USR1@<seconds>`) covers N steps plus one checkpoint
+write: a signal is acted on at most N steps after it arrives, and those steps are saved too.
+At ~12 ms per step (ResNet-18, bf16, H100) that is 0.12 s; at 2 s per step (a large model), 20 s.
+The checkpoint is on disk (the background writer flushed) before the process exits.
 """
 
 from __future__ import annotations
@@ -27,6 +37,8 @@ import lightning as L
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from trainwell.callbacks.cadence import is_reading_step
+from trainwell.callbacks.non_finite import NonFiniteLossError
 from trainwell.errors import TrainwellError
 
 EXIT_PREEMPTED = 3
@@ -39,6 +51,14 @@ class Preempted(SystemExit):
     def __init__(self, message: str) -> None:
         super().__init__(EXIT_PREEMPTED)
         self.message = message
+
+
+def flush_checkpoints(trainer: L.Trainer) -> None:
+    """Wait for the checkpoint IO's background writes (the template's AtomicCheckpointIO writes
+    off the training thread); a no-op for IO that writes synchronously."""
+    flush = getattr(trainer.strategy.checkpoint_io, "flush", None)
+    if callable(flush):
+        flush()
 
 
 def slurm_job_id() -> str | None:
@@ -59,9 +79,12 @@ class PreemptionCallback(L.Callback):
     (between optimizer steps, one process): the `OnExceptionCheckpoint` idea, minus the
     checkpoints of half-finished steps it would write."""
 
-    def __init__(self, dirpath: str | Path, requeue: bool = True) -> None:
+    def __init__(
+        self, dirpath: str | Path, requeue: bool = True, check_every_n_steps: int | None = None
+    ) -> None:
         self.dirpath = Path(dirpath)
         self.requeue = requeue
+        self.check_every_n_steps = check_every_n_steps
         self.received: int | None = None
         self._previous: dict[int, Any] = {}
 
@@ -112,6 +135,8 @@ class PreemptionCallback(L.Callback):
             return
         requested = self.received is not None
         if trainer.world_size > 1:
+            if not self._agreement_step(trainer, batch_idx + 1):
+                return
             # Every rank must stop at the same step (the save is collective); any rank's signal
             # counts, since a scheduler may signal only some of them.
             requested = trainer.strategy.reduce_boolean_decision(requested, all=False)
@@ -119,6 +144,7 @@ class PreemptionCallback(L.Callback):
             return
         path = self.dirpath / "preempt.ckpt"
         trainer.save_checkpoint(path)
+        flush_checkpoints(trainer)  # on disk before the exit, not in the writer's queue
         name = signal.Signals(self.received).name if self.received else "a signal on another rank"
         message = f"pre-empted by {name} at step {trainer.global_step}: checkpoint {path}"
         job = slurm_job_id()
@@ -132,11 +158,21 @@ class PreemptionCallback(L.Callback):
             print(message, file=sys.stderr, flush=True)
         raise Preempted(message)
 
+    def _agreement_step(self, trainer: L.Trainer, batches_done: int) -> bool:
+        """Whether the ranks agree on stopping after this window (see the module docstring): at
+        the steps where the guards read their device values too (one sync point, not two)."""
+        return (
+            is_reading_step(trainer, batches_done, self.check_every_n_steps)
+            or batches_done >= trainer.num_training_batches
+        )
+
     def on_exception(
         self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
     ) -> None:
         if isinstance(exception, (Preempted, SIGTERMException, TrainwellError)):
             return  # bad input (disk full included) adds no checkpoint: nothing new to save
+        if isinstance(exception, NonFiniteLossError):
+            return  # the weights may already hold the NaN: keep the last good checkpoint
         if trainer.world_size > 1:
             return  # a collective save after one rank failed would hang the others
         if trainer.state.fn != TrainerFn.FITTING or trainer.sanity_checking:
@@ -151,4 +187,5 @@ class PreemptionCallback(L.Callback):
             return  # mid-step: weights, loader position and RNG disagree; keep the last good one
         path = self.dirpath / "on_exception.ckpt"
         trainer.save_checkpoint(path)
+        flush_checkpoints(trainer)
         print(f"saved {path} (state before the failing step)", file=sys.stderr, flush=True)

@@ -1,4 +1,9 @@
-"""CIFAR-10 through torchvision: downloads on a user's machine, fails clearly when it cannot."""
+"""CIFAR-10 through torchvision: downloads on a user's machine, fails clearly when it cannot.
+
+Two data paths, same splits: per-image PIL transforms in DataLoader workers (default), or
+`data.on_device=true`, the whole dataset as uint8 on the training device with crop, flip and
+normalisation applied per batch there (data/on_device.py): what keeps a GPU fed.
+"""
 
 from __future__ import annotations
 
@@ -10,6 +15,7 @@ from torchvision import transforms
 from torchvision.datasets import CIFAR10
 
 from trainwell.data.base import ClassificationDataModule
+from trainwell.data.on_device import DeviceImages, keep_batch, placement
 from trainwell.errors import TrainwellError
 
 # Per-channel statistics of the 50,000 CIFAR-10 training images (train split only).
@@ -23,6 +29,12 @@ class CIFAR10DataModule(ClassificationDataModule):
     Augmentation (random crop with 4-pixel padding + horizontal flip) runs on the train split only:
     the validation images come from the same files but through the eval transform, otherwise
     validation accuracy would be measured on randomly cropped images.
+
+    `on_device=true`: the splits live on the Trainer's device (`self.device` overrides it) and
+    batches come out augmented, normalised and (`channels_last`) NHWC; the loaders then run without
+    workers (there is no per-image host work to spread). Augmentations differ per sample and epoch,
+    are a function of (data.seed, epoch, sample), and evaluation images equal the CPU path's bit for
+    bit.
     """
 
     num_classes = 10
@@ -33,6 +45,8 @@ class CIFAR10DataModule(ClassificationDataModule):
         download: bool = False,
         val_size: int = 5000,
         augment: bool = True,
+        on_device: bool = False,
+        channels_last: bool = True,
         **loader_kwargs,
     ) -> None:
         super().__init__(**loader_kwargs)
@@ -40,13 +54,19 @@ class CIFAR10DataModule(ClassificationDataModule):
         self.download = download
         self.val_size = val_size
         self.augment = augment
+        self.on_device = on_device
+        self.channels_last = channels_last
+        self.device: torch.device | None = None
+        if on_device:
+            self.num_workers, self.persistent_workers, self.pin_memory = 0, False, False
+            self.collate_fn = keep_batch
 
     def prepare_data(self) -> None:
         if self.download:
             CIFAR10(self.data_dir, train=True, download=True)
             CIFAR10(self.data_dir, train=False, download=True)
 
-    def _dataset(self, train: bool, transform: transforms.Compose) -> CIFAR10:
+    def _dataset(self, train: bool, transform: transforms.Compose | None) -> CIFAR10:
         try:
             return CIFAR10(self.data_dir, train=train, transform=transform, download=False)
         except RuntimeError as err:
@@ -56,7 +76,19 @@ class CIFAR10DataModule(ClassificationDataModule):
                 f"or point data.data_dir=<dir> at a folder holding {CIFAR10.base_folder}/"
             ) from err
 
+    def _split(self, size: int) -> tuple[list[int], list[int]]:
+        if not 0 < self.val_size < size:
+            raise TrainwellError(
+                f"data.val_size={self.val_size} must be between 1 and {size - 1} "
+                f"(the CIFAR-10 train files hold {size} images)"
+            )
+        order = torch.randperm(size, generator=torch.Generator().manual_seed(self.seed))
+        return order[: self.val_size].tolist(), order[self.val_size :].tolist()
+
     def setup(self, stage: str | None = None) -> None:
+        if self.on_device:
+            self._setup_on_device()
+            return
         if self.train_set is not None:
             return
         normalize = transforms.Normalize(CIFAR10_MEAN, CIFAR10_STD)
@@ -73,13 +105,28 @@ class CIFAR10DataModule(ClassificationDataModule):
             )
         train_aug = self._dataset(train=True, transform=train_tf)
         train_plain = self._dataset(train=True, transform=eval_tf)
-        if not 0 < self.val_size < len(train_aug):
-            raise TrainwellError(
-                f"data.val_size={self.val_size} must be between 1 and {len(train_aug) - 1} "
-                f"(the CIFAR-10 train files hold {len(train_aug)} images)"
-            )
-        order = torch.randperm(len(train_aug), generator=torch.Generator().manual_seed(self.seed))
-        val_idx, train_idx = order[: self.val_size].tolist(), order[self.val_size :].tolist()
+        val_idx, train_idx = self._split(len(train_aug))
         self.train_set = Subset(train_aug, train_idx)
         self.val_set = Subset(train_plain, val_idx)
         self.test_set = self._dataset(train=False, transform=eval_tf)
+
+    def _setup_on_device(self) -> None:
+        device = placement(self)
+        if self.train_set is None:
+            train, test = self._dataset(train=True, transform=None), self._dataset(False, None)
+            val_idx, train_idx = self._split(len(train))
+            images = torch.from_numpy(train.data)  # (N, 32, 32, 3) uint8, as in the files
+            labels = torch.tensor(train.targets)
+
+            def split(x: torch.Tensor, y: torch.Tensor, augment: bool) -> DeviceImages:
+                return DeviceImages(
+                    x, y, CIFAR10_MEAN, CIFAR10_STD, augment=augment, pad=4, seed=self.seed,
+                    channels_last=self.channels_last,
+                )  # fmt: skip
+
+            self.train_set = split(images[train_idx], labels[train_idx], self.augment)
+            self.val_set = split(images[val_idx], labels[val_idx], False)
+            self.test_set = split(torch.from_numpy(test.data), torch.tensor(test.targets), False)
+        # Also when a split was built before a Trainer was attached (on the CPU): follow the device.
+        for dataset in (self.train_set, self.val_set, self.test_set):
+            dataset.to(device)  # type: ignore[union-attr]

@@ -19,7 +19,8 @@ class ResumableDataLoader(DataLoader):
     batches of the current epoch it yielded.
 
     The batch order is a function of (seed, epoch), and so is the generator that seeds the worker
-    processes: it is re-seeded from `seed` and the epoch at every `iter()`. Resuming *replays* the
+    processes: it is re-seeded from `seed` and the epoch at every `iter()`, which also passes the
+    epoch to a dataset that has `set_epoch`. Resuming *replays* the
     consumed batches before yielding (rather than slicing them off), which keeps every worker's
     RNG stream where the uninterrupted run had it: each worker's augmentation stream advances with
     every sample it loads.
@@ -38,6 +39,11 @@ class ResumableDataLoader(DataLoader):
     def __iter__(self) -> Iterator[Any]:
         if self.generator is not None:
             self.generator.manual_seed((self.seed * 100_003 + self.epoch) % 2**63)
+        # A dataset whose random augmentation is a function of the epoch (data/on_device.py)
+        # learns it here, where the epoch is always the one whose batches are about to be drawn.
+        set_epoch = getattr(self.dataset, "set_epoch", None)
+        if callable(set_epoch):
+            set_epoch(self.epoch)
         # The saved position stays pending until a batch is yielded: Lightning may build an
         # iterator more than once before training starts, and each must start at that position.
         pending = self._pending

@@ -3,6 +3,10 @@
 For tests and GPU throughput runs where CIFAR-10 cannot be downloaded. Each class has a smooth
 random colour pattern; a sample is its class pattern at a random contrast plus pixel noise, so a
 network has to learn something real but a ResNet gets well above chance within an epoch.
+
+`on_device=true` stores the images as uint8 on the training device and serves them through the
+same batch pipeline as CIFAR-10's (data/on_device.py; `augment=true` adds its crop + flip), so a
+throughput run on synthetic data does the per-batch work a CIFAR-10 run does.
 """
 
 from __future__ import annotations
@@ -12,6 +16,15 @@ import torch.nn.functional as F
 from torch.utils.data import TensorDataset
 
 from trainwell.data.base import ClassificationDataModule
+from trainwell.data.on_device import DeviceImages, keep_batch, placement
+from trainwell.errors import TrainwellError
+
+# uint8 storage of the float images: pixel = round(x * QUANT_SCALE + QUANT_ZERO), clamped. The
+# samples have unit-scale noise, so 1/32 steps lose nothing a network could learn, and +-4 covers
+# all but ~1e-4 of the pixels. Normalising with these constants maps a pixel back to ~x.
+QUANT_SCALE, QUANT_ZERO = 32.0, 128.0
+QUANT_MEAN = QUANT_ZERO / 255.0
+QUANT_STD = QUANT_SCALE / 255.0
 
 
 def make_synthetic(
@@ -29,8 +42,19 @@ def make_synthetic(
     return TensorDataset(images, labels)
 
 
+def quantize(images: torch.Tensor) -> torch.Tensor:
+    """Float NCHW images -> uint8 NHWC (the on-device storage)."""
+    pixels = (images * QUANT_SCALE + QUANT_ZERO).round().clamp(0, 255).to(torch.uint8)
+    return pixels.permute(0, 2, 3, 1).contiguous()
+
+
 class SyntheticDataModule(ClassificationDataModule):
-    """`num_samples` training images plus `num_val` / `num_test` held-out ones (3x32x32, 10 classes)."""
+    """`num_samples` training images plus `num_val` / `num_test` held-out ones (3x32x32, 10 classes).
+
+    `on_device=true`: uint8 splits on the Trainer's device (`self.device` overrides it), batches
+    normalised there, NHWC memory with `channels_last`; `augment=true` (on-device only) crops and
+    flips the training images as CIFAR-10's pipeline does.
+    """
 
     def __init__(
         self,
@@ -39,22 +63,59 @@ class SyntheticDataModule(ClassificationDataModule):
         num_test: int = 512,
         num_classes: int = 10,
         noise: float = 1.0,
+        on_device: bool = False,
+        augment: bool = False,
+        channels_last: bool = True,
         **loader_kwargs,
     ) -> None:
         super().__init__(**loader_kwargs)
+        if augment and not on_device:
+            raise TrainwellError(
+                "data.augment=true for data=synthetic runs in the on-device pipeline; "
+                "set data.on_device=true as well (or data.augment=false)"
+            )
         self.num_samples = num_samples
         self.num_val = num_val
         self.num_test = num_test
         self.num_classes = num_classes
         self.noise = noise
+        self.on_device = on_device
+        self.augment = augment
+        self.channels_last = channels_last
+        self.device: torch.device | None = None
+        if on_device:
+            self.num_workers, self.persistent_workers, self.pin_memory = 0, False, False
+            self.collate_fn = keep_batch
 
     def setup(self, stage: str | None = None) -> None:
-        if self.train_set is not None:
-            return
-        total = self.num_samples + self.num_val + self.num_test
-        full = make_synthetic(total, self.num_classes, self.seed, self.noise)
-        images, labels = full.tensors
-        cuts = [self.num_samples, self.num_samples + self.num_val]
-        self.train_set = TensorDataset(images[: cuts[0]], labels[: cuts[0]])
-        self.val_set = TensorDataset(images[cuts[0] : cuts[1]], labels[cuts[0] : cuts[1]])
-        self.test_set = TensorDataset(images[cuts[1] :], labels[cuts[1] :])
+        if self.train_set is None:
+            total = self.num_samples + self.num_val + self.num_test
+            full = make_synthetic(total, self.num_classes, self.seed, self.noise)
+            images, labels = full.tensors
+            cuts = [self.num_samples, self.num_samples + self.num_val]
+            parts = [slice(0, cuts[0]), slice(cuts[0], cuts[1]), slice(cuts[1], total)]
+            if self.on_device:
+                pixels = quantize(images)
+                mean, std = [QUANT_MEAN] * 3, [QUANT_STD] * 3
+                self.train_set, self.val_set, self.test_set = (
+                    DeviceImages(
+                        pixels[part],
+                        labels[part],
+                        mean,
+                        std,
+                        augment=self.augment and i == 0,
+                        pad=4,
+                        seed=self.seed,
+                        channels_last=self.channels_last,
+                        fill=int(QUANT_ZERO),  # pads with 0.0 after normalisation, not -4
+                    )
+                    for i, part in enumerate(parts)
+                )
+            else:
+                self.train_set, self.val_set, self.test_set = (
+                    TensorDataset(images[part], labels[part]) for part in parts
+                )
+        if self.on_device:
+            # Also when the splits were built before a Trainer was attached (on the CPU).
+            for dataset in (self.train_set, self.val_set, self.test_set):
+                dataset.to(placement(self))  # type: ignore[union-attr]

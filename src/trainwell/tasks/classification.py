@@ -12,6 +12,8 @@ from torch.optim import Optimizer
 from torchmetrics import MaxMetric, MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
+from trainwell.tasks.metrics import WeightedMean
+
 OptimizerFactory = Callable[..., Optimizer]
 SchedulerFactory = Callable[..., torch.optim.lr_scheduler.LRScheduler]
 
@@ -45,10 +47,14 @@ class ClassificationTask(L.LightningModule):
         self.optimizer_factory = optimizer
         self.scheduler_factory = scheduler
         self.criterion = nn.CrossEntropyLoss(label_smoothing=label_smoothing)
-        self.train_acc = MulticlassAccuracy(num_classes, average="micro")
+        # validate_args=False on the training metrics: the argument checks read device values
+        # (torch.unique) and would make every training step wait for the GPU; the loss already
+        # fails on out-of-range labels, and the doctor's targets.contract names them.
+        self.train_acc = MulticlassAccuracy(num_classes, average="micro", validate_args=False)
         self.val_acc = MulticlassAccuracy(num_classes, average="micro")
         self.test_acc = MulticlassAccuracy(num_classes, average="micro")
-        self.train_loss, self.val_loss, self.test_loss = MeanMetric(), MeanMetric(), MeanMetric()
+        self.train_loss = WeightedMean()
+        self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self.val_acc_best = MaxMetric()
 
     def configure_model(self) -> None:
@@ -78,7 +84,7 @@ class ClassificationTask(L.LightningModule):
         loss, preds, y = self._shared_step(batch)
         # update(), not __call__: calling a metric also computes a per-batch value we never log
         # (measured ~0.65 ms/step of pure overhead on the digits default).
-        self.train_loss.update(loss.detach(), weight=y.numel())
+        self.train_loss.update(loss.detach(), y.numel())
         self.train_acc.update(preds, y)
         self.log("train/loss", self.train_loss, on_step=False, on_epoch=True, prog_bar=True)
         self.log("train/acc", self.train_acc, on_step=False, on_epoch=True, prog_bar=True)

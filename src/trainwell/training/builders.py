@@ -12,7 +12,7 @@ from omegaconf import DictConfig
 
 from trainwell import compat
 from trainwell.callbacks.accumulation import ExactAccumulation
-from trainwell.training.checkpoint_io import AtomicCheckpointIO
+from trainwell.training.checkpoint_io import AtomicCheckpointIO, BackgroundCheckpointWrites
 from trainwell.training.precision import configure_matmul, resolve_precision
 
 # Callbacks that only write to a logger: with `logger=[]` / `logger=null` they are left out
@@ -46,8 +46,9 @@ def build_trainer(cfg: DictConfig, **overrides: Any) -> L.Trainer:
       gradient hook then sees the final gradients;
     * `use_distributed_sampler=False`: the template shards loaders itself, without the padding
       Lightning's DistributedSampler adds (data/sharding.py);
-    * every checkpoint read or written goes through AtomicCheckpointIO: atomic writes, and loads
-      with weights_only=True whatever a caller asks for;
+    * every checkpoint read or written goes through AtomicCheckpointIO: atomic writes off the
+      training thread during the training loop (flushed when it ends or fails), and loads with
+      weights_only=True whatever a caller asks for;
     * `trainer.precision` resolved (auto, and no silent fp16 -> bf16 on CPU);
     * logged means synced across ranks without Lightning's integer flooring (compat).
     """
@@ -59,6 +60,7 @@ def build_trainer(cfg: DictConfig, **overrides: Any) -> L.Trainer:
     callbacks = list(overrides.pop("callbacks", []))
     if not any(isinstance(c, ExactAccumulation) for c in callbacks):
         callbacks.insert(0, ExactAccumulation())
+    callbacks.append(BackgroundCheckpointWrites())
     kwargs: dict[str, Any] = {
         "precision": precision,
         "plugins": [AtomicCheckpointIO()],

@@ -1,23 +1,35 @@
-"""Checkpoint files: written atomically (a kill never destroys the last good one), read safely.
+"""Checkpoint files: written atomically (a kill never destroys the last good one), off the
+training thread, read safely.
 
 Lightning writes through fsspec's transaction into a temp file under /tmp and then *moves* it;
 across filesystems that is a copy, so a kill mid-copy leaves a truncated `last.ckpt`.
 `AtomicCheckpointIO` writes a temp file next to the target, fsyncs it and renames. Every read
 uses weights_only=True: no pickled code from a checkpoint ever runs.
+
+Writing a ResNet-18 checkpoint (~90 MB) with fsync takes ~250 ms, twice per epoch (best + last):
+on a GPU that trains an epoch in ~1.5 s, a fifth of the time. So a save only *snapshots* the
+state (a copy of every tensor on its own device, taken in the training thread before the next
+step can change the weights in place) and one writer thread writes the snapshots, in order.
 """
 
 from __future__ import annotations
 
 import errno
-import io
 import os
 import pickle
+import sys
+import threading
 import zipfile
+from collections import OrderedDict, deque
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
+import lightning as L
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning_utilities.core.apply_func import apply_to_collection
 
 from trainwell.errors import TrainwellError
 
@@ -65,14 +77,122 @@ def _corrupt(path: Path, err: BaseException) -> CheckpointError:
     )
 
 
+def _copy(tensor: torch.Tensor) -> torch.Tensor:
+    # On a GPU the copy is queued on the training stream: it sees the weights exactly as the step
+    # that just ended left them, and the next step's in-place updates come after it.
+    return tensor.detach().clone()
+
+
+def snapshot(checkpoint: Any) -> Any:
+    """A copy of the checkpoint that later training cannot change: new containers, new tensors.
+
+    Plain dicts, lists and tuples (nearly all of a checkpoint) are walked directly; any other
+    collection goes through Lightning's apply_to_collection, which keeps its type. The direct
+    walk matters on small models, where apply_to_collection's generic checks cost more than
+    copying the tensors.
+    """
+    kind = type(checkpoint)
+    if kind is dict or kind is OrderedDict:
+        return kind((k, snapshot(v)) for k, v in checkpoint.items())
+    if kind is list:
+        return [snapshot(v) for v in checkpoint]
+    if kind is tuple:
+        return tuple(snapshot(v) for v in checkpoint)
+    if isinstance(checkpoint, torch.Tensor):
+        return _copy(checkpoint)
+    if isinstance(checkpoint, (str, bytes, int, float, bool, type(None))):
+        return checkpoint
+    return apply_to_collection(checkpoint, torch.Tensor, _copy)
+
+
 class AtomicCheckpointIO(TorchCheckpointIO):
     """Temp file in the target's directory + fsync + os.replace: the old file or the new one,
-    never half of one. Loads always use weights_only=True, whatever the caller asked for."""
+    never half of one. Loads always use weights_only=True, whatever the caller asked for.
 
+    With `background=True` (the template turns it on for the training loop only, see
+    `BackgroundCheckpointWrites`: a save outside it, e.g. `trainer.save_checkpoint()` after fit
+    followed by a read of the file, is written before the call returns) saves return after the
+    snapshot:
+    * one writer thread, first in first out: never two writes of one file at once, and a removal
+      (ModelCheckpoint deleting the previous top-k file) runs only after the newer file is on
+      disk, so at every moment one complete checkpoint of that kind exists;
+    * at most `max_pending` snapshots wait in memory (a save beyond that waits for the oldest);
+    * after a failed write nothing queued behind it runs (a removal of the previous good file
+      least of all), and the error is raised in the training thread at the next save, at
+      `flush()` or at teardown (the end of fit, or of a crash), which waits for every write.
+    Pre-emption calls `flush()` before it exits: the checkpoint is on disk when the process ends.
+    """
+
+    def __init__(self, background: bool = False, max_pending: int = 2) -> None:
+        super().__init__()
+        self.background = background
+        self.max_pending = max(1, int(max_pending))
+        self._executor: ThreadPoolExecutor | None = None
+        self._pending: deque[Future[None]] = deque()
+        self._error: BaseException | None = None
+        self._lock = threading.Lock()
+
+    # -- the training thread's side ------------------------------------------------------------
     def save_checkpoint(
         self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None
     ) -> None:
-        target = Path(path)
+        self._raise_failure()
+        if not self.background:
+            self._write_atomic(checkpoint, Path(path))
+            return
+        frozen = snapshot(checkpoint)
+        while len(self._pending) >= self.max_pending:
+            self._pending.popleft().result()
+        self._submit(self._write_atomic, frozen, Path(path))
+
+    def remove_checkpoint(self, path: Any) -> None:
+        if not self.background:
+            super().remove_checkpoint(path)
+            return
+        self._raise_failure()
+        self._submit(super().remove_checkpoint, path)
+
+    def flush(self) -> None:
+        """Wait until every queued write and removal is done; raise the first failure."""
+        while self._pending:
+            self._pending.popleft().result()
+        self._raise_failure()
+
+    def teardown(self) -> None:
+        try:
+            self.flush()
+        finally:
+            if self._executor is not None:
+                self._executor.shutdown(wait=True)
+                self._executor = None
+
+    def _submit(self, fn: Callable[..., None], *args: Any) -> None:
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="checkpoint-writer")
+        self._pending.append(self._executor.submit(self._run, fn, *args))
+
+    def _raise_failure(self) -> None:
+        if self._error is None:
+            return
+        while self._pending:  # what was queued behind the failure is skipped; let it finish
+            self._pending.popleft().result()
+        with self._lock:
+            error, self._error = self._error, None
+        if error is not None:
+            raise error
+
+    # -- the writer thread's side --------------------------------------------------------------
+    def _run(self, fn: Callable[..., None], *args: Any) -> None:
+        with self._lock:
+            if self._error is not None:
+                return  # a failure earlier in the queue: write and remove nothing after it
+        try:
+            fn(*args)
+        except BaseException as err:  # handed to the training thread by _raise_failure
+            with self._lock:
+                self._error = err
+
+    def _write_atomic(self, checkpoint: dict[str, Any], target: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
         tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")
         try:
@@ -96,19 +216,44 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             raise
 
     def _write(self, checkpoint: dict[str, Any], file: IO[bytes]) -> None:
-        """Serialise, then write (a seam for tests that kill the process mid-write).
+        """Serialise into the file (a seam for tests that kill the process mid-write).
 
-        Through memory, as Lightning's own save does: streamed into the file, torch.save turns
-        ENOSPC into a RuntimeError ("unexpected pos ...") that no longer says the disk is full.
+        Streamed, not built in memory first: from the writer thread, a 90 MB in-memory copy is
+        made holding Python's GIL, which stalls the training thread's kernel launches for as
+        long; the file's own writes release it. torch.save reports a failed write as a
+        RuntimeError ("unexpected pos ...") that no longer says the disk is full, so the
+        OSError behind it is kept and raised instead.
         """
-        buffer = io.BytesIO()
-        torch.save(checkpoint, buffer)
-        file.write(buffer.getbuffer())
+        recording = _ErrorKeepingFile(file)
+        try:
+            torch.save(checkpoint, recording)
+        except Exception:
+            if recording.error is not None:
+                raise recording.error from None
+            raise
 
     def load_checkpoint(
         self, path: Any, map_location: Any | None = None, weights_only: bool | None = None
     ) -> dict[str, Any]:
         return load_checkpoint_file(path, map_location=map_location or "cpu")
+
+
+class _ErrorKeepingFile:
+    """The file-like object torch.save writes to, remembering the OSError of a failed write."""
+
+    def __init__(self, file: IO[bytes]) -> None:
+        self._file = file
+        self.error: OSError | None = None
+
+    def write(self, data: Any) -> int:
+        try:
+            return self._file.write(data)
+        except OSError as err:
+            self.error = err
+            raise
+
+    def flush(self) -> None:
+        self._file.flush()
 
 
 def _fsync_dir(directory: Path) -> None:
@@ -118,3 +263,48 @@ def _fsync_dir(directory: Path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+class BackgroundCheckpointWrites(L.Callback):
+    """Background checkpoint writes during the training loop, and only there.
+
+    From on_train_start to on_train_end the trainer's AtomicCheckpointIO writes off the training
+    thread (ModelCheckpoint's saves, pre-emption); at on_train_end, on an exception and at the end
+    of fit it waits for every pending write and goes back to writing before returning, so code
+    that saves and then reads a file outside training (the doctor, a user after fit) finds it.
+    The end-of-fit wait also covers Lightning 2.6's ModelParallelStrategy (trainer=fsdp), whose
+    teardown does not call `checkpoint_io.teardown()`. After a crash the pending writes are still
+    completed; a write failure is then printed rather than raised, so the error that crashed the
+    run is the one reported.
+    """
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        _set_background(trainer, True)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        _set_background(trainer, False)
+        _flush(trainer)
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        _flush(trainer)
+
+    def on_exception(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
+    ) -> None:
+        _set_background(trainer, False)
+        try:
+            _flush(trainer)
+        except Exception as err:  # reported, not raised: `exception` is the cause to report
+            print(f"a checkpoint write failed as well: {err}", file=sys.stderr, flush=True)
+
+
+def _set_background(trainer: L.Trainer, on: bool) -> None:
+    io = trainer.strategy.checkpoint_io
+    if isinstance(io, AtomicCheckpointIO):
+        io.background = on
+
+
+def _flush(trainer: L.Trainer) -> None:
+    flush = getattr(trainer.strategy.checkpoint_io, "flush", None)
+    if callable(flush):
+        flush()

@@ -1,0 +1,22 @@
+import torch
+from torchmetrics import MeanMetric
+
+from trainwell.tasks.metrics import WeightedMean
+
+
+def test_weighted_mean_equals_torchmetrics_mean_metric_bitwise() -> None:
+    gen = torch.Generator().manual_seed(0)
+    ours, theirs = WeightedMean(), MeanMetric()
+    for count in (64, 64, 17, 1, 128):
+        value = torch.rand((), generator=gen) * 3
+        ours.update(value, count)
+        theirs.update(value, weight=count)
+    assert torch.equal(ours.compute(), theirs.compute())
+    assert set(ours.metric_state) == set(theirs.metric_state)  # checkpoints carry the same keys
+
+
+def test_weighted_mean_lets_a_nan_through_instead_of_dropping_it() -> None:
+    mean = WeightedMean()
+    mean.update(torch.tensor(1.0), 4)
+    mean.update(torch.tensor(float("nan")), 4)
+    assert torch.isnan(mean.compute())
