@@ -339,3 +339,18 @@ def test_a_mean_synced_over_ranks_floors_an_integer_tensor(monkeypatch) -> None:
         assert _sync_ddp(torch.tensor(40.0), reduce_op="mean").item() == pytest.approx(40 / 3)
     finally:
         dist.destroy_process_group()
+
+
+def test_lightning_broadcasts_its_sigterm_flag_before_every_ddp_batch() -> None:
+    """Lightning-AI/pytorch-lightning#21487: under DDP the training loop broadcasts and reads a
+    SIGTERM flag before each batch (a collective and a host sync per micro-batch)."""
+    import inspect
+
+    from lightning.pytorch.loops.training_epoch_loop import _TrainingEpochLoop
+
+    advance = inspect.getsource(_TrainingEpochLoop.advance)
+    assert "self._broadcast_sigterm_tensor()" in advance
+    assert ".item()" in inspect.getsource(_TrainingEpochLoop._broadcast_sigterm_tensor)
+    trainer = plain_trainer(max_steps=1, enable_checkpointing=False)
+    compat.skip_per_batch_sigterm_broadcast(trainer)
+    assert trainer.fit_loop.epoch_loop._broadcast_sigterm_tensor() is None

@@ -351,3 +351,16 @@ def exact_logged_means() -> None:
 
     compute._trainwell_exact = True  # type: ignore[attr-defined]
     _ResultMetric.compute = compute  # type: ignore[method-assign]
+
+
+# ---------------------------------------------------------------------------------------------
+# Under DDP Lightning 2.6 broadcasts a "received SIGTERM" flag from rank 0 before *every*
+# training batch and reads it on the host (`_TrainingEpochLoop._broadcast_sigterm_tensor`):
+# one collective and one host sync per micro-batch (Lightning-AI/pytorch-lightning#21487; fix
+# proposed in #21640). The template's PreemptionCallback owns SIGTERM (Lightning's flag is never
+# set) and agrees on pre-emption every N steps instead, so the per-batch broadcast is skipped.
+# ---------------------------------------------------------------------------------------------
+
+
+def skip_per_batch_sigterm_broadcast(trainer: L.Trainer) -> None:
+    trainer.fit_loop.epoch_loop._broadcast_sigterm_tensor = lambda: None  # type: ignore[method-assign]

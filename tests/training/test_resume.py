@@ -120,3 +120,22 @@ def test_ddp_sigkill_then_resume_gives_the_same_weights(
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     assert "resume=auto: resuming from" in resumed.stdout
     assert_bitwise_equal(final_state(run_dir), final_state(reference_dir))
+
+
+def test_a_signal_at_an_epochs_last_batch_stops_after_its_validation(
+    tmp_path: Path, reference: dict
+) -> None:
+    """A pre-emption checkpoint at the last batch, before the epoch's validation, would resume
+    past that validation: the callback stops at the epoch's end instead, and results match."""
+    run_dir = tmp_path / "run"
+    proc = run_script("train.py", *RUN, *killer(19, "SIGUSR1"), f"hydra.run.dir={run_dir}", env=ENV)
+    assert proc.returncode == EXIT_PREEMPTED, proc.stderr[-3000:]
+    state = torch.load(
+        run_dir / "checkpoints" / "preempt.ckpt", map_location="cpu", weights_only=True
+    )
+    assert state["loops"]["fit_loop"]["epoch_progress"]["current"]["processed"] == 1  # epoch 0 ran
+    resumed = run_script("train.py", *RUN, "resume=auto", f"hydra.run.dir={run_dir}", env=ENV)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert_bitwise_equal(final_state(run_dir), reference)
+    rows = list(csv.DictReader((run_dir / "csv" / "metrics.csv").open()))
+    assert {row["epoch"] for row in rows if row.get("val/acc")} == {"0", "1"}  # both validated

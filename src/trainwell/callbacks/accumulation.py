@@ -103,9 +103,10 @@ class ExactAccumulation(L.Callback):
     """Always installed by the template, first in the callback list (other callbacks' gradient
     hooks then see the final gradients). See the module docstring."""
 
-    def __init__(self, check_every_n_steps: int = 50) -> None:
+    def __init__(self, check_every_n_steps: int | None = None) -> None:
         super().__init__()
-        self.check_every_n_steps = max(1, check_every_n_steps)
+        # None: trainer.log_every_n_steps, the steps at which the guards read device values too
+        self.check_every_n_steps = check_every_n_steps
         self.reference: float | None = None
         self._active = False
         self._scaling = False
@@ -176,7 +177,8 @@ class ExactAccumulation(L.Callback):
     def on_before_optimizer_step(
         self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer: Any
     ) -> None:
-        if trainer.global_step % self.check_every_n_steps == 0:
+        every = self.check_every_n_steps or trainer.log_every_n_steps or 1
+        if trainer.global_step % every == 0:
             self._raise_if_bad_count_seen()
         if not self._scaling:
             return
@@ -185,9 +187,13 @@ class ExactAccumulation(L.Callback):
         numerator = world * compat.lightning_loss_divisor(trainer) * (self.reference or 1.0)
         if world > 1:
             device = pl_module.device
-            reduced = trainer.strategy.reduce(
-                torch.as_tensor(total, device=device, dtype=torch.float64), reduce_op="sum"
-            )
+            # One all-reduce per optimizer step, queued on the device: no host copy of the count
+            # (torch.full, not as_tensor) and no barrier (Lightning's strategy.reduce adds one).
+            if isinstance(total, torch.Tensor):
+                reduced = total.to(dtype=torch.float64).reshape(())
+            else:
+                reduced = torch.full((), float(total), device=device, dtype=torch.float64)
+            torch.distributed.all_reduce(reduced, op=torch.distributed.ReduceOp.SUM)
             factor: float | torch.Tensor = (numerator / reduced).float()
             if device.type == "cpu" and float(reduced) <= 0:
                 raise ItemCountError(self._empty_window(trainer))

@@ -37,6 +37,7 @@ import lightning as L
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from trainwell import compat
 from trainwell.callbacks.cadence import is_reading_step
 from trainwell.callbacks.non_finite import NonFiniteLossError
 from trainwell.errors import TrainwellError
@@ -86,18 +87,22 @@ class PreemptionCallback(L.Callback):
         self.requeue = requeue
         self.check_every_n_steps = check_every_n_steps
         self.received: int | None = None
+        self._stop_at_epoch_end = False
         self._previous: dict[int, Any] = {}
 
     # -- signal plumbing ---------------------------------------------------------------------
     def _handler(self, signum: int, frame: FrameType | None) -> None:
         self.received = signum
 
-    def _install(self) -> None:
+    def _install(self) -> bool:
         if threading.current_thread() is not threading.main_thread():
-            return  # signal.signal only works there; a trainer driven from a thread has no say
+            return (
+                False  # signal.signal only works there; a trainer driven from a thread has no say
+            )
         for sig in _SIGNALS:
             previous = signal.signal(sig, self._handler)
             self._previous.setdefault(sig, previous)
+        return True
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if stage == "fit":
@@ -106,7 +111,10 @@ class PreemptionCallback(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # After Lightning's registration: replace its SIGTERM handler (see module docstring).
-        self._install()
+        if self._install():
+            # Lightning's own SIGTERM flag can no longer be set: its per-batch broadcast of it
+            # is a collective and a host sync for nothing.
+            compat.skip_per_batch_sigterm_broadcast(trainer)
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         for sig, previous in self._previous.items():
@@ -142,6 +150,18 @@ class PreemptionCallback(L.Callback):
             requested = trainer.strategy.reduce_boolean_decision(requested, all=False)
         if not requested:
             return
+        if compat.at_epoch_last_batch(trainer):
+            # A checkpoint here, before the epoch's validation, would resume past that
+            # validation (see compat.StepCheckpoint): stop once the epoch has ended instead.
+            self._stop_at_epoch_end = True
+            return
+        self._stop(trainer)
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._stop_at_epoch_end:
+            self._stop(trainer)
+
+    def _stop(self, trainer: L.Trainer) -> None:
         path = self.dirpath / "preempt.ckpt"
         trainer.save_checkpoint(path)
         flush_checkpoints(trainer)  # on disk before the exit, not in the writer's queue
