@@ -137,8 +137,11 @@ def logged_figures(run_dir: Path) -> dict[str, float]:
     rows = [r for r in csv.DictReader(path.open()) if r.get("throughput/samples_per_sec")]
     if not rows:
         return {}
-    last_epoch = max(int(r["epoch"]) for r in rows if r.get("epoch"))
-    rows = [r for r in rows if r.get("epoch") and int(r["epoch"]) == last_epoch] or rows
+    epochs = [int(r["epoch"]) for r in rows if r.get("epoch")]
+    if epochs:
+        rows = [r for r in rows if r.get("epoch") and int(r["epoch"]) == max(epochs)]
+    else:  # logged straight to the logger, without an epoch column: the later half
+        rows = rows[len(rows) // 2 :]
     out = {"logged_img_s": statistics.median(float(r["throughput/samples_per_sec"]) for r in rows)}
     mfus = [float(r["throughput/mfu"]) for r in rows if r.get("throughput/mfu")]
     if mfus:

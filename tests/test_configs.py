@@ -80,7 +80,7 @@ def test_default_callbacks(tmp_path: Path) -> None:
     assert {
         "ModelCheckpoint",
         "EarlyStopping",
-        "LearningRateMonitor",
+        "LearningRateLogger",
         "RichProgressBar",
         "RichModelSummary",
     } <= names

@@ -210,3 +210,30 @@ def test_fsdp2_grad_norms_reduce_local_shards_to_the_full_norms(tmp_path: Path) 
         out = torch.load(tmp_path / f"rank{rank}.pt", weights_only=True)
         assert torch.allclose(out["got"], out["full"], rtol=1e-6, atol=0), rank
         assert torch.allclose(out["got"], reference, rtol=1e-5, atol=0), rank
+
+
+def test_learning_rate_logger_writes_floats_at_the_logging_steps(tmp_path: Path) -> None:
+    from lightning.pytorch.loggers import CSVLogger
+
+    from trainwell.callbacks import LearningRateLogger
+
+    class Tiny(L.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = nn.Linear(4, 2)
+
+        def training_step(self, batch, batch_idx):
+            return self.layer(batch[0]).sum()
+
+        def configure_optimizers(self):
+            return torch.optim.SGD(self.parameters(), lr=0.25)
+
+    logger = CSVLogger(tmp_path, name="csv", version="")
+    trainer = quiet_trainer(
+        max_steps=6, log_every_n_steps=2, logger=logger, callbacks=[LearningRateLogger()]
+    )
+    trainer.fit(Tiny(), DataLoader(TensorDataset(torch.randn(24, 4)), batch_size=4))
+    logger.save()
+    rows = (tmp_path / "csv" / "metrics.csv").read_text().splitlines()
+    assert rows[0].split(",") == ["lr-SGD", "step"]
+    assert [r.split(",") for r in rows[1:]] == [["0.25", str(s)] for s in (1, 3, 5)]

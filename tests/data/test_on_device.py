@@ -191,10 +191,12 @@ def test_configs_select_the_on_device_path(tmp_path: Path) -> None:
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_gpu_batches_equal_cpu_batches() -> None:
-    """The same code on the GPU: identical augmented batches (integer hash, exact float ops)."""
+    """The same code on the GPU: the same crops and flips (an integer hash) and the same labels;
+    the normalised values agree to rounding (the GPU fuses the multiply-add, H100: 1 ulp)."""
     cpu, gpu = synthetic(), synthetic()
     gpu.device = torch.device("cuda")
     gpu.setup("fit")
     for (xc, yc), (xg, yg) in zip(cpu.train_dataloader(), gpu.train_dataloader(), strict=True):
         assert xg.device.type == "cuda"
-        assert torch.equal(xc, xg.cpu()) and torch.equal(yc, yg.cpu())
+        assert torch.equal(yc, yg.cpu())
+        assert torch.allclose(xc, xg.cpu(), rtol=0, atol=1e-6)  # a wrong crop or flip is O(1)

@@ -8,6 +8,7 @@ conf/callbacks/default.yaml the throughput / MFU logger.
 
 from trainwell.callbacks.accumulation import ExactAccumulation
 from trainwell.callbacks.grad_norm import GradNormMonitor
+from trainwell.callbacks.learning_rate import LearningRateLogger
 from trainwell.callbacks.non_finite import NonFiniteGuard, NonFiniteLossError
 from trainwell.callbacks.preemption import PreemptionCallback
 from trainwell.callbacks.throughput import ThroughputLogger
@@ -17,6 +18,7 @@ from trainwell.callbacks.training_state import TrainingStateCallback
 __all__ = [
     "ExactAccumulation",
     "GradNormMonitor",
+    "LearningRateLogger",
     "NonFiniteGuard",
     "NonFiniteLossError",
     "PreemptionCallback",

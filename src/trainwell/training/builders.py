@@ -12,12 +12,13 @@ from omegaconf import DictConfig
 
 from trainwell import compat
 from trainwell.callbacks.accumulation import ExactAccumulation
+from trainwell.callbacks.learning_rate import LearningRateLogger
 from trainwell.training.checkpoint_io import AtomicCheckpointIO, BackgroundCheckpointWrites
 from trainwell.training.precision import configure_matmul, resolve_precision
 
 # Callbacks that only write to a logger: with `logger=[]` / `logger=null` they are left out
 # (LearningRateMonitor would refuse to start), and the run says so.
-_NEED_A_LOGGER = (LearningRateMonitor,)
+_NEED_A_LOGGER = (LearningRateMonitor, LearningRateLogger)
 
 
 def build_loggers(cfg: DictConfig) -> list[Any]:
