@@ -273,3 +273,39 @@ def test_sweep_of_ddp_trials_logs_one_wandb_run_per_trial_grouped_by_sweep(tmp_p
         )
         assert run.exit_code == 0
         assert last_logged(run, "val/loss") == pytest.approx(trial.value, abs=1e-6)
+
+
+@pytest.mark.slow
+def test_resnet_accum_search_runs_a_trial_at_its_scaled_lr(tmp_path: Path) -> None:
+    sweep_dir = tmp_path / "sweep"
+    proc = run_script(
+        "train.py",
+        "-m",
+        "hparams_search=resnet_accum_optuna",
+        f"hydra.sweep.dir={sweep_dir}",
+        "hydra.sweeper.n_trials=1",
+        "data=synthetic",  # CIFAR-shaped, no download
+        "data.num_samples=96",
+        "data.num_val=32",
+        "data.num_test=32",
+        "data.batch_size=16",
+        "model.net.width=8",
+        "trainer.max_epochs=1",
+        "print_config=false",
+        "callbacks.rich_progress_bar=null",
+        "callbacks.rich_model_summary=null",
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    study = optuna.load_study(
+        study_name="resnet_accum_optuna", storage=f"sqlite:///{sweep_dir}/optuna.db"
+    )
+    (trial,) = study.trials
+    results = _results(sweep_dir / "0")
+    assert trial.value == results["metrics"]["val/acc_best"]
+    plan = results["plan"]
+    accumulate = trial.params["trainer.accumulate_grad_batches"]
+    assert plan["accumulate"] == accumulate and plan["effective_batch"] == 16 * accumulate
+    # The searched LR is per 256 samples; the trial trained at it scaled to its effective batch.
+    base = trial.params["model.optimizer.lr"]
+    assert plan["lr"] == pytest.approx(base * 16 * accumulate / 256, rel=1e-12)

@@ -36,6 +36,31 @@ ENV = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", "WANDB_SI
 TORCHRUN_ENV = {**ENV, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}  # compat.TORCHRUN_FRESH_STORE
 
 
+def run_torchrun(args: list[str], env: dict[str, str], timeout: float) -> tuple[int | None, str]:
+    """(exit code, stdout + stderr) of `torchrun <args>`; None when it outlived `timeout`: then
+    torchrun gets SIGTERM, which its agent passes on to the workers (each in its own session)."""
+    torchrun = Path(sys.executable).with_name("torchrun")
+    proc = subprocess.Popen(
+        [str(torchrun), *args],
+        cwd=REPO,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+        return proc.returncode, out
+    except subprocess.TimeoutExpired:
+        proc.terminate()
+        try:
+            out, _ = proc.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            out, _ = proc.communicate()
+        return None, out
+
+
 def test_torchrun_restart_resumes_to_the_uninterrupted_weights(tmp_path: Path) -> None:
     reference_dir, run_dir = tmp_path / "lightning-launched", tmp_path / "torchrun"
     reference = subprocess.Popen(
@@ -46,10 +71,8 @@ def test_torchrun_restart_resumes_to_the_uninterrupted_weights(tmp_path: Path) -
         stderr=subprocess.PIPE,
         text=True,
     )
-    torchrun = Path(sys.executable).with_name("torchrun")
-    proc = subprocess.run(
+    code, out = run_torchrun(
         [
-            str(torchrun),
             "--standalone",
             "--nproc-per-node=2",
             "--max-restarts=1",
@@ -59,14 +82,10 @@ def test_torchrun_restart_resumes_to_the_uninterrupted_weights(tmp_path: Path) -
             *SIGTERM_AT,
             f"hydra.run.dir={run_dir}",
         ],
-        cwd=REPO,
-        env=TORCHRUN_ENV,
-        capture_output=True,
-        text=True,
+        TORCHRUN_ENV,
         timeout=600,
     )
-    out = proc.stdout + proc.stderr
-    assert proc.returncode == 0, out[-4000:]
+    assert code == 0, out[-4000:]
     ckpts = run_dir / "checkpoints"
     tail = out[-4000:]
     assert f"at step 2: checkpoint {ckpts}/preempt.ckpt; continue with resume=auto" in out, tail
