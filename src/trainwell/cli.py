@@ -144,6 +144,20 @@ def _in_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
+def _refuse_search_without_multirun() -> None:
+    """hparams_search=<name> without -m would train one plain run and never search."""
+    if _in_multirun() or "LOCAL_RANK" in os.environ:  # the DDP ranks of a trial run in RUN mode
+        return
+    hydra_cfg = HydraConfig.get()
+    target = str(OmegaConf.select(hydra_cfg, "sweeper._target_", default="") or "")
+    if target.endswith(".TrainwellOptunaSweeper"):
+        name = hydra_cfg.runtime.choices.get("hparams_search") or "<name>"
+        raise TrainwellError(
+            f"hparams_search={name} is an Optuna search: start it with -m "
+            f"(python {Path(sys.argv[0]).name} -m hparams_search={name} ...)"
+        )
+
+
 def _report(err: Exception) -> tuple[str, int]:
     """Print the one-line cause; (that line, exit code). The traceback of a crash goes to
     <run dir>/error.log."""
@@ -175,6 +189,7 @@ def hydra_entry(
         env_before = compat.launcher_env()
         try:
             compat.refuse_torchrun_restart_on_shared_store()
+            _refuse_search_without_multirun()
             result = job(cfg)
         except (KeyboardInterrupt, SystemExit):
             raise

@@ -104,6 +104,16 @@ def test_optimized_value_is_the_named_metric_or_a_one_line_error() -> None:
         optimized_value(results, "val/acc_best")
 
 
+def test_a_search_without_multirun_is_refused_before_training(tmp_path: Path) -> None:
+    proc = run_script("train.py", "hparams_search=digits_optuna", f"hydra.run.dir={tmp_path}")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "error: hparams_search=digits_optuna is an Optuna search: start it with -m "
+        "(python train.py -m hparams_search=digits_optuna ...)"
+    )
+    assert not (tmp_path / "checkpoints").exists()
+
+
 # -- real sweeps -----------------------------------------------------------------------------
 
 
@@ -309,3 +319,19 @@ def test_resnet_accum_search_runs_a_trial_at_its_scaled_lr(tmp_path: Path) -> No
     # The searched LR is per 256 samples; the trial trained at it scaled to its effective batch.
     base = trial.params["model.optimizer.lr"]
     assert plan["lr"] == pytest.approx(base * 16 * accumulate / 256, rel=1e-12)
+
+
+@pytest.mark.slow
+def test_a_second_sweep_on_a_running_study_is_refused(tmp_path: Path) -> None:
+    import fcntl
+
+    sweep_dir = tmp_path / "sweep"
+    sweep_dir.mkdir()
+    with (sweep_dir / ".sweep.lock").open("w") as held:  # as a running sweep holds it
+        fcntl.flock(held, fcntl.LOCK_EX)
+        held.write("4242")
+        held.flush()
+        proc = _sweep(sweep_dir, "hydra.sweeper.n_trials=1")
+    assert proc.returncode == 1
+    assert f"another sweep (pid 4242) is running in {sweep_dir}; wait for it" in proc.stderr
+    assert not (sweep_dir / "optuna.db").exists() and not (sweep_dir / "0").exists()

@@ -8,11 +8,13 @@ running when the sweep died are marked failed (and listed in the study's user at
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import math
+import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import optuna
 from hydra.core.plugins import Plugins
@@ -31,7 +33,8 @@ _FAILURE = "failure"
 
 
 class SweepFailed(CompactHydraException):
-    """No trial of the study completed: one line, exit 1 (Hydra prints compact exceptions as is)."""
+    """The sweep cannot go on, or no trial completed: one line, exit 1 (Hydra prints compact
+    exceptions as they are)."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +113,7 @@ class OptunaSearch:
                 "nothing to search: hydra.sweeper.params has no sweep (choice/range/interval)"
             )
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = _hold_sweep_lock(self.sweep_dir)
         OmegaConf.save(self.config, self.sweep_dir / "multirun.yaml")
         study = optuna.create_study(
             study_name=self.study_name,
@@ -267,6 +271,28 @@ class OptunaSearch:
             ),
             self.sweep_dir / "optimization_results.yaml",
         )
+
+
+def _hold_sweep_lock(sweep_dir: Path) -> IO[str]:
+    """An exclusive lock on <sweep dir>/.sweep.lock for as long as this sweep runs (the kernel drops
+    it when the process dies, SIGKILL included). A second sweep on the same dir would take the
+    first one's running trials for interrupted ones and fail them under it."""
+    handle = (sweep_dir / ".sweep.lock").open("a+")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.seek(0)
+        owner = handle.read().strip() or "?"
+        handle.close()
+        raise SweepFailed(
+            f"another sweep (pid {owner}) is running in {sweep_dir}; wait for it or stop it, "
+            "then run this command again to continue the study"
+        ) from None
+    handle.seek(0)
+    handle.truncate()
+    handle.write(str(os.getpid()))
+    handle.flush()
+    return handle
 
 
 def _output_dir(ret: JobReturn) -> str | None:
