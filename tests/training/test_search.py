@@ -254,6 +254,9 @@ def test_a_killed_sweep_continues_where_it_stopped(tmp_path: Path) -> None:
         **{n: TrialState.FAIL for n in running},
     }
     assert study.user_attrs.get("interrupted_trials", []) == running
+    # The relaunch searched on: its (random start-up) suggestions are not the first launch's again.
+    earlier = [t.params for t in before]
+    assert all(study.trials[n].params not in earlier for n in new)
     for number in [*complete, *new]:  # trial N trained in <sweep dir>/N, once
         assert _results(sweep_dir / str(number))["finished_at"]["epoch"] == 3
     assert "4 trials (4 complete, 0 failed)" in again.stdout

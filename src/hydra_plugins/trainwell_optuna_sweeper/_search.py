@@ -21,6 +21,7 @@ from hydra.core.plugins import Plugins
 from hydra.core.utils import JobReturn
 from hydra.errors import CompactHydraException, HydraException
 from hydra.types import HydraContext, TaskFunction
+from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from optuna.trial import FrozenTrial, Trial, TrialState
 
@@ -82,7 +83,7 @@ class OptunaSearch:
     ) -> None:
         if n_trials < 1 or n_jobs < 1:
             raise HydraException(f"n_trials and n_jobs must be >= 1 (got {n_trials}, {n_jobs})")
-        self.sampler = sampler
+        self.sampler = sampler  # its config: built in sweep()
         self.direction = str(direction)
         self.study_name = None if study_name is None else str(study_name)
         self.storage = None if storage is None else str(storage)
@@ -109,7 +110,7 @@ class OptunaSearch:
             [f"{key}={value}" for key, value in self.params.items()] + list(arguments)
         )
         if not space:
-            raise HydraException(
+            raise SweepFailed(
                 "nothing to search: hydra.sweeper.params has no sweep (choice/range/interval)"
             )
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
@@ -118,14 +119,18 @@ class OptunaSearch:
         study = optuna.create_study(
             study_name=self.study_name,
             storage=self.storage,
-            sampler=self.sampler,
+            sampler=self._sampler(0),
             direction=self.direction,
             load_if_exists=True,
         )
         interrupted = self._fail_interrupted(study)
         done = self._finished(study)
         where = f"study '{study.study_name}' in {self.storage or 'memory'}"
-        if done or interrupted:
+        if study.trials:
+            # A sampler seeded as in the first launch would suggest the first launch's points
+            # again (random start-up trials ignore the history): seed + trials so far, still
+            # reproducible from the study's state.
+            study.sampler = self._sampler(len(study.trials))
             print(
                 f"continuing {where}: {len(done)} of {self.n_trials} trials done"
                 + (f", {len(interrupted)} interrupted (marked failed)" if interrupted else ""),
@@ -140,7 +145,7 @@ class OptunaSearch:
             trials = [study.ask(fixed_distributions=space) for _ in range(batch)]
             numbers = [t.number for t in trials]
             if numbers != list(range(numbers[0], numbers[0] + batch)):
-                raise HydraException(f"another process is asking trials of {where} ({numbers})")
+                raise SweepFailed(f"another process is asking trials of {where} ({numbers})")
             overrides = [
                 tuple(
                     [_space.as_override(k, v) for k, v in t.params.items()]
@@ -166,6 +171,14 @@ class OptunaSearch:
         return study
 
     # -- bookkeeping --------------------------------------------------------------------------
+    def _sampler(self, offset: int) -> optuna.samplers.BaseSampler:
+        if self.sampler is None:
+            return optuna.samplers.TPESampler()
+        node = OmegaConf.create(self.sampler) if isinstance(self.sampler, dict) else self.sampler
+        seed = node.get("seed")
+        extra = {"seed": int(seed) + offset} if seed is not None and offset else {}
+        return instantiate(node, **extra)
+
     def _fail_interrupted(self, study: optuna.Study) -> list[int]:
         """Trials left RUNNING by a sweep that was killed: failed, remembered as interrupted."""
         stale = [t.number for t in study.get_trials(deepcopy=False, states=(TrialState.RUNNING,))]

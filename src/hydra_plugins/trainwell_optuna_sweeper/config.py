@@ -13,6 +13,8 @@ from hydra.core.config_store import ConfigStore
 @dataclass
 class TrainwellOptunaSweeperConf:
     _target_: str = "hydra_plugins.trainwell_optuna_sweeper.optuna_sweeper.TrainwellOptunaSweeper"
+    # The sweeper builds the sampler itself: a continued study needs it seeded anew (see _search).
+    _recursive_: bool = False
     # Any Optuna sampler; `seed` makes the sequence of suggestions repeatable.
     sampler: Any = field(
         default_factory=lambda: {"_target_": "optuna.samplers.TPESampler", "seed": None}
