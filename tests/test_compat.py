@@ -12,40 +12,54 @@ from tests.training.test_torchrun import run_torchrun
 from trainwell import compat
 from trainwell.errors import TrainwellError
 
+# A worker that leaves a key in the store its process group would use (env:// rendezvous: the
+# agent's store when TORCHELASTIC_USE_AGENT_STORE=True, else one rank 0 hosts at MASTER_PORT) and
+# exits 3; torchrun restarts it, and the restarted worker reports whether that key is still there.
+# Gloo and NCCL publish each rank's address under fixed keys in that store: a key that survives
+# the round is a dead rank's address a restarted rank may connect to.
 WORKER = """
-import datetime, os, sys
+import datetime, os
 import torch.distributed as dist
-env = {k: os.environ.get(k) for k in ("TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_USE_AGENT_STORE")}
+env = {k: os.environ[k] for k in ("TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_USE_AGENT_STORE")}
 print("worker env", env, flush=True)
-dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=60))
-dist.barrier()
+host = os.environ["RANK"] == "0" and env["TORCHELASTIC_USE_AGENT_STORE"] != "True"
+store = dist.TCPStore(
+    os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size=2, is_master=host,
+    timeout=datetime.timedelta(seconds=60),
+)
 if env["TORCHELASTIC_RESTART_COUNT"] == "0":
-    sys.exit(3)  # what a pre-empted trainwell run exits with
-print("restarted group connected", flush=True)
+    if os.environ["RANK"] == "0":
+        store.set("rank_0_address", "from the first round")
+    store.wait(["rank_0_address"])
+    store.add("done", 1)
+    while store.add("done", 0) < 2:  # the host rank keeps serving until both have read
+        pass
+    raise SystemExit(3)  # what a pre-empted trainwell run exits with
+print("previous round's key visible:", store.check(["rank_0_address"]), flush=True)
 """
 
 
 def _torchrun_with_one_restart(tmp_path: Path, **env: str) -> tuple[int | None, str]:
-    """torchrun with a worker that exits 3 once; a restarted group on stale addresses either
-    fails to connect or waits forever (None after 90 s)."""
     script = tmp_path / "worker.py"
     script.write_text(WORKER)
     args = ["--standalone", "--nproc-per-node=2", "--max-restarts=1", str(script)]
-    return run_torchrun(args, {**os.environ, **env}, timeout=90)
+    return run_torchrun(args, {**os.environ, **env}, timeout=300)
 
 
 @pytest.mark.slow
-def test_torchrun_restart_on_the_shared_store_reads_the_previous_rounds_addresses(
+def test_torchrun_restart_on_the_shared_store_sees_the_previous_rounds_keys(
     tmp_path: Path,
 ) -> None:
     code, out = _torchrun_with_one_restart(tmp_path)
-    assert code != 0 and "restarted group connected" not in out, out[-3000:]
-    # The restarted workers see exactly what the refusal checks for.
+    assert code == 0, out[-3000:]
+    # The restarted workers see exactly what the refusal checks for ...
     restarted = "{'TORCHELASTIC_RESTART_COUNT': '1', 'TORCHELASTIC_USE_AGENT_STORE': 'True'}"
-    assert f"worker env {restarted}" in out
+    assert out.count(f"worker env {restarted}") == 2
+    # ... and the first round's keys.
+    assert out.count("previous round's key visible: True") == 2, out[-3000:]
     code, out = _torchrun_with_one_restart(tmp_path, **{compat.TORCHRUN_FRESH_STORE: "1"})
     assert code == 0, out[-3000:]
-    assert out.count("restarted group connected") == 2
+    assert out.count("previous round's key visible: False") == 2, out[-3000:]
 
 
 def test_a_restarted_torchrun_worker_on_the_shared_store_is_refused(

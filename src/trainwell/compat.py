@@ -150,12 +150,13 @@ def launcher_env() -> dict[str, str | None]:
 
 # ---------------------------------------------------------------------------------------------
 # torchrun --max-restarts: a restarted worker group joins the rendezvous' shared TCPStore, which
-# still holds the previous round's process-group keys: the env:// rendezvous adds no per-attempt
-# prefix since the agent's store is shared across rounds (torch 2.14.1 seen here; the NCCL form
-# of it is pytorch/pytorch#167288, open). The new ranks read the dead ranks' addresses: gloo fails
-# with "connectFullMesh ... Connection refused" or hangs, NCCL retries for minutes. Launching
-# torchrun with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 gives every round its own store; without it
-# a restarted worker stops at once with that fix as its one-line error.
+# still holds the previous round's keys (the env:// rendezvous adds no per-attempt prefix when the
+# agent's store is shared; torch 2.14.1 seen here, the NCCL form of the failure is
+# pytorch/pytorch#167288, open). Restarted trainwell ranks then failed to set up their process
+# group: gloo "connectFullMesh ... Connection refused" to addresses of the previous round's ranks
+# (NCCL retries for minutes). Launching torchrun with TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 gives
+# every round its own store; without it a restarted worker stops at once with that fix as its
+# one-line error.
 # ---------------------------------------------------------------------------------------------
 
 TORCHRUN_FRESH_STORE = "TORCH_DISABLE_SHARE_RDZV_TCP_STORE"
