@@ -14,7 +14,7 @@ from typing import Any
 import hydra
 from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import HydraException, MissingConfigException
+from hydra.errors import CompactHydraException, HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
 
 import trainwell.resolvers  # noqa: F401  (registers resolvers before Hydra composes)
@@ -146,6 +146,47 @@ def without_null_groups(config_dir: Path, argv: Sequence[str]) -> list[str]:
     return out
 
 
+class JobFailed(CompactHydraException):
+    """A failed job of a multirun, as its one-line cause. Raised instead of SystemExit so that the
+    sweep goes on: Hydra's launchers record a job's exception (a SystemExit would end the whole
+    sweep, and submitit would keep waiting for a result that never comes); Hydra prints a compact
+    exception as one line and exits 1."""
+
+
+def _in_multirun() -> bool:
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
+def _refuse_search_without_multirun() -> None:
+    """hparams_search=<name> without -m would train one plain run and never search."""
+    if _in_multirun() or "LOCAL_RANK" in os.environ:  # the DDP ranks of a trial run in RUN mode
+        return
+    hydra_cfg = HydraConfig.get()
+    target = str(OmegaConf.select(hydra_cfg, "sweeper._target_", default="") or "")
+    if target.endswith(".TrainwellOptunaSweeper"):
+        name = hydra_cfg.runtime.choices.get("hparams_search") or "<name>"
+        raise TrainwellError(
+            f"hparams_search={name} is an Optuna search: start it with -m "
+            f"(python {Path(sys.argv[0]).name} -m hparams_search={name} ...)"
+        )
+
+
+def _report(err: Exception) -> tuple[str, int]:
+    """Print the one-line cause; (that line, exit code). The traceback of a crash goes to
+    <run dir>/error.log."""
+    user = _user_error(err)
+    if user is not None:
+        line, code = _first_line(user), EXIT_USAGE
+    else:
+        where = _save_traceback(err)
+        detail = f" (traceback: {where})" if where else ""
+        line, code = f"{type(err).__name__}: {_first_line(err)}{detail}", EXIT_FAILURE
+    print(f"error: {line}", file=sys.stderr)
+    return line, code
+
+
 def hydra_entry(
     config_dir: Path,
     config_name: str,
@@ -155,32 +196,35 @@ def hydra_entry(
     """Wrap `job` in hydra.main: exit 0 / the job's int, 2 on bad input, 1 on a crash.
 
     Users see one line naming the cause; the full traceback goes to <run dir>/error.log
-    (HYDRA_FULL_ERROR=1 re-raises it instead).
+    (HYDRA_FULL_ERROR=1 re-raises it instead). Under multirun a failed job raises JobFailed (the
+    sweep goes on), and the job's return value (train.py: the optimized metric) goes to the
+    sweeper.
     """
 
     @hydra.main(version_base="1.3", config_path=str(config_dir), config_name=config_name)
-    def main(cfg: DictConfig) -> None:
+    def main(cfg: DictConfig) -> Any:
         compat.pin_multirun_job_for_ddp_children()
         env_before = compat.launcher_env()
         try:
-            code = job(cfg)
+            compat.refuse_torchrun_restart_on_shared_store()
+            _refuse_search_without_multirun()
+            result = job(cfg)
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as err:
-            user = _user_error(err)
-            if user is not None:
-                print(f"error: {_first_line(user)}", file=sys.stderr)
-                raise SystemExit(EXIT_USAGE) from None
-            if os.environ.get("HYDRA_FULL_ERROR") == "1":
+            if os.environ.get("HYDRA_FULL_ERROR") == "1" and _user_error(err) is None:
                 raise
-            where = _save_traceback(err)
-            detail = f" (traceback: {where})" if where else ""
-            print(f"error: {type(err).__name__}: {_first_line(err)}{detail}", file=sys.stderr)
-            raise SystemExit(EXIT_FAILURE) from None
+            line, code = _report(err)
+            if _in_multirun():
+                raise JobFailed(f"{HydraConfig.get().runtime.output_dir}: {line}") from None
+            raise SystemExit(code) from None
         finally:
             compat.end_multirun_job(env_before)
-        if isinstance(code, int) and not isinstance(code, bool) and code != 0:
-            raise SystemExit(code)
+        if isinstance(result, int) and not isinstance(result, bool) and result != 0:
+            if _in_multirun():
+                raise JobFailed(f"{HydraConfig.get().runtime.output_dir}: exit code {result}")
+            raise SystemExit(result)
+        return result
 
     def entry() -> Any:
         argv = without_null_groups(config_dir, sys.argv[1:])
@@ -195,11 +239,13 @@ def hydra_entry(
     return entry
 
 
-def train_job(cfg: DictConfig) -> dict[str, Any]:
+def train_job(cfg: DictConfig) -> dict[str, Any] | float:
     """scripts/train.py: the doctor's preflight when asked (doctor=true), then the run.
 
     The preflight runs here, not inside training: the doctor drives training's builders, never
     the reverse. Only the launching process runs it (DDP re-executes the script per rank).
+    Returns the results, or with `optimized_metric=<name>` that metric's value (what a sweeper
+    such as hparams_search=<name>_optuna optimizes).
     """
     from trainwell.training.run import train
 
@@ -208,7 +254,20 @@ def train_job(cfg: DictConfig) -> dict[str, Any]:
         from trainwell.doctor.run import preflight
 
         report = str(preflight(cfg))
-    return train(cfg, doctor_report=report)
+    results = train(cfg, doctor_report=report)
+    name = cfg.get("optimized_metric")
+    return results if name is None else optimized_value(results, str(name))
+
+
+def optimized_value(results: dict[str, Any], name: str) -> float:
+    """results["metrics"][name] as a float; a name the run did not log is bad input."""
+    metrics = results.get("metrics") or {}
+    if name not in metrics:
+        available = ", ".join(sorted(metrics)) or "none"
+        raise TrainwellError(
+            f"optimized_metric={name} is not a metric of this run (available: {available})"
+        )
+    return float(metrics[name])
 
 
 def eval_job(cfg: DictConfig) -> dict[str, Any]:

@@ -14,6 +14,13 @@ from omegaconf import OmegaConf
 _LOCAL_RUN_ID = f"{time.strftime('%Y-%m-%d_%H-%M-%S')}_{os.getpid():x}{secrets.token_hex(2)}"
 
 
+def launch_dir() -> str:
+    """The directory the command started in (hydra:runtime.cwd), readable before Hydra has set up
+    a job: a multirun resolves its sweep dir (under logs/) and its sweeper's settings then, when
+    `${hydra:runtime.cwd}` would raise "HydraConfig was not set"."""
+    return os.getcwd()
+
+
 def slurm_run_id() -> str | None:
     """`slurm<job id>` (`slurm<array job>_<task>` for arrays): the same on every requeue."""
     array_job, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
@@ -30,17 +37,49 @@ def run_id(explicit: str | None = None) -> str:
     return slurm_run_id() or _LOCAL_RUN_ID
 
 
+def sweep_job() -> tuple[str, str] | None:
+    """(sweep dir name, job number) while resolving inside a multirun job, else None."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    if not HydraConfig.initialized() or HydraConfig.get().mode != RunMode.MULTIRUN:
+        return None
+    hydra_cfg = HydraConfig.get()
+    return Path(str(hydra_cfg.sweep.dir)).name, str(hydra_cfg.job.num)
+
+
 def wandb_id(task_name: str, output_dir: str) -> str:
-    """A wandb run id derived from the run dir, so a resumed run logs into the same wandb run."""
-    raw = f"{task_name}-{Path(output_dir).name}"
+    """A wandb run id derived from the run dir, so a resumed run logs into the same wandb run.
+    A sweep's job dirs are all named by their job number: the sweep's name keeps two sweeps'
+    job 0 apart."""
+    job = sweep_job()
+    raw = f"{task_name}-{job[0]}-{job[1]}" if job else f"{task_name}-{Path(output_dir).name}"
     return re.sub(r"[^A-Za-z0-9_-]", "-", raw)[:120]
 
 
+def sweep_name() -> str:
+    """The sweep dir's name inside a multirun job (a wandb group: one per sweep), else ""."""
+    job = sweep_job()
+    return job[0] if job else ""
+
+
+def sweep_job_suffix() -> str:
+    """`-<job number>` inside a multirun job (tells a sweep's runs apart by name), else ""."""
+    job = sweep_job()
+    return f"-{job[1]}" if job else ""
+
+
 def register() -> None:
+    if not OmegaConf.has_resolver("tw.launch_dir"):
+        OmegaConf.register_new_resolver("tw.launch_dir", launch_dir, use_cache=True)
     if not OmegaConf.has_resolver("tw.run_id"):
         OmegaConf.register_new_resolver("tw.run_id", run_id, use_cache=True)
     if not OmegaConf.has_resolver("tw.wandb_id"):
         OmegaConf.register_new_resolver("tw.wandb_id", wandb_id)
+    if not OmegaConf.has_resolver("tw.sweep_name"):
+        OmegaConf.register_new_resolver("tw.sweep_name", sweep_name)
+    if not OmegaConf.has_resolver("tw.sweep_job_suffix"):
+        OmegaConf.register_new_resolver("tw.sweep_job_suffix", sweep_job_suffix)
 
 
 register()

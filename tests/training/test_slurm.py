@@ -1,6 +1,8 @@
 """A real single-node SLURM cluster: sbatch scripts/slurm/train.sbatch with 2 tasks of CPU DDP,
 SIGUSR1 mid-run, and the job must checkpoint, requeue itself and finish with the weights of an
-uninterrupted run.
+uninterrupted run. And launcher=slurm (hydra-submitit-launcher): a 2-job sweep submitted as an
+array, one job pre-empted with SIGUSR1, both complete with the same weights; an Optuna search whose
+trials run as SLURM jobs, a failing one among them.
 
 Setup installs Debian's slurm-wlm + munge when missing (needs root) and starts munged, slurmctld
 and slurmd with scripts/slurm/local_cluster.sh; they are stopped by their pid files. When that is
@@ -9,6 +11,7 @@ impossible here the test skips with the exact reason; it never simulates SLURM.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -22,6 +25,7 @@ import pytest
 
 from tests.conftest import REPO
 from tests.training.test_kill_resume import RUN, assert_bitwise_equal, final_state
+from tests.training.test_search import BRUTE_FORCE, TINY
 
 pytestmark = pytest.mark.slow
 
@@ -149,3 +153,114 @@ def test_sigusr1_checkpoints_requeues_and_finishes_with_uninterrupted_weights(
     assert f"resume=auto: resuming from {ckpts}/preempt.ckpt" in text
     assert reference.wait(timeout=900) == 0, reference.stderr.read()[-3000:]
     assert_bitwise_equal(final_state(run_dir), final_state(reference_dir))
+
+
+# Two identical jobs (the swept key changes nothing in training): the uninterrupted one is the
+# reference for the pre-empted one. 4 epochs of 7 optimizer steps, a step checkpoint after each.
+SWEEP = [
+    *[o for o in RUN if not o.startswith(("trainer.max_epochs", "callbacks.step_checkpoint"))],
+    "trainer.max_epochs=4",
+    "callbacks.step_checkpoint.every_n_train_steps=1",
+]
+
+
+def test_submitit_sweep_runs_both_jobs_and_a_preempted_one_requeues_to_the_same_weights(
+    slurm_env: dict[str, str], tmp_path: Path
+) -> None:
+    sweep = tmp_path / "sweep"
+    log = tmp_path / "sweep.log"
+    with log.open("w") as out:
+        parent = subprocess.Popen(  # the sweep waits for its SLURM jobs, as a user's would
+            [
+                sys.executable,
+                str(REPO / "scripts/train.py"),
+                "-m",
+                "launcher=slurm",
+                "+sweep_tag=a,b",
+                "hydra.launcher.cpus_per_task=1",
+                f"hydra.sweep.dir={sweep}",
+                *SWEEP,
+            ],
+            cwd=REPO,
+            env={**slurm_env, "PYTHONUNBUFFERED": "1"},
+            stdout=out,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        array = ""
+        try:
+            ckpts = sweep / "0" / "checkpoints"
+            _wait("job 0's first step checkpoint", lambda: any(ckpts.glob("step-*.ckpt")), 600)
+            (array,) = {p.name for p in (sweep / ".submitit").iterdir() if p.name.isdigit()}
+            subprocess.run(["scancel", "--signal=USR1", f"{array}_0"], env=slurm_env, check=True)
+            returncode = parent.wait(timeout=900)
+        finally:
+            if parent.poll() is None:
+                os.killpg(parent.pid, 9)
+                parent.wait()
+            if array:
+                subprocess.run(["scancel", array], env=slurm_env)
+    assert returncode == 0, log.read_text()[-3000:]
+    (script,) = (sweep / ".submitit").glob(".submission_file_*.sh")
+    assert "#SBATCH --signal=USR1@90\n" in script.read_text()  # the time-limit warning
+    assert "export SUBMITIT_PREEMPT_SIGNAL=USR1\n" in script.read_text()
+    job0 = f"{array}_0"
+    job_logs = "".join(p.read_text() for p in sorted((sweep / ".submitit" / job0).glob("*_log.*")))
+    assert _job_field(slurm_env, job0, "JobState") == "COMPLETED", job_logs[-3000:]
+    assert _job_field(slurm_env, job0, "Restarts") == "1", job_logs[-3000:]
+    assert _job_field(slurm_env, f"{array}_1", "JobState") == "COMPLETED"
+    assert _job_field(slurm_env, f"{array}_1", "Restarts") == "0"
+    assert re.search(
+        rf"pre-empted by SIGUSR1 at step \d+: checkpoint {ckpts}/preempt.ckpt; "
+        rf"scontrol requeue {job0} -> exit 0",
+        job_logs,
+    ), job_logs[-3000:]
+    assert f"resume=auto: resuming from {ckpts}/preempt.ckpt" in job_logs
+    for job in ("0", "1"):
+        assert (sweep / job / "results.json").is_file()
+    assert_bitwise_equal(final_state(sweep / "0"), final_state(sweep / "1"))
+
+
+def test_optuna_trials_run_as_slurm_jobs_and_a_failed_one_is_recorded(
+    slurm_env: dict[str, str], tmp_path: Path
+) -> None:
+    import optuna
+    from optuna.trial import TrialState
+
+    sweep = tmp_path / "sweep"
+    proc = subprocess.run(
+        [
+            sys.executable,
+            str(REPO / "scripts/train.py"),
+            "-m",
+            "launcher=slurm",
+            "hparams_search=digits_optuna",
+            "hydra.launcher.cpus_per_task=1",
+            "hydra.sweeper.n_trials=3",
+            "hydra.sweeper.n_jobs=2",  # trials 0-1 as one array, then trial 2
+            f"hydra.sweep.dir={sweep}",
+            *BRUTE_FORCE,
+            "model.optimizer.lr=choice(0.003,-1.0,0.01)",
+            *TINY,
+        ],
+        cwd=REPO,
+        env={**slurm_env, "PYTHONUNBUFFERED": "1"},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, (proc.stdout + proc.stderr)[-3000:]
+    study = optuna.load_study(study_name="digits_optuna", storage=f"sqlite:///{sweep}/optuna.db")
+    states = sorted(t.state.name for t in study.trials)
+    assert states == ["COMPLETE", "COMPLETE", "FAIL"]
+    for trial in study.trials:
+        run_dir = sweep / str(trial.number)  # each trial ran in its own job, in its own dir
+        assert trial.user_attrs["run_dir"] == str(run_dir)
+        if trial.state == TrialState.FAIL:
+            assert trial.params == {"model.optimizer.lr": -1.0}
+            assert "Invalid learning rate: -1.0" in trial.user_attrs["failure"]
+        else:
+            metrics = json.loads((run_dir / "results.json").read_text())["metrics"]
+            assert trial.value == metrics["val/loss"]
+    arrays = {p.name for p in (sweep / ".submitit").iterdir() if p.name.isdigit()}
+    assert len(arrays) == 2  # two submissions: a batch of 2 trials, then the last one
