@@ -190,6 +190,7 @@ def test_hydra_ddp_child_command_reruns_the_whole_sweep(tmp_path: Path, monkeypa
         cfg.hydra.run.dir = str(tmp_path / "run")
         cfg.hydra.runtime.output_dir = str(tmp_path / "sweep" / "0")
         cfg.hydra.job.num = 0
+    monkeypatch.setattr(HydraConfig.instance(), "cfg", None)  # restored after the test
     HydraConfig.instance().set_config(cfg)
     monkeypatch.setattr("sys.argv", ["scripts/train.py", "-m", "seed=1,2"])
     command, _ = _hydra_subprocess_cmd(local_rank=1)
