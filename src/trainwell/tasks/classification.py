@@ -2,20 +2,20 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import lightning as L
 import torch
 from torch import nn
-from torch.optim import Optimizer
 from torchmetrics import MaxMetric, MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from trainwell.tasks.metrics import WeightedMean
-
-OptimizerFactory = Callable[..., Optimizer]
-SchedulerFactory = Callable[..., torch.optim.lr_scheduler.LRScheduler]
+from trainwell.tasks.optimization import (
+    OptimizerFactory,
+    SchedulerFactory,
+    optimizer_and_schedule,
+)
 
 
 class ClassificationTask(L.LightningModule):
@@ -111,13 +111,4 @@ class ClassificationTask(L.LightningModule):
         self.log("test/acc", self.test_acc, on_step=False, on_epoch=True)
 
     def configure_optimizers(self) -> Any:
-        # trainer.model: under FSDP2 the sharded parameters, which are the ones to optimise.
-        optimizer = self.optimizer_factory(params=self.trainer.model.parameters())
-        if self.scheduler_factory is None:
-            return optimizer
-        total_steps = int(self.trainer.estimated_stepping_batches)
-        scheduler = self.scheduler_factory(optimizer=optimizer, total_steps=total_steps)
-        return {
-            "optimizer": optimizer,
-            "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1},
-        }
+        return optimizer_and_schedule(self.trainer, self.optimizer_factory, self.scheduler_factory)

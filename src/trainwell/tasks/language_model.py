@@ -10,21 +10,22 @@ as torchmetrics sums and counts, so they are exact across uneven batches and ran
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from typing import Any
 
 import lightning as L
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.optim import Optimizer
 from torchmetrics import MeanMetric
 
 from trainwell.data.sequences import IGNORE_INDEX
+from trainwell.tasks.optimization import (
+    OptimizerFactory,
+    SchedulerFactory,
+    optimizer_and_schedule,
+)
 
 Batch = dict[str, torch.Tensor]
-OptimizerFactory = Callable[..., Optimizer]
-SchedulerFactory = Callable[..., torch.optim.lr_scheduler.LRScheduler]
 
 
 class Perplexity(MeanMetric):
@@ -107,13 +108,4 @@ class LanguageModelTask(L.LightningModule):
         self._track("test", loss, tokens)
 
     def configure_optimizers(self) -> Any:
-        # trainer.model: under FSDP2 the sharded parameters, which are the ones to optimise.
-        optimizer = self.optimizer_factory(params=self.trainer.model.parameters())
-        if self.scheduler_factory is None:
-            return optimizer
-        total_steps = int(self.trainer.estimated_stepping_batches)
-        scheduler = self.scheduler_factory(optimizer=optimizer, total_steps=total_steps)
-        return {
-            "optimizer": optimizer,
-            "lr_scheduler": {"scheduler": scheduler, "interval": "step", "frequency": 1},
-        }
+        return optimizer_and_schedule(self.trainer, self.optimizer_factory, self.scheduler_factory)
