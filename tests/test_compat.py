@@ -19,7 +19,7 @@ from tests.conftest import quiet_trainer
 from tests.training.test_torchrun import run_torchrun
 from trainwell import compat
 from trainwell.data.resumable import ResumableDataLoader
-from trainwell.data.sharding import EpochShuffle, ShardedBatchSampler
+from trainwell.data.samplers import EpochShuffle, ShardedBatchSampler
 from trainwell.errors import TrainwellError
 
 

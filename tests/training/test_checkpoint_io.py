@@ -178,7 +178,7 @@ def test_background_during_the_training_loop_only(tmp_path: Path) -> None:
     from torch.utils.data import DataLoader, TensorDataset
 
     from tests.conftest import quiet_trainer
-    from trainwell.training.checkpoint_io import BackgroundCheckpointWrites
+    from trainwell.training.background_writes import BackgroundCheckpointWrites
 
     class Probe(L.Callback):
         seen: list[bool] = []

@@ -13,7 +13,8 @@ from omegaconf import DictConfig
 from trainwell import compat
 from trainwell.callbacks.accumulation import ExactAccumulation
 from trainwell.callbacks.learning_rate import LearningRateLogger
-from trainwell.training.checkpoint_io import AtomicCheckpointIO, BackgroundCheckpointWrites
+from trainwell.training.background_writes import BackgroundCheckpointWrites
+from trainwell.training.checkpoint_io import AtomicCheckpointIO
 from trainwell.training.precision import configure_matmul, resolve_precision
 
 # Callbacks that only write to a logger: with `logger=[]` / `logger=null` they are left out

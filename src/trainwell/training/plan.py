@@ -16,7 +16,7 @@ from typing import Any
 
 from torch.utils.data import BatchSampler, DataLoader
 
-from trainwell.data.sharding import ShardedBatchSampler
+from trainwell.data.samplers import ShardedBatchSampler
 
 
 @dataclass(frozen=True)

@@ -8,14 +8,10 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trainwell.doctor.checks.accumulation import accumulation_equivalence
-from trainwell.doctor.checks.data import (
-    data_finite,
-    data_leakage,
-    data_throughput,
-    data_worker_seeding,
-)
+from trainwell.doctor.checks.data import data_finite, data_leakage
 from trainwell.doctor.checks.device import device_placement
 from trainwell.doctor.checks.gradients import grad_flow, grad_zeroing
+from trainwell.doctor.checks.loading import data_throughput, data_worker_seeding
 from trainwell.doctor.checks.loop import memory_graph_leak, overfit_one_batch, schedule_interval
 from trainwell.doctor.checks.loss import loss_logits, targets_contract
 from trainwell.doctor.checks.metrics import metrics_reduction

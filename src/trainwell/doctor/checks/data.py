@@ -1,27 +1,21 @@
-"""Data checks: finite values, split leakage, loading throughput, worker seeding."""
+"""Data checks on the values themselves: finite inputs and targets, no sample shared across splits."""
 
 from __future__ import annotations
 
-import functools
 import hashlib
-import os
-import statistics
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 import torch
-from lightning.fabric.utilities.seed import pl_worker_init_function
-from torch.utils.data import DataLoader, Dataset, Subset
+from torch.utils.data import Dataset
 
 from trainwell.doctor.harness.batches import leaves
-from trainwell.doctor.harness.context import DoctorContext, quiet
-from trainwell.doctor.harness.recorder import Recorder
+from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.samples import iterate_batches, split_loaders, why_not_indexable
 from trainwell.doctor.report.verdict import Check
 
 SPLITS = ("train", "val", "test")
-MIN_WAIT_S = 0.005  # a batch that waits less than this for data is not worth a verdict
 LABEL_LIMIT = 5_000_000  # integer target values kept by the scan for targets.contract
 
 
@@ -31,7 +25,7 @@ def _loaders(ctx: DoctorContext, split: str) -> tuple[list[Any], str]:
     return split_loaders(ctx.datamodule, split)
 
 
-def _length(loader: Any) -> int | None:
+def loader_length(loader: Any) -> int | None:
     if isinstance(loader, dict | list | tuple):
         return None  # several loaders: Lightning decides how they combine
     try:
@@ -75,7 +69,7 @@ def scan(ctx: DoctorContext) -> Scan:
         if not loaders:
             result.missing[split] = why
             continue
-        lengths = [_length(loader) for loader in loaders]
+        lengths = [loader_length(loader) for loader in loaders]
         result.total_batches[split] = None if None in lengths else sum(lengths)  # type: ignore[arg-type]
         seen = 0
         for loader in loaders:
@@ -230,137 +224,3 @@ def data_leakage(ctx: DoctorContext) -> Check:
         f"no sample is shared between train and {'/'.join(compared)}",
         evidence,
     )
-
-
-def data_throughput(ctx: DoctorContext) -> Check:
-    """Time a short real fit on the real train loader: how much of each step waits for data?"""
-    n = ctx.settings.throughput_batches
-    loader = ctx.datamodule.train_dataloader()
-    length = _length(loader)
-    n = min(n, length) if length is not None else n
-    if n < 2:
-        return Check("data.throughput", "skip", f"the train loader has only {length} batch")
-    recorder = Recorder()
-    task = ctx.make_task()
-    k = ctx.accumulate
-    fit = ctx.fit(
-        task, loader, [recorder], max_steps=max(1, n // k), accumulate=k, limit_train_batches=n
-    )
-    if fit.error is not None and len(recorder.batch_seconds) < 2:
-        return Check("data.throughput", "skip", f"the short fit failed: {fit.error_line}")
-    # Waits between batches only: the first fetch (worker start-up) happens before batch 0.
-    wait = recorder.wait_seconds
-    compute = recorder.batch_seconds
-    fraction = sum(wait) / max(1e-9, sum(wait) + sum(compute))
-    evidence = {
-        "batches_timed": len(recorder.batch_seconds),
-        "median_wait_s": statistics.median(wait) if wait else 0.0,
-        "median_step_s": statistics.median(compute) if compute else 0.0,
-        "data_wait_fraction": round(fraction, 4),
-        "num_workers": getattr(loader, "num_workers", 0),
-        "pin_memory": getattr(loader, "pin_memory", False),
-        "probe_device": ctx.settings.accelerator,
-    }
-    advice = (
-        "raise the DataLoader's num_workers (data.num_workers)"
-        if getattr(loader, "num_workers", 0) < 2
-        else "make __getitem__ cheaper (cache decoded samples)"
-    )
-    if fraction > 0.3 and evidence["median_wait_s"] < MIN_WAIT_S:
-        # A tiny model on CPU waits for a fast loader most of the time; nothing to gain there.
-        return Check(
-            "data.throughput",
-            "pass",
-            f"data wait is {fraction:.0%} of step time on {ctx.settings.accelerator}, but only "
-            f"{evidence['median_wait_s'] * 1e3:.2f} ms per batch",
-            evidence,
-        )
-    if fraction > 0.5:
-        return Check(
-            "data.throughput",
-            "fail",
-            f"{fraction:.0%} of each step waits for the next batch (data loading is the bottleneck); "
-            f"{advice}",
-            evidence,
-        )
-    if fraction > 0.3:
-        return Check(
-            "data.throughput",
-            "warn",
-            f"{fraction:.0%} of each step waits for data on {ctx.settings.accelerator}; a faster "
-            f"device will wait more: {advice}",
-            evidence,
-        )
-    return Check(
-        "data.throughput",
-        "pass",
-        f"data wait is {fraction:.0%} of step time on {ctx.settings.accelerator}",
-        evidence,
-    )
-
-
-def data_worker_seeding(ctx: DoctorContext) -> Check:
-    """Draw one sample index repeatedly in two workers: random augmentations must differ."""
-    real = ctx.samples.loader
-    problem = why_not_indexable(real)
-    if problem:
-        return Check("data.worker_seeding", "skip", f"{problem}: no index to draw repeatedly")
-    workers = real.num_workers
-    if workers < 2:
-        return Check(
-            "data.worker_seeding",
-            "skip",
-            f"data.num_workers={workers}: no worker processes whose random state could repeat",
-            {"num_workers": workers},
-        )
-    per_worker = 2
-    index = next(iter(real.batch_sampler))[0]  # the first sample the loader draws
-    probe = DataLoader(
-        Subset(real.dataset, [index] * (per_worker * workers)),
-        batch_size=per_worker,
-        num_workers=workers,
-        collate_fn=real.collate_fn,
-        worker_init_fn=real.worker_init_fn,
-        generator=real.generator,
-    )
-    _add_lightning_worker_init(probe)
-    with quiet():
-        batches = [dict(leaves(b)) for b in probe]
-    first, second = batches[0], batches[1]
-    within = any(
-        t.dim() > 0 and len(t) == per_worker and not torch.equal(t[0], t[1]) for t in first.values()
-    )
-    across = first.keys() == second.keys() and all(
-        t.shape == second[p].shape and torch.equal(t, second[p]) for p, t in first.items()
-    )
-    evidence = {
-        "num_workers": workers,
-        "sample_index": int(index),
-        "random_within_worker": within,
-        "identical_across_workers": across,
-    }
-    if not within:
-        return Check(
-            "data.worker_seeding",
-            "pass",
-            "samples are deterministic (no random augmentation), so worker seeds cannot repeat it",
-            evidence,
-        )
-    if across:
-        return Check(
-            "data.worker_seeding",
-            "fail",
-            f"all {workers} dataloader workers draw the same random augmentation (they share one "
-            "copied RNG state, e.g. numpy's); seed each worker in worker_init_fn from "
-            "torch.initial_seed(), or use torch's RNG for augmentation",
-            evidence,
-        )
-    return Check(
-        "data.worker_seeding", "pass", f"{workers} workers draw different augmentations", evidence
-    )
-
-
-def _add_lightning_worker_init(loader: DataLoader) -> None:
-    """Give the probe loader the worker_init_fn Lightning would add under seed_everything(workers=True)."""
-    if loader.worker_init_fn is None and os.environ.get("PL_SEED_WORKERS") == "1":
-        loader.worker_init_fn = functools.partial(pl_worker_init_function, rank=0)

@@ -1,0 +1,154 @@
+"""accumulation.equivalence for manual optimization: the user's code decides where a window
+starts and ends. A probe fit watches where it zeroes and steps (`StepWatch`) and compares the
+gradient of its first step with the gradient of the recognised loss function's own mean over
+the same items in one batch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from trainwell.doctor.checks.gradient_compare import ID, RTOL, compare
+from trainwell.doctor.harness.batches import ConcatError, concat, replay_loader
+from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.recorder import Recorder
+from trainwell.doctor.harness.spy import Spy
+from trainwell.doctor.harness.steps import StepWatch
+from trainwell.doctor.report.verdict import Check
+
+
+def manual_equivalence(ctx: DoctorContext, probe: Any) -> Check:
+    """Observe the user's own window (zero_grad ... step) and compare it with one batch."""
+    limit = ctx.settings.window_batches
+    samples = ctx.samples
+    state = {n: t.clone() for n, t in probe.state_dict().items()}
+    batches = samples.micro_batches(0, limit)
+    spy = Spy(max_calls=8 * limit)
+    watch = StepWatch(spy)
+    rec = Recorder(spy=spy, freeze_stochastic=True, spy_batches=limit)
+    task = ctx.make_task()
+    task.load_state_dict(state)
+    fit = ctx.fit(task, replay_loader(batches), [watch, rec], max_steps=1)
+    step = watch.first_step()
+    evidence: dict[str, Any] = {
+        "optimization": "manual",
+        "events": [(e.kind, e.batch) for e in watch.events[:20]],
+    }
+    if step is None or watch.grads is None:
+        why = fit.error_line or f"no optimizer.step() in the first {len(batches)} micro-batches"
+        return Check(ID, "skip", f"no manual step observed to compare: {why}", evidence)
+    if watch.optimizers > 1:
+        return Check(
+            ID,
+            "skip",
+            f"the task steps {watch.optimizers} optimizers by hand; the doctor compares windows "
+            "of a single optimizer",
+            evidence,
+        )
+    n = step.batch + 1
+    evidence["micro_batches_in_first_window"] = n
+    backwards = [b for b, _ in spy.backward_values]
+    zeros = watch.zeros_before(step)
+    discarded = sorted({backwards[i] for i in range(zeros[-1].backwards)}) if zeros else []
+    calls = [spy.calls_in(i) for i in range(n)]
+    if any(len(c) != 1 for c in calls):
+        counts = [len(c) for c in calls]
+        return Check(
+            ID,
+            "skip",
+            f"training_step calls {counts} recognised loss function(s) per micro-batch; the "
+            "doctor rebuilds the reference mean only for exactly one (compare by hand)",
+            evidence,
+        )
+    if any(c[0].reduction != "mean" for c in calls):
+        return Check(
+            ID, "skip", "the loss uses reduction='sum'/'none': no mean to compare", evidence
+        )
+    raw = [c[0].value for c in calls]
+    scaled = [[v for b, v in spy.backward_values if b == i] for i in range(n)]
+    scales = [s[0] / r if len(s) == 1 and r else None for s, r in zip(scaled, raw, strict=True)]
+    evidence |= {
+        "items_per_micro_batch": [c[0].items for c in calls],
+        "backward_scale_per_micro_batch": scales,
+        "zero_grad_discards_micro_batches": discarded,
+    }
+    if None in scales or max(scales) - min(scales) > 1e-5 * max(abs(s) for s in scales):  # type: ignore[arg-type,type-var,operator]
+        return Check(
+            ID,
+            "skip",
+            "the loss passed to backward is not a fixed multiple of the recognised loss "
+            "function's output (other terms, or several backward calls per micro-batch), so "
+            "the doctor has no reference mean to compare with",
+            evidence,
+        )
+    whole = _manual_reference(ctx, state, samples, batches[:n], n)
+    if isinstance(whole, str):
+        return Check(ID, "skip", whole, evidence)
+    result = compare(watch.grads, whole)
+    evidence["first_window"] = result
+    if result["relative_difference"] <= RTOL:
+        return Check(
+            ID,
+            "pass",
+            f"the first manual step (after {n} micro-batch(es)) applies the gradient of the "
+            "mean loss over all of their items in one batch",
+            evidence,
+        )
+    scale = scales[0]
+    if discarded:
+        cause = (
+            f"zero_grad() runs inside the window and discards the gradients of micro-batch(es) "
+            f"{discarded}: call it once per window, right after optimizer.step()"
+        )
+    elif n > 1 and abs(result["norm_ratio"] - n) < 0.05 * n:
+        cause = (
+            f"the {n} micro-batch means are summed, not averaged: divide each micro-batch loss "
+            f"by {n} (by its share of the window's items when micro-batches differ in size)"
+        )
+    elif n > 1 and scale is not None and abs(scale * n - 1) < 1e-6:
+        cause = (
+            f"each micro-batch loss is divided by {n}, but the micro-batches hold different "
+            f"numbers of items ({evidence['items_per_micro_batch']}): weight each one by its "
+            "items / the window's items"
+        )
+    else:
+        cause = f"each micro-batch loss is scaled by {scale:.3g} before backward"
+    return Check(
+        ID,
+        "fail",
+        f"the first manual step (after {n} micro-batches) applies {result['norm_ratio']:.3g}x "
+        f"the gradient of one batch of the same items (relative difference "
+        f"{result['relative_difference']:.2g}): {cause}",
+        evidence,
+    )
+
+
+def _manual_reference(
+    ctx: DoctorContext, state: dict[str, torch.Tensor], samples: Any, batches: list[Any], n: int
+) -> dict[str, torch.Tensor] | str:
+    """The gradient of the loss function's own mean over the window's items, in one batch."""
+    try:
+        if samples.indexable:
+            flat = [i for g in samples.index_batches()[:n] for i in g]
+            whole = (
+                samples.collate(flat) if samples.collate_is_deterministic(flat) else concat(batches)
+            )
+        else:
+            whole = concat(batches)
+    except ConcatError as err:
+        return f"the window's micro-batches cannot be joined into one batch ({err})"
+    task = ctx.make_task()
+    task.load_state_dict(state)
+    names = [name for name, p in task.named_parameters() if p.requires_grad]
+    params = [p for p in task.parameters() if p.requires_grad]
+    spy = Spy(max_calls=1, reference_params=params)
+    rec = Recorder(spy=spy, freeze_stochastic=True, spy_batches=1)
+    fit = ctx.fit(task, replay_loader([whole]), [rec], max_steps=1, limit_train_batches=1)
+    if not spy.reference_grads:
+        return f"the one-batch reference run computed no loss ({fit.error_line or 'no recognised loss call'})"
+    return {
+        name: torch.zeros_like(p) if g is None else g
+        for name, p, g in zip(names, params, spy.reference_grads[0], strict=True)
+    }
