@@ -11,6 +11,7 @@ import os
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -58,6 +59,18 @@ class LastCheckpoint(ModelCheckpoint):
         # max_steps can end training mid-epoch, after the last end-of-epoch save.
         if trainer.global_step != self._last_global_step_saved and not trainer.sanity_checking:
             self._save_none_monitor_checkpoint(trainer, self._monitor_candidates(trainer))
+
+    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # Resumed from a checkpoint of finished training (a kill landed after best.ckpt but
+        # before last.ckpt reached the disk), FitLoop.run skips training and no train hook runs:
+        # last.ckpt would keep an older state while results.json names it the final one.
+        if trainer.global_step == self._last_global_step_saved or trainer.sanity_checking:
+            return
+        own_file = Path(self.dirpath or ".") / f"{self.filename}{self.FILE_EXTENSION}"
+        resumed_from = trainer.ckpt_path
+        if resumed_from and Path(resumed_from).resolve() == own_file.resolve():
+            return  # last.ckpt already holds this state
+        self._save_none_monitor_checkpoint(trainer, self._monitor_candidates(trainer))
 
 
 # ---------------------------------------------------------------------------------------------

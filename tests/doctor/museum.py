@@ -1,4 +1,4 @@
-"""The bug museum: small, deliberately broken nets, tasks and datamodules (seeds 002/003/004).
+"""The bug museum: small, deliberately broken nets, tasks and datamodules.
 
 Each exhibit carries exactly one planted bug; tests/doctor/test_museum.py swaps it into the
 shipped digits experiment through a Hydra `_target_` override and asserts the check that must

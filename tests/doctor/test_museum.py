@@ -168,7 +168,7 @@ BASELINE = {
 def test_each_exhibit_check_passes_on_the_healthy_baseline(tmp_path: Path, check_id: str) -> None:
     """The same check on the unbroken experiment passes: the exhibit, not the probe, trips it."""
     check = run_ids(tmp_path, FAST + BASELINE.get(check_id, []), [check_id])[check_id]
-    # DESIGN.md: BatchNorm seeing micro-batches under accumulation is a warning, with exact grads.
+    # By design, BatchNorm seeing micro-batches under accumulation is a warning, with exact grads.
     expected = "warn" if check_id == "accumulation.equivalence" else "pass"
     assert check.status == expected, check.message
 

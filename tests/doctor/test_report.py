@@ -66,7 +66,7 @@ def test_tiny_resnet_accum_only_warns_about_batchnorm(tmp_path: Path) -> None:
     cfg = compose_config(TINY_RESNET, tmp_path / "run", config_name="doctor")
     checks, _ = diagnose(cfg)
     flagged = {c.id: c.status for c in checks if c.status in ("fail", "warn")}
-    # DESIGN.md: BatchNorm over micro-batches under accumulation is the one expected warning.
+    # By design, BatchNorm over micro-batches under accumulation is the one expected warning.
     assert flagged == {"accumulation.equivalence": "warn"}, [c.message for c in checks]
 
 

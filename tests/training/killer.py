@@ -32,7 +32,7 @@ class KillAt(L.Callback):
     phase=batch_end: after micro-batch `batch` (0-based over the run) ends (rank 0 only);
     phase=backward: inside that micro-batch's training step, before backward;
     phase=save: halfway through writing checkpoint number `batch` (0-based);
-    phase=epoch_start: when training epoch `batch` starts (the previous epoch fully saved);
+    phase=epoch_start: when training epoch `batch` starts (its predecessor's saves may still be queued);
     phase=train_end: after the last training step, before testing;
     phase=test_batch: after test batch `batch`;
     phase=results: halfway through writing results.json."""

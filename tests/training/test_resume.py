@@ -4,6 +4,7 @@ kill + resume, and the logs a resumed run appends to. Real runs of scripts/train
 from __future__ import annotations
 
 import csv
+import json
 import os
 import signal
 import subprocess
@@ -139,3 +140,27 @@ def test_a_signal_at_an_epochs_last_batch_stops_after_its_validation(
     assert_bitwise_equal(final_state(run_dir), reference)
     rows = list(csv.DictReader((run_dir / "csv" / "metrics.csv").open()))
     assert {row["epoch"] for row in rows if row.get("val/acc")} == {"0", "1"}  # both validated
+
+
+def test_resuming_finished_training_rewrites_a_last_ckpt_whose_write_was_lost(
+    tmp_path: Path, reference: dict
+) -> None:
+    """A kill after the final best.ckpt reached the disk but before last.ckpt did: resume=auto
+    continues from best.ckpt with no training left, and last.ckpt must still end up final."""
+    run_dir = tmp_path / "run"
+    ckpts = run_dir / "checkpoints"
+    run = [*RUN, "callbacks.step_checkpoint.every_n_train_steps=3", f"hydra.run.dir={run_dir}"]
+    finished = run_script("train.py", *run, env=ENV)
+    assert finished.returncode == 0, finished.stderr[-3000:]
+    want_results = json.loads((run_dir / "results.json").read_text())["metrics"]
+    best = torch.load(ckpts / "best.ckpt", map_location="cpu", weights_only=True)
+    assert best["global_step"] == reference["global_step"]  # the last epoch is the best one
+
+    # last.ckpt as the lost write left it: an older state (here the step-12 checkpoint's).
+    (ckpts / "last.ckpt").write_bytes((ckpts / "step-0000012.ckpt").read_bytes())
+    (run_dir / "results.json").unlink()
+    resumed = run_script("train.py", *run, "resume=auto", env=ENV)
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resume=auto: resuming from {ckpts / 'best.ckpt'}" in resumed.stdout
+    assert_bitwise_equal(final_state(run_dir), reference)
+    assert json.loads((run_dir / "results.json").read_text())["metrics"] == want_results

@@ -20,11 +20,13 @@ from tests.training.test_kill_resume import RUN, assert_bitwise_equal, final_sta
 pytestmark = pytest.mark.slow
 
 # 2 ranks x micro-batch 64 x accumulate 3: 10 micro-batches per rank (windows 3,3,3,1), 1 epoch.
-# Rank 0 gets SIGTERM after its 6th micro-batch, a window end: preempt.ckpt at optimizer step 2.
+# Rank 0 gets SIGTERM after its 6th micro-batch, a window end; the ranks agree on stopping every
+# log_every_n_steps optimizer steps (here every step): preempt.ckpt at optimizer step 2.
 # The restarted group resumes there with 4 micro-batches to go, so the signal is not sent again.
 OVERRIDES = [
     *[o for o in RUN if not o.startswith("trainer.max_epochs")],
     "trainer.max_epochs=1",
+    "trainer.log_every_n_steps=1",
     "trainer=ddp_sim",
 ]
 SIGTERM_AT = [
