@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 from pathlib import Path
 
@@ -36,5 +37,10 @@ def worker(rank: int, world: int, port: int, out_dir: str) -> None:
         got = squared_norms(grads)
         full = torch.stack([g.full_tensor().norm() ** 2 for g in grads])
         torch.save({"got": got, "full": full}, Path(out_dir) / f"rank{rank}.pt")
+        # The sharded model and its mesh hold the gloo group: freed only at interpreter exit, its
+        # worker threads abort the process ("terminate called without an active exception") in
+        # about 1 of 8 runs. Freed here, before the group is destroyed: 0 of 40.
+        del model, grads, got, full
+        gc.collect()
     finally:
         dist.destroy_process_group()

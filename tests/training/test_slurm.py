@@ -84,6 +84,17 @@ def _job_field(env: dict[str, str], job: str, field: str) -> str:
     return found.group(1) if found else ""
 
 
+def _settled_state(env: dict[str, str], job: str, timeout: float = 120) -> str:
+    """The job's state once SLURM has finished its epilogue: submitit's sweep returns as soon as
+    the job's result file exists, while the job may still show COMPLETING for a few seconds."""
+    _wait(
+        f"job {job} to leave COMPLETING",
+        lambda: _job_field(env, job, "JobState") != "COMPLETING",
+        timeout,
+    )
+    return _job_field(env, job, "JobState")
+
+
 def _wait(what: str, ready: callable, timeout: float) -> None:  # type: ignore[valid-type]
     deadline = time.monotonic() + timeout
     while not ready():
@@ -206,9 +217,9 @@ def test_submitit_sweep_runs_both_jobs_and_a_preempted_one_requeues_to_the_same_
     assert "export SUBMITIT_PREEMPT_SIGNAL=USR1\n" in script.read_text()
     job0 = f"{array}_0"
     job_logs = "".join(p.read_text() for p in sorted((sweep / ".submitit" / job0).glob("*_log.*")))
-    assert _job_field(slurm_env, job0, "JobState") == "COMPLETED", job_logs[-3000:]
+    assert _settled_state(slurm_env, job0) == "COMPLETED", job_logs[-3000:]
     assert _job_field(slurm_env, job0, "Restarts") == "1", job_logs[-3000:]
-    assert _job_field(slurm_env, f"{array}_1", "JobState") == "COMPLETED"
+    assert _settled_state(slurm_env, f"{array}_1") == "COMPLETED"
     assert _job_field(slurm_env, f"{array}_1", "Restarts") == "0"
     assert re.search(
         rf"pre-empted by SIGUSR1 at step \d+: checkpoint {ckpts}/preempt.ckpt; "

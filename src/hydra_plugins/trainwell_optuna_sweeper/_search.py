@@ -12,7 +12,6 @@ import fcntl
 import logging
 import math
 import os
-from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -26,6 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from . import _space
+from ._failures import ReportFailures, TrialFailed, first_line
 
 log = logging.getLogger(__name__)
 
@@ -36,38 +36,6 @@ _FAILURE = "failure"
 class SweepFailed(CompactHydraException):
     """The sweep cannot go on, or no trial completed: one line, exit 1 (Hydra prints compact
     exceptions as they are)."""
-
-
-@dataclass(frozen=True)
-class TrialFailed:
-    """A trial's job raised: what it hands back to the sweeper instead of the exception."""
-
-    message: str
-
-
-def _first_line(err: BaseException) -> str:
-    lines = str(err).strip().splitlines()
-    text = lines[0] if lines else ""
-    if isinstance(err, CompactHydraException):
-        return text or type(err).__name__
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
-
-
-class ReportFailures:
-    """The task function as launched: a trial that raises returns TrialFailed instead.
-
-    Launchers differ on failed jobs: the basic launcher returns them, submitit's re-raises the
-    first one from launch() and the results of the rest of the batch are lost with it.
-    """
-
-    def __init__(self, task_function: TaskFunction) -> None:
-        self.task_function = task_function
-
-    def __call__(self, cfg: DictConfig) -> Any:
-        try:
-            return self.task_function(cfg)
-        except Exception as err:  # recorded as the trial's failure; the sweep goes on
-            return TrialFailed(_first_line(err))
 
 
 class OptunaSearch:
@@ -209,7 +177,7 @@ class OptunaSearch:
         try:
             value = ret.return_value
         except Exception as err:  # a launcher that hands back the job's exception itself
-            value = TrialFailed(_first_line(err))
+            value = TrialFailed(first_line(err))
         if isinstance(value, TrialFailed):
             self._fail(study, trial, value.message)
             return
