@@ -95,6 +95,19 @@ def _settled_state(env: dict[str, str], job: str, timeout: float = 120) -> str:
     return _job_field(env, job, "JobState")
 
 
+# The signal must reach the run mid-training: a short CPU run can otherwise finish training first
+# (tests/training/hold.py). PYTHONPATH lets the jobs import it; SLURM passes the environment on.
+HOLD_ENV = {"PYTHONPATH": str(REPO)}
+
+
+def _hold(marker: Path, enabled: str = "true") -> list[str]:
+    return [
+        "+callbacks.hold._target_=tests.training.hold.HoldUntilSignalled",
+        f"+callbacks.hold.marker={marker}",
+        f"+callbacks.hold.enabled={enabled}",
+    ]
+
+
 def _wait(what: str, ready: callable, timeout: float) -> None:  # type: ignore[valid-type]
     deadline = time.monotonic() + timeout
     while not ready():
@@ -107,6 +120,7 @@ def test_sigusr1_checkpoints_requeues_and_finishes_with_uninterrupted_weights(
     slurm_env: dict[str, str], tmp_path: Path
 ) -> None:
     logs = tmp_path / "logs"
+    held = tmp_path / "held"
     reference_dir = tmp_path / "uninterrupted"
     reference = subprocess.Popen(  # the same 2 gloo ranks, outside SLURM, meanwhile
         [
@@ -130,9 +144,10 @@ def test_sigusr1_checkpoints_requeues_and_finishes_with_uninterrupted_weights(
             f"--chdir={REPO}",
             str(REPO / "scripts/slurm/train.sbatch"),
             *OVERRIDES,
+            *_hold(held),
             f"paths.log_dir={logs}",
         ],
-        env={**slurm_env, "PYTHON": sys.executable},
+        env={**slurm_env, "PYTHON": sys.executable, **HOLD_ENV},
         capture_output=True,
         text=True,
         check=True,
@@ -142,7 +157,7 @@ def test_sigusr1_checkpoints_requeues_and_finishes_with_uninterrupted_weights(
     out = tmp_path / f"job-{job}.out"
     try:
         ckpts = run_dir / "checkpoints"
-        _wait("the first step checkpoint", lambda: any(ckpts.glob("step-*.ckpt")), 600)
+        _wait("the run to be held at step 2", held.exists, 600)
         subprocess.run(["scancel", "--signal=USR1", job], env=slurm_env, check=True)
         _wait(
             "the requeued job to complete",
@@ -155,8 +170,9 @@ def test_sigusr1_checkpoints_requeues_and_finishes_with_uninterrupted_weights(
     text = out.read_text()
     assert _job_field(slurm_env, job, "JobState") == "COMPLETED", text[-3000:]
     assert _job_field(slurm_env, job, "Restarts") == "1", text[-3000:]
+    # Held at step 2; the 2 ranks agree to stop at the epoch's end (4 optimizer steps per epoch).
     assert re.search(
-        rf"pre-empted by SIGUSR1 at step \d+: checkpoint {ckpts}/preempt.ckpt; "
+        rf"pre-empted by SIGUSR1 at step 4: checkpoint {ckpts}/preempt.ckpt; "
         rf"scontrol requeue {job} -> exit 0",
         text,
     ), text[-3000:]
@@ -166,8 +182,9 @@ def test_sigusr1_checkpoints_requeues_and_finishes_with_uninterrupted_weights(
     assert_bitwise_equal(final_state(run_dir), final_state(reference_dir))
 
 
-# Two identical jobs (the swept key changes nothing in training): the uninterrupted one is the
-# reference for the pre-empted one. 4 epochs of 7 optimizer steps, a step checkpoint after each.
+# Two identical jobs (the swept key, whether the run is held, changes nothing in training): the
+# uninterrupted one is the reference for the pre-empted one. 4 epochs of 7 optimizer steps, a step
+# checkpoint after each.
 SWEEP = [
     *[o for o in RUN if not o.startswith(("trainer.max_epochs", "callbacks.step_checkpoint"))],
     "trainer.max_epochs=4",
@@ -179,6 +196,7 @@ def test_submitit_sweep_runs_both_jobs_and_a_preempted_one_requeues_to_the_same_
     slurm_env: dict[str, str], tmp_path: Path
 ) -> None:
     sweep = tmp_path / "sweep"
+    held = tmp_path / "held"
     log = tmp_path / "sweep.log"
     with log.open("w") as out:
         parent = subprocess.Popen(  # the sweep waits for its SLURM jobs, as a user's would
@@ -187,13 +205,13 @@ def test_submitit_sweep_runs_both_jobs_and_a_preempted_one_requeues_to_the_same_
                 str(REPO / "scripts/train.py"),
                 "-m",
                 "launcher=slurm",
-                "+sweep_tag=a,b",
                 "hydra.launcher.cpus_per_task=1",
                 f"hydra.sweep.dir={sweep}",
                 *SWEEP,
+                *_hold(held, "true,false"),  # the swept key: only job 0 is held and signalled
             ],
             cwd=REPO,
-            env={**slurm_env, "PYTHONUNBUFFERED": "1"},
+            env={**slurm_env, "PYTHONUNBUFFERED": "1", **HOLD_ENV},
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -201,7 +219,7 @@ def test_submitit_sweep_runs_both_jobs_and_a_preempted_one_requeues_to_the_same_
         array = ""
         try:
             ckpts = sweep / "0" / "checkpoints"
-            _wait("job 0's first step checkpoint", lambda: any(ckpts.glob("step-*.ckpt")), 600)
+            _wait("job 0 to be held at step 2", held.exists, 600)
             (array,) = {p.name for p in (sweep / ".submitit").iterdir() if p.name.isdigit()}
             subprocess.run(["scancel", "--signal=USR1", f"{array}_0"], env=slurm_env, check=True)
             returncode = parent.wait(timeout=900)
@@ -221,8 +239,8 @@ def test_submitit_sweep_runs_both_jobs_and_a_preempted_one_requeues_to_the_same_
     assert _job_field(slurm_env, job0, "Restarts") == "1", job_logs[-3000:]
     assert _settled_state(slurm_env, f"{array}_1") == "COMPLETED"
     assert _job_field(slurm_env, f"{array}_1", "Restarts") == "0"
-    assert re.search(
-        rf"pre-empted by SIGUSR1 at step \d+: checkpoint {ckpts}/preempt.ckpt; "
+    assert re.search(  # one process stops at the held step itself
+        rf"pre-empted by SIGUSR1 at step 2: checkpoint {ckpts}/preempt.ckpt; "
         rf"scontrol requeue {job0} -> exit 0",
         job_logs,
     ), job_logs[-3000:]
