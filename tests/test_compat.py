@@ -1,5 +1,5 @@
-"""One test per workaround in trainwell/compat.py, each asserting the *upstream* behaviour the
-workaround corrects. When upstream fixes it, the test fails: delete the workaround and the test."""
+"""One test per workaround in the trainwell.compat package, each asserting the *upstream*
+behaviour the workaround corrects. When upstream fixes it, the test fails: delete the workaround and the test."""
 
 from __future__ import annotations
 

@@ -45,5 +45,8 @@ def test_package_imports_point_one_way(package: str) -> None:
         assert not wrong, f"{path.relative_to(SRC)} imports trainwell.{', trainwell.'.join(wrong)}"
 
 
-def test_the_compat_module_depends_on_nothing_but_the_error_type() -> None:
-    assert trainwell_imports(SRC / "compat.py") <= {"errors"}
+def test_the_compat_package_depends_on_nothing_but_the_error_type() -> None:
+    paths = sorted((SRC / "compat").glob("*.py"))
+    assert len(paths) > 1
+    for path in paths:
+        assert trainwell_imports(path) <= {"errors", "compat"}, path.name

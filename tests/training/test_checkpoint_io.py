@@ -51,6 +51,17 @@ def read(path: Path) -> dict[str, Any]:
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
+def written_then_gated(tmp_path: Path) -> tuple[GatedIO, Path]:
+    """An IO that has step-1.ckpt on disk and now holds every further write at its gate."""
+    io = GatedIO(max_pending=8)
+    old = tmp_path / "step-1.ckpt"
+    io.gate.set()
+    io.save_checkpoint(state(1.0), old)
+    io.flush()
+    io.gate.clear()
+    return io, old
+
+
 def test_save_returns_before_the_write_and_the_file_holds_the_state_at_save_time(
     tmp_path: Path,
 ) -> None:
@@ -71,12 +82,7 @@ def test_save_returns_before_the_write_and_the_file_holds_the_state_at_save_time
 def test_one_write_at_a_time_in_order_and_removal_only_after_the_newer_file(
     tmp_path: Path,
 ) -> None:
-    io = GatedIO(max_pending=8)
-    old = tmp_path / "step-1.ckpt"
-    io.gate.set()
-    io.save_checkpoint(state(1.0), old)
-    io.flush()
-    io.gate.clear()
+    io, old = written_then_gated(tmp_path)
     # ModelCheckpoint's order: save the new top-k file, then remove the previous one.
     for step in (2, 3, 4):
         io.save_checkpoint(state(float(step)), tmp_path / "last.ckpt")
@@ -94,12 +100,7 @@ def test_one_write_at_a_time_in_order_and_removal_only_after_the_newer_file(
 def test_a_failed_write_stops_the_queue_and_surfaces_in_the_training_thread(
     tmp_path: Path,
 ) -> None:
-    io = GatedIO(max_pending=8)
-    old = tmp_path / "step-1.ckpt"
-    io.gate.set()
-    io.save_checkpoint(state(1.0), old)
-    io.flush()
-    io.gate.clear()
+    io, old = written_then_gated(tmp_path)
     io.fail_next = OSError(errno.ENOSPC, "No space left on device")
     io.save_checkpoint(state(2.0), tmp_path / "step-2.ckpt")
     io.remove_checkpoint(old)

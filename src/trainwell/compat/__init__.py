@@ -1,0 +1,72 @@
+"""Every workaround of an upstream Lightning / torch / torchmetrics / wandb behaviour, in one
+package.
+
+Each entry names what it corrects, the upstream report and the versions seen, and has a test in
+tests/test_compat.py that fails once upstream changes the behaviour (then delete the entry and
+its callers). Private Lightning and torch attributes are used here and nowhere else. Callers use
+`from trainwell import compat` and `compat.<name>`; the modules group the entries by what they
+touch:
+
+* loops: the training loop (accumulation divisor, resumed loader order, SIGTERM broadcast);
+* checkpoints: last.ckpt, step checkpoints, FSDP2 checkpoint loading;
+* logged_results: what `self.log` and torchmetrics keep privately;
+* launchers: Hydra multirun + DDP, torchrun restarts, wandb runs in sweeps.
+"""
+
+from trainwell.compat.checkpoints import (
+    LastCheckpoint,
+    StepCheckpoint,
+    at_epoch_last_batch,
+    load_model_parallel_checkpoint,
+)
+from trainwell.compat.launchers import (
+    LAUNCHER_ENV,
+    TORCHRUN_FRESH_STORE,
+    end_multirun_job,
+    finish_wandb_run,
+    launcher_env,
+    pin_multirun_job_for_ddp_children,
+    refuse_torchrun_restart_on_shared_store,
+)
+from trainwell.compat.logged_results import (
+    LoggedValue,
+    epoch_end_pending,
+    epoch_logged_metrics,
+    exact_logged_means,
+    logged_values,
+    metric_states,
+    restore_metric_states,
+)
+from trainwell.compat.loops import (
+    lightning_loss_divisor,
+    mul_tensors_,
+    restore_train_loader_position,
+    set_sampler_epoch,
+    skip_per_batch_sigterm_broadcast,
+)
+
+__all__ = [
+    "LAUNCHER_ENV",
+    "TORCHRUN_FRESH_STORE",
+    "LastCheckpoint",
+    "LoggedValue",
+    "StepCheckpoint",
+    "at_epoch_last_batch",
+    "end_multirun_job",
+    "epoch_end_pending",
+    "epoch_logged_metrics",
+    "exact_logged_means",
+    "finish_wandb_run",
+    "launcher_env",
+    "lightning_loss_divisor",
+    "load_model_parallel_checkpoint",
+    "logged_values",
+    "metric_states",
+    "mul_tensors_",
+    "pin_multirun_job_for_ddp_children",
+    "refuse_torchrun_restart_on_shared_store",
+    "restore_metric_states",
+    "restore_train_loader_position",
+    "set_sampler_epoch",
+    "skip_per_batch_sigterm_broadcast",
+]
