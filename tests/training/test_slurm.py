@@ -84,12 +84,15 @@ def _job_field(env: dict[str, str], job: str, field: str) -> str:
     return found.group(1) if found else ""
 
 
+FINAL_STATES = ("COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY")
+
+
 def _settled_state(env: dict[str, str], job: str, timeout: float = 120) -> str:
-    """The job's state once SLURM has finished its epilogue: submitit's sweep returns as soon as
-    the job's result file exists, while the job may still show COMPLETING for a few seconds."""
+    """The job's state once SLURM has finished with it: submitit's sweep returns as soon as the
+    job's result file exists, while the job may still be RUNNING or COMPLETING for a few seconds."""
     _wait(
-        f"job {job} to leave COMPLETING",
-        lambda: _job_field(env, job, "JobState") != "COMPLETING",
+        f"job {job} to reach a final state",
+        lambda: _job_field(env, job, "JobState") in FINAL_STATES,
         timeout,
     )
     return _job_field(env, job, "JobState")
@@ -161,11 +164,11 @@ def test_sigusr1_checkpoints_requeues_and_finishes_with_uninterrupted_weights(
         subprocess.run(["scancel", "--signal=USR1", job], env=slurm_env, check=True)
         _wait(
             "the requeued job to complete",
-            lambda: _job_field(slurm_env, job, "JobState") in ("COMPLETED", "FAILED", "CANCELLED"),
+            lambda: _job_field(slurm_env, job, "JobState") in FINAL_STATES,
             900,
         )
     finally:
-        if _job_field(slurm_env, job, "JobState") not in ("COMPLETED", "FAILED", "CANCELLED"):
+        if _job_field(slurm_env, job, "JobState") not in FINAL_STATES:
             subprocess.run(["scancel", job], env=slurm_env)
     text = out.read_text()
     assert _job_field(slurm_env, job, "JobState") == "COMPLETED", text[-3000:]
@@ -217,6 +220,7 @@ def test_submitit_sweep_runs_both_jobs_and_a_preempted_one_requeues_to_the_same_
             start_new_session=True,
         )
         array = ""
+        returncode = None
         try:
             ckpts = sweep / "0" / "checkpoints"
             _wait("job 0 to be held at step 2", held.exists, 600)
@@ -224,11 +228,15 @@ def test_submitit_sweep_runs_both_jobs_and_a_preempted_one_requeues_to_the_same_
             subprocess.run(["scancel", "--signal=USR1", f"{array}_0"], env=slurm_env, check=True)
             returncode = parent.wait(timeout=900)
         finally:
-            if parent.poll() is None:
-                os.killpg(parent.pid, 9)
-                parent.wait()
-            if array:
-                subprocess.run(["scancel", array], env=slurm_env)
+            # Cleanup only when the sweep did not return: submitit's parent returns as soon as
+            # the result files exist, while the jobs may still be exiting, and a scancel then
+            # would turn a finished job into CANCELLED.
+            if returncode is None:
+                if parent.poll() is None:
+                    os.killpg(parent.pid, 9)
+                    parent.wait()
+                if array:
+                    subprocess.run(["scancel", array], env=slurm_env)
     assert returncode == 0, log.read_text()[-3000:]
     (script,) = (sweep / ".submitit").glob(".submission_file_*.sh")
     assert "#SBATCH --signal=USR1@90\n" in script.read_text()  # the time-limit warning
