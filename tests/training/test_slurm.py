@@ -228,10 +228,10 @@ def test_submitit_sweep_runs_both_jobs_and_a_preempted_one_requeues_to_the_same_
             subprocess.run(["scancel", "--signal=USR1", f"{array}_0"], env=slurm_env, check=True)
             returncode = parent.wait(timeout=900)
         finally:
-            # Cleanup only when the sweep did not return: submitit's parent returns as soon as
+            # Cleanup only when the sweep did not succeed: submitit's parent returns as soon as
             # the result files exist, while the jobs may still be exiting, and a scancel then
             # would turn a finished job into CANCELLED.
-            if returncode is None:
+            if returncode != 0:
                 if parent.poll() is None:
                     os.killpg(parent.pid, 9)
                     parent.wait()
