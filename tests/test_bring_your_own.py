@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import REPO, run_script
+from tests.helpers.config import REPO
+from tests.helpers.scripts import run_script, with_pythonpath
 
 FENCE = re.compile(r"```(python|yaml)\n# (\S+)\n(.*?)```", re.DOTALL)
 
@@ -48,7 +49,7 @@ def _run(project: Path, script: str, run_dir: Path, *overrides: str):
         f"hydra.searchpath=[file://{project / 'conf'}]",
         *overrides,
         f"hydra.run.dir={run_dir}",
-        env={"PYTHONPATH": str(project)},
+        env=with_pythonpath(project),
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
@@ -133,7 +134,7 @@ def test_a_bad_item_count_stops_the_run_in_one_line_writing_nothing(
         "model._target_=myproject.bad.CountsNothing",
         "trainer.accumulate_grad_batches=2",
         f"hydra.run.dir={run_dir}",
-        env={"PYTHONPATH": str(project)},
+        env=with_pythonpath(project),
     )
     assert proc.returncode == 2, proc.stderr[-2000:]
     line = proc.stderr.strip().splitlines()[-1]

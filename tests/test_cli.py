@@ -7,7 +7,8 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from tests.conftest import CONF, run_script
+from tests.helpers.config import CONF
+from tests.helpers.scripts import run_script
 from trainwell.cli import check_command_line
 
 

@@ -15,8 +15,8 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 from torch.utils.data import BatchSampler, DataLoader, TensorDataset
 from torchmetrics import MaxMetric, MeanMetric
 
-from tests.conftest import quiet_trainer
-from tests.training.test_torchrun import run_torchrun
+from tests.helpers.torchrun import run_torchrun
+from tests.helpers.trainers import quiet_trainer
 from trainwell import compat
 from trainwell.data.resumable import ResumableDataLoader
 from trainwell.data.samplers import EpochShuffle, ShardedBatchSampler

@@ -7,7 +7,7 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
-from tests.conftest import compose_config
+from tests.helpers.config import compose_config
 from trainwell.data.base import ClassificationDataModule
 from trainwell.training.run import build_callbacks, build_loggers, build_trainer
 

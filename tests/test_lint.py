@@ -3,7 +3,7 @@
 import subprocess
 import sys
 
-from tests.conftest import REPO
+from tests.helpers.config import REPO
 
 
 def test_ruff_check_and_format() -> None:

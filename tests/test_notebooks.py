@@ -5,7 +5,7 @@ from pathlib import Path
 import nbformat
 from nbclient import NotebookClient
 
-from tests.conftest import REPO
+from tests.helpers.config import REPO
 
 
 def test_run_curves_notebook_executes(digits_run: Path, monkeypatch) -> None:

@@ -17,7 +17,7 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from tests.conftest import template_trainer, templated
+from tests.helpers.trainers import template_trainer, templated
 from trainwell.callbacks.accumulation import ItemCountError
 
 LR = 0.5

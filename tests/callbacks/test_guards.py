@@ -9,12 +9,13 @@ import lightning as L
 import pytest
 import torch
 from hydra.utils import instantiate
-from lightning.pytorch.loggers import Logger
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from tests.conftest import compose_config, quiet_trainer
-from tests.doctor.helpers import MUSEUM
+from tests.helpers.config import compose_config
+from tests.helpers.doctor import MUSEUM
+from tests.helpers.loggers import MemoryLogger
+from tests.helpers.trainers import quiet_trainer
 from trainwell.callbacks import (
     GradNormMonitor,
     NonFiniteGuard,
@@ -128,28 +129,6 @@ def test_non_finite_gradient_stops_the_run_naming_the_tensor() -> None:
         _trainer([NonFiniteGuard()]).fit(_InfGradTask(), loader)
 
 
-class _MemoryLogger(Logger):
-    """A real (if minimal) Lightning logger that keeps what it is given."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.rows: list[tuple[int | None, dict[str, float]]] = []
-
-    @property
-    def name(self) -> str:
-        return "memory"
-
-    @property
-    def version(self) -> int:
-        return 0
-
-    def log_hyperparams(self, params: Any, *args: Any, **kwargs: Any) -> None:
-        pass
-
-    def log_metrics(self, metrics: dict[str, float], step: int | None = None) -> None:
-        self.rows.append((step, dict(metrics)))
-
-
 def test_grad_norm_monitor_logs_total_and_per_layer_on_its_cadence(tmp_path: Path) -> None:
     expected: dict[int, float] = {}
 
@@ -158,7 +137,7 @@ def test_grad_norm_monitor_logs_total_and_per_layer_on_its_cadence(tmp_path: Pat
             grads = [p.grad.double() for p in pl_module.parameters() if p.grad is not None]
             expected[trainer.global_step] = float(torch.sqrt(sum((g**2).sum() for g in grads)))
 
-    logger = _MemoryLogger()
+    logger = MemoryLogger()
     _trainer([GradNormMonitor(every_n_steps=2), Reference()], logger=logger).fit(
         _task(tmp_path), _loader()
     )
@@ -196,7 +175,7 @@ def test_fsdp2_grad_norms_reduce_local_shards_to_the_full_norms(tmp_path: Path) 
     squared norms and the unsharded model's, on every rank (no full gradient is gathered)."""
     import socket
 
-    from tests.callbacks import fsdp_norms
+    from tests.helpers import fsdp_norms
     from trainwell.callbacks.grad_norm import squared_norms
 
     with socket.socket() as s:

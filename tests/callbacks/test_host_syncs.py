@@ -8,7 +8,7 @@ import sys
 import pytest
 import torch
 
-from tests.conftest import REPO
+from tests.helpers.config import REPO
 
 sys.path.insert(0, str(REPO / "benchmarks"))  # benchmarks/ is a folder of scripts, not a package
 

@@ -13,8 +13,9 @@ from hydra.utils import instantiate
 from torch.utils.data import DataLoader, TensorDataset
 from torch.utils.flop_counter import FlopCounterMode
 
-from tests.callbacks.test_guards import _MemoryLogger
-from tests.conftest import compose_config, quiet_trainer
+from tests.helpers.config import compose_config
+from tests.helpers.loggers import MemoryLogger
+from tests.helpers.trainers import quiet_trainer
 from trainwell.callbacks import ThroughputLogger
 from trainwell.callbacks.throughput import compute_dtype
 from trainwell.training.builders import build_callbacks
@@ -33,12 +34,12 @@ def _loader(batches: int = 12, batch: int = 8) -> DataLoader:
     return DataLoader(TensorDataset(x, y), batch_size=batch)
 
 
-def _rows(logger: _MemoryLogger) -> dict[int, dict[str, float]]:
+def _rows(logger: MemoryLogger) -> dict[int, dict[str, float]]:
     return {step: m for step, m in logger.rows if any(k.startswith("throughput/") for k in m)}
 
 
-def _fit(task: L.LightningModule, callback: ThroughputLogger, **kwargs: Any) -> _MemoryLogger:
-    logger = _MemoryLogger()
+def _fit(task: L.LightningModule, callback: ThroughputLogger, **kwargs: Any) -> MemoryLogger:
+    logger = MemoryLogger()
     quiet_trainer(max_epochs=1, callbacks=[callback], logger=logger, **kwargs).fit(task, _loader())
     return logger
 

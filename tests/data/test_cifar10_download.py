@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_script
-from tests.data.cifar_fixture import write_cifar10
+from tests.helpers.cifar_fixture import write_cifar10
+from tests.helpers.scripts import run_script, with_pythonpath
 
 # Loaded by the training subprocess before anything else (PYTHONPATH): the same download code,
 # aimed at the local server and the fixture's checksums.
@@ -80,7 +80,7 @@ def test_download_true_downloads_then_trains(tmp_path: Path, served_archive: dic
         "data.download=true",
         f"data.data_dir={data_dir}",
         f"hydra.run.dir={tmp_path / 'run'}",
-        env={"PYTHONPATH": str(hooks), "TW_TEST_CIFAR": json.dumps(served_archive)},
+        env={**with_pythonpath(hooks), "TW_TEST_CIFAR": json.dumps(served_archive)},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (data_dir / "cifar-10-python.tar.gz").is_file()  # fetched from the server

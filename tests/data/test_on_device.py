@@ -12,8 +12,8 @@ import pytest
 import torch
 import torchvision.transforms.functional as TF
 
-from tests.conftest import compose_config
-from tests.data.cifar_fixture import trust_fixture, write_cifar10
+from tests.helpers.cifar_fixture import trust_fixture, write_cifar10
+from tests.helpers.config import compose_config
 from trainwell.data import CIFAR10DataModule, SyntheticDataModule
 from trainwell.data.on_device import DeviceImages, crop_and_flip, mix32, placement
 from trainwell.data.resumable import ResumableDataLoader

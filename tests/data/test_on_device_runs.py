@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import compose_config
-from tests.training.test_ddp import run_and_load
-from tests.training.test_kill_resume import assert_bitwise_equal
+from tests.helpers.config import compose_config
+from tests.helpers.ranks import run_and_load
+from tests.helpers.state import assert_bitwise_equal
 from trainwell.training.run import train
 
 ON_DEVICE = ["data=synthetic", "data.on_device=true", "data.augment=true"]

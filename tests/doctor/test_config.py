@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import compose_config
-from tests.doctor.helpers import MUSEUM
+from tests.helpers.config import compose_config
+from tests.helpers.doctor import MUSEUM
 from trainwell.cli import train_job
 from trainwell.doctor.harness.settings import ProbeSettings
 from trainwell.errors import TrainwellError

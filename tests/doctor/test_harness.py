@@ -10,7 +10,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader
 
-from tests.doctor.helpers import FAST, run_ids
+from tests.helpers.doctor import FAST, run_ids
 from trainwell.doctor.checks.loop import trend
 from trainwell.doctor.harness.batches import ConcatError, concat, leaves, replay_loader, size_of
 from trainwell.doctor.harness.samples import TrainSamples

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.doctor.helpers import FAST, LM_FAST, MUSEUM, run_ids
+from tests.helpers.doctor import FAST, LM_FAST, MUSEUM, run_ids
 
 NET = f"model.net._target_={MUSEUM}"
 TASK = f"model._target_={MUSEUM}"

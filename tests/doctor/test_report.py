@@ -7,8 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import compose_config, run_script
-from tests.doctor.helpers import MUSEUM
+from tests.helpers.config import compose_config
+from tests.helpers.doctor import MUSEUM
+from tests.helpers.scripts import run_script
 from trainwell.doctor.checks import CHECK_IDS
 from trainwell.doctor.run import diagnose, run_doctor
 

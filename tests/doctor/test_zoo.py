@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from omegaconf import DictConfig, OmegaConf, open_dict
 
-from tests.conftest import compose_config
+from tests.helpers.config import compose_config
 from trainwell.doctor.checks import CHECK_IDS
 from trainwell.doctor.run import diagnose
 

@@ -2,7 +2,7 @@ from functools import partial
 
 import torch
 
-from tests.conftest import quiet_trainer
+from tests.helpers.trainers import quiet_trainer
 from trainwell.data import DigitsDataModule
 from trainwell.models import DigitsCNN
 from trainwell.tasks import ClassificationTask

@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from tests.conftest import quiet_trainer, template_trainer, templated
+from tests.helpers.trainers import quiet_trainer, template_trainer, templated
 from trainwell.data.sequences import IGNORE_INDEX, SequenceDataModule, pad_batch
 from trainwell.models import CausalTransformer
 from trainwell.tasks import LanguageModelTask

@@ -9,7 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests.conftest import template_trainer, templated
+from tests.helpers.trainers import template_trainer, templated
 from trainwell.data import SyntheticDataModule
 from trainwell.tasks import ClassificationTask
 from trainwell.tasks.schedules import WarmupCosine, warmup_cosine, warmup_steps_for

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_script
+from tests.helpers.scripts import run_script
 
 pytestmark = pytest.mark.slow  # ~10 real subprocess runs
 

@@ -178,7 +178,7 @@ def test_background_during_the_training_loop_only(tmp_path: Path) -> None:
     from lightning.pytorch.callbacks import ModelCheckpoint
     from torch.utils.data import DataLoader, TensorDataset
 
-    from tests.conftest import quiet_trainer
+    from tests.helpers.trainers import quiet_trainer
     from trainwell.training.background_writes import BackgroundCheckpointWrites
 
     class Probe(L.Callback):

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from tests.conftest import run_ok
+from tests.helpers.scripts import run_ok
 from trainwell.tasks import ClassificationTask
 
 SMALL = (

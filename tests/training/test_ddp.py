@@ -10,30 +10,7 @@ from pathlib import Path
 
 import torch
 
-from tests.conftest import SMOOTH_SGD_MLP, run_ok
-
-# 80 samples = windows of 32, 32 and a 16-sample tail.
-COMMON = (
-    *SMOOTH_SGD_MLP,
-    "data.num_samples=80",
-    "data.num_val=16",
-    "data.num_test=16",
-    "trainer.max_epochs=1",
-    "logger=csv",
-    "test=false",
-    "print_config=false",
-)
-
-
-def _final_weights(run_dir: Path) -> dict[str, torch.Tensor]:
-    ckpt = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
-    return ckpt["state_dict"]
-
-
-def run_and_load(run_dir: Path, *overrides: str) -> dict[str, torch.Tensor]:
-    """Train COMMON + overrides into run_dir; the final weights from its last.ckpt."""
-    run_ok("train.py", run_dir, *COMMON, *overrides)
-    return _final_weights(run_dir)
+from tests.helpers.ranks import run_and_load
 
 
 def test_two_ranks_with_accumulation_equal_one_process_with_4x_batch(tmp_path: Path) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.training.test_ddp import run_and_load
+from tests.helpers.ranks import run_and_load
 
 
 @pytest.mark.slow

@@ -11,7 +11,6 @@ testing and halfway through writing results.json.
 
 from __future__ import annotations
 
-import json
 import random
 import signal
 from concurrent.futures import ThreadPoolExecutor
@@ -20,28 +19,13 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import REPO, run_script
-
-ACCUMULATE = 3
-BATCHES_PER_EPOCH = 20  # ceil(1257 / 64)
-EPOCHS = 2
-RUN = [
-    "data.batch_size=64",
-    f"trainer.accumulate_grad_batches={ACCUMULATE}",
-    f"trainer.max_epochs={EPOCHS}",
-    "trainer.deterministic=true",
-    "trainer.num_sanity_val_steps=0",
-    "callbacks.step_checkpoint.every_n_train_steps=2",
-    "callbacks.early_stopping=null",
-    "callbacks.rich_progress_bar=null",
-    "callbacks.rich_model_summary=null",
-    "print_config=false",
-]
-ENV = {"PYTHONPATH": str(REPO)}  # the killer callback lives in tests/
+from tests.helpers.kill_runs import ACCUMULATE, BATCHES_PER_EPOCH, ENV, EPOCHS, RUN
+from tests.helpers.scripts import run_script
+from tests.helpers.state import assert_bitwise_equal, final_state, metrics
 
 
 def kill_points() -> list[tuple[str, int]]:
-    """12 seeded moments: (phase, index); see tests/training/killer.py for the phases."""
+    """12 seeded moments: (phase, index); see tests/helpers/killer.py for the phases."""
     rng = random.Random(20261122)
     batches = rng.sample(range(1, EPOCHS * BATCHES_PER_EPOCH - 1), 4)
     points = [("batch_end", 0)] + [("batch_end", b) for b in batches[:3]]
@@ -51,30 +35,10 @@ def kill_points() -> list[tuple[str, int]]:
     return points
 
 
-def metrics(run_dir: Path) -> dict:
-    return json.loads((run_dir / "results.json").read_text())["metrics"]
-
-
-def final_state(run_dir: Path) -> dict:
-    return torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
-
-
-def assert_bitwise_equal(got: dict, want: dict) -> None:
-    assert got["global_step"] == want["global_step"]
-    assert got["state_dict"].keys() == want["state_dict"].keys()
-    for key, value in want["state_dict"].items():
-        assert torch.equal(got["state_dict"][key], value), key
-    for g, w in zip(got["optimizer_states"], want["optimizer_states"], strict=True):
-        for pid, state in w["state"].items():
-            for name, tensor in state.items():
-                assert torch.equal(torch.as_tensor(g["state"][pid][name]), torch.as_tensor(tensor))
-    assert got["lr_schedulers"] == want["lr_schedulers"]
-
-
 def kill_and_resume(tmp_path: Path, phase: str, index: int) -> tuple[dict, dict]:
     run_dir = tmp_path / f"{phase}-{index}"
     killer = [
-        "+callbacks.killer._target_=tests.training.killer.KillAt",
+        "+callbacks.killer._target_=tests.helpers.killer.KillAt",
         f"+callbacks.killer.batch={index}",
         f"+callbacks.killer.phase={phase}",
     ]

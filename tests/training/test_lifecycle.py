@@ -13,7 +13,8 @@ import torch
 from omegaconf import OmegaConf, open_dict
 from torch.utils.data import DataLoader, TensorDataset
 
-from tests.conftest import compose_config, run_script
+from tests.helpers.config import compose_config
+from tests.helpers.scripts import run_script
 from trainwell.training.run import train
 
 # val/acc of each epoch: the best is epoch 1, and the metric only gets worse afterwards.

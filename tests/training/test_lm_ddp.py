@@ -12,7 +12,7 @@ from pathlib import Path
 
 import torch
 
-from tests.conftest import run_ok
+from tests.helpers.scripts import run_ok
 
 # Dropout-free GELU Transformer, SGD without momentum, fp32, no schedule: equal gradients give
 # equal weights. 130 sequences -> 104 train = 6 steps of 16 sequences and a tail step of 8.

@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import compose_config, run_ok
+from tests.helpers.config import compose_config
+from tests.helpers.scripts import run_ok
 from trainwell.data.sequences import SequenceDataModule
 from trainwell.models import CausalTransformer
 from trainwell.tasks import LanguageModelTask

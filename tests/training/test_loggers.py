@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 from lightning.pytorch.loggers import CSVLogger, TensorBoardLogger, WandbLogger
 
-from tests.conftest import REPO, compose_config, run_ok
-from tests.training.wandb_records import last_logged, offline_runs, read_offline_run
+from tests.helpers.config import REPO, compose_config
+from tests.helpers.scripts import run_ok
+from tests.helpers.wandb_records import last_logged, offline_runs, read_offline_run
 from trainwell.training.builders import build_loggers
 
 TINY = [

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_script
+from tests.helpers.scripts import run_script
 from trainwell.errors import TrainwellError
 from trainwell.training.lr_scaling import scale_lr
 from trainwell.training.plan import make_plan

@@ -10,7 +10,7 @@ import torch
 from lightning.pytorch.plugins import MixedPrecision
 from torch import nn
 
-from tests.conftest import quiet_trainer
+from tests.helpers.trainers import quiet_trainer
 from trainwell.data import SyntheticDataModule
 from trainwell.errors import TrainwellError
 from trainwell.tasks import ClassificationTask

@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import REPO, SMOOTH_SGD_MLP, run_script
-from tests.training.test_kill_resume import assert_bitwise_equal, final_state
+from tests.helpers.config import REPO, SMOOTH_SGD_MLP
+from tests.helpers.scripts import TESTS_IMPORTABLE, run_script
+from tests.helpers.state import assert_bitwise_equal, final_state
 
 pytestmark = pytest.mark.slow
 
@@ -116,7 +117,7 @@ def _ddp_in_own_session(run_dir: Path, *extra: str) -> subprocess.CompletedProce
         [sys.executable, str(REPO / "scripts" / "train.py"), *COMMON, "trainer=ddp_sim",
          "data.batch_size=4", *extra, f"hydra.run.dir={run_dir}"],
         cwd=REPO,
-        env={**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1"},
+        env={**os.environ, **TESTS_IMPORTABLE, "PYTHONUNBUFFERED": "1"},
         capture_output=True,
         text=True,
         timeout=TIMEOUT,
@@ -133,7 +134,7 @@ def test_sigkill_mid_epoch_on_uneven_ranks_then_resume_is_bitwise_equal(
     killed = _ddp_in_own_session(
         run_dir,
         "callbacks.step_checkpoint.every_n_train_steps=2",
-        "+callbacks.killer._target_=tests.training.killer.KillAt",
+        "+callbacks.killer._target_=tests.helpers.killer.KillAt",
         "+callbacks.killer.batch=14",
         "+callbacks.killer.group=true",
     )

@@ -10,7 +10,8 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, get_worker_info
 
-from tests.conftest import run_script, template_trainer, templated
+from tests.helpers.scripts import run_script
+from tests.helpers.trainers import template_trainer, templated
 from trainwell.data import ClassificationDataModule
 
 

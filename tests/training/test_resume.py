@@ -14,8 +14,10 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import REPO, run_script
-from tests.training.test_kill_resume import ACCUMULATE, ENV, RUN, assert_bitwise_equal, final_state
+from tests.helpers.config import REPO
+from tests.helpers.kill_runs import ACCUMULATE, ENV, RUN
+from tests.helpers.scripts import run_script
+from tests.helpers.state import assert_bitwise_equal, final_state
 from trainwell.callbacks.preemption import EXIT_PREEMPTED
 from trainwell.training.resume import find_newest_checkpoint
 
@@ -32,7 +34,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict:
 
 def killer(batch: int, sig: str, group: bool = False) -> list[str]:
     return [
-        "+callbacks.killer._target_=tests.training.killer.KillAt",
+        "+callbacks.killer._target_=tests.helpers.killer.KillAt",
         f"+callbacks.killer.batch={batch}",
         f"+callbacks.killer.signal={sig}",
         f"+callbacks.killer.group={str(group).lower()}",

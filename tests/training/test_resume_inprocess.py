@@ -14,8 +14,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import compose_config
-from tests.training.test_kill_resume import assert_bitwise_equal
+from tests.helpers.config import compose_config
+from tests.helpers.state import assert_bitwise_equal
 from trainwell.errors import TrainwellError
 from trainwell.training.resume import find_newest_checkpoint
 from trainwell.training.run import train

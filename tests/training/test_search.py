@@ -19,21 +19,12 @@ from optuna.distributions import CategoricalDistribution, FloatDistribution, Int
 from optuna.trial import TrialState
 
 from hydra_plugins.trainwell_optuna_sweeper import _space
-from tests.conftest import CONF, REPO, run_script
-from tests.training.wandb_records import last_logged, offline_runs, read_offline_run
+from tests.helpers.config import CONF, REPO
+from tests.helpers.scripts import run_script
+from tests.helpers.search import BRUTE_FORCE, TINY
+from tests.helpers.wandb_records import last_logged, offline_runs, read_offline_run
 from trainwell.cli import optimized_value
 from trainwell.errors import TrainwellError
-
-# Trials of a few seconds: 2 train batches, 1 val batch, a narrow CNN.
-TINY = [
-    "trainer.max_epochs=1",
-    "trainer.limit_train_batches=2",
-    "trainer.limit_val_batches=1",
-    "model.net.width=8",
-    "print_config=false",
-    "callbacks.rich_progress_bar=null",
-    "callbacks.rich_model_summary=null",
-]
 
 
 def _hydra_cfg(*overrides: str):
@@ -147,14 +138,6 @@ def _study(sweep_dir: Path) -> optuna.Study:
 
 def _results(run_dir: Path) -> dict:
     return json.loads((run_dir / "results.json").read_text())
-
-
-# Every point of a 2-value space, in a seeded order: lr=-1.0 makes torch.optim refuse to start.
-BRUTE_FORCE = [
-    "hydra.sweeper.sampler._target_=optuna.samplers.BruteForceSampler",
-    "~hydra.sweeper.sampler.n_startup_trials",
-    "hydra.sweeper.params=null",
-]
 
 
 @pytest.mark.slow

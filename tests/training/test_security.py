@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.conftest import run_script
+from tests.helpers.scripts import run_script
 from trainwell.errors import TrainwellError
 from trainwell.training.checkpoint_io import AtomicCheckpointIO, load_checkpoint_file
 from trainwell.training.redact import REDACTED, redact

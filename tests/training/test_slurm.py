@@ -23,9 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
-from tests.training.test_kill_resume import RUN, assert_bitwise_equal, final_state
-from tests.training.test_search import BRUTE_FORCE, TINY
+from tests.helpers.config import REPO
+from tests.helpers.kill_runs import RUN
+from tests.helpers.scripts import TESTS_IMPORTABLE
+from tests.helpers.search import BRUTE_FORCE, TINY
+from tests.helpers.state import assert_bitwise_equal, final_state
 
 pytestmark = pytest.mark.slow
 
@@ -99,13 +101,13 @@ def _settled_state(env: dict[str, str], job: str, timeout: float = 120) -> str:
 
 
 # The signal must reach the run mid-training: a short CPU run can otherwise finish training first
-# (tests/training/hold.py). PYTHONPATH lets the jobs import it; SLURM passes the environment on.
-HOLD_ENV = {"PYTHONPATH": str(REPO)}
+# (tests/helpers/hold.py). PYTHONPATH lets the jobs import it; SLURM passes the environment on.
+HOLD_ENV = TESTS_IMPORTABLE
 
 
 def _hold(marker: Path, enabled: str = "true") -> list[str]:
     return [
-        "+callbacks.hold._target_=tests.training.hold.HoldUntilSignalled",
+        "+callbacks.hold._target_=tests.helpers.hold.HoldUntilSignalled",
         f"+callbacks.hold.marker={marker}",
         f"+callbacks.hold.enabled={enabled}",
     ]

@@ -7,15 +7,16 @@ rendezvous store per round the restart fails (compat.refuse_torchrun_restart_on_
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import REPO
-from tests.training.test_kill_resume import RUN, assert_bitwise_equal, final_state
+from tests.helpers.config import REPO
+from tests.helpers.kill_runs import RUN
+from tests.helpers.state import assert_bitwise_equal, final_state
+from tests.helpers.torchrun import ENV, TORCHRUN_ENV, run_torchrun
 
 pytestmark = pytest.mark.slow
 
@@ -30,37 +31,10 @@ OVERRIDES = [
     "trainer=ddp_sim",
 ]
 SIGTERM_AT = [
-    "+callbacks.killer._target_=tests.training.killer.KillAt",
+    "+callbacks.killer._target_=tests.helpers.killer.KillAt",
     "+callbacks.killer.batch=5",
     "+callbacks.killer.signal=SIGTERM",
 ]
-ENV = {**os.environ, "PYTHONPATH": str(REPO), "PYTHONUNBUFFERED": "1", "WANDB_SILENT": "true"}
-TORCHRUN_ENV = {**ENV, "TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}  # compat.TORCHRUN_FRESH_STORE
-
-
-def run_torchrun(args: list[str], env: dict[str, str], timeout: float) -> tuple[int | None, str]:
-    """(exit code, stdout + stderr) of `torchrun <args>`; None when it outlived `timeout`: then
-    torchrun gets SIGTERM, which its agent passes on to the workers (each in its own session)."""
-    torchrun = Path(sys.executable).with_name("torchrun")
-    proc = subprocess.Popen(
-        [str(torchrun), *args],
-        cwd=REPO,
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        out, _ = proc.communicate(timeout=timeout)
-        return proc.returncode, out
-    except subprocess.TimeoutExpired:
-        proc.terminate()
-        try:
-            out, _ = proc.communicate(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            out, _ = proc.communicate()
-        return None, out
 
 
 def test_torchrun_restart_resumes_to_the_uninterrupted_weights(tmp_path: Path) -> None:

@@ -5,7 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from tests.conftest import REPO, run_script
+from tests.helpers.config import REPO
+from tests.helpers.scripts import run_script
 
 TINY_RESNET = [
     "experiment=resnet_accum",

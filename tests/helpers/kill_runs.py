@@ -1,0 +1,24 @@
+"""The run the kill/resume tests interrupt: digits, micro-batch 64 x accumulate 3 (20
+micro-batches/epoch: windows of 3 and a 2-batch tail window), 2 epochs, step checkpoints every 2
+optimizer steps, deterministic, dropout on (so RNG restore is exercised)."""
+
+from __future__ import annotations
+
+from tests.helpers.scripts import TESTS_IMPORTABLE
+
+ACCUMULATE = 3
+BATCHES_PER_EPOCH = 20  # ceil(1257 / 64)
+EPOCHS = 2
+RUN = [
+    "data.batch_size=64",
+    f"trainer.accumulate_grad_batches={ACCUMULATE}",
+    f"trainer.max_epochs={EPOCHS}",
+    "trainer.deterministic=true",
+    "trainer.num_sanity_val_steps=0",
+    "callbacks.step_checkpoint.every_n_train_steps=2",
+    "callbacks.early_stopping=null",
+    "callbacks.rich_progress_bar=null",
+    "callbacks.rich_model_summary=null",
+    "print_config=false",
+]
+ENV = TESTS_IMPORTABLE  # the killer callback lives in tests/helpers
