@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: setup train test test-slow test-all lint format doctor bench clean
+.PHONY: setup train test test-slow test-all mutants lint format doctor bench clean
 
 # The stamp depends on what defines the environment: edit either file and the next make reinstalls.
 $(STAMP): pyproject.toml constraints.txt
@@ -28,6 +28,11 @@ test-slow: $(STAMP)
 test-all: $(STAMP)
 	$(PY) -m pytest $(ARGS)
 
+# Plant each curated bug of tests/mutation/mutants.py in a copy of the repo and check that the
+# default-suite tests listed for it fail; any escaped or stale mutant fails the target.
+mutants: $(STAMP)
+	$(PY) tests/mutation/run.py $(ARGS)
+
 lint: $(STAMP)
 	$(VENV)/bin/ruff check .
 	$(VENV)/bin/ruff format --check .
@@ -40,7 +45,7 @@ doctor: $(STAMP)
 	$(PY) scripts/doctor.py $(ARGS)
 
 # Every benchmark with its small defaults; each prints its figures as its last line (docs/benchmarks.md).
-BENCHMARKS := overhead startup memory data_pipeline gpu_throughput
+BENCHMARKS := overhead startup memory data_pipeline gpu_throughput resume_position host_cost
 bench: $(STAMP)
 	@for b in $(BENCHMARKS); do echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py || exit 1; done
 

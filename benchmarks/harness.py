@@ -69,6 +69,23 @@ def timed(fn: Callable[[], Any]) -> tuple[float, float, Any]:
     return time.perf_counter() - start, time.process_time() - start_cpu, result
 
 
+def interleaved(
+    sides: dict[str, Callable[[], Any]], reps: int, report: Callable[[int, dict[str, Any]], None]
+) -> dict[str, list[Any]]:
+    """Every side once per repetition, the order rotating between repetitions, so drift in the
+    machine's load (neighbours, thermal state) hits every side alike. `report(rep, results)`
+    runs after each repetition (a progress line); returns each side's results in rep order."""
+    names = list(sides)
+    out: dict[str, list[Any]] = {name: [] for name in names}
+    for rep in range(reps):
+        shift = rep % len(names)
+        results = {name: sides[name]() for name in names[shift:] + names[:shift]}
+        for name in names:
+            out[name].append(results[name])
+        report(rep, results)
+    return out
+
+
 def summary(values: Sequence[float]) -> dict[str, float]:
     """Median and spread (min, max, and the half-range relative to the median)."""
     med = statistics.median(values)

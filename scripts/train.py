@@ -4,7 +4,9 @@ from pathlib import Path
 
 from trainwell.cli import hydra_entry, train_job
 
-main = hydra_entry(Path(__file__).resolve().parents[1] / "conf", "train", train_job)
+main = hydra_entry(
+    Path(__file__).resolve().parents[1] / "conf", "train", train_job, lock_run_dir=True
+)
 
 if __name__ == "__main__":
     main()

@@ -196,6 +196,31 @@ def test_startup_runs_and_csv_run_does_not_import_wandb() -> None:
     assert out["wandb_imported"] == "0"
 
 
+@pytest.mark.slow
+def test_resume_position_resumes_where_each_killed_run_stopped() -> None:
+    out = run_benchmark("resume_position.py", "--samples", "640", "--reps", "1")
+    # 20 batches per epoch: the runs resumed at 5% (step 1) and 95% (step 19) of it
+    assert (out["batches_5pct"], out["batches_95pct"], out["epoch_batches"]) == ("1", "19", "20")
+    assert float(out["resume_5pct_s"]) > 0 and float(out["resume_95pct_s"]) > 0
+
+
+@pytest.mark.slow
+def test_host_cost_runs_every_side_and_prints_its_ratios() -> None:
+    out = run_benchmark("host_cost.py", "--epochs", "2", "--samples", "128", "--reps", "1")
+    for side in ("raw", "bare", "lightning", "tw_user", "tw_task", "tw_lm"):
+        assert float(out[f"{side}_cpu_us"]) > 0 and float(out[f"{side}_wall_us"]) > 0
+    for ratio in ("tw_task_vs_bare", "tw_user_vs_lightning", "tw_task_vs_bare_wall"):
+        assert float(out[ratio]) > 0
+
+
+def test_interleaved_rotates_which_side_goes_first() -> None:
+    order: list[str] = []
+    sides = {name: (lambda name=name: order.append(name) or name) for name in "abc"}
+    runs = harness.interleaved(sides, reps=3, report=lambda rep, results: None)
+    assert order == list("abcbcacab")
+    assert runs == {"a": ["a"] * 3, "b": ["b"] * 3, "c": ["c"] * 3}
+
+
 def test_gpu_suite_names_every_file_with_gpu_tests() -> None:
     import gpu_suite
 

@@ -329,6 +329,64 @@ def test_logged_values_is_empty_outside_a_running_loop() -> None:
     assert compat.logged_values(quiet_trainer()) == []
 
 
+class _LogsMeans(Linear):
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        loss = super().training_step(batch, batch_idx)
+        self.log("loss", loss, on_step=True, on_epoch=True)
+        self.log("loss_max", loss, on_step=False, on_epoch=True, reduce_fx="max")
+        self.log("loss_top", loss, on_step=False, on_epoch=True, reduce_fx=max)  # the builtin
+        return loss
+
+
+class _SaveAndRebuild(L.Callback):
+    """Mid-epoch: writes Lightning's checkpoint, then replaces the training loop's logged
+    entries with ones rebuilt from compat.epoch_sums (as a resume does)."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self.sums: list[dict[str, Any]] = []
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        if trainer.global_step == 2:
+            trainer.save_checkpoint(self.path)
+            self.sums = compat.epoch_sums(trainer)
+            compat.restore_epoch_sums(trainer, self.sums)
+
+
+def _tensors(tree: Any) -> list[torch.Tensor]:
+    if isinstance(tree, torch.Tensor):
+        return [tree]
+    if isinstance(tree, dict):
+        return [t for v in tree.values() for t in _tensors(v)]
+    if isinstance(tree, (list, tuple)):
+        return [t for v in tree for t in _tensors(v)]
+    return []
+
+
+def test_lightning_checkpoints_lack_the_running_sums_of_logged_tensors(tmp_path: Path) -> None:
+    """Lightning 2.6.x: `_Loop.state_dict` saves progress only, not the training loop's
+    `_ResultCollection`; a mid-epoch resume would average the resumed batches alone."""
+    loader = DataLoader(points(10), batch_size=2)
+    full = plain_trainer(max_epochs=1, enable_checkpointing=False)
+    full.fit(_LogsMeans(), loader)
+    ckpt = tmp_path / "mid.ckpt"
+    rebuild = _SaveAndRebuild(ckpt)
+    rebuilt = plain_trainer(max_epochs=1, enable_checkpointing=False, callbacks=[rebuild])
+    rebuilt.fit(_LogsMeans(), loader)
+
+    sums = {s["key"]: s for s in rebuild.sums}
+    mean = sums["training_step.loss"]["states"]
+    assert int(mean["cumulated_batch_size"]) == 4  # two batches of 2
+    running = [mean["value"], sums["training_step.loss_max"]["states"]["value"]]
+    saved = _tensors(torch.load(ckpt, map_location="cpu", weights_only=True))
+    for value in running:  # upstream: nowhere in Lightning's own checkpoint
+        assert not any(t.shape == value.shape and torch.equal(t, value) for t in saved)
+    # The rebuilt entries carry Lightning's exact metadata (its next self.log of the key
+    # compares and raises on a difference) and continue the running values bitwise.
+    for key in ("loss_epoch", "loss_max", "loss_top"):
+        assert torch.equal(rebuilt.callback_metrics[key], full.callback_metrics[key]), key
+
+
 def test_a_mean_synced_over_ranks_floors_an_integer_tensor(monkeypatch) -> None:
     """Lightning-AI/pytorch-lightning#21859: `_sync_ddp` mean-syncs the int64 batch-size total
     of a logged mean by copying the division back into the integer tensor (gloo). Run for real
@@ -443,3 +501,67 @@ def test_wandb_logger_reuses_a_run_in_progress_until_it_is_finished(
         assert experiment_id("third") == "third"
     finally:
         compat.finish_wandb_run()
+
+
+def test_lightning_dispatches_every_hook_to_every_callback() -> None:
+    """compat.skip_empty_callback_hooks: Lightning's own dispatch calls the hooks a callback
+    inherits empty from Callback and reads its state_key for each (2.6.6). When it stops, the
+    workaround goes."""
+    from lightning.pytorch.trainer import call
+
+    compat.skip_empty_callback_hooks()
+    lightning_dispatch = call._call_callback_hooks._trainwell_original  # type: ignore[attr-defined]
+
+    class Idle(L.Callback):
+        reads = 0
+
+        @property
+        def state_key(self) -> str:
+            Idle.reads += 1
+            return "Idle"
+
+    trainer = quiet_trainer(callbacks=[Idle()])
+    Idle.reads = 0
+    lightning_dispatch(trainer, "on_before_zero_grad", None)
+    assert Idle.reads == 1
+
+
+class _Plateau(L.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.layer = torch.nn.Linear(3, 2)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return F.cross_entropy(self.layer(x), y)
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        x, y = batch
+        self.log("val/loss", F.cross_entropy(self.layer(x), y))
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer)
+        return {
+            "optimizer": optimizer,
+            "lr_scheduler": {"scheduler": plateau, "monitor": "val/loss"},
+        }
+
+
+def test_a_resume_from_the_end_of_validation_skips_that_epochs_plateau_step(
+    tmp_path: Path,
+) -> None:
+    loader = DataLoader(points(4), batch_size=2)
+    saver = ModelCheckpoint(
+        dirpath=tmp_path, filename="epoch{epoch}", save_top_k=-1, auto_insert_metric_name=False
+    )
+    full = plain_trainer(max_epochs=2, callbacks=[saver], num_sanity_val_steps=0)
+    full.fit(_Plateau(), loader, loader)  # epoch0.ckpt: end of epoch 0's validation
+    assert full.lr_scheduler_configs[0].scheduler.last_epoch == 2
+    ckpt = torch.load(tmp_path / "epoch0.ckpt", map_location="cpu", weights_only=True)
+    assert ckpt["lr_schedulers"][0]["last_epoch"] == 0  # written before epoch 0's plateau step
+    resumed = plain_trainer(max_epochs=2, enable_checkpointing=False, num_sanity_val_steps=0)
+    resumed.fit(_Plateau(), loader, loader, ckpt_path=tmp_path / "epoch0.ckpt")
+    # upstream: only epoch 1's step is taken, epoch 0's is lost
+    assert resumed.lr_scheduler_configs[0].scheduler.last_epoch == 1

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import functools
 import os
 import re
 import sys
@@ -16,6 +17,7 @@ from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import CompactHydraException, HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 import trainwell.resolvers  # noqa: F401  (registers resolvers before Hydra composes)
 from trainwell import compat
@@ -53,6 +55,12 @@ def _save_traceback(err: BaseException) -> Path | None:
 def _compose(config_dir: Path, config_name: str, overrides: Sequence[str]) -> DictConfig:
     with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
         return compose(config_name=config_name, overrides=list(overrides), return_hydra_config=True)
+
+
+@functools.lru_cache(maxsize=2)
+def _composed(config_dir: Path, config_name: str, overrides: tuple[str, ...]) -> DictConfig:
+    """The command line's config, composed once for both the check and the run dir lock."""
+    return _compose(config_dir, config_name, overrides)
 
 
 def _nearest(word: str, choices: Sequence[str]) -> str | None:
@@ -117,7 +125,7 @@ def check_command_line(config_dir: Path, config_name: str, argv: Sequence[str]) 
     if any(arg.startswith("-") for arg in argv):
         return None  # --multirun / --cfg / --help: Hydra's own handling
     try:
-        _compose(config_dir, config_name, argv)
+        _composed(config_dir, config_name, tuple(argv))
     except MissingConfigException as err:
         return _explain_missing_config(err)
     except HydraException as err:
@@ -192,6 +200,7 @@ def hydra_entry(
     config_name: str,
     job: Callable[[DictConfig], Any],
     prepare_argv: Callable[[list[str]], list[str]] | None = None,
+    lock_run_dir: bool = False,
 ) -> Callable[[], Any]:
     """Wrap `job` in hydra.main: exit 0 / the job's int, 2 on bad input, 1 on a crash.
 
@@ -234,9 +243,30 @@ def hydra_entry(
             if problem is not None:
                 print(f"error: {problem}", file=sys.stderr)
                 raise SystemExit(EXIT_USAGE)
+        if lock_run_dir:
+            _lock_before_hydra_writes(config_dir, config_name, sys.argv[1:])
         return main()
 
     return entry
+
+
+def _lock_before_hydra_writes(config_dir: Path, config_name: str, argv: list[str]) -> None:
+    """Take the run dir's lock before Hydra creates .hydra/ and train.log in it: a second launch
+    into a dir in use exits 2 naming the holder and changes nothing there. A multirun (its job
+    dirs are known only inside the sweep) locks each job's dir when the job starts (train_job)."""
+    from trainwell.training.run_lock import RunDirInUse, lock_run_dir, takes_run_dir_lock
+
+    if any(arg.startswith("-") for arg in argv) or not takes_run_dir_lock():
+        return
+    try:
+        run_dir = OmegaConf.select(_composed(config_dir, config_name, tuple(argv)), "hydra.run.dir")
+    except (HydraException, OmegaConfBaseException, ValueError):
+        return  # resolvable only inside Hydra's job (it names ${hydra:...}): train_job locks it
+    try:
+        lock_run_dir(Path(str(run_dir)))
+    except RunDirInUse as err:
+        print(f"error: {err}", file=sys.stderr)
+        raise SystemExit(EXIT_USAGE) from None
 
 
 def train_job(cfg: DictConfig) -> dict[str, Any] | float:
@@ -247,6 +277,13 @@ def train_job(cfg: DictConfig) -> dict[str, Any] | float:
     Returns the results, or with `optimized_metric=<name>` that metric's value (what a sweeper
     such as hparams_search=<name>_optuna optimizes).
     """
+    from trainwell.training.run_lock import run_dir_lock
+
+    with run_dir_lock(Path(cfg.paths.output_dir)):
+        return _train_job(cfg)
+
+
+def _train_job(cfg: DictConfig) -> dict[str, Any] | float:
     from trainwell.training.run import train
 
     report = None

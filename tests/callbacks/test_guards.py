@@ -61,6 +61,16 @@ def test_nan_batch_stops_the_run_naming_the_batch(tmp_path: Path) -> None:
     assert guard_steps == [0, 1, 2]  # the guard stopped at batch 3 itself
 
 
+def test_nan_loss_is_named_as_such_when_gradients_are_not_checked(tmp_path: Path) -> None:
+    # With check_grads the NaN gradients of batch 3 stop the run first; without, the loss check.
+    steps = _Steps()
+    with pytest.raises(NonFiniteLossError, match=r"training loss at epoch 0 batch 3\b.*doctor"):
+        _trainer([NonFiniteGuard(check_grads=False), steps]).fit(
+            _task(tmp_path), _loader(nan_batch=3)
+        )
+    assert steps.batches == [0, 1, 2]
+
+
 class _Steps(L.Callback):
     """Records the micro-batches that finished, and whether a checkpoint was ever written."""
 
@@ -160,7 +170,20 @@ def test_train_mode_guard_stops_a_model_left_in_eval(tmp_path: Path) -> None:
 def test_train_mode_guard_allows_listed_modules(tmp_path: Path) -> None:
     task = _task(tmp_path)
     task.net.features.eval()  # a deliberately frozen backbone
-    _trainer([TrainModeGuard(allow_eval=["net.features"])]).fit(task, _loader(batches=2))
+    trainer = _trainer([TrainModeGuard(allow_eval=["net.features"])])
+    trainer.fit(task, _loader(batches=2))
+    assert trainer.global_step == 2  # the guard let every batch train
+    assert not any(
+        m.training for m in task.net.features.modules()
+    )  # and the backbone stayed frozen
+    assert task.net.training
+    # the same model, the backbone not listed: refused, naming it
+    with pytest.raises(RuntimeError, match=r"eval mode .* \(first: `net\.features`\)"):
+        _trainer([TrainModeGuard()]).fit(task, _loader(batches=2))
+    # listed, the backbone does not let another module off: the head left in eval is refused
+    task.net.head.eval()
+    with pytest.raises(RuntimeError, match=r"eval mode .* \(first: `net\.head`\)"):
+        _trainer([TrainModeGuard(allow_eval=["net.features"])]).fit(task, _loader(batches=2))
 
 
 def test_guards_are_on_by_default(tmp_path: Path) -> None:

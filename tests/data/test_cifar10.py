@@ -25,7 +25,7 @@ def make(data_dir: Path, **kwargs) -> CIFAR10DataModule:
 def test_splits_from_real_format_files(cifar_dir: Path) -> None:
     dm = make(cifar_dir)
     assert [len(dm.train_set), len(dm.val_set), len(dm.test_set)] == [90, 10, 20]
-    assert not set(dm.train_set.indices) & set(dm.val_set.indices)
+    assert not set(dm.train_set.dataset.indices) & set(dm.val_set.indices)
     x, y = next(iter(dm.train_dataloader()))
     assert x.shape == (8, 3, 32, 32) and x.dtype == torch.float32 and y.dtype == torch.int64
     again = make(cifar_dir)
@@ -34,8 +34,10 @@ def test_splits_from_real_format_files(cifar_dir: Path) -> None:
 
 def test_augmentation_on_train_only(cifar_dir: Path) -> None:
     dm = make(cifar_dir)
-    torch.manual_seed(0)
-    train_views = torch.stack([dm.train_set[0][0] for _ in range(8)])
+    train_views = []
+    for epoch in range(8):
+        dm.train_set.set_epoch(epoch)
+        train_views.append(dm.train_set[0][0])
     val_views = torch.stack([dm.val_set[0][0] for _ in range(8)])
     assert not all(torch.equal(train_views[0], v) for v in train_views[1:])
     assert all(torch.equal(val_views[0], v) for v in val_views[1:])
@@ -43,6 +45,22 @@ def test_augmentation_on_train_only(cifar_dir: Path) -> None:
     raw = dm.val_set.dataset.data[dm.val_set.indices[0]]  # HWC uint8
     expected = (raw[0, 0, 0] / 255.0 - CIFAR10_MEAN[0]) / 0.2470
     assert abs(val_views[0][0, 0, 0].item() - expected) < 1e-5
+
+
+def test_a_train_sample_is_a_function_of_seed_epoch_and_index(cifar_dir: Path) -> None:
+    """Not of the global RNG, nor of how often or in which order samples were drawn."""
+    dm = make(cifar_dir)
+    dm.train_set.set_epoch(3)
+    first = [dm.train_set[i][0] for i in range(6)]
+    torch.manual_seed(12345)
+    again = [dm.train_set[i][0] for i in reversed(range(6))][::-1]
+    assert all(torch.equal(a, b) for a, b in zip(first, again, strict=True))
+    other = make(cifar_dir)  # a fresh module (another worker, another process)
+    other.train_set.set_epoch(3)
+    assert torch.equal(other.train_set[4][0], first[4])
+    state = torch.get_rng_state()
+    dm.train_set[0]
+    assert torch.equal(torch.get_rng_state(), state)  # the caller's stream does not move
 
 
 def test_missing_dir_names_path_and_fix(tmp_path: Path) -> None:

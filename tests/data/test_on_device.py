@@ -18,7 +18,6 @@ from trainwell.data import CIFAR10DataModule, SyntheticDataModule
 from trainwell.data.on_device import DeviceImages, crop_and_flip, mix32, placement
 from trainwell.data.resumable import ResumableDataLoader
 from trainwell.data.sharding import install_loader_policy, shard_loader
-from trainwell.errors import TrainwellError
 
 
 def synthetic(**kwargs) -> SyntheticDataModule:
@@ -89,7 +88,8 @@ def test_eval_batches_equal_the_torchvision_pipeline_bit_for_bit(
         assert xd.is_contiguous(memory_format=torch.channels_last)
     # The train split holds the same images (augmentation aside) in the same order.
     plain = DeviceImages(dev.train_set.images, dev.train_set.labels, (0.0,) * 3, (1.0,) * 3)
-    raw = torch.from_numpy(cpu.train_set.dataset.data[cpu.train_set.indices[:5]])
+    subset = cpu.train_set.dataset  # PerSampleRandom over a Subset of the raw CIFAR10 files
+    raw = torch.from_numpy(subset.dataset.data[subset.indices[:5]])
     assert torch.equal(plain.__getitems__(range(5))[0], raw.permute(0, 3, 1, 2).float() / 255)
 
 
@@ -174,9 +174,18 @@ def test_placement_follows_the_attached_trainer_and_an_explicit_device() -> None
     assert dm.train_set.images.device.type == "meta" and dm.test_set.labels.device.type == "meta"
 
 
-def test_synthetic_augment_needs_the_on_device_pipeline() -> None:
-    with pytest.raises(TrainwellError, match=r"data\.on_device=true"):
-        SyntheticDataModule(augment=True)
+def test_synthetic_augment_on_the_host_crops_and_flips_per_sample_and_epoch() -> None:
+    dm = SyntheticDataModule(num_samples=16, num_val=4, num_test=4, augment=True, seed=1)
+    dm.setup("fit")
+    plain = SyntheticDataModule(num_samples=16, num_val=4, num_test=4, seed=1)
+    plain.setup("fit")
+    views = []
+    for epoch in range(4):
+        dm.train_set.set_epoch(epoch)
+        views.append(dm.train_set[0][0])
+    assert len({v.numpy().tobytes() for v in views}) > 1
+    assert views[0].shape == plain.train_set[0][0].shape == (3, 32, 32)
+    assert torch.equal(dm.val_set[0][0], plain.val_set[0][0])  # evaluation is never augmented
 
 
 def test_configs_select_the_on_device_path(tmp_path: Path) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 
+import lightning as L
 import numpy as np
 import torch
 import torch.nn.functional as F
@@ -254,11 +255,12 @@ class SlowDigits(DigitsDataModule):
 
 
 class _TorchNoise(_SameRngNoise):
-    """The same augmentation drawn from torch's RNG, which DataLoader seeds per worker."""
+    """The same augmentation drawn from a generator seeded by the sample's index: the same in
+    any worker, with any number of workers (the global RNG would make it depend on them)."""
 
     def __getitem__(self, i: int):
         x, y = self.base[i]
-        return x + 0.1 * torch.randn(x.shape), y
+        return x + 0.1 * torch.randn(x.shape, generator=torch.Generator().manual_seed(i)), y
 
 
 class TorchAugmentationDigits(DigitsDataModule):
@@ -349,3 +351,68 @@ class UndeclaredTokensTask(LanguageModelTask):
     """The token-mean loss without `loss_items`: windows weigh micro-batches by sequences."""
 
     loss_items = None
+
+
+class SummedLossTask(ClassificationTask):
+    """The loss summed over samples (reduction='sum'): it grows with the batch, so K
+    micro-batches can never give one batch's gradient."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.criterion = nn.CrossEntropyLoss(reduction="sum")
+
+
+class HardCodedOneCycleTask(ClassificationTask):
+    """OneCycleLR sized by hand for 10 steps, far fewer than the run takes."""
+
+    def configure_optimizers(self):
+        opt = torch.optim.SGD(self.parameters(), lr=0.01)
+        cycle = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=10)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": cycle, "interval": "step"}}
+
+
+class GANWithoutZeroGrad(L.LightningModule):
+    """The two-optimizer manual loop of a GAN, but the generator never clears its gradients."""
+
+    def __init__(self, **_: object) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+        self.generator = nn.Sequential(nn.Linear(8, 64), nn.Sigmoid())
+        self.discriminator = nn.Linear(64, 1)
+
+    def training_step(self, batch, batch_idx):
+        real = batch[0].flatten(1)
+        opt_g, opt_d = self.optimizers()
+        fake = self.generator(torch.randn(len(real), 8))
+        self.toggle_optimizer(opt_g)
+        g_loss = F.binary_cross_entropy_with_logits(
+            self.discriminator(fake), torch.ones(len(real), 1)
+        )
+        self.manual_backward(g_loss)  # no opt_g.zero_grad(): generator gradients pile up
+        opt_g.step()
+        self.untoggle_optimizer(opt_g)
+        self.toggle_optimizer(opt_d)
+        d_loss = F.binary_cross_entropy_with_logits(
+            self.discriminator(real), torch.ones(len(real), 1)
+        ) + F.binary_cross_entropy_with_logits(
+            self.discriminator(fake.detach()), torch.zeros(len(real), 1)
+        )
+        opt_d.zero_grad()
+        self.manual_backward(d_loss)
+        opt_d.step()
+        self.untoggle_optimizer(opt_d)
+
+    def configure_optimizers(self):
+        return [
+            torch.optim.Adam(self.generator.parameters(), lr=1e-3),
+            torch.optim.Adam(self.discriminator.parameters(), lr=1e-3),
+        ]
+
+
+class EpochIntervalPlannedTask(ClassificationTask):
+    """The configured schedule, sized in optimizer steps by the plan, returned per epoch."""
+
+    def configure_optimizers(self):
+        config = super().configure_optimizers()
+        config["lr_scheduler"]["interval"] = "epoch"
+        return config

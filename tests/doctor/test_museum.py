@@ -82,6 +82,25 @@ EXHIBITS = [
         "fail",
     ),
     (
+        "loss summed over samples under accumulation",
+        [f"{TASK}.SummedLossTask", "trainer.accumulate_grad_batches=2"],
+        "accumulation.equivalence",
+        "fail",
+    ),
+    (
+        "OneCycleLR sized for 10 steps",
+        [f"{TASK}.HardCodedOneCycleTask"],
+        "schedule.interval",
+        "fail",
+    ),
+    ("GAN generator never zeroes", [f"{TASK}.GANWithoutZeroGrad"], "grad.zeroing", "fail"),
+    (
+        "schedule sized in steps, stepped per epoch",
+        [f"{TASK}.EpochIntervalPlannedTask"],
+        "schedule.interval",
+        "warn",
+    ),
+    (
         "per-rank mean logged from an epoch-end hook",
         [f"{TASK}.EpochEndMeanTask"],
         "metrics.reduction",
@@ -136,6 +155,21 @@ def test_manual_accumulation_bug_is_named(tmp_path: Path) -> None:
     assert "summed, not averaged" in check.message
     assert abs(check.evidence["first_window"]["norm_ratio"] - 2.0) < 0.05
     assert check.evidence["micro_batches_in_first_window"] == 2
+
+
+def test_summed_loss_is_named_as_a_sum(tmp_path: Path) -> None:
+    overrides = [*FAST, f"{TASK}.SummedLossTask", "trainer.accumulate_grad_batches=2"]
+    check = run_ids(tmp_path, overrides, ["accumulation.equivalence"])["accumulation.equivalence"]
+    assert "summed over samples instead of averaged" in check.message, check.message
+    assert "reduction='sum'" in check.message
+    assert check.evidence["loss_reductions_seen"] == ["sum"]
+    assert abs(check.evidence["the first window of 2 micro-batches"]["norm_ratio"] - 0.5) < 0.05
+
+
+def test_copied_split_fails_with_its_share(tmp_path: Path) -> None:
+    check = run_ids(tmp_path, [*FAST, f"{DATA}.OverlappingDigits"], ["data.leakage"])
+    leak = check["data.leakage"]
+    assert leak.status == "fail" and "50 of 50 val samples (100%)" in leak.message
 
 
 @pytest.mark.parametrize(

@@ -10,14 +10,21 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import lightning as L
 import pytest
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from tests.doctor.zoo import write_wikitext
 from tests.helpers.config import compose_config
 from trainwell.doctor.checks import CHECK_IDS
-from trainwell.doctor.run import diagnose
+from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.settings import ProbeSettings
+from trainwell.doctor.report.verdict import Check
+from trainwell.doctor.run import diagnose, run_checks
 
 ZOO = "tests.doctor.zoo"
+DEMO = "lightning.pytorch.demos.boring_classes.DemoModel"
+BORING_DATA = "lightning.pytorch.demos.boring_classes.BoringDataModule"
 
 # (entry, module, datamodule, overrides, checks that must warn)
 ENTRIES = [
@@ -59,7 +66,65 @@ ENTRIES = [
     ),
     ("autoencoder on bare tensor batches", "AutoEncoder", "DigitsImagesOnly", [], set()),
     ("the sequence task", None, None, ["experiment=lm_accum"], set()),
+    ("StepLR per epoch (Lightning's default interval)", "EpochStepLR", "DigitsTuples", [], set()),
+    (
+        "StepLR per epoch, accumulate 2",
+        "EpochStepLR",
+        "DigitsTuples",
+        ["trainer.accumulate_grad_batches=2"],
+        set(),
+    ),
+    (
+        "ReduceLROnPlateau from the config's _partial_",
+        "PlateauScheduled",
+        "DigitsTuples",
+        [],
+        set(),
+    ),
+    # a GAN's players compete: its one-batch loss is reported, not judged
+    ("GAN: two optimizers, manual", "GAN", "DigitsImagesForGAN", [], {"overfit.one_batch"}),
+    ("keeps the latest loss with its graph", "KeepsLastLoss", "DigitsTuples", [], set()),
+    ("training_step returns None for a batch", "SkipsABatch", "DigitsTriples", [], set()),
+    (
+        "1 natural duplicate in a val split of 47",
+        "EpochStepLR",
+        "DigitsOneNaturalDuplicate",
+        [],
+        {"data.leakage"},
+    ),
+    ("two backwards through one graph", "TwoBackwardsOneGraph", "DigitsTuples", [], set()),
+    (
+        "Lightning's BoringModel and BoringDataModule, as shipped",
+        "lightning.pytorch.demos.boring_classes.BoringModel",
+        "lightning.pytorch.demos.boring_classes.BoringDataModule",
+        [],
+        set(),
+    ),
+    # its training_step returns a sum over samples: harmless while nothing is accumulated
+    (
+        "Lightning's DemoModel (summed loss), K=1, as shipped",
+        DEMO,
+        BORING_DATA,
+        [],
+        {"accumulation.equivalence"},
+    ),
 ]
+
+# Constructor arguments of entries that take the config's optimizer / scheduler `_partial_`s.
+MODEL_ARGS = {
+    "PlateauScheduled": {
+        "optimizer": {"_target_": "torch.optim.Adam", "_partial_": True, "lr": 0.01},
+        "scheduler": {
+            "_target_": "torch.optim.lr_scheduler.ReduceLROnPlateau",
+            "_partial_": True,
+            "patience": 2,
+        },
+    }
+}
+
+
+def _target(name: str) -> str:
+    return name if "." in name else f"{ZOO}.{name}"
 
 
 def zoo_config(
@@ -68,9 +133,11 @@ def zoo_config(
     cfg = compose_config(overrides, tmp_path / "run", config_name="doctor")
     with open_dict(cfg):
         if module is not None:
-            cfg.model = OmegaConf.create({"_target_": f"{ZOO}.{module}"})
+            cfg.model = OmegaConf.create(
+                {"_target_": _target(module), **MODEL_ARGS.get(module, {})}
+            )
         if data is not None:
-            cfg.data = OmegaConf.create({"_target_": f"{ZOO}.{data}"})
+            cfg.data = OmegaConf.create({"_target_": _target(data)})
     return cfg
 
 
@@ -95,3 +162,100 @@ def test_healthy_user_code_has_no_false_alarm(
     assert [c.message for c in checks if c.status == "fail"] == []
     assert {i for i, s in statuses.items() if s == "warn"} == warns
     assert all(len(c.message) > 20 and "\n" not in c.message for c in checks)
+
+
+def test_skipped_batch_leaves_the_overfit_probe_judging(tmp_path: Path) -> None:
+    """training_step returning None for one batch: the other steps still make the verdict."""
+    cfg = zoo_config(tmp_path, "SkipsABatch", "DigitsTriples", [])
+    checks = {c.id: c for c in diagnose(cfg)[0]}
+    overfit = checks["overfit.one_batch"]
+    assert overfit.status == "pass", overfit.message
+    assert overfit.evidence["steps_skipped_by_training_step"] == 1
+
+
+def test_gan_overfit_verdict_says_what_is_true(tmp_path: Path) -> None:
+    checks = {c.id: c for c in diagnose(zoo_config(tmp_path, "GAN", "DigitsImagesForGAN", []))[0]}
+    overfit = checks["overfit.one_batch"]
+    assert "warmup" not in overfit.message and "2 optimizers" in overfit.message
+    assert checks["grad.zeroing"].status == "pass"
+    assert checks["grad.zeroing"].evidence["optimizer_steps_checked"] >= 10
+
+
+def test_natural_duplicate_warns_with_its_count(tmp_path: Path) -> None:
+    cfg = zoo_config(tmp_path, "EpochStepLR", "DigitsOneNaturalDuplicate", [])
+    leak = {c.id: c for c in diagnose(cfg)[0]}["data.leakage"]
+    assert leak.status == "warn" and "1 of 47 val samples" in leak.message
+
+
+def test_graph_kept_from_the_latest_step_only_is_no_leak(tmp_path: Path) -> None:
+    memory = {
+        c.id: c for c in diagnose(zoo_config(tmp_path, "KeepsLastLoss", "DigitsTuples", []))[0]
+    }["memory.graph_leak"]
+    saved = memory.evidence["saved_bytes_alive_after_each_step"]
+    assert memory.status == "pass" and saved[-1] > 0 and len(set(saved[1:])) == 1, memory.evidence
+
+
+def test_batchnorm_under_accumulation_warns_with_the_fix(tmp_path: Path) -> None:
+    cfg = zoo_config(
+        tmp_path, "BatchNormCNN", "DigitsTuples", ["trainer.accumulate_grad_batches=2"]
+    )
+    accumulation = {c.id: c for c in diagnose(cfg)[0]}["accumulation.equivalence"]
+    assert accumulation.status == "warn"
+    assert "BatchNorm" in accumulation.message and "GroupNorm" in accumulation.message
+    assert "larger micro-batch" in accumulation.message
+    assert accumulation.evidence["batchnorm_layers"] == ["features.1"]
+    assert accumulation.evidence["effective_batch"] == 2 * accumulation.evidence["micro_batch"]
+
+
+def _accumulation(tmp_path: Path, overrides: list[str]) -> Check:
+    cfg = zoo_config(tmp_path, DEMO, BORING_DATA, overrides)
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    ctx = DoctorContext(cfg, ProbeSettings.from_cfg(cfg.probe), workdir=tmp_path / "probes")
+    return run_checks(ctx, only=["accumulation.equivalence"])[0]
+
+
+def test_summed_loss_without_accumulation_warns_with_what_would_break(tmp_path: Path) -> None:
+    """K=1, one process: each step is one micro-batch, so the sum only rescales the LR."""
+    check = _accumulation(tmp_path, [])
+    assert check.status == "warn", check.message
+    assert "summed over samples instead of averaged" in check.message
+    assert "accumulate_grad_batches > 1 or DDP" in check.message
+    window = check.evidence["the first window of 2 micro-batches"]
+    assert abs(window["norm_ratio"] - 0.5) < 0.05
+    assert (check.evidence["accumulate_configured"], check.evidence["configured_world_size"]) == (
+        1,
+        1,
+    )
+
+
+@pytest.mark.parametrize(
+    "overrides",
+    [
+        pytest.param(["trainer.accumulate_grad_batches=2"], id="accumulates"),
+        pytest.param(["trainer.devices=2"], id="two-ranks"),
+    ],
+)
+def test_summed_loss_fails_once_gradients_are_combined(
+    tmp_path: Path, overrides: list[str]
+) -> None:
+    check = _accumulation(tmp_path, overrides)
+    assert check.status == "fail", check.message
+    assert "summed over samples instead of averaged" in check.message
+
+
+@pytest.mark.slow  # ~40 s: a 2-layer Transformer through every probe on CPU
+def test_lightning_demo_transformer_as_shipped(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Lightning's demo LightningTransformer, unchanged; its prepare_data reads ./data and
+    downloads only when the file is missing, so the test writes one there first."""
+    monkeypatch.chdir(tmp_path)
+    vocab = write_wikitext(tmp_path / "data")
+    cfg = zoo_config(
+        tmp_path, "lightning.pytorch.demos.transformer.LightningTransformer", "LocalWikiText2", []
+    )
+    with open_dict(cfg):
+        cfg.model.vocab_size = vocab
+    checks, _ = diagnose(cfg)
+    assert [c.message for c in checks if c.status == "fail"] == []
+    assert {c.id for c in checks if c.status == "warn"} == set()

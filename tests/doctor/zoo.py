@@ -462,3 +462,218 @@ class AutoEncoder(_Classifier):
 
     def validation_step(self, batch: torch.Tensor, batch_idx: int) -> None:
         self.log("val/recon", F.mse_loss(self(batch), batch), sync_dist=True)
+
+
+# -- legitimate Lightning patterns the doctor once failed ------------------------------------------
+
+
+class EpochStepLR(_Classifier):
+    """StepLR returned as `[optimizer], [scheduler]`: Lightning's default interval, per epoch
+    (as Lightning's own BoringModel does)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return F.cross_entropy(self.net(x), y)
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        x, y = batch
+        self.log("val_loss", F.cross_entropy(self.net(x), y))
+
+    def configure_optimizers(self) -> Any:
+        opt = torch.optim.Adam(self.parameters(), lr=self.lr)
+        return [opt], [torch.optim.lr_scheduler.StepLR(opt, step_size=1, gamma=0.9)]
+
+
+class PlateauScheduled(EpochStepLR):
+    """Optimizer and scheduler from the config's `_partial_`s, as the template's convention
+    hands them in; the scheduler is ReduceLROnPlateau on a logged validation metric."""
+
+    def __init__(self, optimizer: Any, scheduler: Any) -> None:
+        super().__init__()
+        self.make_optimizer, self.make_scheduler = optimizer, scheduler
+
+    def configure_optimizers(self) -> Any:
+        opt = self.make_optimizer(params=self.parameters())
+        plateau = self.make_scheduler(optimizer=opt)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": plateau, "monitor": "val_loss"}}
+
+
+class GAN(L.LightningModule):
+    """Manual optimization with two optimizers, the way Lightning's GAN example steps them:
+    toggle, zero_grad right before its own backward, step, untoggle."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+        self.generator = nn.Sequential(nn.Linear(8, 32), nn.ReLU(), nn.Linear(32, 64), nn.Sigmoid())
+        self.discriminator = nn.Sequential(nn.Linear(64, 32), nn.LeakyReLU(0.2), nn.Linear(32, 1))
+
+    def training_step(self, batch: Any, batch_idx: int) -> None:
+        real = batch[0].flatten(1)
+        opt_g, opt_d = self.optimizers()
+        z = torch.randn(len(real), 8, device=real.device)
+        ones, zeros = torch.ones(len(real), 1), torch.zeros(len(real), 1)
+
+        self.toggle_optimizer(opt_g)
+        fake = self.generator(z)
+        g_loss = F.binary_cross_entropy_with_logits(self.discriminator(fake), ones)
+        opt_g.zero_grad()
+        self.manual_backward(g_loss)
+        opt_g.step()
+        self.untoggle_optimizer(opt_g)
+
+        self.toggle_optimizer(opt_d)
+        d_loss = (
+            F.binary_cross_entropy_with_logits(self.discriminator(real), ones)
+            + F.binary_cross_entropy_with_logits(self.discriminator(fake.detach()), zeros)
+        ) / 2
+        opt_d.zero_grad()
+        self.manual_backward(d_loss)
+        opt_d.step()
+        self.untoggle_optimizer(opt_d)
+        self.log_dict({"g_loss": g_loss, "d_loss": d_loss}, prog_bar=True)
+
+    def configure_optimizers(self) -> Any:
+        opt_g = torch.optim.Adam(self.generator.parameters(), lr=2e-4, betas=(0.5, 0.999))
+        opt_d = torch.optim.Adam(self.discriminator.parameters(), lr=2e-4, betas=(0.5, 0.999))
+        return [opt_g, opt_d]
+
+
+class KeepsLastLoss(_Classifier):
+    """Keeps the latest step's loss and predicted probabilities (graphs included) for a
+    callback to look at: one step's graph stays alive, replaced every step, never growing."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.ReLU(), nn.Linear(32, 10))
+        self.last_loss: torch.Tensor | None = None
+        self.last_probs: torch.Tensor | None = None
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        logits = self.net(x)
+        loss = F.cross_entropy(logits, y)
+        self.last_loss, self.last_probs = loss, logits.softmax(dim=1)
+        return loss
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        x, y = batch
+        self.log("val_loss", F.cross_entropy(self.net(x), y))
+
+
+class SkipsABatch(TripleBatchModel):
+    """Returns None for one batch, Lightning's documented way to skip it."""
+
+    def training_step(self, batch: list[Any], batch_idx: int) -> torch.Tensor | None:
+        if batch_idx == 1:
+            return None
+        return super().training_step(batch, batch_idx)
+
+
+class DigitsOneNaturalDuplicate(DigitsTuples):
+    """A small generated validation split of 47 samples, one of which happens to equal a train
+    sample (natural duplicates occur in real data sets)."""
+
+    def setup(self, stage: str | None = None) -> None:
+        x, y = _digits()
+        self.train = TensorDataset(x[:1200], y[:1200])
+        val_x, val_y = x[1200:1247].clone(), y[1200:1247].clone()
+        val_x[5], val_y[5] = x[17], y[17]
+        self.val = TensorDataset(val_x, val_y)
+
+
+class _Pairs(Dataset):
+    """Unlabelled (noise, image) pairs for the GAN: the image is what is learnt."""
+
+    def __init__(self, x: torch.Tensor) -> None:
+        self.x = x
+
+    def __len__(self) -> int:
+        return len(self.x)
+
+    def __getitem__(self, i: int) -> tuple[torch.Tensor]:
+        return (self.x[i],)
+
+
+class DigitsImagesForGAN(DigitsTuples):
+    def setup(self, stage: str | None = None) -> None:
+        x, _ = _digits()
+        self.train = _Pairs(x[:1400])
+
+    val_dataloader = L.LightningDataModule.val_dataloader
+
+
+class TwoBackwardsOneGraph(_Classifier):
+    """Manual optimization: two losses over one shared trunk, backpropagated one after the
+    other (retain_graph=True for the first, so the second can reuse the graph)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.automatic_optimization = False
+        self.trunk = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.Tanh())
+        self.head = nn.Linear(32, 10)
+        self.parity = nn.Linear(32, 2)
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        opt = self.optimizers()
+        features = self.trunk(x)
+        main = F.cross_entropy(self.head(features), y)
+        aux = F.cross_entropy(self.parity(features), y % 2)
+        opt.zero_grad()
+        self.manual_backward(main, retain_graph=True)
+        self.manual_backward(0.5 * aux)
+        opt.step()
+        return main.detach()
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        x, y = batch
+        self.log("val_loss", F.cross_entropy(self.head(self.trunk(x)), y))
+
+
+class LocalWikiText2(L.LightningDataModule):
+    """Lightning's demo WikiText2 dataset read from a local file (`data_dir`/wikitext-2.txt,
+    written by the test: the demo downloads otherwise); the last 10% of blocks validate."""
+
+    def __init__(self, data_dir: str = "data", batch_size: int = 16) -> None:
+        super().__init__()
+        self.data_dir, self.batch_size = data_dir, batch_size
+
+    def setup(self, stage: str | None = None) -> None:
+        from pathlib import Path
+
+        from lightning.pytorch.demos.transformer import WikiText2
+
+        text = WikiText2(data_dir=Path(self.data_dir), download=False)
+        cut = int(0.9 * len(text))
+        self.train = torch.utils.data.Subset(text, range(cut))
+        self.val = torch.utils.data.Subset(text, range(cut, len(text)))
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self.train, batch_size=self.batch_size, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.val, batch_size=self.batch_size)
+
+
+def write_wikitext(directory: Any, words: int = 6000, seed: int = 0) -> int:
+    """A small English-like text in the demo's file layout; returns its vocabulary size (the
+    demo's tokenizer adds one `<eos>` per line)."""
+    from pathlib import Path
+
+    g = torch.Generator().manual_seed(seed)
+    vocab = [f"w{i}" for i in range(60)]
+    lines, line = [], []
+    for _ in range(words):
+        line.append(vocab[int(torch.randint(len(vocab), (1,), generator=g))])
+        if len(line) == 12:
+            lines.append(" ".join(line))
+            line = []
+    path = Path(directory) / "wikitext-2.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text("\n".join(lines) + "\n")
+    return len({w for text in lines for w in text.split()}) + 1

@@ -7,71 +7,12 @@ import hashlib
 import json
 from pathlib import Path
 
-import lightning as L
 import pytest
-import torch
-from omegaconf import OmegaConf, open_dict
-from torch.utils.data import DataLoader, TensorDataset
 
 from tests.helpers.config import compose_config
+from tests.helpers.scripted import scripted_cfg, step_of
 from tests.helpers.scripts import run_script
 from trainwell.training.run import train
-
-# val/acc of each epoch: the best is epoch 1, and the metric only gets worse afterwards.
-SCRIPTED_VAL_ACC = [0.5, 0.9, 0.7, 0.6]
-
-
-class ScriptedValAcc(L.LightningModule):
-    """A plain module whose validation accuracy follows SCRIPTED_VAL_ACC, epoch by epoch."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.layer = torch.nn.Linear(4, 2)
-
-    def training_step(self, batch, batch_idx):
-        x, y = batch
-        return torch.nn.functional.cross_entropy(self.layer(x), y)
-
-    def validation_step(self, batch, batch_idx):
-        epoch = min(self.current_epoch, len(SCRIPTED_VAL_ACC) - 1)
-        self.log("val/acc", SCRIPTED_VAL_ACC[epoch])
-
-    def configure_optimizers(self):
-        return torch.optim.SGD(self.parameters(), lr=0.1)
-
-
-class FourPoints(L.LightningDataModule):
-    def setup(self, stage: str | None = None) -> None:
-        g = torch.Generator().manual_seed(0)
-        self.data = TensorDataset(torch.randn(16, 4, generator=g), torch.randint(0, 2, (16,)))
-
-    def train_dataloader(self) -> DataLoader:
-        return DataLoader(self.data, batch_size=4)
-
-    def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.data, batch_size=8)
-
-
-QUIET = [
-    "print_config=false",
-    "test=false",
-    "callbacks.early_stopping=null",
-    "callbacks.rich_progress_bar=null",
-    "callbacks.rich_model_summary=null",
-    "trainer.num_sanity_val_steps=0",
-]
-
-
-def scripted_cfg(run_dir: Path, *overrides: str):
-    cfg = compose_config([*QUIET, "trainer.max_epochs=4", *overrides], run_dir)
-    with open_dict(cfg):
-        cfg.model = OmegaConf.create({"_target_": f"{__name__}.ScriptedValAcc"})
-        cfg.data = OmegaConf.create({"_target_": f"{__name__}.FourPoints"})
-    return cfg
-
-
-def step_of(path: Path) -> int:
-    return int(torch.load(path, map_location="cpu", weights_only=True)["global_step"])
 
 
 def test_last_ckpt_is_the_newest_epoch_and_best_the_best(tmp_path: Path) -> None:

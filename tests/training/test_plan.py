@@ -6,9 +6,13 @@ import json
 import math
 from pathlib import Path
 
+import lightning as L
 import pytest
+import torch
+from torch.utils.data import DataLoader, TensorDataset
 
 from tests.helpers.scripts import run_script
+from tests.helpers.trainers import quiet_trainer
 from trainwell.errors import TrainwellError
 from trainwell.training.lr_scaling import scale_lr
 from trainwell.training.plan import make_plan
@@ -90,3 +94,35 @@ def test_run_prints_and_stores_the_plan_and_warns_about_bn(tmp_path: Path) -> No
     assert plan["effective_batch"] == 32
     assert plan["total_optimizer_steps"] == 2
     assert plan["lr"] == pytest.approx(0.0125)
+
+
+def test_max_steps_beyond_what_the_epochs_allow_ends_with_the_epochs() -> None:
+    # 100 samples, batch 8: 13 micro-batches, K=3 -> 5 steps per epoch (the tail window of 1
+    # steps too); 2 epochs end training at step 10 long before max_steps=50.
+    plan = make_plan(100, 8, accumulate=3, max_epochs=2, max_steps=50)
+    assert plan.total_optimizer_steps == 10
+    assert plan.epochs == 2.0
+    assert plan.examples_seen == 200
+    # ... which is what a real Trainer runs with those limits
+    module = _Line()
+    trainer = quiet_trainer(max_epochs=2, max_steps=50, accumulate_grad_batches=3)
+    data = TensorDataset(torch.randn(100, 2), torch.randn(100, 1))
+    trainer.fit(module, DataLoader(data, batch_size=8))
+    assert trainer.global_step == plan.total_optimizer_steps
+
+
+def test_a_fractional_limit_rounds_down_like_lightning() -> None:
+    assert make_plan(1000, 10, max_epochs=1, limit_batches=0.333).iterations_per_epoch == 33
+
+
+class _Line(L.LightningModule):
+    def __init__(self) -> None:
+        super().__init__()
+        self.layer = torch.nn.Linear(2, 1)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return torch.nn.functional.mse_loss(self.layer(x), y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.01)

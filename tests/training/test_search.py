@@ -140,6 +140,33 @@ def _results(run_dir: Path) -> dict:
     return json.loads((run_dir / "results.json").read_text())
 
 
+def test_a_maximized_sweep_of_another_metric_picks_the_largest(tmp_path: Path) -> None:
+    # Two completed trials whose train/loss differ (two steps at lr 1e-4 barely move it; at 0.03
+    # they do), maximized: the best trial is the one with the larger train/loss, and the value
+    # Optuna holds for each trial is its own train/loss, not the config's val/loss.
+    sweep_dir = tmp_path / "sweep"
+    proc = _sweep(
+        sweep_dir,
+        *BRUTE_FORCE,
+        "hydra.sweeper.n_trials=2",
+        "model.optimizer.lr=choice(0.0001,0.03)",
+        "optimized_metric=train/loss",
+        "hydra.sweeper.direction=maximize",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials = _study(sweep_dir).trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.COMPLETE]
+    values = {t.number: t.value for t in trials}
+    for number, value in values.items():
+        assert value == _results(sweep_dir / str(number))["metrics"]["train/loss"]
+    assert values[0] != values[1]
+    best = max(values, key=values.__getitem__)
+    assert _study(sweep_dir).best_trial.number == best
+    summary = (sweep_dir / "optimization_results.yaml").read_text()
+    assert f"best_trial: {best}\n" in summary and "direction: maximize\n" in summary
+    assert f"best trial {best}: train/loss={values[best]} with " in proc.stdout
+
+
 @pytest.mark.slow
 def test_failed_trial_is_recorded_and_the_sweep_goes_on_to_print_the_best(tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"

@@ -11,6 +11,7 @@ from trainwell.callbacks.grad_norm import GradNormMonitor
 from trainwell.callbacks.learning_rate import LearningRateLogger
 from trainwell.callbacks.non_finite import NonFiniteGuard, NonFiniteLossError
 from trainwell.callbacks.preemption import PreemptionCallback
+from trainwell.callbacks.progress_bar import RichProgressBar
 from trainwell.callbacks.throughput import ThroughputLogger
 from trainwell.callbacks.train_mode import TrainModeGuard
 from trainwell.callbacks.training_state import TrainingStateCallback
@@ -22,6 +23,7 @@ __all__ = [
     "NonFiniteGuard",
     "NonFiniteLossError",
     "PreemptionCallback",
+    "RichProgressBar",
     "ThroughputLogger",
     "TrainModeGuard",
     "TrainingStateCallback",

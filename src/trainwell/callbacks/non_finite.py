@@ -62,6 +62,13 @@ class NonFiniteGuard(L.Callback):
         self.check_every_n_steps = check_every_n_steps
         self.eager_on_cpu = eager_on_cpu  # false: the device-flag path on the CPU too (tests)
         self._flags: torch.Tensor | None = None  # [first bad micro-batch code, first bad step]
+        self._params: list[torch.nn.Parameter] = []
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # Listed once per fit (after configure_model has sharded or compiled the net):
+        # `module.parameters()` walks every submodule, and hashing a torchmetrics Metric on the
+        # way costs more than the check itself, at every optimizer step.
+        self._params = list(pl_module.parameters())
 
     # -- recording ---------------------------------------------------------------------------
     def _immediate(self, trainer: L.Trainer, device: torch.device) -> bool:
@@ -100,7 +107,8 @@ class NonFiniteGuard(L.Callback):
     ) -> None:
         if not self.check_grads or getattr(trainer.precision_plugin, "scaler", None) is not None:
             return
-        grads = [_local(p.grad) for p in pl_module.parameters() if p.grad is not None]
+        params = self._params or list(pl_module.parameters())  # called outside a fit (tests)
+        grads = [_local(p.grad) for p in params if p.grad is not None]
         if not grads:
             return
         total = torch.nn.utils.get_total_norm(grads)

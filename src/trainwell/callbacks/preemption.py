@@ -163,7 +163,9 @@ class PreemptionCallback(L.Callback):
 
     def _stop(self, trainer: L.Trainer) -> None:
         path = self.dirpath / "preempt.ckpt"
-        trainer.save_checkpoint(path)
+        # Full state (optimizer, loops, callbacks): what resume=auto continues from. Left unset,
+        # Lightning logs "`weights_only` was not set, defaulting to `False`" on every save.
+        trainer.save_checkpoint(path, weights_only=False)
         flush_checkpoints(trainer)  # on disk before the exit, not in the writer's queue
         name = signal.Signals(self.received).name if self.received else "a signal on another rank"
         message = f"pre-empted by {name} at step {trainer.global_step}: checkpoint {path}"
@@ -206,6 +208,6 @@ class PreemptionCallback(L.Callback):
         if not between_steps:
             return  # mid-step: weights, loader position and RNG disagree; keep the last good one
         path = self.dirpath / "on_exception.ckpt"
-        trainer.save_checkpoint(path)
+        trainer.save_checkpoint(path, weights_only=False)  # full state, as preempt.ckpt
         flush_checkpoints(trainer)
         print(f"saved {path} (state before the failing step)", file=sys.stderr, flush=True)

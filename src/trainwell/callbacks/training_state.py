@@ -8,10 +8,16 @@ added here:
   after a resume draw different numbers than the uninterrupted run would have. Ranks' streams
   differ as soon as their batches do (an uneven last batch draws fewer dropout masks), so the
   state of rank 0 alone would give the other ranks the wrong stream.
-* Every torchmetrics metric's accumulated state: a run resumed mid-epoch would otherwise report an
-  epoch mean over the resumed half only, and a best-so-far metric (MaxMetric) would restart.
+* Every torchmetrics metric's accumulated state, of every rank: a run resumed mid-epoch would
+  otherwise report an epoch mean over the resumed half only, and a best-so-far metric
+  (MaxMetric) would restart.
+* The same for plain tensors logged with on_epoch=True: Lightning's running sums behind their
+  epoch values, of every rank (compat.epoch_sums).
 * The metrics the run has logged so far (`trainer.callback_metrics`): a run resumed after its last
   training step logs nothing new, and its results must still hold the fit metrics.
+* In a checkpoint written after an epoch's last batch, the plateau-scheduler steps that epoch's
+  end still owes (compat.plateau_steps_due): a resume takes them (with the restored monitored
+  values) before the next epoch, as the uninterrupted run did.
 """
 
 from __future__ import annotations
@@ -75,7 +81,8 @@ def _gather(state: dict[str, Any]) -> list[dict[str, Any]]:
     torch.save(state, buffer)
     gathered: list[Any] = [None] * world
     torch.distributed.all_gather_object(gathered, buffer.getvalue())
-    return [torch.load(io.BytesIO(b), weights_only=True) for b in gathered]
+    # On CPU: metric states may live on another rank's GPU (another node may have fewer).
+    return [torch.load(io.BytesIO(b), map_location="cpu", weights_only=True) for b in gathered]
 
 
 def _metrics(module: L.LightningModule) -> dict[str, Metric]:
@@ -93,6 +100,8 @@ class TrainingStateCallback(L.Callback):
 
     def __init__(self) -> None:
         self._pending_rng: dict[str, Any] | None = None
+        self._pending_sums: list[dict[str, Any]] | None = None
+        self._pending_plateau: list[dict[str, Any]] = []
         self.restored_callback_metrics: dict[str, float] = {}
         self._module: L.LightningModule | None = None
         self._trainer: L.Trainer | None = None
@@ -102,29 +111,42 @@ class TrainingStateCallback(L.Callback):
 
     def state_dict(self) -> dict[str, Any]:
         # Lightning builds the checkpoint on every rank and writes rank 0's: gather each rank's
-        # RNG into it (a collective, like the save itself).
-        mine = capture_rng()
-        state: dict[str, Any] = {"rng": mine, "rng_per_rank": _gather(mine)}
+        # RNG, metric states and running epoch sums into it (a collective, like the save
+        # itself): a metric synced at compute sums every rank's states, so each rank needs its own.
         trainer, module = self._trainer, self._module
-        if trainer is None or module is None:
-            return state
-        logged = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
-        ending: dict[str, Metric] = {}
-        if compat.epoch_end_pending(trainer):
-            # A resume from here skips this epoch's end (compat.epoch_end_pending): keep the
-            # values it would log, and leave out the states it would reset.
-            ending = compat.epoch_logged_metrics(trainer)
-            for key, metric in ending.items():
-                value = metric.compute()
-                if isinstance(value, torch.Tensor) and value.numel() == 1:
-                    logged[key] = float(value)
-        state["metrics"] = {
-            name: compat.metric_states(m)
-            for name, m in _metrics(module).items()
-            if all(m is not e for e in ending.values())
+        mine: dict[str, Any] = {"rng": capture_rng(), "metrics": {}, "epoch_sums": []}
+        logged: dict[str, float] = {}
+        plateau_due: list[dict[str, Any]] = []
+        if trainer is not None and module is not None:
+            logged = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
+            ending: dict[str, Metric] = {}
+            if compat.epoch_end_pending(trainer):
+                # A resume from here skips this epoch's end (compat.epoch_end_pending): keep the
+                # values it would log (plain tensors' are in callback_metrics by now), and leave
+                # out the states and sums it would reset.
+                ending = compat.epoch_logged_metrics(trainer)
+                plateau_due = compat.plateau_steps_due(trainer)
+                for key, metric in ending.items():
+                    value = metric.compute()
+                    if isinstance(value, torch.Tensor) and value.numel() == 1:
+                        logged[key] = float(value)
+            else:
+                mine["epoch_sums"] = compat.epoch_sums(trainer)
+            mine["metrics"] = {
+                name: compat.metric_states(m)
+                for name, m in _metrics(module).items()
+                if all(m is not e for e in ending.values())
+            }
+        per_rank = _gather(mine)
+        return {
+            "rng": mine["rng"],
+            "rng_per_rank": [r["rng"] for r in per_rank],
+            "metrics": mine["metrics"],
+            "metrics_per_rank": [r["metrics"] for r in per_rank],
+            "epoch_sums_per_rank": [r["epoch_sums"] for r in per_rank],
+            "callback_metrics": logged,
+            "plateau_due": plateau_due,
         }
-        state["callback_metrics"] = logged
-        return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._pending_rng = state_dict.get("rng")
@@ -132,8 +154,15 @@ class TrainingStateCallback(L.Callback):
         rank, world = _rank_and_world()
         if len(per_rank) == world:  # the same world as when saved: each rank its own stream
             self._pending_rng = per_rank[rank]
+        sums = state_dict.get("epoch_sums_per_rank") or []
+        # Another world size is refused before training (the effective batch changes).
+        self._pending_sums = sums[rank] if len(sums) == world else None
         self.restored_callback_metrics = dict(state_dict.get("callback_metrics", {}))
+        self._pending_plateau = list(state_dict.get("plateau_due", []))
         metrics = state_dict.get("metrics")
+        metrics_per_rank = state_dict.get("metrics_per_rank") or []
+        if len(metrics_per_rank) == world:
+            metrics = metrics_per_rank[rank]
         if metrics and self._module is not None:
             present = _metrics(self._module)
             for name, saved in metrics.items():
@@ -142,6 +171,17 @@ class TrainingStateCallback(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         compat.restore_train_loader_position(trainer)
+        if self._pending_sums:
+            # Here, not at load: Lightning resets the training results between load and now.
+            compat.restore_epoch_sums(trainer, self._pending_sums)
+        self._pending_sums = None
+        if self._pending_plateau:
+            # Before the next epoch starts: its on_train_epoch_start hooks (a learning-rate
+            # monitor) and first step see the cut rate, as in the uninterrupted run.
+            compat.step_plateau_schedulers(
+                trainer, self._pending_plateau, self.restored_callback_metrics
+            )
+        self._pending_plateau = []
 
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int

@@ -10,9 +10,12 @@ touch:
 * loops: the training loop (accumulation divisor, resumed loader order, SIGTERM broadcast);
 * checkpoints: last.ckpt, step checkpoints, FSDP2 checkpoint loading;
 * logged_results: what `self.log` and torchmetrics keep privately;
-* launchers: Hydra multirun + DDP, torchrun restarts, wandb runs in sweeps.
+* schedulers: plateau schedulers a resume would not step;
+* launchers: Hydra multirun + DDP, torchrun restarts, wandb runs in sweeps;
+* callback_hooks: the per-hook cost of callbacks that do not implement the hook.
 """
 
+from trainwell.compat.callback_hooks import skip_empty_callback_hooks
 from trainwell.compat.checkpoints import (
     LastCheckpoint,
     StepCheckpoint,
@@ -32,9 +35,11 @@ from trainwell.compat.logged_results import (
     LoggedValue,
     epoch_end_pending,
     epoch_logged_metrics,
+    epoch_sums,
     exact_logged_means,
     logged_values,
     metric_states,
+    restore_epoch_sums,
     restore_metric_states,
 )
 from trainwell.compat.loops import (
@@ -44,6 +49,7 @@ from trainwell.compat.loops import (
     set_sampler_epoch,
     skip_per_batch_sigterm_broadcast,
 )
+from trainwell.compat.schedulers import plateau_steps_due, step_plateau_schedulers
 
 __all__ = [
     "LAUNCHER_ENV",
@@ -55,6 +61,7 @@ __all__ = [
     "end_multirun_job",
     "epoch_end_pending",
     "epoch_logged_metrics",
+    "epoch_sums",
     "exact_logged_means",
     "finish_wandb_run",
     "launcher_env",
@@ -64,9 +71,13 @@ __all__ = [
     "metric_states",
     "mul_tensors_",
     "pin_multirun_job_for_ddp_children",
+    "plateau_steps_due",
     "refuse_torchrun_restart_on_shared_store",
+    "restore_epoch_sums",
     "restore_metric_states",
     "restore_train_loader_position",
     "set_sampler_epoch",
+    "skip_empty_callback_hooks",
     "skip_per_batch_sigterm_broadcast",
+    "step_plateau_schedulers",
 ]

@@ -146,3 +146,100 @@ def exact_logged_means() -> None:
 
     compute._trainwell_exact = True  # type: ignore[attr-defined]
     _ResultMetric.compute = compute  # type: ignore[method-assign]
+
+
+# ---------------------------------------------------------------------------------------------
+# `self.log(<plain tensor>, on_epoch=True)`: Lightning accumulates the epoch value (for a mean,
+# the running sum of value x batch size and the batch sizes' sum; else the running max, min or
+# sum) in the training loop's private result collection (`_TrainingEpochLoop._results`, each
+# entry a `_ResultMetric` with states `value` and `cumulated_batch_size`), and Lightning 2.6.x
+# (2.6.0-2.6.6) leaves that collection out of its checkpoints: `_Loop.state_dict` holds progress
+# counters and `on_save_checkpoint` only. A run resumed mid-epoch then reports the mean of the
+# epoch's resumed part alone. The template saves each entry's running states with the metadata
+# that rebuilds it, and puts it back before the first resumed batch; the module's next
+# `self.log` of the key finds it and adds to it, as in the uninterrupted run.
+# ---------------------------------------------------------------------------------------------
+
+# `self.log` compares a logged key's metadata with the stored entry's and refuses a mismatch:
+# a reduction is rebuilt as the very function Lightning stored (torch's or the builtin).
+_REDUCTIONS: dict[str, Any] = {
+    "mean": torch.mean,
+    "max": torch.max,
+    "min": torch.min,
+    "sum": torch.sum,
+    "builtins.max": max,
+    "builtins.min": min,
+    "builtins.sum": sum,
+}
+# Every `_Metadata` field but `reduce_fx` and `_sync` (plain values).
+_META_FIELDS = (
+    "fx",
+    "name",
+    "prog_bar",
+    "logger",
+    "on_step",
+    "on_epoch",
+    "enable_graph",
+    "add_dataloader_idx",
+    "dataloader_idx",
+    "metric_attribute",
+)
+
+
+def _reduction_name(reduce_fx: Any) -> str | None:
+    return next((name for name, fn in _REDUCTIONS.items() if fn is reduce_fx), None)
+
+
+def epoch_sums(trainer: L.Trainer) -> list[dict[str, Any]]:
+    """This rank's running epoch values of the plain tensors logged in training with
+    on_epoch=True, each with the metadata that rebuilds its entry (plain data, CPU tensors)."""
+    saved = []
+    for key, result in trainer.fit_loop.epoch_loop._results.items():
+        meta = result.meta
+        reduction = _reduction_name(meta.reduce_fx)
+        # A process group cannot go into a checkpoint: such an entry restarts with the resume.
+        if not result.is_tensor or not meta.on_epoch or result.has_reset or reduction is None:
+            continue
+        if meta.sync.group is not None:
+            continue
+        state = metric_states(result)
+        state["states"] = {k: v.detach().cpu() for k, v in state["states"].items()}
+        saved.append(
+            {
+                "key": key,
+                "meta": {name: getattr(meta, name) for name in _META_FIELDS},
+                "reduce_fx": reduction,
+                "sync_dist": bool(meta.sync.should),
+                "rank_zero_only": bool(meta.sync.rank_zero_only),
+                **state,
+            }
+        )
+    return saved
+
+
+def restore_epoch_sums(trainer: L.Trainer, saved: list[dict[str, Any]]) -> None:
+    """Put `epoch_sums` back into the training loop's result collection (before the first
+    resumed batch, after Lightning's own resets at fit start)."""
+    from lightning.pytorch.trainer.connectors.logger_connector.result import (
+        _Metadata,
+        _ResultMetric,
+        _Sync,
+    )
+
+    results = trainer.fit_loop.epoch_loop._results
+    for entry in saved:
+        meta = _Metadata(**entry["meta"], reduce_fx=_REDUCTIONS[entry["reduce_fx"]])
+        # as LightningModule.log builds it: the strategy's reduce, the default group
+        meta.sync = _Sync(
+            fn=trainer.strategy.reduce,
+            _should=entry["sync_dist"],
+            rank_zero_only=entry["rank_zero_only"],
+        )
+        result = _ResultMetric(meta, is_tensor=True)
+        restore_metric_states(result, entry)
+        results[entry["key"]] = result
+    if saved:
+        # The first batch of a loop run resets the tensors logged from each hook (Lightning's
+        # `should_reset_tensors`, meant for the epoch's first batch); mid-epoch, the
+        # uninterrupted run is past that batch.
+        trainer._logger_connector._first_loop_iter = False

@@ -16,6 +16,7 @@ from torchvision.datasets import CIFAR10
 
 from trainwell.data.base import ClassificationDataModule
 from trainwell.data.on_device import DeviceImages, keep_batch, placement
+from trainwell.data.per_sample import PerSampleRandom
 from trainwell.errors import TrainwellError
 
 # Per-channel statistics of the 50,000 CIFAR-10 training images (train split only).
@@ -34,7 +35,8 @@ class CIFAR10DataModule(ClassificationDataModule):
     batches come out augmented, normalised and (`channels_last`) NHWC; the loaders then run without
     workers (there is no per-image host work to spread). Augmentations differ per sample and epoch,
     are a function of (data.seed, epoch, sample), and evaluation images equal the CPU path's bit for
-    bit.
+    bit. On the default path the crop and flip are a function of (data.seed, epoch, sample) too
+    (data/per_sample.py): the same weights with any `num_workers`.
     """
 
     num_classes = 10
@@ -93,8 +95,11 @@ class CIFAR10DataModule(ClassificationDataModule):
             return
         normalize = transforms.Normalize(CIFAR10_MEAN, CIFAR10_STD)
         eval_tf = transforms.Compose([transforms.ToTensor(), normalize])
-        train_tf = eval_tf
+        train_plain = self._dataset(train=True, transform=eval_tf)
+        val_idx, train_idx = self._split(len(train_plain))
         if self.augment:
+            # Crop and flip drawn per sample from (data.seed, epoch, index), not from a worker's
+            # RNG stream: results do not depend on num_workers, and a resume can skip batches.
             train_tf = transforms.Compose(
                 [
                     transforms.RandomCrop(32, padding=4),
@@ -103,10 +108,10 @@ class CIFAR10DataModule(ClassificationDataModule):
                     normalize,
                 ]
             )
-        train_aug = self._dataset(train=True, transform=train_tf)
-        train_plain = self._dataset(train=True, transform=eval_tf)
-        val_idx, train_idx = self._split(len(train_aug))
-        self.train_set = Subset(train_aug, train_idx)
+            raw = Subset(self._dataset(train=True, transform=None), train_idx)
+            self.train_set = PerSampleRandom(raw, train_tf, seed=self.seed)
+        else:
+            self.train_set = Subset(train_plain, train_idx)
         self.val_set = Subset(train_plain, val_idx)
         self.test_set = self._dataset(train=False, transform=eval_tf)
 

@@ -59,6 +59,7 @@ class ShardedBatchSampler(Sampler[list[int]]):
         self.world_size, self.rank, self.pad = world_size, rank, pad
         self.sampler = _EpochRelay(batches)
         self._padding: set[int] = set()
+        self._start = 0
 
     @property
     def epoch(self) -> int:
@@ -88,10 +89,21 @@ class ShardedBatchSampler(Sampler[list[int]]):
                 padding.add(m)
         return picks, padding
 
+    def start_at(self, batch: int) -> None:
+        """Begin iterations at this rank's batch `batch` until set again (the resumable loader
+        sets it before every iter(): the saved position on a mid-epoch resume, else 0). The
+        batches before it are never handed to the loader, so their samples are never loaded."""
+        self._start = int(batch)
+
     def __iter__(self) -> Iterator[list[int]]:
+        # The start is read now (the loader sets it right before iter()); the order only when
+        # the first batch is drawn: Lightning may set the epoch between the two.
+        return self._batches(self._start)
+
+    def _batches(self, start: int) -> Iterator[list[int]]:
         every = [list(b) for b in self.batches]
         picks, self._padding = self._mine(len(every))
-        for i in picks:
+        for i in picks[start:]:
             yield every[i]
 
     def __len__(self) -> int:

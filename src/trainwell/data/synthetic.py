@@ -6,7 +6,8 @@ network has to learn something real but a ResNet gets well above chance within a
 
 `on_device=true` stores the images as uint8 on the training device and serves them through the
 same batch pipeline as CIFAR-10's (data/on_device.py; `augment=true` adds its crop + flip), so a
-throughput run on synthetic data does the per-batch work a CIFAR-10 run does.
+throughput run on synthetic data does the per-batch work a CIFAR-10 run does. Off the device,
+`augment=true` applies the same crop + flip per sample on the host (data/per_sample.py).
 """
 
 from __future__ import annotations
@@ -14,10 +15,11 @@ from __future__ import annotations
 import torch
 import torch.nn.functional as F
 from torch.utils.data import TensorDataset
+from torchvision import transforms
 
 from trainwell.data.base import ClassificationDataModule
 from trainwell.data.on_device import DeviceImages, keep_batch, placement
-from trainwell.errors import TrainwellError
+from trainwell.data.per_sample import PerSampleRandom
 
 # uint8 storage of the float images: pixel = round(x * QUANT_SCALE + QUANT_ZERO), clamped. The
 # samples have unit-scale noise, so 1/32 steps lose nothing a network could learn, and +-4 covers
@@ -52,8 +54,8 @@ class SyntheticDataModule(ClassificationDataModule):
     """`num_samples` training images plus `num_val` / `num_test` held-out ones (3x32x32, 10 classes).
 
     `on_device=true`: uint8 splits on the Trainer's device (`self.device` overrides it), batches
-    normalised there, NHWC memory with `channels_last`; `augment=true` (on-device only) crops and
-    flips the training images as CIFAR-10's pipeline does.
+    normalised there, NHWC memory with `channels_last`. `augment=true` crops and flips the
+    training images as CIFAR-10's pipeline does, on either path.
     """
 
     def __init__(
@@ -69,11 +71,6 @@ class SyntheticDataModule(ClassificationDataModule):
         **loader_kwargs,
     ) -> None:
         super().__init__(**loader_kwargs)
-        if augment and not on_device:
-            raise TrainwellError(
-                "data.augment=true for data=synthetic runs in the on-device pipeline; "
-                "set data.on_device=true as well (or data.augment=false)"
-            )
         self.num_samples = num_samples
         self.num_val = num_val
         self.num_test = num_test
@@ -115,6 +112,13 @@ class SyntheticDataModule(ClassificationDataModule):
                 self.train_set, self.val_set, self.test_set = (
                     TensorDataset(images[part], labels[part]) for part in parts
                 )
+                if self.augment:
+                    # CIFAR-10's crop + flip on the float images, per sample from (seed, epoch,
+                    # index): the same weights with any num_workers (data/per_sample.py).
+                    crop_flip = transforms.Compose(
+                        [transforms.RandomCrop(32, padding=4), transforms.RandomHorizontalFlip()]
+                    )
+                    self.train_set = PerSampleRandom(self.train_set, crop_flip, seed=self.seed)
         if self.on_device:
             # Also when the splits were built before a Trainer was attached (on the CPU).
             for dataset in (self.train_set, self.val_set, self.test_set):

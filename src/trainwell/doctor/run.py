@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import inspect
 import shutil
 import time
 from pathlib import Path
@@ -10,7 +11,6 @@ from typing import Any
 import lightning as L
 import torch
 from hydra.core.hydra_config import HydraConfig
-from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from trainwell.doctor.checks import CHECKS
@@ -22,6 +22,7 @@ from trainwell.doctor.report import plots
 from trainwell.doctor.report.markdown import render
 from trainwell.doctor.report.verdict import Check, exit_code, report_dict, write_json
 from trainwell.errors import TrainwellError
+from trainwell.training.plan_callback import PlannedFactory
 from trainwell.training.precision import resolve_precision
 
 
@@ -120,17 +121,38 @@ def _summary(ctx: DoctorContext, checks: list[Check]) -> dict[str, Any]:
     }
 
 
+def _module_supplies(factory: PlannedFactory) -> list[str]:
+    """Required scheduler arguments neither the config nor the plan gives (OneCycleLR's
+    max_lr, say): the task passes them, so the doctor cannot draw the curve on its own."""
+    try:
+        parameters = inspect.signature(factory.factory).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature: try to build it
+        return []
+    given = {"optimizer", factory.keyword} if factory.accepts else {"optimizer"}
+    return [
+        p.name
+        for p in parameters
+        if p.default is inspect.Parameter.empty
+        and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+        and p.name not in given
+    ]
+
+
 def _lr_curve(ctx: DoctorContext) -> list[float] | None:
-    """The configured schedule over the planned steps (None: the task builds its own)."""
-    cfg = ctx.cfg
-    node = cfg.model.get("optimizer")
+    """The configured schedule over the planned steps, built the way train.py builds it (None:
+    the task builds its own, or the schedule follows a metric and has no curve before training)."""
+    factories = ctx.factories()
     total = ctx.plan.total_optimizer_steps
-    if not (OmegaConf.is_dict(node) and node.get("_partial_")) or total is None:
+    if "optimizer" not in factories or total is None:
         return None
-    opt = instantiate(node)(params=[torch.nn.Parameter(torch.zeros(1))])
-    if not OmegaConf.is_dict(cfg.model.get("scheduler")):
+    opt = factories["optimizer"](params=[torch.nn.Parameter(torch.zeros(1))])
+    if "scheduler" not in factories:
         return [opt.param_groups[0]["lr"]] * max(total, 1)
-    sched = instantiate(cfg.model.scheduler)(optimizer=opt, total_steps=total)
+    if _module_supplies(factories["scheduler"]):
+        return None
+    sched = factories["scheduler"](optimizer=opt)
+    if isinstance(sched, torch.optim.lr_scheduler.ReduceLROnPlateau):
+        return None
     lrs = []
     for _ in range(min(total, 50_000)):
         lrs.append(opt.param_groups[0]["lr"])

@@ -10,7 +10,7 @@ from torch import nn
 from torchmetrics import MaxMetric, MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
-from trainwell.tasks.metrics import WeightedMean
+from trainwell.tasks.metrics import EpochMetricHooks, EpochMetricLog, WeightedMean
 from trainwell.tasks.optimization import (
     OptimizerFactory,
     SchedulerFactory,
@@ -18,7 +18,7 @@ from trainwell.tasks.optimization import (
 )
 
 
-class ClassificationTask(L.LightningModule):
+class ClassificationTask(EpochMetricHooks, L.LightningModule):
     """Trains an injected `net` that returns raw logits.
 
     The optimizer and scheduler arrive as Hydra `_partial_`s; the scheduler factory is called with
@@ -56,6 +56,13 @@ class ClassificationTask(L.LightningModule):
         self.train_loss = WeightedMean()
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self.val_acc_best = MaxMetric()
+        self._epoch_log = EpochMetricLog()
+
+    def _log_epoch(self, stage: str, prog_bar: bool = True) -> None:
+        if self._epoch_log.take(stage):
+            for kind in ("loss", "acc"):
+                metric = getattr(self, f"{stage}_{kind}")
+                self.log(f"{stage}/{kind}", metric, on_step=False, on_epoch=True, prog_bar=prog_bar)
 
     def configure_model(self) -> None:
         strategy = self._trainer.strategy if self._trainer is not None else None
@@ -86,16 +93,14 @@ class ClassificationTask(L.LightningModule):
         # (measured ~0.65 ms/step of pure overhead on the digits default).
         self.train_loss.update(loss.detach(), y.numel())
         self.train_acc.update(preds, y)
-        self.log("train/loss", self.train_loss, on_step=False, on_epoch=True, prog_bar=True)
-        self.log("train/acc", self.train_acc, on_step=False, on_epoch=True, prog_bar=True)
+        self._log_epoch("train")
         return loss
 
     def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
         loss, preds, y = self._shared_step(batch)
         self.val_loss.update(loss, weight=y.numel())
         self.val_acc.update(preds, y)
-        self.log("val/loss", self.val_loss, on_step=False, on_epoch=True, prog_bar=True)
-        self.log("val/acc", self.val_acc, on_step=False, on_epoch=True, prog_bar=True)
+        self._log_epoch("val")
 
     def on_validation_epoch_end(self) -> None:
         if self.trainer.sanity_checking:
@@ -107,8 +112,7 @@ class ClassificationTask(L.LightningModule):
         loss, preds, y = self._shared_step(batch)
         self.test_loss.update(loss, weight=y.numel())
         self.test_acc.update(preds, y)
-        self.log("test/loss", self.test_loss, on_step=False, on_epoch=True)
-        self.log("test/acc", self.test_acc, on_step=False, on_epoch=True)
+        self._log_epoch("test", prog_bar=False)
 
     def configure_optimizers(self) -> Any:
         return optimizer_and_schedule(self.trainer, self.optimizer_factory, self.scheduler_factory)

@@ -19,6 +19,7 @@ from torch import nn
 from torchmetrics import MeanMetric
 
 from trainwell.data.sequences import IGNORE_INDEX
+from trainwell.tasks.metrics import EpochMetricHooks, EpochMetricLog
 from trainwell.tasks.optimization import (
     OptimizerFactory,
     SchedulerFactory,
@@ -35,7 +36,7 @@ class Perplexity(MeanMetric):
         return super().compute().exp()
 
 
-class LanguageModelTask(L.LightningModule):
+class LanguageModelTask(EpochMetricHooks, L.LightningModule):
     """Trains an injected `net` mapping tokens [B, T] to logits [B, T, V] on batches
     `{"tokens", "targets", ...}` whose padding targets are IGNORE_INDEX.
 
@@ -60,6 +61,7 @@ class LanguageModelTask(L.LightningModule):
         for stage in ("train", "val", "test"):
             setattr(self, f"{stage}_loss", MeanMetric())
             setattr(self, f"{stage}_ppl", Perplexity())
+        self._epoch_log = EpochMetricLog()
 
     def configure_model(self) -> None:
         strategy = self._trainer.strategy if self._trainer is not None else None
@@ -89,10 +91,12 @@ class LanguageModelTask(L.LightningModule):
     def _track(self, stage: str, loss: torch.Tensor, tokens: torch.Tensor) -> None:
         # Weighted by tokens: the epoch value is sum(loss x tokens) / sum(tokens), over all
         # micro-batches and (synced by torchmetrics) all ranks.
+        log = self._epoch_log.take(stage)
         for kind in ("loss", "ppl"):
             metric = getattr(self, f"{stage}_{kind}")
             metric.update(loss.detach(), weight=tokens)
-            self.log(f"{stage}/{kind}", metric, on_step=False, on_epoch=True, prog_bar=True)
+            if log:
+                self.log(f"{stage}/{kind}", metric, on_step=False, on_epoch=True, prog_bar=True)
 
     def training_step(self, batch: Batch, batch_idx: int) -> torch.Tensor:
         loss, tokens = self._loss(batch)

@@ -52,9 +52,11 @@ def build_trainer(cfg: DictConfig, **overrides: Any) -> L.Trainer:
       training thread during the training loop (flushed when it ends or fails), and loads with
       weights_only=True whatever a caller asks for;
     * `trainer.precision` resolved (auto, and no silent fp16 -> bf16 on CPU);
-    * logged means synced across ranks without Lightning's integer flooring (compat).
+    * logged means synced across ranks without Lightning's integer flooring (compat);
+    * a callback costs nothing in a hook it does not implement (compat).
     """
     compat.exact_logged_means()
+    compat.skip_empty_callback_hooks()
     precision = resolve_precision(
         cfg.trainer.get("precision"), cfg.trainer.get("accelerator", "cpu")
     )

@@ -4,7 +4,8 @@ training thread, read safely.
 Lightning writes through fsspec's transaction into a temp file under /tmp and then *moves* it;
 across filesystems that is a copy, so a kill mid-copy leaves a truncated `last.ckpt`.
 `AtomicCheckpointIO` writes a temp file next to the target, fsyncs it and renames. Every read
-uses weights_only=True: no pickled code from a checkpoint ever runs.
+uses weights_only=True: no pickled code from a checkpoint ever runs; every write keeps the
+hparams plain data (training/hparams.py), so trainwell never refuses a checkpoint it wrote.
 
 Writing a ResNet-18 checkpoint (~90 MB) with fsync takes ~250 ms, twice per epoch (best + last):
 on a GPU that trains an epoch in ~1.5 s, a fifth of the time. So a save only *snapshots* the
@@ -17,28 +18,41 @@ from __future__ import annotations
 import errno
 import os
 import pickle
+import re
 import threading
 import zipfile
 from collections import OrderedDict, deque
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import IO, Any
 
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
+from lightning.pytorch.utilities import rank_zero_only
 from lightning_utilities.core.apply_func import apply_to_collection
 
 from trainwell.errors import TrainwellError
+from trainwell.training.hparams import plain_checkpoint
 
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
 
 class CheckpointError(TrainwellError):
-    """A checkpoint could not be written or read; existing checkpoints are untouched."""
+    """A checkpoint could not be written or read; existing checkpoints are untouched.
+
+    `reason`: the cause alone, without the advice (a caller with other advice, such as
+    resume=auto choosing among files, words its own).
+    """
+
+    def __init__(self, message: str, reason: str | None = None) -> None:
+        super().__init__(message)
+        self.reason = reason or message
 
 
-def load_checkpoint_file(path: str | Path, map_location: Any = "cpu") -> dict[str, Any]:
+def load_checkpoint_file(
+    path: str | Path, map_location: Any = "cpu", mmap: bool = False
+) -> dict[str, Any]:
     """torch.load with weights_only=True, turning every way a file can be bad into one line.
 
     weights_only=True refuses pickles that would import and call arbitrary code on load; a
@@ -48,14 +62,10 @@ def load_checkpoint_file(path: str | Path, map_location: Any = "cpu") -> dict[st
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}; pass ckpt_path=<an existing .ckpt>")
     try:
-        checkpoint = torch.load(path, map_location=map_location, weights_only=True)
+        checkpoint = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as err:
         if "weights only" in str(err).lower() or "weights_only" in str(err):
-            raise CheckpointError(
-                f"refusing to load {path}: it contains pickled code (classes or functions) that "
-                "weights_only=True will not execute; use a checkpoint written by trainwell, or "
-                "re-save the weights as a plain state_dict"
-            ) from err
+            raise _pickled(path, err) from err
         raise _corrupt(path, err) from err
     except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as err:
         raise _corrupt(path, err) from err
@@ -67,12 +77,39 @@ def load_checkpoint_file(path: str | Path, map_location: Any = "cpu") -> dict[st
     return checkpoint
 
 
-def _corrupt(path: Path, err: BaseException) -> CheckpointError:
-    reason = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    return CheckpointError(
-        f"checkpoint {path} is corrupt or truncated ({reason}); pass an earlier checkpoint "
-        "with ckpt_path=<file> or resume=auto (which skips unreadable files)"
+_GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
+RESAVE = "python -m trainwell.training.hparams {path} <new.ckpt>"
+
+
+class PickledCheckpointError(CheckpointError):
+    """A checkpoint holding pickled objects, refused by the weights-only load."""
+
+
+def _pickled(path: Path, err: BaseException) -> CheckpointError:
+    """A checkpoint holding a pickled object (trainwell writes none: its hparams are plain data)."""
+    found = _GLOBAL.search(str(err))
+    what = found.group(1) if found else "classes or functions"
+    reason = f"it holds pickled code ({what}) that a weights_only=True load never runs"
+    return PickledCheckpointError(
+        f"refusing to load {path}: {reason}; if you trust the file, re-save it with plain "
+        f"hparams: {RESAVE.format(path=path)} (or torch.save({{'state_dict': ...}}))",
+        reason=reason,
     )
+
+
+def _corrupt(path: Path, err: BaseException) -> CheckpointError:
+    cause = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+    reason = f"corrupt or truncated: {cause}"
+    return CheckpointError(
+        f"checkpoint {path} is {reason}; pass an earlier checkpoint with ckpt_path=<file> or "
+        "resume=auto (which skips unreadable files)",
+        reason=reason,
+    )
+
+
+@rank_zero_only
+def _say(text: str) -> None:
+    print(text, flush=True)
 
 
 def _copy(tensor: torch.Tensor) -> torch.Tensor:
@@ -125,6 +162,10 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         super().__init__()
         self.background = background
         self.max_pending = max(1, int(max_pending))
+        # The run's resolved config ({"model": ..., "data": ...}): an object among the hparams is
+        # recorded as its config node; without it (the doctor, a bare Trainer) as a description.
+        self.hparams_config: Mapping[str, Any] | None = None
+        self._said_hparams = False
         self._executor: ThreadPoolExecutor | None = None
         self._pending: deque[Future[None]] = deque()
         self._error: BaseException | None = None
@@ -135,6 +176,15 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None
     ) -> None:
         self._raise_failure()
+        # Every checkpoint passes here (ModelCheckpoint, last/step, pre-emption, the doctor's
+        # round trip), so none can hold pickled hparams that a weights-only load refuses.
+        checkpoint, converted = plain_checkpoint(checkpoint, self.hparams_config)
+        if converted and not self._said_hparams:
+            self._said_hparams = True
+            _say(
+                "checkpoints keep these hparams as plain data (a run rebuilds its module from the "
+                f"config, never from them): {', '.join(converted)}"
+            )
         if not self.background:
             self._write_atomic(checkpoint, Path(path))
             return

@@ -7,12 +7,24 @@ from typing import Any
 
 import lightning as L
 from hydra.utils import instantiate
+from lightning.pytorch.utilities.model_helpers import is_overridden
 from omegaconf import DictConfig
 
 from trainwell.data.sharding import install_loader_policy
 from trainwell.errors import TrainwellError
 from trainwell.training.builders import build_trainer
 from trainwell.training.results import write_results
+
+
+def cannot_test(module: L.LightningModule, datamodule: Any) -> str | None:
+    """Why `Trainer.test` cannot run on these (None: it can). Lightning would raise after fit."""
+    if not is_overridden("test_step", module):
+        return f"{type(module).__name__} defines no test_step"
+    if isinstance(datamodule, L.LightningDataModule) and not is_overridden(
+        "test_dataloader", datamodule
+    ):
+        return f"{type(datamodule).__name__} defines no test_dataloader"
+    return None
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
@@ -32,6 +44,12 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     # Every test sample counts once on any number of ranks (no DistributedSampler padding).
     install_loader_policy(datamodule, seed=int(cfg.seed))
     task = instantiate(cfg.model)
+    untestable = cannot_test(task, datamodule)
+    if untestable:
+        raise TrainwellError(
+            f"eval.py cannot test {ckpt}: {untestable} (eval.py runs the module's test_step "
+            "over the datamodule's test_dataloader); add them to evaluate this checkpoint"
+        )
     trainer = build_trainer(cfg, logger=False, callbacks=[], enable_checkpointing=False)
     # Trainer.test puts the task in eval() and runs under torch.inference_mode; weights_only=True
     # refuses checkpoints that would execute pickled code on load.

@@ -15,7 +15,12 @@ import torch
 from torch import nn
 
 from trainwell.errors import TrainwellError
-from trainwell.training.checkpoint_io import CheckpointError
+from trainwell.training.checkpoint_io import (
+    RESAVE,
+    CheckpointError,
+    PickledCheckpointError,
+    load_checkpoint_file,
+)
 
 RESUME_MODES = (None, "auto", "never")
 _MAX_LISTED_KEYS = 6
@@ -29,25 +34,50 @@ def _progress(checkpoint: dict[str, Any]) -> tuple[int, int, int]:
     return int(checkpoint.get("global_step", 0)), int(epochs), int(batches)
 
 
+def _scan(directory: Path) -> tuple[list[tuple[tuple[int, ...], Path]], list[tuple[Path, Any]]]:
+    """(loadable checkpoints ranked by progress, refused ones with their error); the refused
+    are said on stderr as they are skipped."""
+    ranked: list[tuple[tuple[int, ...], Path]] = []
+    refused: list[tuple[Path, CheckpointError]] = []
+    if not directory.is_dir():
+        return ranked, refused
+    for path in sorted(directory.glob("*.ckpt")):
+        if path.name.startswith("."):
+            continue  # an atomic save's temp file: a save that never finished
+        try:
+            checkpoint = load_checkpoint_file(path, mmap=True)
+        except CheckpointError as err:
+            print(f"resume=auto: skipping {path.name} ({err.reason})", file=sys.stderr)
+            refused.append((path, err))
+            continue
+        ranked.append(((*_progress(checkpoint), path.stat().st_mtime_ns), path))
+    return ranked, refused
+
+
 def find_newest_checkpoint(directory: Path) -> Path | None:
     """The checkpoint furthest into training that loads; unreadable files are skipped loudly.
 
     Ordered by training progress, not mtime: `best.ckpt` may be rewritten after a later step
     checkpoint, and a copied run dir has meaningless mtimes.
     """
-    if not directory.is_dir():
-        return None
-    ranked: list[tuple[tuple[int, int, int, int], Path]] = []
-    for path in directory.glob("*.ckpt"):
-        if path.name.startswith("."):
-            continue  # an atomic save's temp file: a save that never finished
-        try:
-            checkpoint = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        except Exception as err:  # any unreadable file is skipped, and said so
-            print(f"resume=auto: skipping unreadable {path.name} ({err!s:.80})", file=sys.stderr)
-            continue
-        ranked.append(((*_progress(checkpoint), path.stat().st_mtime_ns), path))
+    ranked, _ = _scan(directory)
     return max(ranked)[1] if ranked else None
+
+
+def _none_loads(directory: Path, refused: list[tuple[Path, Any]]) -> CheckpointError:
+    """Checkpoints exist and none loads: an error, never a fresh start (which would train next
+    to the run's checkpoints, and be refused for it)."""
+    path, err = refused[0]
+    pickled = [p for p, e in refused if isinstance(e, PickledCheckpointError)]
+    fix = (
+        f"if you trust them, re-save each with plain hparams ({RESAVE.format(path=pickled[0])})"
+        if pickled
+        else "remove them"
+    )
+    return CheckpointError(
+        f"resume=auto: none of the {len(refused)} checkpoint(s) in {directory} loads "
+        f"({path.name}: {err.reason}); {fix}, or start a new run with run_id=<new name>"
+    )
 
 
 def resolve_ckpt_path(cfg: Any, run_dir: Path) -> str | None:
@@ -65,10 +95,13 @@ def resolve_ckpt_path(cfg: Any, run_dir: Path) -> str | None:
         return str(explicit)
     if mode != "auto":
         return None
-    newest = find_newest_checkpoint(run_dir / "checkpoints")
-    if newest is None:
+    ranked, refused = _scan(run_dir / "checkpoints")
+    if not ranked and refused:
+        raise _none_loads(run_dir / "checkpoints", refused)
+    if not ranked:
         print(f"resume=auto: no checkpoint in {run_dir / 'checkpoints'}, starting fresh")
         return None
+    newest = max(ranked)[1]
     print(f"resume=auto: resuming from {newest}")
     return str(newest)
 

@@ -21,8 +21,9 @@ from trainwell.callbacks.training_state import TrainingStateCallback
 from trainwell.data.sharding import install_loader_policy
 from trainwell.errors import TrainwellError
 from trainwell.training.builders import build_callbacks, build_loggers, build_trainer
-from trainwell.training.checkpoint_io import load_checkpoint_file
+from trainwell.training.checkpoint_io import AtomicCheckpointIO, load_checkpoint_file
 from trainwell.training.config_tree import print_config_tree
+from trainwell.training.evaluate import cannot_test
 from trainwell.training.plan_callback import PlannedFactory, TrainingPlanCallback
 from trainwell.training.redact import redact
 from trainwell.training.results import write_results
@@ -131,6 +132,12 @@ def train(cfg: DictConfig, doctor_report: str | None = None) -> dict[str, Any]:
         PreemptionCallback(run_dir / "checkpoints"),
     ]
     trainer = build_trainer(cfg, callbacks=callbacks, logger=loggers or False)
+    if isinstance(trainer.strategy.checkpoint_io, AtomicCheckpointIO):
+        # Objects among the module's hparams go into checkpoints as their config nodes.
+        trainer.strategy.checkpoint_io.hparams_config = {
+            "model": redact(_resolved(cfg.model)),
+            "data": redact(_resolved(cfg.data)),
+        }
     for logger in loggers:
         logger.log_hyperparams(redact(_resolved(cfg)))
 
@@ -143,18 +150,27 @@ def train(cfg: DictConfig, doctor_report: str | None = None) -> dict[str, Any]:
     }
     best, last = _checkpoint_paths(trainer)
     test_metrics: dict[str, float] = {}
-    if cfg.get("test", True):
+    untestable = cannot_test(module, datamodule)
+    if not cfg.get("test", True):
+        tested_what = "skipped: test=false"
+    elif untestable:
+        # A GAN or a demo module trains without a test split: Lightning would stop after fit.
+        tested_what = f"skipped: {untestable}"
+        _announce(f"testing skipped: {untestable}")
+    else:
         # Test the best checkpoint, not the last weights; fast_dev_run writes none, so it tests
         # the weights in memory and results.json says so (best_ckpt is empty).
         tested = trainer.test(
             module, datamodule=datamodule, ckpt_path=best or None, weights_only=True
         )
         test_metrics = {k: float(v) for k, v in (tested[0] if tested else {}).items()}
+        tested_what = "best_ckpt" if best else "final weights (no best_ckpt)"
 
     results: dict[str, Any] = {
         "metrics": {**fit_metrics, **test_metrics},
         "best_ckpt": best,
         "last_ckpt": last,
+        "test": tested_what,
         "plan": plan.plan.as_dict() if plan.plan is not None else {},
         "finished_at": {"global_step": trainer.global_step, "epoch": trainer.current_epoch},
     }

@@ -24,6 +24,7 @@ from torch import nn
 from trainwell.callbacks.accumulation import count_items, counting_unit
 from trainwell.doctor.checks.gradient_compare import ID, RTOL, compare
 from trainwell.doctor.checks.manual_accumulation import manual_equivalence
+from trainwell.doctor.checks.metrics import configured_world_size
 from trainwell.doctor.harness.batches import ConcatError, concat, replay_loader, size_of
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.recorder import Recorder
@@ -43,6 +44,7 @@ class Grads:
     tensors: dict[str, torch.Tensor] | None
     error: str
     spy: Spy | None = None
+    skipped: list[int] | None = None  # micro-batches whose training_step returned None
 
 
 class _Counts:
@@ -74,9 +76,10 @@ def _step_grads(
     )
     torch.manual_seed(seed)  # a second seed shows hidden randomness in the step
     fit = ctx.fit(task, replay_loader(batches), [rec], max_steps=1, accumulate=k)
+    skipped = [i for i, v in enumerate(rec.losses) if v is None]
     if not rec.step_grad_tensors:
-        return Grads(None, fit.error_line or "no optimizer step ran", spy)
-    return Grads(rec.step_grad_tensors[0], "", spy)
+        return Grads(None, fit.error_line or "no optimizer step ran", spy, skipped)
+    return Grads(rec.step_grad_tensors[0], "", spy, skipped)
 
 
 # -- the windows ----------------------------------------------------------------------------------
@@ -147,44 +150,18 @@ def accumulation_equivalence(ctx: DoctorContext) -> Check:
     found, why = windows(ctx, k, configured)
     if not found:
         return Check(ID, "skip", f"no window to compare: {why}", evidence)
+    world = configured_world_size(ctx)
+    evidence["configured_world_size"] = world
     for window in found:
-        sizes = [size_of(b) for b in window.batches]
-        windowed = _step_grads(ctx, state, window.batches, k, watch=True)
-        whole = _step_grads(ctx, state, [window.whole], 1)
-        if windowed.tensors is None or whole.tensors is None:
-            return Check(
-                ID, "skip", f"a probe fit failed: {windowed.error or whole.error}", evidence
-            )
-        again = _step_grads(ctx, state, [window.whole], 1, seed=1)
-        if (
-            again.tensors is not None
-            and compare(again.tensors, whole.tensors)["relative_difference"] > RTOL
-        ):
-            return Check(
-                ID,
-                "skip",
-                "the same batch gives different gradients under two seeds even with dropout "
-                "modules at p=0 and BatchNorm in eval (functional dropout or randomness in "
-                "training_step?), so windows cannot be compared exactly",
-                evidence,
-            )
-        result = compare(windowed.tensors, whole.tensors)
-        evidence[window.label] = {"micro_batch_sizes": sizes, **result}
-        if result["relative_difference"] > RTOL:
-            return _mismatch(ctx, state, window, k, windowed, whole, result, evidence)
+        verdict = _compare_window(ctx, state, window, k, evidence)
+        if verdict is not None and verdict.status == "fail" and configured == 1 and world == 1:
+            return _latent(verdict, k)
+        if verdict is not None:
+            return verdict
     norms = [n for n, m in probe.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
-    evidence["batchnorm_layers"] = len(norms)
-    plan = ctx.plan
+    evidence["batchnorm_layers"] = norms
     if norms and configured > 1:
-        return Check(
-            ID,
-            "warn",
-            f"gradients match one batch of the same samples, but {len(norms)} BatchNorm layer(s) "
-            f"normalise over micro-batches of {plan.micro_batch}, not the effective batch of "
-            f"{plan.effective_batch}; expected with accumulation, use GroupNorm / LayerNorm "
-            "(model.net.norm=group for the ResNet) if that matters",
-            evidence,
-        )
+        return _batchnorm_warning(ctx, norms, evidence)
     where = "" if configured > 1 else f" (probed with K={k}; this run does not accumulate)"
     labels = " and ".join(w.label for w in found)
     return Check(
@@ -192,6 +169,80 @@ def accumulation_equivalence(ctx: DoctorContext) -> Check:
         "pass",
         f"{labels} give{'s' if len(found) == 1 else ''} the gradient of one batch of the same "
         f"items{where}",
+        evidence,
+    )
+
+
+def _compare_window(
+    ctx: DoctorContext,
+    state: dict[str, torch.Tensor],
+    window: Window,
+    k: int,
+    evidence: dict[str, Any],
+) -> Check | None:
+    """A verdict when `window` cannot be compared or differs from one batch; None: it matches."""
+    sizes = [size_of(b) for b in window.batches]
+    windowed = _step_grads(ctx, state, window.batches, k, watch=True)
+    if windowed.skipped:
+        return Check(
+            ID,
+            "skip",
+            f"training_step returned None (skipped) for micro-batch(es) {windowed.skipped} "
+            f"of {window.label}, so that window holds fewer items than one batch of them; "
+            "nothing to compare",
+            evidence,
+        )
+    whole = _step_grads(ctx, state, [window.whole], 1)
+    if windowed.tensors is None or whole.tensors is None:
+        return Check(ID, "skip", f"a probe fit failed: {windowed.error or whole.error}", evidence)
+    again = _step_grads(ctx, state, [window.whole], 1, seed=1)
+    if (
+        again.tensors is not None
+        and compare(again.tensors, whole.tensors)["relative_difference"] > RTOL
+    ):
+        return Check(
+            ID,
+            "skip",
+            "the same batch gives different gradients under two seeds even with dropout "
+            "modules at p=0 and BatchNorm in eval (functional dropout or randomness in "
+            "training_step?), so windows cannot be compared exactly",
+            evidence,
+        )
+    result = compare(windowed.tensors, whole.tensors)
+    evidence[window.label] = {"micro_batch_sizes": sizes, **result}
+    if result["relative_difference"] > RTOL:
+        return _mismatch(ctx, state, window, k, windowed, whole, result, evidence)
+    return None
+
+
+def _latent(verdict: Check, k: int) -> Check:
+    """A window that differs from one batch only matters when windows (or ranks) are combined:
+    with K=1 and one process every step is one micro-batch, so a summed or per-batch-scaled
+    loss changes only what the learning rate means, never which step is taken."""
+    return Check(
+        ID,
+        "warn",
+        f"this run does not accumulate (K=1, one process), so its steps are unaffected, but "
+        f"probed with K={k}: {verdict.message}; this would break gradients once "
+        "accumulate_grad_batches > 1 or DDP (which averages ranks' gradients) is turned on",
+        verdict.evidence,
+    )
+
+
+def _batchnorm_warning(ctx: DoctorContext, norms: list[str], evidence: dict[str, Any]) -> Check:
+    """Exact gradients, inexact statistics: BatchNorm normalises each micro-batch by its own
+    mean and variance, which one batch of K x B samples would not."""
+    plan = ctx.plan
+    evidence |= {"micro_batch": plan.micro_batch, "effective_batch": plan.effective_batch}
+    return Check(
+        ID,
+        "warn",
+        f"gradients match one batch of the same samples with BatchNorm frozen, but "
+        f"{len(norms)} BatchNorm layer(s) (first `{norms[0]}`) normalise each micro-batch of "
+        f"{plan.micro_batch} by its own statistics, not the effective batch of "
+        f"{plan.effective_batch}, so accumulation is not exact in training mode; use GroupNorm "
+        "or LayerNorm (model.net.norm=group for the template's nets), or a larger micro-batch "
+        "with less accumulation",
         evidence,
     )
 
@@ -250,11 +301,35 @@ def _mismatch(
         ID,
         "fail",
         f"{window.label} gives {result['norm_ratio']:.3g}x the gradient of the same samples in "
-        f"one batch (relative difference {result['relative_difference']:.2g}): the loss is "
-        "scaled by the number of micro-batches somewhere (Lightning and the template already "
-        "normalise each window); return the plain micro-batch mean from training_step, never "
-        "multiplied or divided by accumulate_grad_batches",
+        f"one batch (relative difference {result['relative_difference']:.2g}): "
+        + _scaling_cause(calls, result["norm_ratio"], len(window.batches), evidence),
         evidence,
+    )
+
+
+def _scaling_cause(calls: list[list[Any]], ratio: float, n: int, evidence: dict[str, Any]) -> str:
+    """The likely cause of a window whose gradient is a multiple of one batch's."""
+    reductions = sorted({c.reduction for batch in calls for c in batch})
+    evidence["loss_reductions_seen"] = reductions
+    # A sum over samples grows with the batch: one batch of n micro-batches sums n x more
+    # terms than each micro-batch, so the normalised window is 1/n of it.
+    if "sum" in reductions or (n > 1 and abs(ratio * n - 1) < 0.05):
+        how = "reduction='sum'" if "sum" in reductions else f"the window gives 1/{n} of it"
+        return (
+            f"the loss is summed over samples instead of averaged ({how}), so it grows with "
+            "the batch and accumulation (which averages micro-batches) cannot match one "
+            "batch; return a mean (reduction='mean', .mean()) from training_step"
+        )
+    if n > 1 and abs(ratio - n) < 0.05 * n:
+        return (
+            f"the loss is multiplied by the number of micro-batches ({n}) somewhere (Lightning "
+            "and the template already normalise each window); return the plain micro-batch "
+            "mean from training_step, never multiplied by accumulate_grad_batches"
+        )
+    return (
+        "the loss is scaled per micro-batch somewhere (Lightning and the template already "
+        "normalise each window); return the plain micro-batch mean from training_step, never "
+        "multiplied or divided by accumulate_grad_batches"
     )
 
 

@@ -67,29 +67,33 @@ def grad_flow(ctx: DoctorContext) -> Check:
 
 def grad_zeroing(ctx: DoctorContext) -> Check:
     obs = observation(ctx)
-    stale = obs.recorder.stale_grad_norms
-    if len(stale) < 2:
+    watched = obs.recorder.stale_steps
+    if not watched:
         reason = crashed_message(obs) if obs.fit.error else "fewer than two optimizer steps ran"
         return Check("grad.zeroing", "skip", reason)
-    leaked = [(i, g) for i, g in enumerate(stale) if g > 0.0]
+    leaked = [(step, names, norm) for step, names, norm in watched if names]
     evidence = {
-        "windows_checked": len(stale),
-        "stale_grad_norm_at_window_start": [round(g, 6) for g in stale[:10]],
-        "windows_with_stale_grads": len(leaked),
+        "optimizer_steps_checked": len(watched),
+        "steps_with_stale_grads": len(leaked),
+        "stale_grad_norm_per_step": [round(norm, 6) for _, _, norm in watched[:10]],
     }
     if leaked:
-        step, norm = leaked[0]
+        step, names, norm = leaked[0]
+        evidence["first_stale_parameters"] = names[:5]
         return Check(
             "grad.zeroing",
             "fail",
-            f"gradients from the previous optimizer step are still there when step {step} starts "
-            f"(norm {norm:.3g}), so every update sums all past gradients; do not override "
-            "optimizer_zero_grad (or make it call optimizer.zero_grad())",
+            f"optimizer step {step} applies gradients that were never cleared since that "
+            f"optimizer's previous step ({len(names)} tensor(s), first `{names[0]}`, norm "
+            f"{norm:.3g}), so every update sums all past gradients; do not override "
+            "optimizer_zero_grad (or make it call optimizer.zero_grad()), and with manual "
+            "optimization call opt.zero_grad() once per step",
             evidence,
         )
     return Check(
         "grad.zeroing",
         "pass",
-        f"gradients are cleared before each of {len(stale)} optimizer steps",
+        f"each of {len(watched)} optimizer steps after the first applies only gradients "
+        "computed since that optimizer last stepped",
         evidence,
     )

@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import functools
 import os
+import random
 import statistics
+from typing import Any
 
+import numpy as np
 import torch
 from lightning.fabric.utilities.seed import pl_worker_init_function
 from torch.utils.data import DataLoader, Subset
@@ -87,22 +90,83 @@ def data_throughput(ctx: DoctorContext) -> Check:
     )
 
 
+def _draw(dataset: Any, index: int, seed: int) -> dict[str, torch.Tensor]:
+    """dataset[index] with torch's, Python's and numpy's global RNGs all seeded with `seed`."""
+    torch.default_generator.manual_seed(seed)
+    random.seed(seed)
+    np.random.seed(seed)
+    return dict(leaves(dataset[index]))
+
+
+def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
+    return a.keys() == b.keys() and all(
+        t.shape == b[p].shape and torch.equal(t, b[p]) for p, t in a.items()
+    )
+
+
+def global_rng_use(dataset: Any, index: int) -> str:
+    """'global' when dataset[index] changes with the global RNGs (torch.rand / random /
+    np.random in __getitem__), 'stateful' when it changes between two draws from equal global
+    states (an RNG the dataset keeps), '' when it is a function of the sample alone. The global
+    RNG states are restored afterwards."""
+    torch_state, py_state, np_state = (
+        torch.get_rng_state(),
+        random.getstate(),
+        np.random.get_state(),
+    )
+    try:
+        with quiet():
+            first, again, other = (_draw(dataset, index, s) for s in (1234, 1234, 98765))
+    finally:
+        torch.set_rng_state(torch_state)
+        random.setstate(py_state)
+        np.random.set_state(np_state)
+    if not _same(first, again):
+        return "stateful"
+    return "" if _same(first, other) else "global"
+
+
+def _rng_use_warning(dataset: Any, use: str, workers: int, evidence: dict[str, Any]) -> Check:
+    name = type(dataset).__name__
+    source = (
+        "the global RNG (torch.rand / random / np.random)"
+        if use == "global"
+        else "an RNG whose state moves with every draw"
+    )
+    return Check(
+        "data.worker_seeding",
+        "warn",
+        f"{name}.__getitem__ draws its randomness from {source}: a sample's augmentation then "
+        f"depends on num_workers (now {workers}) and on which worker loads it, and a mid-epoch "
+        "resume (which skips consumed batches without loading them) is not exact; draw it from a "
+        "torch.Generator seeded by (seed, epoch, index), e.g. wrap the dataset and its transform "
+        "in trainwell.data.per_sample.PerSampleRandom",
+        evidence,
+    )
+
+
 def data_worker_seeding(ctx: DoctorContext) -> Check:
-    """Draw one sample index repeatedly in two workers: random augmentations must differ."""
+    """Draw one sample index repeatedly in two workers: random augmentations must differ; and a
+    sample's randomness must not come from the global RNG (results would depend on workers)."""
     real = ctx.samples.loader
     problem = why_not_indexable(real)
     if problem:
         return Check("data.worker_seeding", "skip", f"{problem}: no index to draw repeatedly")
     workers = real.num_workers
+    index = next(iter(real.batch_sampler))[0]  # the first sample the loader draws
+    use = global_rng_use(real.dataset, index)
     if workers < 2:
+        evidence = {"num_workers": workers, "sample_index": int(index), "rng_use": use or "none"}
+        if use:
+            return _rng_use_warning(real.dataset, use, workers, evidence)
         return Check(
             "data.worker_seeding",
-            "skip",
-            f"data.num_workers={workers}: no worker processes whose random state could repeat",
-            {"num_workers": workers},
+            "pass",
+            f"each sample is a function of its index (data.num_workers={workers}): no worker "
+            "random state to repeat, nothing that changes with the number of workers",
+            evidence,
         )
     per_worker = 2
-    index = next(iter(real.batch_sampler))[0]  # the first sample the loader draws
     probe = DataLoader(
         Subset(real.dataset, [index] * (per_worker * workers)),
         batch_size=per_worker,
@@ -126,21 +190,25 @@ def data_worker_seeding(ctx: DoctorContext) -> Check:
         "sample_index": int(index),
         "random_within_worker": within,
         "identical_across_workers": across,
+        "rng_use": use or "none",
     }
-    if not within:
-        return Check(
-            "data.worker_seeding",
-            "pass",
-            "samples are deterministic (no random augmentation), so worker seeds cannot repeat it",
-            evidence,
-        )
-    if across:
+    if within and across:
         return Check(
             "data.worker_seeding",
             "fail",
             f"all {workers} dataloader workers draw the same random augmentation (they share one "
             "copied RNG state, e.g. numpy's); seed each worker in worker_init_fn from "
             "torch.initial_seed(), or use torch's RNG for augmentation",
+            evidence,
+        )
+    if use:
+        return _rng_use_warning(real.dataset, use, workers, evidence)
+    if not within:
+        return Check(
+            "data.worker_seeding",
+            "pass",
+            "a sample is the same every time it is loaded (no random augmentation, or one that "
+            "is a function of the sample), so worker seeds cannot repeat it",
             evidence,
         )
     return Check(

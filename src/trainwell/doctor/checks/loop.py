@@ -60,10 +60,14 @@ def trend(values: list[float], max_ratio: float) -> Trend:
 
 
 def _losses(obs: Observation) -> list[float] | None:
-    values = obs.recorder.losses
-    if not values or any(v is None for v in values):
-        return None
-    return [float(v) for v in values]  # type: ignore[arg-type]
+    """The losses of the steps that trained; a step whose training_step returned None (how
+    Lightning skips a batch) has none and is left out. None when fewer than two remain."""
+    values = [float(v) for v in obs.recorder.losses if v is not None]
+    return values if len(values) >= 2 else None
+
+
+def _skipped(obs: Observation) -> int:
+    return sum(1 for v in obs.recorder.losses if v is None)
 
 
 def overfit_one_batch(ctx: DoctorContext) -> Check:
@@ -75,13 +79,16 @@ def overfit_one_batch(ctx: DoctorContext) -> Check:
         return Check(
             "overfit.one_batch",
             "skip",
-            "training_step returned no scalar loss and no backward() was seen to follow",
+            f"training_step returned no scalar loss in {_skipped(obs)} of "
+            f"{len(obs.recorder.losses)} steps and no backward() was seen to follow",
         )
     limit = ctx.settings.overfit_max_ratio
     seen = trend(values, limit)
     size = ctx.batch_size
     evidence: dict[str, Any] = {
         "steps": seen.steps,
+        "steps_skipped_by_training_step": _skipped(obs),
+        "optimizers": len(obs.fit.trainer.optimizers),
         "batch_size": size,
         "constant_lr": obs.lr.lrs[:4],
         "stopped_because": obs.stop.reason,
@@ -94,8 +101,25 @@ def overfit_one_batch(ctx: DoctorContext) -> Check:
         "recent_drop_per_100_steps": seen.recent_drop_per_100,
         "losses": [round(v, 5) for v in values[:: max(1, len(values) // 200)]],
     }
+    if len(obs.fit.trainer.optimizers) > 1 and seen.kind != "non-finite":
+        return _adversarial(seen, evidence)
     if seen.kind in ("rising", "non-finite"):
         return _diverged(ctx, seen, evidence)
+    if seen.kind in ("flat", "slow"):
+        return _not_memorised(seen, size, limit, obs.stop.reason, evidence)
+    return Check(
+        "overfit.one_batch",
+        "pass",
+        f"loss on one fixed batch falls {seen.first:.3f} -> {seen.last:.4f} in {seen.steps} "
+        "steps at a constant LR",
+        evidence,
+    )
+
+
+def _not_memorised(
+    seen: Trend, size: int | None, limit: float, reason: str, evidence: dict[str, Any]
+) -> Check:
+    """Flat: nothing updates the weights (fail). Slow: it learns, but not to the target."""
     if seen.kind == "flat":
         return Check(
             "overfit.one_batch",
@@ -106,7 +130,7 @@ def overfit_one_batch(ctx: DoctorContext) -> Check:
             "detached parameters, a loss without a graph to them; see the checks above)",
             evidence,
         )
-    if seen.kind == "slow" and obs.stop.reason == "stopped falling":
+    if seen.kind == "slow" and reason == "stopped falling":
         return Check(
             "overfit.one_batch",
             "warn",
@@ -117,22 +141,30 @@ def overfit_one_batch(ctx: DoctorContext) -> Check:
             "fine if expected, otherwise raise the capacity",
             evidence,
         )
-    if seen.kind == "slow":
-        return Check(
-            "overfit.one_batch",
-            "warn",
-            f"the loss on one fixed batch of {size} falls {seen.first:.4g} -> {seen.last:.4g} in "
-            f"{seen.steps} steps ({seen.drop:.0%} from the first to the last quarter, still "
-            f"{seen.recent_drop_per_100:.1%} per 100 steps when the probe stopped: "
-            f"{obs.stop.reason}) but not to {limit:g}x: it learns, slowly (a small model or "
-            "LR); fine if intended, otherwise raise the capacity or the LR",
-            evidence,
-        )
     return Check(
         "overfit.one_batch",
-        "pass",
-        f"loss on one fixed batch falls {seen.first:.3f} -> {seen.last:.4f} in {seen.steps} "
-        "steps at a constant LR",
+        "warn",
+        f"the loss on one fixed batch of {size} falls {seen.first:.4g} -> {seen.last:.4g} in "
+        f"{seen.steps} steps ({seen.drop:.0%} from the first to the last quarter, still "
+        f"{seen.recent_drop_per_100:.1%} per 100 steps when the probe stopped: "
+        f"{reason}) but not to {limit:g}x: it learns, slowly (a small model or "
+        "LR); fine if intended, otherwise raise the capacity or the LR",
+        evidence,
+    )
+
+
+def _adversarial(seen: Trend, evidence: dict[str, Any]) -> Check:
+    """Several optimizers (a GAN's generator and discriminator) pull against each other: the
+    loss of one fixed batch need not fall, so its curve is reported, not judged."""
+    n = evidence["optimizers"]
+    status = "pass" if seen.kind == "pass" else "warn"
+    return Check(
+        "overfit.one_batch",
+        status,
+        f"the task steps {n} optimizers (adversarial or alternating training): the loss "
+        f"backpropagated last goes {seen.first:.4g} -> {seen.last:.4g} in {seen.steps} steps "
+        f"on one fixed batch ({seen.kind}), which says little when the players compete; "
+        "check each player's loss curve in a short real run",
         evidence,
     )
 
@@ -160,8 +192,8 @@ def _diverged(ctx: DoctorContext, seen: Trend, evidence: dict[str, Any]) -> Chec
                 "warn",
                 f"at the configured LR held constant the loss on one fixed batch {what}; at a "
                 f"tenth of it it falls {second.first:.4g} -> {second.last:.4g} in "
-                f"{second.steps} steps: the LR is at the edge of stability, so the run relies on "
-                "its warmup (lower the LR if it diverges)",
+                f"{second.steps} steps: the LR is at the edge of stability for a constant LR; "
+                "fine if a warmup or decay keeps it lower early on, otherwise lower it",
                 evidence,
             )
     return Check(
@@ -172,6 +204,16 @@ def _diverged(ctx: DoctorContext, seen: Trend, evidence: dict[str, Any]) -> Chec
         "grad.flow and data.finite)",
         evidence,
     )
+
+
+def _grows(values: list[int], least: float) -> bool:
+    """Up at every watched step after the first (which may build lazy state), by `least` on
+    average: a graph kept from each step, not one kept from the latest step only."""
+    tail = values[1:]
+    if len(tail) < 2:
+        return False
+    rate = (tail[-1] - tail[0]) / (len(tail) - 1)
+    return rate >= least and all(b > a for a, b in pairwise(tail))
 
 
 def memory_graph_leak(ctx: DoctorContext) -> Check:
@@ -185,37 +227,60 @@ def memory_graph_leak(ctx: DoctorContext) -> Check:
     growth = (counts[-1] - counts[1]) / (len(counts) - 2)
     evidence = {
         "steps_watched": len(counts),
-        "live_graph_tensors_per_step": counts,
+        "live_graph_tensors_after_each_step": counts,
         "growth_per_step": growth,
-        "retained_saved_bytes_per_step": saved,
+        "saved_bytes_alive_after_each_step": saved,
         "backward_calls": spy.backward_calls,
         "retain_graph_calls": spy.retain_graph_calls,
     }
-    steady_growth = growth >= 1 and all(b >= a for a, b in pairwise(counts[1:]))
-    if spy.retain_graph_calls:
+    return _leak_verdict(counts, saved, spy, growth, evidence)
+
+
+def _leak_verdict(
+    counts: list[int], saved: list[int], spy: Any, growth: float, evidence: dict[str, Any]
+) -> Check:
+    """Only growth is a leak: one step's graph kept until the next replaces it is not."""
+    tensors_grow = _grows(counts, 1)
+    bytes_grow = _grows(saved, 1)
+    unreused = spy.steps_retaining_only()
+    evidence["steps_retaining_a_graph_no_backward_reuses"] = unreused
+    if unreused:
+        return Check(
+            "memory.graph_leak",
+            "fail",
+            f"backward(retain_graph=True) is the only backward in {len(unreused)} of "
+            f"{len(counts)} watched steps: no second backward reuses the graph, so it only "
+            "keeps the step's activations alive for as long as anything refers to the loss "
+            "(they pile up once a loss tensor is kept); call backward without retain_graph",
+            evidence,
+        )
+    if spy.retain_graph_calls and (tensors_grow or bytes_grow):
         return Check(
             "memory.graph_leak",
             "fail",
             f"backward(retain_graph=True) is called in {spy.retain_graph_calls} of "
-            f"{spy.backward_calls} backward calls, which keeps each step's activations alive "
-            "until the graph is dropped; call backward once per graph without retain_graph",
+            f"{spy.backward_calls} backward calls and the activations it keeps grow every step "
+            f"({saved[1]} -> {saved[-1]} bytes alive over {len(saved) - 1} steps); free the "
+            "graph with a last backward without retain_graph, and keep no loss tensors",
             evidence,
         )
-    if steady_growth:
+    if tensors_grow or bytes_grow:
         return Check(
             "memory.graph_leak",
             "fail",
-            f"{growth:.1f} graph-attached tensor(s) more survive every step (losses or outputs "
-            "stored without .item()/.detach()), so memory grows until OOM; log loss.item() or "
-            "store tensor.detach()",
+            f"{growth:.1f} graph-attached tensor(s) more survive every step "
+            f"({counts[1]} -> {counts[-1]}; saved activations alive {saved[1]} -> {saved[-1]} "
+            "bytes): losses or outputs stored without .item()/.detach(), so memory grows until "
+            "OOM; log loss.item() or store tensor.detach()",
             evidence,
         )
     if saved and saved[-1] > 0:
         return Check(
             "memory.graph_leak",
-            "fail",
-            f"{saved[-1]} bytes of activations saved for backward are still alive after the "
-            "step (a graph is kept beyond backward); drop references to graph-attached tensors",
+            "pass",
+            f"{saved[-1]} bytes of one step's graph stay alive after it (a reference to the "
+            "latest loss or output), but nothing grows over "
+            f"{len(counts)} steps: no leak; store .detach() if that memory matters",
             evidence,
         )
     return Check(
@@ -240,7 +305,6 @@ def schedule_interval(ctx: DoctorContext) -> Check:
     )
     if fit.error is not None and len(recorder.micro_batches_per_step) < 2:
         return Check("schedule.interval", "skip", f"the short fit failed: {fit.error_line}")
-    counts = recorder.scheduler_counts
     lrs = recorder.lrs
     windows = [lrs[i * k : (i + 1) * k] for i in range(len(lrs) // k)]
     mid_window = sum(1 for w in windows if len(set(w)) > 1)
@@ -249,7 +313,8 @@ def schedule_interval(ctx: DoctorContext) -> Check:
         "optimizer_steps": len(recorder.micro_batches_per_step),
         "micro_batches_per_step": recorder.micro_batches_per_step,
         "lr_per_micro_batch": lrs,
-        "scheduler_last_epoch_at_steps": counts,
+        "schedulers": recorder.scheduler_configs,
+        "scheduler_last_epoch_at_steps": recorder.scheduler_counts,
         "plan_total_optimizer_steps": ctx.plan.total_optimizer_steps,
         "plan_warmup_steps": ctx.plan.warmup_steps,
     }
@@ -263,36 +328,107 @@ def schedule_interval(ctx: DoctorContext) -> Check:
             "scheduler.step() in training_step)",
             evidence,
         )
-    if not counts or not counts[0]:
+    if not recorder.scheduler_configs:
         return Check(
             "schedule.interval",
             "pass",
             "no LR scheduler is registered and the LR stays constant within windows",
             evidence,
         )
-    per_step = [(b[0] - a[0]) for a, b in pairwise(counts)]
-    evidence["scheduler_steps_per_optimizer_step"] = per_step
-    expected = 1 if ctx.settings.scheduler_interval == "step" else 0
-    if any(p != expected for p in per_step):
-        seen = max(per_step, key=lambda p: abs(p - expected))
-        what = (
-            "per micro-batch"
-            if seen == k and k > 1
-            else ("per epoch" if seen == 0 else f"{seen}x per step")
-        )
+    probe_estimate = int(fit.trainer.estimated_stepping_batches)
+    for index, config in enumerate(recorder.scheduler_configs):
+        counts = [c[index] for c in recorder.scheduler_counts]
+        per_step = [b - a for a, b in pairwise(counts)]
+        evidence[f"scheduler_{index}_steps_per_optimizer_step"] = per_step
+        verdict = _judge_scheduler(ctx, config, per_step, k, probe_estimate, evidence)
+        if verdict is not None:
+            return verdict
+    return _stepping_passes(ctx, recorder.scheduler_configs, k, evidence)
+
+
+def _judge_scheduler(
+    ctx: DoctorContext,
+    config: dict[str, Any],
+    per_step: list[int],
+    k: int,
+    probe_estimate: int,
+    evidence: dict[str, Any],
+) -> Check | None:
+    """A verdict for one registered scheduler, or None when it steps as it is registered."""
+    name, interval = config["class"], config["interval"]
+    total = ctx.plan.total_optimizer_steps
+    allowed = {0, 1} if interval == "step" and config["frequency"] > 1 else None
+    expected = 1 if interval == "step" else 0
+    bad = [p for p in per_step if (p not in allowed if allowed else p != expected)]
+    if bad:
+        seen = max(bad, key=lambda p: abs(p - expected))
+        what = "per micro-batch" if seen == k and k > 1 else f"{seen}x per optimizer step"
         return Check(
             "schedule.interval",
             "fail",
-            f"the scheduler steps {what} ({seen} times per optimizer step, expected {expected}), so "
-            f"the schedule is off by that factor over {ctx.plan.total_optimizer_steps} planned "
-            "steps; return it with interval='step' (or set probe.scheduler_interval=epoch if "
-            "per-epoch is meant)",
+            f"{name} is registered with interval='{interval}' but steps {what} ({seen} "
+            f"times per optimizer step, expected {expected}): something steps it by hand as "
+            "well, so the schedule runs off its plan; leave stepping to Lightning (or use "
+            "manual optimization and step it once per optimizer step)",
+            evidence,
+        )
+    length = config["length"]
+    stepwise = interval == "step" and length is not None and total is not None
+    if stepwise and length < total and length != probe_estimate:
+        return Check(
+            "schedule.interval",
+            "fail",
+            f"{name} is sized for {length} optimizer steps but the run takes {total}: the "
+            "schedule ends early (OneCycleLR raises past its end); size it from the plan "
+            "(the `total_steps` the template's scheduler `_partial_` receives) or from "
+            "trainer.estimated_stepping_batches",
+            evidence,
+        )
+    return None
+
+
+def _declares_per_step(ctx: DoctorContext) -> bool:
+    """The config sizes the schedule in optimizer steps: its scheduler `_partial_` takes the
+    plan's total_steps (the template's convention)."""
+    factories = ctx.factories()
+    scheduler = factories.get("scheduler")
+    return bool(scheduler is not None and getattr(scheduler, "accepts", False))
+
+
+def _stepping_passes(
+    ctx: DoctorContext, configs: list[dict[str, Any]], k: int, evidence: dict[str, Any]
+) -> Check:
+    total = ctx.plan.total_optimizer_steps
+    epochs = [c["class"] for c in configs if c["interval"] == "epoch"]
+    expects_epoch = ctx.settings.scheduler_interval == "epoch"
+    if epochs and _declares_per_step(ctx) and not expects_epoch:
+        return Check(
+            "schedule.interval",
+            "warn",
+            f"{epochs[0]} steps once per epoch (interval='epoch'), but the configured scheduler "
+            f"is sized in optimizer steps ({total} planned): it would take {total} epochs to "
+            "run its course; return it with interval='step' if per-step was meant",
+            evidence,
+        )
+    if epochs:
+        return Check(
+            "schedule.interval",
+            "pass",
+            f"{', '.join(epochs)} step(s) once per epoch (interval='epoch', Lightning's "
+            "default) and never inside an accumulation window",
+            evidence,
+        )
+    if expects_epoch:
+        return Check(
+            "schedule.interval",
+            "warn",
+            "the scheduler steps once per optimizer step, but probe.scheduler_interval=epoch "
+            "says per-epoch was meant; return it with interval='epoch' if so",
             evidence,
         )
     return Check(
         "schedule.interval",
         "pass",
-        f"the scheduler steps once per optimizer step (accumulate {k}), "
-        f"{ctx.plan.total_optimizer_steps} steps planned",
+        f"the scheduler steps once per optimizer step (accumulate {k}), {total} steps planned",
         evidence,
     )

@@ -20,6 +20,23 @@ def _first_loss(ctx: DoctorContext) -> LossCall | None:
     return calls[0] if calls else None
 
 
+def _squashed_before_bce(call: LossCall, x: torch.Tensor, evidence: dict) -> Check | None:
+    inside = bool(((x >= 0) & (x <= 1)).all())
+    evidence |= {"all_inputs_in_0_1": inside, "made_by": call.producer}
+    # Raw logits of a fresh net can all fall in [0, 1] by chance (a GAN discriminator's
+    # near-zero outputs): the op that made them decides when the graph says.
+    squashed = call.producer is None or call.producer.startswith("Sigmoid")
+    if inside and squashed and x.numel() >= 8:
+        return Check(
+            "loss.logits",
+            "fail",
+            "BCEWithLogitsLoss receives values all inside [0, 1] (sigmoid applied before a "
+            "logits loss); return raw logits",
+            evidence,
+        )
+    return None
+
+
 def loss_logits(ctx: DoctorContext) -> Check:
     call = _first_loss(ctx)
     if call is None:
@@ -62,16 +79,9 @@ def loss_logits(ctx: DoctorContext) -> Check:
                 evidence,
             )
     elif call.name == "binary_cross_entropy_with_logits":
-        inside = bool(((x >= 0) & (x <= 1)).all())
-        evidence["all_inputs_in_0_1"] = inside
-        if inside and x.numel() >= 8:
-            return Check(
-                "loss.logits",
-                "fail",
-                "BCEWithLogitsLoss receives values all inside [0, 1] (sigmoid applied before a "
-                "logits loss); return raw logits",
-                evidence,
-            )
+        verdict = _squashed_before_bce(call, x, evidence)
+        if verdict is not None:
+            return verdict
     if call.name in REGRESSION or call.name == "binary_cross_entropy":
         return Check(
             "loss.logits",

@@ -31,7 +31,8 @@ from trainwell.doctor.harness.settings import ProbeSettings
 from trainwell.errors import TrainwellError
 from trainwell.training.builders import build_trainer
 from trainwell.training.plan import TrainingPlan
-from trainwell.training.plan_callback import plan_for
+from trainwell.training.plan_callback import TrainingPlanCallback, plan_for
+from trainwell.training.run import planned_factories
 
 
 @dataclass
@@ -85,9 +86,18 @@ class DoctorContext:
         dm.setup("fit")
         return dm
 
+    def factories(self) -> dict[str, Any]:
+        """The optimizer / scheduler `_partial_`s exactly as train.py hands them to the module:
+        the plan fills in the scaled LR, and `total_steps` only where the factory accepts it
+        (ReduceLROnPlateau and friends do not)."""
+        source = TrainingPlanCallback()
+        source.plan = self.plan
+        return planned_factories(self.probe_cfg.model, source)
+
     def make_task(self, seed: int | None = None) -> L.LightningModule:
+        factories = self.factories()
         torch.manual_seed(self.cfg.seed if seed is None else seed)
-        return instantiate(self.probe_cfg.model)
+        return instantiate(self.probe_cfg.model, **factories)
 
     @cached_property
     def _reference_task(self) -> L.LightningModule:
@@ -147,7 +157,7 @@ class DoctorContext:
         return plan_for(
             self.datamodule.train_dataloader(),
             trainer,
-            self.make_task(),
+            instantiate(self.probe_cfg.model),  # read for its item unit only
             OmegaConf.to_container(cfg.get("lr_scaling") or {}, resolve=True),  # type: ignore[arg-type]
             optimizer.get("lr") if OmegaConf.is_dict(optimizer) else None,
             OmegaConf.to_container(scheduler, resolve=True) if scheduler else None,  # type: ignore[arg-type]

@@ -32,6 +32,19 @@ def grad_norms(module: nn.Module) -> dict[str, float | None]:
     return out
 
 
+ZEROING_STEPS = 50  # optimizer steps grad.zeroing watches (a pass over every parameter each)
+
+
+def schedule_length(scheduler: Any) -> int | None:
+    """The optimizer steps a scheduler was sized for, where it says (OneCycleLR's total_steps, a
+    LambdaLR whose function keeps a `total_steps`); None for open-ended schedules."""
+    for owner in (scheduler, *getattr(scheduler, "lr_lambdas", ())):
+        value = getattr(owner, "total_steps", None)
+        if isinstance(value, int):
+            return value
+    return None
+
+
 def _loss_of(outputs: Any) -> float | None:
     loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
     if isinstance(loss, torch.Tensor) and loss.numel() == 1:
@@ -40,12 +53,17 @@ def _loss_of(outputs: Any) -> float | None:
 
 
 class _Saved:
-    """What autograd stores for backward, wrapped so we can tell when it is freed."""
+    """What autograd stores for backward, wrapped so we can tell when it is freed.
 
-    __slots__ = ("__weakref__", "tensor")
+    Held detached: an op that saves its own output (softmax, ReLU) would otherwise hold that
+    output, whose grad_fn holds this wrapper, a cycle no garbage collector sees through, so a
+    graph the user drops but never backpropagates would look kept forever."""
+
+    __slots__ = ("__weakref__", "is_parameter", "tensor")
 
     def __init__(self, tensor: torch.Tensor) -> None:
-        self.tensor = tensor
+        self.tensor = tensor.detach()
+        self.is_parameter = isinstance(tensor, nn.Parameter)
 
 
 class Recorder(L.Callback):
@@ -79,9 +97,14 @@ class Recorder(L.Callback):
         self.step_grads: list[dict[str, float | None]] = []
         self.step_grad_tensors: list[dict[str, torch.Tensor]] = []
         self.micro_batches_per_step: list[int] = []
-        self.stale_grad_norms: list[float] = []  # at window starts, before backward
+        # per optimizer step after the first: (step, parameters it applies gradients to that
+        # were never cleared since that optimizer last stepped, their gradient norm)
+        self.stale_steps: list[tuple[int, list[str], float]] = []
+        self._cleared: dict[int, bool] = {}  # param id -> grad seen None/zero since its step
+        self._stepped: set[int] = set()  # param ids some optimizer has already stepped
         self.eval_modules: list[tuple[int, list[str]]] = []
         self.scheduler_counts: list[list[int]] = []  # scheduler.last_epoch at each optimizer step
+        self.scheduler_configs: list[dict[str, Any]] = []  # as Lightning registered them
         self.live_graph_tensors: list[int] = []
         self.retained_saved_bytes: list[int] = []
         self.batch_seconds: list[float] = []
@@ -97,6 +120,16 @@ class Recorder(L.Callback):
     # -- setup -------------------------------------------------------------------------------
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._freeze(pl_module)
+        self.scheduler_configs = [
+            {
+                "class": type(c.scheduler).__name__,
+                "interval": c.interval,
+                "frequency": c.frequency,
+                "monitor": c.monitor,
+                "length": schedule_length(c.scheduler),
+            }
+            for c in trainer.lr_scheduler_configs
+        ]
 
     def _freeze(self, pl_module: L.LightningModule) -> None:
         if not self.freeze_stochastic:
@@ -156,18 +189,18 @@ class Recorder(L.Callback):
     ) -> None:
         # What a manual-optimization step backpropagates, when training_step returns no loss.
         self._backward_loss = float(loss.detach())
-        if self._since_step == 0:
-            # First micro-batch of a window: zero_grad has run, so no gradient may be left over.
-            total = 0.0
+        if len(self.stale_steps) < ZEROING_STEPS:
+            # A gradient seen None/zero before a backward was cleared: what that backward and
+            # the ones after it add up to is the next update, with nothing from older steps.
             for p in pl_module.parameters():
-                if p.grad is not None:
-                    total += float(p.grad.detach().float().norm()) ** 2
-            self.stale_grad_norms.append(total**0.5)
+                if p.grad is None or not bool(p.grad.any()):
+                    self._cleared[id(p)] = True
 
     def on_before_optimizer_step(
         self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer: Any
     ) -> None:
         self.step_grads.append(grad_norms(pl_module))
+        self._note_stale(pl_module, optimizer)
         if self.keep_grad_tensors:
             self.step_grad_tensors.append(
                 {
@@ -181,6 +214,27 @@ class Recorder(L.Callback):
             [int(getattr(c.scheduler, "last_epoch", -1)) for c in trainer.lr_scheduler_configs]
         )
         self._since_step = -1  # the batch-end hook brings it back to 0
+
+    def _note_stale(self, pl_module: L.LightningModule, optimizer: Any) -> None:
+        """Which of this optimizer's parameters carry gradients from before its last step.
+
+        Per optimizer, not per micro-batch: a GAN's discriminator keeps its gradients while the
+        generator steps (it zeroes them right before its own backward), which is no leak."""
+        if len(self.stale_steps) >= ZEROING_STEPS:
+            return
+        ids = {id(p) for g in optimizer.param_groups for p in g["params"]}
+        stale = [
+            (name, p)
+            for name, p in pl_module.named_parameters()
+            if id(p) in ids and p.grad is not None and id(p) in self._stepped
+            if not self._cleared.get(id(p), False)
+        ]
+        if any(id(p) in self._stepped for g in optimizer.param_groups for p in g["params"]):
+            norm = sum(float(p.grad.detach().float().norm()) ** 2 for _, p in stale) ** 0.5
+            self.stale_steps.append((len(self.step_grads) - 1, [n for n, _ in stale], norm))
+        for p_id in ids:
+            self._cleared[p_id] = False
+            self._stepped.add(p_id)
 
     def on_train_batch_end(
         self,
@@ -198,14 +252,15 @@ class Recorder(L.Callback):
         self._leave()
         if measuring:
             # After the step, a healthy loop holds no graph: backward freed the saved tensors.
+            # Counted over every watched step so far: a graph kept from each step adds up.
+            self._saved = [ref for ref in self._saved if ref() is not None]
             self.retained_saved_bytes.append(
                 sum(
                     s.tensor.numel() * s.tensor.element_size()
                     for ref in self._saved
-                    if (s := ref()) is not None and not isinstance(s.tensor, nn.Parameter)
+                    if (s := ref()) is not None and not s.is_parameter
                 )
             )
-            self._saved = []
             if self.spy is not None:
                 self.live_graph_tensors.append(self.spy.live_graph_outputs())
         end = time.perf_counter()

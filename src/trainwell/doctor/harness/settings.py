@@ -20,7 +20,9 @@ class ProbeSettings:
     leakage_max_samples: int = 100_000  # samples per split hashed by data.leakage
     throughput_batches: int = 8  # real train batches timed by data.throughput
     memory_steps: int = 6  # steps watched by memory.graph_leak
-    scheduler_interval: str = "step"  # what schedule.interval expects: step | epoch
+    # epoch: a scheduler stepping per optimizer step gets a warning (per-epoch was meant);
+    # per-epoch stepping (Lightning's default interval) passes either way
+    scheduler_interval: str = "step"
     window_batches: int = 8  # real micro-batches a manual-optimization probe watches for a step
     # Tiny probe nets: one intra-op thread. On a busy machine OpenMP's spinning threads made a
     # 30-step probe 15-25x slower (25.7 s with 2 threads vs 1.1 s with 1, measured).

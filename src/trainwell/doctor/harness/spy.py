@@ -42,6 +42,33 @@ class LossCall:
     ignore_index: int | None = None  # class-index losses only
     value: float | None = None  # the loss it returned, when a scalar
     items: int | None = None  # what a mean reduction divided by (targets not ignored)
+    producer: str | None = None  # the autograd op that made the input (None: no graph)
+
+
+# Ops that only reshape or copy: the op before them made the values.
+_PASS_THROUGH = (
+    "View",
+    "Reshape",
+    "Squeeze",
+    "Unsqueeze",
+    "Expand",
+    "Permute",
+    "Transpose",
+    "Clone",
+    "ToCopy",
+    "Alias",
+    "Select",
+    "Slice",
+)
+
+
+def producer(t: torch.Tensor) -> str | None:
+    """The name of the autograd op whose output `t` is, looking through reshapes and copies."""
+    fn = t.grad_fn
+    while fn is not None and type(fn).__name__.startswith(_PASS_THROUGH):
+        inputs = [f for f, _ in fn.next_functions if f is not None]
+        fn = inputs[0] if inputs else None
+    return None if fn is None else type(fn).__name__
 
 
 def _items(name: str, inp: torch.Tensor, target: torch.Tensor, ignore: int | None) -> int:
@@ -70,6 +97,8 @@ class Spy(TorchFunctionMode):
         self.batch_index = 0
         self.losses: list[LossCall] = []
         self.retain_graph_calls = 0
+        self.retain_graph_batches: list[int] = []  # the watched micro-batch of each such call
+        self.backward_batches: list[int] = []  # the watched micro-batch of every backward call
         self.backward_calls = 0
         self.backward_values: list[tuple[int, float]] = []  # (micro-batch, value backpropagated)
         self.reference_params = reference_params
@@ -120,11 +149,13 @@ class Spy(TorchFunctionMode):
                     reduction=str(kwargs.get("reduction", "mean")),
                     ignore_index=ignore,
                     items=_items(name, inp, tgt, ignore),
+                    producer=producer(inp),
                 )
                 self.losses.append(call)
                 return call
         elif func in BACKWARDS:
             self.backward_calls += 1
+            self.backward_batches.append(self.batch_index)
             tensor = args[0] if args else kwargs.get("tensors")
             if isinstance(tensor, torch.Tensor) and tensor.numel() == 1:
                 self.backward_values.append((self.batch_index, float(tensor.detach())))
@@ -132,4 +163,14 @@ class Spy(TorchFunctionMode):
                 func is torch.autograd.backward and len(args) > 2 and args[2]
             ):
                 self.retain_graph_calls += 1
+                self.retain_graph_batches.append(self.batch_index)
+
+    def steps_retaining_only(self) -> list[int]:
+        """Watched micro-batches all of whose backward calls retain the graph: no later
+        backward needs it, so retain_graph=True only keeps the activations alive."""
+        return sorted(
+            b
+            for b in set(self.retain_graph_batches)
+            if self.retain_graph_batches.count(b) == self.backward_batches.count(b)
+        )
         return None

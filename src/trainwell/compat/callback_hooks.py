@@ -1,0 +1,73 @@
+"""Lightning's callback hook dispatch: a no-op hook still costs its callback a few microseconds."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning as L
+from lightning.pytorch.callbacks import Callback, Checkpoint, EarlyStopping
+from lightning.pytorch.profilers import PassThroughProfiler
+from lightning.pytorch.trainer import call
+
+# ---------------------------------------------------------------------------------------------
+# `_call_callback_hooks` (lightning/pytorch/trainer/call.py; Lightning 2.0-2.6.6, no upstream
+# report found) calls every hook on every callback, including the base class's empty methods,
+# and for each one builds the profiler's action name from `callback.state_key` (for a
+# ModelCheckpoint a repr of its settings) inside a profiler context, even when no profiler is
+# set. A training step dispatches ~8 hooks, so each installed callback costs ~8 of these calls
+# per step whether or not it does anything: with the template's ~16 callbacks that is ~0.25 ms
+# per step on a CPU core (measured by benchmarks/host_cost.py), a few percent of a GPU step.
+# Here, when no profiler is set, a callback whose class does not override the hook (and whose
+# instance was not given one) is skipped: those calls would only have run `pass`. With a
+# profiler (debug=profiler) Lightning's own dispatch runs, so every action is still recorded.
+# ---------------------------------------------------------------------------------------------
+
+_overrides: dict[tuple[type, str], bool] = {}
+
+
+def _overrides_hook(callback: Callback, hook_name: str) -> bool:
+    if hook_name in vars(callback):  # a hook set on the instance (tests, wrappers)
+        return True
+    key = (type(callback), hook_name)
+    found = _overrides.get(key)
+    if found is None:
+        base = getattr(Callback, hook_name, None)
+        found = _overrides[key] = base is None or getattr(type(callback), hook_name) is not base
+    return found
+
+
+def skip_empty_callback_hooks() -> None:
+    """Patch Lightning's callback dispatch once per process (idempotent)."""
+    if getattr(call._call_callback_hooks, "_trainwell_skip_empty", False):
+        return
+    original = call._call_callback_hooks
+
+    def dispatch(
+        trainer: L.Trainer,
+        hook_name: str,
+        *args: Any,
+        monitoring_callbacks: bool | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if not isinstance(trainer.profiler, PassThroughProfiler):
+            original(trainer, hook_name, *args, monitoring_callbacks=monitoring_callbacks, **kwargs)
+            return
+        pl_module = trainer.lightning_module
+        if pl_module:
+            previous = pl_module._current_fx_name
+            pl_module._current_fx_name = hook_name
+        callbacks = trainer.callbacks
+        if monitoring_callbacks is not None:
+            monitoring = (EarlyStopping, Checkpoint)
+            callbacks = [c for c in callbacks if isinstance(c, monitoring) is monitoring_callbacks]
+        for callback in callbacks:
+            if _overrides_hook(callback, hook_name):
+                fn = getattr(callback, hook_name)
+                if callable(fn):
+                    fn(trainer, trainer.lightning_module, *args, **kwargs)
+        if pl_module:
+            pl_module._current_fx_name = previous
+
+    dispatch._trainwell_skip_empty = True  # type: ignore[attr-defined]
+    dispatch._trainwell_original = original  # type: ignore[attr-defined]  # benchmarks compare
+    call._call_callback_hooks = dispatch

@@ -1,0 +1,188 @@
+"""A checkpoint's hyper-parameters as plain data, so every checkpoint loads with weights_only=True.
+
+`save_hyperparameters()` records a module's init arguments as they are: an `nn.Module` net, the
+optimizer / scheduler partials Hydra builds, omegaconf `ListConfig` / `DictConfig` values. Lightning
+pickles them into the checkpoint, and a weights-only load (the only kind trainwell does) refuses
+the file: the run would train for hours and then fail to test, resume or evaluate its own
+checkpoints. trainwell rebuilds the module from the run's config and never from these objects, so
+a checkpoint keeps a readable record instead: the object's config node when the run's config has
+one (`model.net`, `model.optimizer`), else a short description (`"<nn.Module DigitsCNN>"`);
+omegaconf containers become plain dicts and lists. Weights and every other state are untouched.
+
+`python -m trainwell.training.hparams IN.ckpt OUT.ckpt` converts a checkpoint written elsewhere
+(it unpickles IN, so only for a file you trust).
+"""
+
+from __future__ import annotations
+
+import enum
+import functools
+import inspect
+import sys
+from collections import OrderedDict
+from collections.abc import Mapping
+from pathlib import PurePath
+from typing import Any
+
+import torch
+from lightning.pytorch import LightningDataModule, LightningModule
+from omegaconf import Container, OmegaConf
+from torch import nn
+
+from trainwell.training.plan_callback import PlannedFactory
+
+# (checkpoint key holding the hparams, key holding their type, config section they came from)
+SECTIONS = (
+    (
+        LightningModule.CHECKPOINT_HYPER_PARAMS_KEY,
+        LightningModule.CHECKPOINT_HYPER_PARAMS_TYPE,
+        "model",
+    ),
+    (
+        LightningDataModule.CHECKPOINT_HYPER_PARAMS_KEY,
+        LightningDataModule.CHECKPOINT_HYPER_PARAMS_TYPE,
+        "data",
+    ),
+)
+# Leaves a weights-only load accepts as they are (exact types: an IntEnum is an int subclass whose
+# class would be pickled).
+_LEAVES = (str, int, float, bool, type(None), bytes, complex, torch.dtype, torch.device, torch.Size)
+_MAX_DESCRIPTION = 160
+
+
+def plain_checkpoint(
+    checkpoint: dict[str, Any], config: Mapping[str, Any] | None = None
+) -> tuple[dict[str, Any], list[str]]:
+    """(the checkpoint with plain hparams, one "name -> what it became" entry per conversion).
+
+    `config`: the run's resolved config as plain containers (`{"model": {...}, "data": {...}}`);
+    an object whose key has a node there is replaced by that node. The checkpoint is copied at
+    the top level, never changed in place: for an omegaconf `hparams` Lightning puts the module's
+    own container in it.
+    """
+    out = dict(checkpoint)
+    converted: list[str] = []
+    for key, type_key, section in SECTIONS:
+        # Lightning stores `type(hparams)` (DictConfig: a class) next to omegaconf hparams;
+        # without it load_from_checkpoint hands the module a plain dict.
+        out.pop(type_key, None)
+        if key not in out:
+            continue
+        node = (config or {}).get(section)
+        if isinstance(out[key], Container):
+            converted.append(f"{key} ({type(out[key]).__name__} -> dict)")
+        prefix = "" if section == "model" else "datamodule."
+        out[key] = _plain(out[key], node, prefix, converted, top=True)
+    return out, converted
+
+
+def _plain(value: Any, node: Any, path: str, converted: list[str], top: bool = False) -> Any:
+    kind = type(value)
+    if kind in _LEAVES or isinstance(value, torch.Tensor):
+        return value
+    if isinstance(value, Container):
+        if not top:
+            converted.append(f"{path} ({kind.__name__} -> {_container_kind(value)})")
+        return _plain(_to_container(value), node, path, converted, top=True)
+    if isinstance(value, Mapping):
+        children = {
+            k: _plain(v, _child(node, k), f"{path}{_join(path)}{k}", converted)
+            for k, v in value.items()
+        }
+        return OrderedDict(children) if kind is OrderedDict else dict(children)
+    if kind in (list, tuple):
+        items = [_plain(v, _child(node, i), f"{path}[{i}]", converted) for i, v in enumerate(value)]
+        return items if kind is list else tuple(items)
+    if isinstance(value, (set, frozenset)):
+        converted.append(f"{path} (set -> list)")
+        return sorted((_plain(v, None, path, []) for v in value), key=repr)
+    if isinstance(value, PurePath):
+        converted.append(f"{path} (path -> str)")
+        return str(value)
+    if isinstance(value, enum.Enum):
+        converted.append(f"{path} (enum -> str)")
+        return f"{kind.__qualname__}.{value.name}"
+    if isinstance(node, (Mapping, list)):
+        converted.append(f"{path} (-> its config)")
+        return node
+    text = describe(value)
+    converted.append(f"{path} (-> {text!r})")
+    return text
+
+
+def describe(value: Any) -> str:
+    """A short string naming an object: `<nn.Module DigitsCNN>`, `<partial torch.optim.adam.Adam(lr=0.001)>`."""
+    if isinstance(value, PlannedFactory):
+        value = value.factory
+    if isinstance(value, nn.Module):
+        text = f"<nn.Module {type(value).__name__}>"
+    elif isinstance(value, functools.partial):
+        args = [_short(a) for a in value.args]
+        args += [f"{k}={_short(v)}" for k, v in value.keywords.items()]
+        text = f"<partial {_qualname(value.func)}({', '.join(args)})>"
+    elif inspect.isclass(value):
+        text = f"<class {_qualname(value)}>"
+    elif callable(value) and hasattr(value, "__qualname__"):
+        text = f"<function {_qualname(value)}>"
+    else:
+        text = f"<{_qualname(type(value))} object>"
+    return text if len(text) <= _MAX_DESCRIPTION else text[: _MAX_DESCRIPTION - 4] + "...>"
+
+
+def _short(value: Any) -> str:
+    return repr(value) if type(value) in _LEAVES else describe(value)
+
+
+def _qualname(obj: Any) -> str:
+    module = getattr(obj, "__module__", None)
+    name = getattr(obj, "__qualname__", None) or type(obj).__qualname__
+    return f"{module}.{name}" if module and module != "builtins" else name
+
+
+def _container_kind(value: Container) -> str:
+    return "list" if OmegaConf.is_list(value) else "dict"
+
+
+def _to_container(value: Container) -> Any:
+    try:
+        return OmegaConf.to_container(value, resolve=True)
+    except Exception:  # an interpolation that cannot resolve outside its run: keep it as text
+        return OmegaConf.to_container(value, resolve=False)
+
+
+def _child(node: Any, key: Any) -> Any:
+    if isinstance(node, Mapping):
+        return node.get(key)
+    if isinstance(node, list) and isinstance(key, int) and key < len(node):
+        return node[key]
+    return None
+
+
+def _join(path: str) -> str:
+    return "." if path and not path.endswith(".") else ""
+
+
+def main(argv: list[str]) -> int:
+    if len(argv) != 2:
+        print("usage: python -m trainwell.training.hparams IN.ckpt OUT.ckpt", file=sys.stderr)
+        return 2
+    source, target = argv
+    # The one weights_only=False load in trainwell: the user asked to convert a file they trust.
+    checkpoint = torch.load(source, map_location="cpu", weights_only=False)
+    plain, converted = plain_checkpoint(checkpoint)
+    torch.save(plain, target)
+    try:
+        torch.load(target, map_location="cpu", weights_only=True)
+    except Exception as err:
+        print(
+            f"error: {target} still holds pickled objects outside its hparams ({err!s:.200}); "
+            "save only what you need, e.g. torch.save({'state_dict': ckpt['state_dict']}, path)",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"wrote {target}: hparams made plain ({', '.join(converted) or 'nothing to convert'})")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))

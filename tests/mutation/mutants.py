@@ -1,0 +1,454 @@
+"""The curated mutants of `make mutants` (tests/mutation/run.py): each a small, realistic bug in
+the code behind one of the template's guarantees, and the default-suite tests that must catch it.
+
+`old` must occur exactly once in `path` (else the mutant is reported stale): keep it to a line
+or two whose meaning is stable (a condition, an operator, a flag). When code changes, update the
+mutant, never delete it without deleting the guarantee.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutant:
+    name: str
+    path: str  # relative to the repository root
+    old: str
+    new: str
+    tests: tuple[str, ...]  # pytest node ids or files, default suite only
+    why: str  # the guarantee it breaks
+
+
+ACC = "src/trainwell/callbacks/accumulation.py"
+ACC_T = "tests/callbacks/test_accumulation.py"
+LAST = "src/trainwell/compat/checkpoints.py"
+LAST_T = "tests/training/test_last_checkpoint_during_run.py"
+STATE = "src/trainwell/callbacks/training_state.py"
+RESUME_T = "tests/training/test_resume_inprocess.py"
+PRE = "src/trainwell/callbacks/preemption.py"
+PRE_T = "tests/callbacks/test_preemption_inprocess.py"
+NONFIN = "src/trainwell/callbacks/non_finite.py"
+GUARD_T = "tests/callbacks/test_guards.py"
+PLAN = "src/trainwell/training/plan.py"
+PLAN_T = "tests/training/test_plan.py"
+PLAN_FAST = (  # the arithmetic, not the subprocess run that prints the plan
+    f"{PLAN_T}::test_plan_for_ten_thousand_samples_batch_32_accumulate_4",
+    f"{PLAN_T}::test_plan_world_size_drop_last_and_max_steps",
+    f"{PLAN_T}::test_plan_follows_limit_and_overfit_batches",
+    f"{PLAN_T}::test_max_steps_beyond_what_the_epochs_allow_ends_with_the_epochs",
+    f"{PLAN_T}::test_a_fractional_limit_rounds_down_like_lightning",
+)
+SAMP = "src/trainwell/data/samplers.py"
+SHARD_T = "tests/data/test_sharding.py"
+SEARCH = "src/hydra_plugins/trainwell_optuna_sweeper/_search.py"
+SWEEP_T = (
+    "tests/training/test_search.py::test_a_maximized_sweep_of_another_metric_picks_the_largest"
+)
+MUSEUM_T = "tests/doctor/test_museum.py::test_planted_bug_is_caught"
+
+SEARCH_T = "tests/training/test_search.py"
+# Prove the tests run the mutated copy: one checked in the pytest process, one in a script that a
+# test runs in a subprocess (tests extend PYTHONPATH, which the harness points at the copy).
+SMOKES = [
+    Mutant(
+        "smoke: in-process",
+        "src/trainwell/cli.py",
+        'f"optimized_metric={name} is not a metric of this run (available: {available})"',
+        'f"optimized_metric={name} is not a known metric (available: {available})"',
+        (f"{SEARCH_T}::test_optimized_value_is_the_named_metric_or_a_one_line_error",),
+        "none: the harness's own check",
+    ),
+    Mutant(
+        "smoke: subprocess",
+        "src/trainwell/cli.py",
+        'f"hparams_search={name} is an Optuna search: start it with -m "',
+        'f"hparams_search={name} is an Optuna search: start it with --multirun "',
+        (f"{SEARCH_T}::test_a_search_without_multirun_is_refused_before_training",),
+        "none: the harness's own check",
+    ),
+]
+
+MUTANTS: list[Mutant] = [
+    # -- exact accumulation ---------------------------------------------------------------------
+    Mutant(
+        "accumulation: every micro-batch weighs the same, whatever its item count",
+        ACC,
+        "ratio = count / self.reference",
+        "ratio = 1.0",
+        (f"{ACC_T}::test_uneven_micro_batches_in_one_window_weigh_each_sample_once",),
+        "each item weighs once in its window",
+    ),
+    Mutant(
+        "accumulation: the window counts micro-batches, not items",
+        ACC,
+        "self._window = self._window + count",
+        "self._window = self._window + 1",
+        (f"{ACC_T}::test_uneven_micro_batches_in_one_window_weigh_each_sample_once",),
+        "the step is the mean over the window's items",
+    ),
+    Mutant(
+        "accumulation: Lightning's 1/K left in the gradients",
+        ACC,
+        "numerator = world * compat.lightning_loss_divisor(trainer) * (self.reference or 1.0)",
+        "numerator = world * (self.reference or 1.0)",
+        (f"{ACC_T}::test_four_micro_batches_of_8_equal_one_batch_of_32",),
+        "K micro-batches equal one batch of K x B",
+    ),
+    Mutant(
+        "accumulation: no scaling on one process (short tail window divided by K)",
+        ACC,
+        "(compat.lightning_loss_divisor(trainer) > 1 or world > 1)",
+        "(world > 1)",
+        (f"{ACC_T}::test_short_uneven_tail_windows_over_two_epochs",),
+        "a short tail window is the mean over its own items",
+    ),
+    Mutant(
+        "accumulation: the window's item count is never reset",
+        ACC,
+        "total, self._window = self._window, 0",
+        "total = self._window",
+        (f"{ACC_T}::test_short_uneven_tail_windows_over_two_epochs",),
+        "each step is normalised by its own window",
+    ),
+    Mutant(
+        "accumulation: the padding copy of a rank out of data counts as real items",
+        ACC,
+        "            self._count = 0\n            return",
+        "            self._count = count_items(pl_module, batch, batch_idx)\n            return",
+        ("tests/training/test_ddp_padding.py",),
+        "a zero-weight padding batch adds nothing to the step",
+    ),
+    Mutant(
+        "accumulation: a declared token count is ignored",
+        ACC,
+        "    if not callable(getattr(module, ITEMS_HOOK, None)):\n        return int(extract_batch_size(batch))",
+        "    if True:\n        return int(extract_batch_size(batch))",
+        (f"{ACC_T}::test_token_level_loss_is_exact_by_tokens_when_declared",),
+        "token-level losses are exact by tokens when declared",
+    ),
+    # -- sharding and loader order --------------------------------------------------------------
+    Mutant(
+        "sharding: padding batches not marked as padding",
+        SAMP,
+        "                padding.add(m)",
+        "                pass",
+        (f"{SHARD_T}::test_train_batches_cover_every_sample_once_with_equal_counts",),
+        "padding batches are known as zero-weight copies",
+    ),
+    Mutant(
+        "sharding: every rank evaluates the same batches",
+        SAMP,
+        "share = order[self.rank :: self.world_size]",
+        "share = order[:: self.world_size]",
+        (f"{SHARD_T}::test_evaluation_split_has_no_duplicate_and_equal_batch_counts",),
+        "evaluation sees every sample once",
+    ),
+    Mutant(
+        "sharding: the shuffle ignores the epoch",
+        SAMP,
+        "manual_seed(self.seed + self.epoch)",
+        "manual_seed(self.seed)",
+        (f"{SHARD_T}::test_epoch_shuffle_is_a_function_of_seed_and_epoch",),
+        "the order is a function of (seed, epoch)",
+    ),
+    Mutant(
+        "resumable loader: the saved position is dropped",
+        "src/trainwell/data/resumable.py",
+        "self._pending = dict(state_dict)",
+        "self._pending = None",
+        (f"{RESUME_T}::test_resume_from_a_step_checkpoint_is_bitwise_exact",),
+        "mid-epoch resume continues at the saved batch",
+    ),
+    # -- training state in checkpoints ----------------------------------------------------------
+    Mutant(
+        "training state: RNG not restored on resume",
+        STATE,
+        "            restore_rng(self._pending_rng)\n",
+        "            pass\n",
+        (f"{RESUME_T}::test_resume_from_a_step_checkpoint_is_bitwise_exact",),
+        "a resumed run draws the uninterrupted run's random numbers",
+    ),
+    Mutant(
+        "training state: metric states not restored on resume",
+        STATE,
+        "                    compat.restore_metric_states(present[name], saved)",
+        "                    pass",
+        (f"{RESUME_T}::test_resume_from_a_step_checkpoint_is_bitwise_exact",),
+        "epoch means and best-so-far metrics survive a resume",
+    ),
+    Mutant(
+        "training state: restored logged metrics dropped",
+        STATE,
+        'self.restored_callback_metrics = dict(state_dict.get("callback_metrics", {}))',
+        "self.restored_callback_metrics = {}",
+        ("tests/training/test_resume_logged_metrics.py",),
+        "a run resumed after its last step still reports the fit metrics",
+    ),
+    Mutant(
+        "training state: logged metrics not saved",
+        STATE,
+        '"callback_metrics": logged,',
+        '"callback_metrics": {},',
+        ("tests/training/test_resume_logged_metrics.py",),
+        "a run resumed after its last step still reports the fit metrics",
+    ),
+    Mutant(
+        "exact accumulation: reference not restored on resume",
+        ACC,
+        'self.reference = state_dict.get("reference")',
+        "self.reference = None",
+        (f"{RESUME_T}::test_resume_from_a_step_checkpoint_is_bitwise_exact[7]",),
+        "a resumed run rounds its gradients as the uninterrupted one",
+    ),
+    # -- last / best / step checkpoints ---------------------------------------------------------
+    Mutant(
+        "last.ckpt: no end-of-training write",
+        LAST,
+        "if trainer.global_step != self._last_global_step_saved and not trainer.sanity_checking:",
+        "if False:",
+        (f"{LAST_T}::test_last_ckpt_is_written_when_training_ends_between_validations",),
+        "last.ckpt is the final state when training ends without an epoch-end save",
+    ),
+    Mutant(
+        "last.ckpt: no end-of-fit write",
+        LAST,
+        "if trainer.global_step == self._last_global_step_saved or trainer.sanity_checking:",
+        "if True:",
+        (f"{LAST_T}::test_last_ckpt_is_written_after_a_resume_from_finished_training",),
+        "last.ckpt is the final state after a resume from finished training",
+    ),
+    Mutant(
+        "last.ckpt: saved only when the monitored metric improves (last = best)",
+        LAST,
+        "            monitor=None,\n            save_top_k=1,",
+        '            monitor="val/acc",\n            mode="max",\n            save_top_k=1,',
+        (f"{LAST_T}::test_last_ckpt_is_the_newest_epoch_at_every_epoch_while_training",),
+        "last.ckpt is always the newest end-of-epoch state",
+    ),
+    Mutant(
+        "step checkpoint: written at an epoch's last batch (resumes past validation)",
+        LAST,
+        "if stepped and not at_epoch_last_batch(trainer):",
+        "if stepped:",
+        (f"{RESUME_T}::test_no_step_checkpoint_at_an_epochs_last_batch",),
+        "a resume never skips an epoch's validation",
+    ),
+    # -- checkpoint IO --------------------------------------------------------------------------
+    Mutant(
+        "checkpoint loads: weights_only off",
+        "src/trainwell/training/checkpoint_io.py",
+        "weights_only=True, mmap=mmap)",
+        "weights_only=False, mmap=mmap)",
+        ("tests/training/test_security.py::test_loaders_refuse_the_pickle_and_nothing_runs",),
+        "loading a checkpoint never runs pickled code",
+    ),
+    Mutant(
+        "checkpoint writes: straight into the target, no temp file",
+        "src/trainwell/training/checkpoint_io.py",
+        'tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")',
+        "tmp = target",
+        ("tests/training/test_checkpoint_io.py",),
+        "a checkpoint file is the old one or the new one, never half of one",
+    ),
+    Mutant(
+        "background writes: the end-of-training flush is a no-op",
+        "src/trainwell/training/background_writes.py",
+        "    if callable(flush):\n        flush()",
+        "    pass",
+        ("tests/training/test_checkpoint_flushed_at_train_end.py",),
+        "checkpoints are on disk when the training loop returns",
+    ),
+    Mutant(
+        "background writes: never switched off after training",
+        "src/trainwell/training/background_writes.py",
+        "    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:\n"
+        "        _set_background(trainer, False)",
+        "    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:\n"
+        "        pass",
+        ("tests/training/test_checkpoint_io.py::test_background_during_the_training_loop_only",),
+        "saves outside the training loop are synchronous",
+    ),
+    # -- pre-emption ----------------------------------------------------------------------------
+    Mutant(
+        "pre-emption: stops mid accumulation window",
+        PRE,
+        "return batches_done % accumulate == 0 or batches_done >= trainer.num_training_batches",
+        "return True",
+        (f"{PRE_T}::test_a_signal_mid_window_stops_at_the_windows_end",),
+        "the pre-emption checkpoint is taken at the end of a window",
+    ),
+    Mutant(
+        "pre-emption: the signal handler records nothing",
+        PRE,
+        "        self.received = signum",
+        "        self.received = None",
+        (f"{PRE_T}::test_a_signal_in_an_epochs_last_window_stops_after_its_validation",),
+        "SIGTERM/SIGUSR1 end the run with a checkpoint and exit 3",
+    ),
+    Mutant(
+        "pre-emption: checkpoint at the epoch's last batch, before its validation",
+        PRE,
+        "        if compat.at_epoch_last_batch(trainer):",
+        "        if False:",
+        (f"{PRE_T}::test_a_signal_in_an_epochs_last_window_stops_after_its_validation",),
+        "a pre-emption never resumes past an epoch's validation",
+    ),
+    # -- guards ---------------------------------------------------------------------------------
+    Mutant(
+        "non-finite guard: a NaN loss goes unnoticed on the CPU path",
+        NONFIN,
+        "if not math.isfinite(float(loss.detach().sum())):",
+        "if False:",
+        (f"{GUARD_T}::test_nan_loss_is_named_as_such_when_gradients_are_not_checked",),
+        "a NaN loss stops the run naming the batch",
+    ),
+    Mutant(
+        "non-finite guard: the device flag keeps the last bad batch, not the first",
+        NONFIN,
+        "torch.where(bad, flag.clamp(max=code), flag)",
+        "torch.where(bad, flag.clamp(min=code), flag)",
+        (f"{GUARD_T}::test_device_flags_name_the_first_bad_batch_and_stop_at_the_next_check",),
+        "the error names the first bad batch",
+    ),
+    Mutant(
+        "non-finite guard: non-finite gradients pass",
+        NONFIN,
+        "if not bool(torch.isfinite(total)):",
+        "if False:",
+        (f"{GUARD_T}::test_non_finite_gradient_stops_the_run_naming_the_tensor",),
+        "a non-finite gradient stops the run naming the tensor",
+    ),
+    Mutant(
+        "non-finite guard: flags not read before a checkpoint is written",
+        NONFIN,
+        "checkpoint: dict[str, Any]\n    ) -> None:\n        self.raise_if_seen(trainer)",
+        "checkpoint: dict[str, Any]\n    ) -> None:\n        pass",
+        (f"{GUARD_T}::test_device_flags_are_read_before_a_checkpoint_is_written",),
+        "a NaN model is never checkpointed",
+    ),
+    Mutant(
+        "train-mode guard: listing one module lets every module off",
+        "src/trainwell/callbacks/train_mode.py",
+        "if not m.training and not (name and name.startswith(self.allow_eval))",
+        "if not m.training and not self.allow_eval",
+        (f"{GUARD_T}::test_train_mode_guard_allows_listed_modules",),
+        "a module left in eval stops the run",
+    ),
+    Mutant(
+        "train-mode guard: listed modules refused too",
+        "src/trainwell/callbacks/train_mode.py",
+        "self.allow_eval = tuple(allow_eval)",
+        "self.allow_eval = ()",
+        (f"{GUARD_T}::test_train_mode_guard_allows_listed_modules",),
+        "a deliberately frozen module is allowed",
+    ),
+    # -- the plan and LR scaling ----------------------------------------------------------------
+    Mutant(
+        "plan: max_steps beyond what the epochs allow is believed",
+        PLAN,
+        'return (max_steps if by_epochs is None else min(max_steps, by_epochs)), ""',
+        'return max_steps, ""',
+        (f"{PLAN_T}::test_max_steps_beyond_what_the_epochs_allow_ends_with_the_epochs",),
+        "total steps = what the Trainer will really run",
+    ),
+    Mutant(
+        "plan: the tail window is not a step",
+        PLAN,
+        "steps_per_epoch = math.ceil(iterations / accumulate)",
+        "steps_per_epoch = iterations // accumulate",
+        PLAN_FAST,
+        "optimizer steps per epoch count the tail window",
+    ),
+    Mutant(
+        "plan: ranks' rounds rounded down",
+        PLAN,
+        "rounds = math.ceil(global_batches / world_size)",
+        "rounds = global_batches // world_size",
+        PLAN_FAST,
+        "iterations per rank include the last, padded round",
+    ),
+    Mutant(
+        "plan: drop_last ignored",
+        PLAN,
+        "([rest] if rest and not drop_last else [])",
+        "([rest] if rest else [])",
+        PLAN_FAST,
+        "drop_last removes the short batch from the plan",
+    ),
+    Mutant(
+        "plan: effective batch without the world size",
+        PLAN,
+        '"effective_batch": micro_batch * accumulate * world_size if micro_batch else None,',
+        '"effective_batch": micro_batch * accumulate if micro_batch else None,',
+        PLAN_FAST,
+        "effective batch = micro-batch x K x world size",
+    ),
+    Mutant(
+        "plan: fractional limit_train_batches rounded up",
+        PLAN,
+        "return int(iterations * limit)",
+        "return math.ceil(iterations * limit)",
+        (f"{PLAN_T}::test_a_fractional_limit_rounds_down_like_lightning",),
+        "the plan follows Lightning's limit_train_batches",
+    ),
+    Mutant(
+        "lr scaling: sqrt rule scales linearly",
+        "src/trainwell/training/lr_scaling.py",
+        "return base_lr * math.sqrt(ratio)",
+        "return base_lr * ratio",
+        (f"{PLAN_T}::test_lr_scaling_rules",),
+        "lr_scaling.rule=sqrt",
+    ),
+    Mutant(
+        "lr scaling: ratio inverted",
+        "src/trainwell/training/lr_scaling.py",
+        "ratio = effective_batch / reference_batch",
+        "ratio = reference_batch / effective_batch",
+        (f"{PLAN_T}::test_lr_scaling_rules",),
+        "lr_scaling.rule=linear",
+    ),
+    # -- the Optuna sweeper ---------------------------------------------------------------------
+    Mutant(
+        "sweeper: direction hard-coded to minimize",
+        SEARCH,
+        "            direction=self.direction,",
+        '            direction="minimize",',
+        (SWEEP_T,),
+        "hydra.sweeper.direction=maximize picks the largest value",
+    ),
+    Mutant(
+        "sweeper: optimized metric hard-coded to val/loss",
+        "src/trainwell/cli.py",
+        'name = cfg.get("optimized_metric")',
+        'name = "val/loss" if cfg.get("optimized_metric") else None',
+        (SWEEP_T,),
+        "optimized_metric=<name> is what the sweep optimizes",
+    ),
+    # -- doctor checks --------------------------------------------------------------------------
+    Mutant(
+        "doctor grad.zeroing: leaked gradients pass",
+        "src/trainwell/doctor/checks/gradients.py",
+        "    if leaked:",
+        "    if False:",
+        (f"{MUSEUM_T}[optimizer_zero_grad does nothing]",),
+        "grad.zeroing fails gradients leaking across steps",
+    ),
+    Mutant(
+        "doctor checkpoint.roundtrip: tolerance too loose",
+        "src/trainwell/doctor/checks/state.py",
+        "    if diff > 1e-6:",
+        "    if diff > 1e6:",
+        (f"{MUSEUM_T}[state outside the checkpoint]",),
+        "checkpoint.roundtrip fails state left out of the checkpoint",
+    ),
+    Mutant(
+        "doctor eval.determinism: only differing outputs count, not train-mode modules",
+        "src/trainwell/doctor/checks/modes.py",
+        "    if max_diff > 1e-6 or in_train:",
+        "    if max_diff > 1e6:",
+        (f"{MUSEUM_T}[self.train() in validation]",),
+        "eval.determinism fails validation in train mode",
+    ),
+]

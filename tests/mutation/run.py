@@ -1,0 +1,228 @@
+"""`make mutants`: plant each curated bug of tests/mutation/mutants.py, one at a time, in a copy of
+the repository, and run the tests that exist to catch it.
+
+A guarantee is protected only if breaking it makes a test fail. Each mutant is applied to a
+private copy (src/, tests/, conf/, scripts/, ...), never to the checkout, and pytest runs there
+with the copy's src/ first on PYTHONPATH: the editable install in .venv would otherwise import the
+unmutated checkout and every mutant would "escape". The smoke mutants, run first, prove the copy
+is what gets imported (in the pytest process and in a script it starts). Then the listed tests
+run once on the unmutated copy: a test that already fails would "catch" every mutant. Outcomes:
+
+caught   a listed test failed
+escaped  every listed test passed: the guarantee is unprotected (exit 1)
+stale    the mutant's original text is not (exactly once) in the file: the code moved on and the
+         mutant must be updated, never silently skipped (exit 1)
+error    the tests could not run, or one of them fails without the mutant (exit 1)
+
+Usage: python tests/mutation/run.py [-j 2] [-k substring] [--list] [--stale]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from mutants import MUTANTS, SMOKES, Mutant
+
+REPO = Path(__file__).resolve().parents[2]
+# What the tests read: code, tests, configs, scripts, notebooks, docs and project metadata.
+COPIED = ("src", "tests", "conf", "scripts", "notebooks", "benchmarks", "docs")
+COPIED_FILES = ("pyproject.toml", "README.md", "Makefile", "constraints.txt", "LICENSE")
+SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", "logs", "*.egg-info")
+PER_MUTANT_TIMEOUT_S = 300
+BASELINE_TIMEOUT_S = 1200  # every listed test, unmutated, in two halves
+
+
+def make_copy(root: Path) -> Path:
+    for name in COPIED:
+        if (REPO / name).exists():
+            shutil.copytree(REPO / name, root / name, ignore=SKIP)
+    for name in COPIED_FILES:
+        if (REPO / name).exists():
+            shutil.copy2(REPO / name, root / name)
+    return root
+
+
+def stale_reason(mutant: Mutant) -> str | None:
+    path = REPO / mutant.path
+    if not path.is_file():
+        return f"{mutant.path} does not exist"
+    count = path.read_text().count(mutant.old)
+    if count != 1:
+        return f"original text found {count} times in {mutant.path} (must be exactly once)"
+    return None
+
+
+def environment(copy: Path) -> dict[str, str]:
+    env = dict(os.environ)
+    # The copy first: its src/ (not the editable install's checkout) and its tests package.
+    env["PYTHONPATH"] = os.pathsep.join(
+        [str(copy / "src"), str(copy), *filter(None, [env.get("PYTHONPATH")])]
+    )
+    env["PYTHONDONTWRITEBYTECODE"] = "1"  # a restored file must never meet the mutant's .pyc
+    env.setdefault("OMP_NUM_THREADS", "1")
+    return env
+
+
+def pytest(
+    copy: Path, tests: tuple[str, ...], *options: str, timeout: float = PER_MUTANT_TIMEOUT_S
+) -> tuple[int, str]:
+    """(exit code, output) of the default suite's `tests` run in `copy`; -1 on a timeout."""
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow",
+             *options, *tests],
+            cwd=copy, env=environment(copy), capture_output=True, text=True,
+            timeout=timeout,
+        )  # fmt: skip
+    except subprocess.TimeoutExpired:
+        return -1, f"timed out after {timeout:.0f} s"
+    return proc.returncode, proc.stdout + proc.stderr
+
+
+def baseline_failures(chunks: list[tuple[str, ...]], copies: list[Path]) -> list[str]:
+    """Node ids that fail on the unmutated copies (each chunk of tests in its own copy)."""
+    with ThreadPoolExecutor(max_workers=len(copies)) as pool:
+        runs = list(
+            pool.map(
+                lambda a: pytest(a[1], a[0], "-rfE", timeout=BASELINE_TIMEOUT_S),
+                zip(chunks, copies, strict=True),
+            )
+        )
+    failing = []
+    for code, out in runs:
+        if code not in (0, 1):  # not even collected: every mutant would look caught
+            raise SystemExit(f"the unmutated tests do not run (pytest exit {code}):\n{tail(out)}")
+        failing += [
+            line.split(" ", 1)[1].rsplit(" - ", 1)[0]
+            for line in out.splitlines()
+            if line.startswith(("FAILED ", "ERROR "))
+        ]
+    return failing
+
+
+def run_one(mutant: Mutant, copy: Path) -> tuple[str, float, str]:
+    target = copy / mutant.path
+    original = target.read_text()
+    target.write_text(original.replace(mutant.old, mutant.new, 1))
+    start = time.monotonic()
+    try:
+        code, out = pytest(copy, mutant.tests, "-x")
+    finally:
+        target.write_text(original)
+    elapsed = time.monotonic() - start
+    if code == 1:  # tests ran and at least one failed
+        return "caught", elapsed, out
+    if code == 0:
+        return "escaped", elapsed, out
+    # 2-5: interrupted, internal error, usage error, nothing collected; -1: timeout
+    return "error", elapsed, out
+
+
+def tail(text: str, n: int = 15) -> str:
+    return "\n".join("    " + line for line in text.strip().splitlines()[-n:])
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("-j", "--jobs", type=int, default=2)
+    parser.add_argument("-k", default="", help="only mutants whose name contains this")
+    parser.add_argument("--list", action="store_true", help="print the mutants and exit")
+    parser.add_argument(
+        "--stale", action="store_true", help="only check that every mutant still applies"
+    )
+    args = parser.parse_args()
+    chosen = [m for m in MUTANTS if args.k in m.name]
+    if args.list:
+        for m in [*SMOKES, *chosen]:
+            print(f"{m.name}: {m.path} -> {' '.join(m.tests)}")
+        return 0
+    names = [m.name for m in MUTANTS]
+    duplicates = {n for n in names if names.count(n) > 1}
+    if duplicates:
+        print(f"duplicate mutant names: {sorted(duplicates)}")
+        return 1
+
+    counts = {"caught": 0, "escaped": 0, "stale": 0, "error": 0}
+    runnable = []
+    for mutant in chosen:
+        reason = stale_reason(mutant)
+        if reason:
+            counts["stale"] += 1
+            print(f"stale    {mutant.name}: {reason}", flush=True)
+        else:
+            runnable.append(mutant)
+
+    if args.stale:
+        stale_smokes = sum(bool(stale_reason(m)) for m in SMOKES)
+        print(f"mutants: {len(runnable)} apply, {counts['stale'] + stale_smokes} stale")
+        return 1 if counts["stale"] or stale_smokes else 0
+
+    with tempfile.TemporaryDirectory(prefix="trainwell-mutants-") as tmp:
+        copies = [make_copy(Path(tmp) / f"copy{i}") for i in range(max(1, args.jobs))]
+        # The smoke mutants change what a test checks, once in the pytest process and once in a
+        # script it runs: if either is not caught, the tests did not run the copy's code and no
+        # other result means anything.
+        stale_smokes = [f"{m.name}: {stale_reason(m)}" for m in SMOKES if stale_reason(m)]
+        if stale_smokes:
+            print("stale    " + "; ".join(stale_smokes))
+            return 1
+        with ThreadPoolExecutor(max_workers=len(copies)) as pool:
+            smoked = list(
+                pool.map(lambda i: run_one(SMOKES[i], copies[i % len(copies)]), range(len(SMOKES)))
+            )
+        for smoke, (outcome, elapsed, out) in zip(SMOKES, smoked, strict=True):
+            print(f"{outcome:8} {smoke.name} ({elapsed:.0f} s)", flush=True)
+            if outcome != "caught":
+                print("the tests do not run the mutated copy; results would be meaningless")
+                print(tail(out))
+                return 1
+
+        union = sorted({t for m in runnable for t in m.tests})
+        chunks = [tuple(union[i :: len(copies)]) for i in range(len(copies))]
+        chunks, copies_used = [c for c in chunks if c], copies[: len([c for c in chunks if c])]
+        start = time.monotonic()
+        failing = baseline_failures(chunks, copies_used)
+        print(f"baseline: {len(union)} test ids, {len(failing)} failing without a mutant "
+              f"({time.monotonic() - start:.0f} s)", flush=True)  # fmt: skip
+        for node in failing:
+            print(f"    fails without a mutant: {node}")
+        broken = [m for m in runnable if any(f.startswith(t) for f in failing for t in m.tests)]
+        for mutant in broken:
+            counts["error"] += 1
+            print(f"error    {mutant.name}: a listed test fails without the mutant", flush=True)
+        runnable = [m for m in runnable if m not in broken]
+
+        free = list(copies)
+
+        def job(mutant: Mutant) -> tuple[Mutant, str, float, str]:
+            copy = free.pop()
+            try:
+                return (mutant, *run_one(mutant, copy))
+            finally:
+                free.append(copy)
+
+        with ThreadPoolExecutor(max_workers=len(copies)) as pool:
+            for mutant, outcome, elapsed, out in pool.map(job, runnable):
+                counts[outcome] += 1
+                print(f"{outcome:8} {mutant.name} ({elapsed:.0f} s)", flush=True)
+                if outcome != "caught":
+                    print(f"    {mutant.path}: {mutant.why}")
+                    print(tail(out))
+    print(
+        f"mutants: {counts['caught']} caught, {counts['escaped']} escaped, "
+        f"{counts['stale']} stale" + (f", {counts['error']} error" if counts["error"] else "")
+    )
+    return 0 if counts["caught"] == len(chosen) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

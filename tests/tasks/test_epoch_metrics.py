@@ -1,0 +1,108 @@
+"""The example tasks hand each epoch metric to `self.log` once per epoch, not at every step.
+
+What a user reads must not change: every epoch's logged values equal those of the same task
+logging its Metric objects at every step (the way Lightning's docs show), epoch after epoch
+(Lightning resets a logged Metric at its epoch end only if it was logged in that epoch).
+"""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+import lightning as L
+import torch
+from torch import nn
+
+from tests.helpers.trainers import template_trainer, templated
+from trainwell.data import DigitsDataModule
+from trainwell.data.sequences import SequenceDataModule
+from trainwell.models import CausalTransformer
+from trainwell.tasks import ClassificationTask, LanguageModelTask
+from trainwell.tasks.metrics import EpochMetricLog
+
+
+class EveryStepClassification(ClassificationTask):
+    """The reference: every step logs the Metric objects (Lightning's documented pattern)."""
+
+    def _log_epoch(self, stage: str, prog_bar: bool = True) -> None:
+        for kind in ("loss", "acc"):
+            metric = getattr(self, f"{stage}_{kind}")
+            self.log(f"{stage}/{kind}", metric, on_step=False, on_epoch=True, prog_bar=prog_bar)
+
+
+class EveryStepLanguageModel(LanguageModelTask):
+    def _track(self, stage: str, loss: torch.Tensor, tokens: torch.Tensor) -> None:
+        for kind in ("loss", "ppl"):
+            metric = getattr(self, f"{stage}_{kind}")
+            metric.update(loss.detach(), weight=tokens)
+            self.log(f"{stage}/{kind}", metric, on_step=False, on_epoch=True, prog_bar=True)
+
+
+class EpochValues(L.Callback):
+    """What the run had logged at the end of each epoch (its train and validation metrics)."""
+
+    def __init__(self) -> None:
+        self.epochs: list[dict[str, float]] = []
+
+    def _take(self, trainer: L.Trainer) -> None:
+        self.epochs.append({k: float(v) for k, v in trainer.callback_metrics.items()})
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.current_epoch > 0:
+            self._take(trainer)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._take(trainer)
+
+
+def _fit(task: L.LightningModule, data: L.LightningDataModule, **kwargs: Any) -> list[dict]:
+    values = EpochValues()
+    trainer = template_trainer(
+        max_epochs=3, precision="32-true", num_sanity_val_steps=2, callbacks=[values], **kwargs
+    )
+    trainer.fit(task, datamodule=templated(data, seed=0))
+    return values.epochs
+
+
+def _classification(cls: type[ClassificationTask]) -> ClassificationTask:
+    torch.manual_seed(0)
+    net = nn.Sequential(nn.Flatten(), nn.Linear(64, 32), nn.Tanh(), nn.Linear(32, 10))
+    return cls(net=net, optimizer=partial(torch.optim.SGD, lr=0.1))
+
+
+def test_classification_epoch_values_equal_logging_at_every_step() -> None:
+    def run(cls: type[ClassificationTask]) -> list[dict]:
+        data = DigitsDataModule(batch_size=16, seed=0)
+        return _fit(_classification(cls), data, limit_train_batches=7, limit_val_batches=3)
+
+    once, every = run(ClassificationTask), run(EveryStepClassification)
+    assert len(once) == 3
+    keys = {"train/loss", "train/acc", "val/loss", "val/acc", "val/acc_best"}
+    assert all(keys <= set(epoch) for epoch in once)
+    assert once == every  # exact, epoch by epoch (the sanity check's values included nowhere)
+    assert once[0]["train/loss"] != once[1]["train/loss"]  # the epochs really differ
+
+
+def test_language_model_epoch_values_equal_logging_at_every_step() -> None:
+    def run(cls: type[LanguageModelTask]) -> list[dict]:
+        torch.manual_seed(0)
+        net = CausalTransformer(vocab_size=16, max_len=24, dim=16, depth=1, heads=2, dropout=0.0)
+        task = cls(net=net, optimizer=partial(torch.optim.SGD, lr=0.2))
+        data = SequenceDataModule(
+            num_sequences=95, vocab_size=16, min_len=3, max_len=24, batch_size=4
+        )
+        return _fit(task, data, accumulate_grad_batches=4, limit_val_batches=2)
+
+    once, every = run(LanguageModelTask), run(EveryStepLanguageModel)
+    assert len(once) == 3 and {"train/loss", "train/ppl", "val/loss", "val/ppl"} <= set(once[0])
+    assert once == every
+
+
+def test_epoch_metric_log_is_due_once_per_started_epoch() -> None:
+    due = EpochMetricLog()
+    assert not due.take("train")  # outside an epoch (a direct training_step call): no log
+    due.start("train")
+    assert due.take("train") and not due.take("train")
+    due.start("train")  # the next epoch, or the first step after a mid-epoch resume
+    assert due.take("train") and not due.take("val")

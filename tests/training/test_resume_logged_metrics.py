@@ -1,0 +1,22 @@
+"""A run resumed after its last training step trains and logs nothing new: its results must still
+hold the metrics the fit logged, restored from the checkpoint (TrainingStateCallback)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.scripted import scripted_cfg
+from trainwell.training.run import train
+
+
+def test_a_resume_after_the_last_step_reports_the_metrics_the_fit_logged(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    first = train(scripted_cfg(run_dir, "trainer.max_epochs=2"))
+    assert first["metrics"]["val/acc"] == pytest.approx(0.9)  # epoch 1's scripted value
+    # killed after last.ckpt reached the disk, before results.json did
+    (run_dir / "results.json").unlink()
+    again = train(scripted_cfg(run_dir, "trainer.max_epochs=2", "resume=auto"))
+    assert again["finished_at"] == first["finished_at"]
+    assert again["metrics"] == first["metrics"]

@@ -1,0 +1,121 @@
+"""A ReduceLROnPlateau scheduler resumed from an end-of-epoch checkpoint (written by
+ModelCheckpoint at the end of validation, before Lightning's plateau step) ends exactly where the
+uninterrupted run does: scheduler state, learning rate, optimizer state, weights."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import pytest
+import torch
+import torch.nn.functional as F
+from lightning.pytorch.callbacks import ModelCheckpoint
+from torch.utils.data import DataLoader, TensorDataset
+
+from tests.helpers.state import assert_bitwise_equal
+from tests.helpers.trainers import template_trainer
+from trainwell.callbacks.training_state import TrainingStateCallback
+
+EPOCHS = 4
+
+
+class PlateauModule(L.LightningModule):
+    def __init__(self, frequency: int) -> None:
+        super().__init__()
+        torch.manual_seed(0)
+        self.layer = torch.nn.Linear(4, 2)
+        self.frequency = frequency
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        return F.cross_entropy(self.layer(x), y)
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        x, y = batch
+        self.log("val/loss", F.cross_entropy(self.layer(x), y))
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.5, momentum=0.9)
+        # threshold 0.5: only a halving of the loss counts as better, so after the first epoch
+        # every epoch cuts the rate (patience 0) and each missed step shows in the LR.
+        plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(
+            optimizer, factor=0.5, patience=0, threshold=0.5
+        )
+        scheduler = {"scheduler": plateau, "monitor": "val/loss", "frequency": self.frequency}
+        return {"optimizer": optimizer, "lr_scheduler": scheduler}
+
+
+def loader() -> DataLoader:
+    g = torch.Generator().manual_seed(1)
+    data = TensorDataset(torch.randn(32, 4, generator=g), torch.randint(0, 2, (32,), generator=g))
+    return DataLoader(data, batch_size=8)
+
+
+def fit(
+    run_dir: Path,
+    frequency: int,
+    ckpt_path: Path | None = None,
+    before: list[L.Callback] | None = None,
+) -> tuple[L.Trainer, PlateauModule]:
+    saver = ModelCheckpoint(
+        dirpath=run_dir, filename="epoch{epoch}", save_top_k=-1, auto_insert_metric_name=False
+    )
+    trainer = template_trainer(
+        max_epochs=EPOCHS,
+        limit_val_batches=1.0,
+        enable_checkpointing=True,
+        callbacks=[*(before or []), TrainingStateCallback(), saver],
+    )
+    module = PlateauModule(frequency)
+    trainer.fit(module, loader(), loader(), ckpt_path=ckpt_path)
+    return trainer, module
+
+
+def final(trainer: L.Trainer, path: Path) -> dict:
+    trainer.save_checkpoint(path)
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
+@pytest.mark.parametrize("frequency", [1, 2])
+def test_a_resume_from_an_epoch_end_checkpoint_takes_its_plateau_step(
+    tmp_path: Path, frequency: int
+) -> None:
+    full_trainer, full = fit(tmp_path / "full", frequency)
+    want = final(full_trainer, tmp_path / "full.ckpt")
+    plateau = want["lr_schedulers"][0]
+    assert plateau["last_epoch"] == EPOCHS // frequency  # the schedule really stepped
+    assert plateau["num_bad_epochs"] == 0 and plateau["_last_lr"][0] < 0.5  # and cut the LR
+    for epoch in range(EPOCHS - 1):
+        trainer, resumed = fit(
+            tmp_path / f"from{epoch}", frequency, tmp_path / "full" / f"epoch{epoch}.ckpt"
+        )
+        got = final(trainer, tmp_path / f"from{epoch}.ckpt")
+        assert got["lr_schedulers"] == want["lr_schedulers"], epoch
+        assert (
+            trainer.optimizers[0].param_groups[0]["lr"]
+            == full_trainer.optimizers[0].param_groups[0]["lr"]
+        ), epoch
+        assert_bitwise_equal(got, want)
+        for name, value in full.state_dict().items():
+            assert torch.equal(resumed.state_dict()[name], value), (epoch, name)
+
+
+class UpstreamStep(L.Callback):
+    """A Lightning that takes the missed plateau step on restart itself (before the template's
+    callbacks run): the template must not take it a second time."""
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        state = next(c for c in trainer.callbacks if isinstance(c, TrainingStateCallback))
+        trainer.lr_scheduler_configs[0].scheduler.step(state.restored_callback_metrics["val/loss"])
+
+
+def test_a_plateau_step_already_taken_on_restart_is_not_taken_twice(tmp_path: Path) -> None:
+    full_trainer, _ = fit(tmp_path / "full", 1)
+    want = final(full_trainer, tmp_path / "full.ckpt")
+    ckpt = tmp_path / "full" / "epoch1.ckpt"
+    trainer, _ = fit(tmp_path / "resumed", 1, ckpt, before=[UpstreamStep()])
+    got = final(trainer, tmp_path / "resumed.ckpt")
+    assert got["lr_schedulers"] == want["lr_schedulers"]
+    assert_bitwise_equal(got, want)
