@@ -14,22 +14,12 @@ import pytest
 import torch
 
 from tests.helpers.config import compose_config
+from tests.helpers.kill_runs import IN_PROCESS_RUN
 from tests.helpers.state import assert_bitwise_equal
 from trainwell.callbacks.preemption import EXIT_PREEMPTED, Preempted
 from trainwell.training.run import train
 
-RUN = [
-    "data.batch_size=128",
-    "trainer.accumulate_grad_batches=3",
-    "trainer.max_epochs=2",
-    "trainer.deterministic=true",
-    "trainer.num_sanity_val_steps=0",
-    "callbacks.early_stopping=null",
-    "callbacks.rich_progress_bar=null",
-    "callbacks.rich_model_summary=null",
-    "print_config=false",
-    "test=false",
-]
+RUN = IN_PROCESS_RUN
 
 
 def _sigterm_at(batch: int, phase: str) -> list[str]:

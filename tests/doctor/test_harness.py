@@ -11,7 +11,7 @@ import torch
 from torch.utils.data import DataLoader
 
 from tests.helpers.doctor import FAST, run_ids
-from trainwell.doctor.checks.loop import trend
+from trainwell.doctor.checks.overfit import trend
 from trainwell.doctor.harness.batches import ConcatError, concat, leaves, replay_loader, size_of
 from trainwell.doctor.harness.samples import TrainSamples
 

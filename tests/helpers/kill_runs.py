@@ -22,3 +22,18 @@ RUN = [
     "print_config=false",
 ]
 ENV = TESTS_IMPORTABLE  # the killer callback lives in tests/helpers
+
+# The in-process resume and pre-emption tests' run: 1257 digits / 128 = 10 micro-batches per
+# epoch; K=3 -> windows of 3, 3, 3 and a tail of 1; 2 epochs, no test stage.
+IN_PROCESS_RUN = [
+    "data.batch_size=128",
+    "trainer.accumulate_grad_batches=3",
+    "trainer.max_epochs=2",
+    "trainer.deterministic=true",
+    "trainer.num_sanity_val_steps=0",
+    "callbacks.early_stopping=null",
+    "callbacks.rich_progress_bar=null",
+    "callbacks.rich_model_summary=null",
+    "print_config=false",
+    "test=false",
+]

@@ -15,24 +15,13 @@ import pytest
 import torch
 
 from tests.helpers.config import compose_config
+from tests.helpers.kill_runs import IN_PROCESS_RUN
 from tests.helpers.state import assert_bitwise_equal
 from trainwell.errors import TrainwellError
 from trainwell.training.resume import find_newest_checkpoint
 from trainwell.training.run import train
 
-# 1257 samples / 128 = 10 micro-batches per epoch; K=3 -> windows of 3, 3, 3 and a tail of 1.
-RUN = [
-    "data.batch_size=128",
-    "trainer.accumulate_grad_batches=3",
-    "trainer.max_epochs=2",
-    "trainer.deterministic=true",
-    "trainer.num_sanity_val_steps=0",
-    "callbacks.early_stopping=null",
-    "callbacks.rich_progress_bar=null",
-    "callbacks.rich_model_summary=null",
-    "print_config=false",
-    "test=false",
-]
+RUN = IN_PROCESS_RUN
 
 
 @pytest.fixture(scope="module")

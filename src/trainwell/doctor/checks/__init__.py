@@ -11,11 +11,13 @@ from trainwell.doctor.checks.accumulation import accumulation_equivalence
 from trainwell.doctor.checks.data import data_finite, data_leakage
 from trainwell.doctor.checks.device import device_placement
 from trainwell.doctor.checks.gradients import grad_flow, grad_zeroing
+from trainwell.doctor.checks.graph_leak import memory_graph_leak
 from trainwell.doctor.checks.loading import data_throughput, data_worker_seeding
-from trainwell.doctor.checks.loop import memory_graph_leak, overfit_one_batch, schedule_interval
 from trainwell.doctor.checks.loss import loss_logits, targets_contract
 from trainwell.doctor.checks.metrics import metrics_reduction
 from trainwell.doctor.checks.modes import eval_determinism, train_mode
+from trainwell.doctor.checks.overfit import overfit_one_batch
+from trainwell.doctor.checks.schedule import schedule_interval
 from trainwell.doctor.checks.state import checkpoint_roundtrip
 from trainwell.doctor.checks.structure import optimizer_coverage, params_registered
 from trainwell.doctor.harness.context import DoctorContext
