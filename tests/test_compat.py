@@ -151,6 +151,64 @@ def test_a_resumed_epoch_iterator_is_built_before_its_epoch_is_set(
         assert resumed.seen == full.seen[4:6] != full.seen[6:]
 
 
+class EpochTagged(torch.utils.data.Dataset):
+    """Sample i of epoch e is 100 * e + i: what a per-sample augmentation keyed by the epoch
+    (data/per_sample.py) would draw differently each epoch."""
+
+    def __init__(self) -> None:
+        self.epoch = 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = epoch
+
+    def __len__(self) -> int:
+        return 8
+
+    def __getitem__(self, index: int) -> tuple[torch.Tensor]:
+        return (torch.tensor(100 * self.epoch + index),)
+
+
+class SaveAtEpochEnd(L.Callback):
+    """What the template's last.ckpt holds: the state at the end of a training epoch."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if trainer.current_epoch == 0:
+            trainer.save_checkpoint(self.path)
+
+
+@pytest.mark.parametrize("workaround", [False, True])
+def test_an_epoch_end_resume_builds_the_next_epochs_iterator_before_its_epoch_is_set(
+    tmp_path: Path, workaround: bool
+) -> None:
+    """Lightning-AI/pytorch-lightning#21938, from a checkpoint written at an epoch's end (which
+    Lightning does not count as a restart): the next epoch's iterator is built, and the dataset
+    told its epoch, while the sampler still says epoch 0."""
+    end = tmp_path / "end.ckpt"
+    data = EpochTagged()
+    batches = ShardedBatchSampler(BatchSampler(EpochShuffle(8, seed=3), 2, False), 1, 0, pad=True)
+    full = SeenBatches()
+    loader = ResumableDataLoader(data, batch_sampler=batches, seed=3)
+    trainer = plain_trainer(
+        max_epochs=2, enable_checkpointing=False, callbacks=[SaveAtEpochEnd(end)]
+    )
+    trainer.fit(full, loader)
+    resumed = SeenBatches()
+    data = EpochTagged()
+    batches = ShardedBatchSampler(BatchSampler(EpochShuffle(8, seed=3), 2, False), 1, 0, pad=True)
+    loader = ResumableDataLoader(data, batch_sampler=batches, seed=3)
+    callbacks = [RestorePosition()] if workaround else []
+    trainer = plain_trainer(max_epochs=2, enable_checkpointing=False, callbacks=callbacks)
+    trainer.fit(resumed, loader, ckpt_path=end)
+    if workaround:
+        assert resumed.seen == full.seen[4:]
+    else:
+        # upstream: epoch 1's samples, augmented as in epoch 0
+        assert resumed.seen == [[i - 100 for i in batch] for batch in full.seen[4:]]
+
+
 def test_aggregation_metric_states_are_not_in_the_state_dict() -> None:
     """torchmetrics 1.x registers aggregation states (MaxMetric...) as non-persistent, keeps the
     update count private, and caches compute(): the template saves and restores them itself."""

@@ -110,22 +110,39 @@ def test_weights_are_bitwise_equal_for_0_1_2_and_4_workers(tmp_path: Path) -> No
         assert_bitwise_equal(states[workers], states[0])
 
 
+# Where the killed run resumes from: a step checkpoint mid-epoch 1 (killed 3 batches into the
+# epoch, mid-window), or last.ckpt at the end of epoch 0 (killed as epoch 1 starts), which
+# Lightning does not count as a restart. Saves are flushed before the kill: the resume point is
+# the one named, not whichever background write beat the signal.
+KILLS = {
+    "mid_epoch": (("+callbacks.killer.batch=10",), "step-0000005.ckpt"),
+    "epoch_end": (
+        ("+callbacks.killer.batch=1", "+callbacks.killer.phase=epoch_start"),
+        "last.ckpt",
+    ),
+}
+
+
 @pytest.mark.slow
-def test_mid_epoch_kill_and_resume_with_augmentation_and_workers_is_exact(tmp_path: Path) -> None:
-    """Killed after micro-batch 11 (epoch 1, 3 batches in, mid-window), resumed with 2 workers:
-    the same weights and results.json as the uninterrupted run with none."""
+@pytest.mark.parametrize("kill", sorted(KILLS))
+def test_kill_and_resume_with_augmentation_and_workers_is_exact(tmp_path: Path, kill: str) -> None:
+    """Killed, then resumed with 2 workers: the same weights and results.json as the
+    uninterrupted run with none."""
     alone = tmp_path / "alone"
     assert _train(alone).returncode == 0
     run_dir = tmp_path / "killed"
     workers = ("data.num_workers=2",)
+    where, checkpoint = KILLS[kill]
     killer = (
         "+callbacks.killer._target_=tests.helpers.killer.KillAt",
-        "+callbacks.killer.batch=10",
+        "+callbacks.killer.flush=true",
+        *where,
     )
     killed = _train(run_dir, *workers, *killer, env=TESTS_IMPORTABLE)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
     resumed = _train(run_dir, *workers, "resume=auto")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"resuming from {run_dir / 'checkpoints' / checkpoint}" in resumed.stdout
     assert_bitwise_equal(final_state(run_dir), final_state(alone))
     assert metrics(run_dir) == metrics(alone)
 

@@ -35,14 +35,18 @@ class KillAt(L.Callback):
     phase=epoch_start: when training epoch `batch` starts (its predecessor's saves may still be queued);
     phase=train_end: after the last training step, before testing;
     phase=test_batch: after test batch `batch`;
-    phase=results: halfway through writing results.json."""
+    phase=results: halfway through writing results.json.
+    flush=true (batch_end, epoch_start): first wait until the checkpoints saved so far are on
+    disk, so the run resumes from a known one, not from whichever write beat the kill."""
 
     def __init__(
-        self, batch: int, phase: str = "batch_end", signal: str = "SIGKILL", group: bool = False
-    ) -> None:
+        self, batch: int, phase: str = "batch_end", signal: str = "SIGKILL", group: bool = False,
+        flush: bool = False,
+    ) -> None:  # fmt: skip
         if phase not in PHASES:
             raise ValueError(f"unknown phase {phase}")
         self.batch, self.phase, self.signal, self.group = batch, phase, signal, group
+        self.flush = flush
         self._seen = 0
         self._saves = 0
 
@@ -79,8 +83,15 @@ class KillAt(L.Callback):
 
         run.write_results = write_then_die  # type: ignore[assignment]
 
+    def _flush(self, trainer: L.Trainer) -> None:
+        if self.flush:
+            io = trainer.strategy.checkpoint_io
+            assert isinstance(io, AtomicCheckpointIO), type(io)
+            io.flush()
+
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if self.phase == "epoch_start" and trainer.current_epoch == self.batch:
+            self._flush(trainer)
             _send(self.signal, self.group)
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -104,5 +115,6 @@ class KillAt(L.Callback):
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, idx: int
     ) -> None:
         if self.phase == "batch_end" and self._seen == self.batch and trainer.is_global_zero:
+            self._flush(trainer)
             _send(self.signal, self.group)
         self._seen += 1

@@ -451,4 +451,15 @@ MUTANTS: list[Mutant] = [
         (f"{MUSEUM_T}[self.train() in validation]",),
         "eval.determinism fails validation in train mode",
     ),
+    Mutant(
+        "resume from last.ckpt: the next epoch's iterator keeps epoch 0",
+        "src/trainwell/compat/loops.py",
+        "    resumed = fit_loop.restarting or epoch > 0",
+        "    resumed = fit_loop.restarting",
+        (
+            "tests/test_compat.py::"
+            "test_an_epoch_end_resume_builds_the_next_epochs_iterator_before_its_epoch_is_set",
+        ),
+        "a run resumed from an end-of-epoch checkpoint draws and augments the next epoch exactly",
+    ),
 ]

@@ -26,19 +26,22 @@ def lightning_loss_divisor(trainer: L.Trainer) -> int:
 # On a restart, FitLoop.setup_data builds the train iterator *before* the sampler's epoch is set
 # (Lightning-AI/pytorch-lightning#21938, open; 2.5.3-2.6.6), so a resumed epoch is drawn in the
 # order of epoch 0 whenever the loader fixes its order when the iterator is created (worker
-# processes, or the template's sharded batch sampler).
+# processes, or the template's sharded batch sampler), and a dataset whose augmentation follows
+# the epoch (data/per_sample.py) is told epoch 0. The same holds for a checkpoint written at the
+# end of an epoch (last.ckpt), which Lightning does not count as a restart at all.
 # ---------------------------------------------------------------------------------------------
 
 
 def restore_train_loader_position(trainer: L.Trainer) -> None:
-    """Rebuild the resumed epoch's train iterator after setting its sampler epoch (and after the
+    """Rebuild a resumed run's train iterator after setting its sampler epoch (and after the
     saved loader position, when Lightning left it pending, has been applied)."""
     fit_loop = trainer.fit_loop
-    if fit_loop._combined_loader is None or not fit_loop.restarting:
+    epoch = fit_loop.epoch_progress.current.processed
+    resumed = fit_loop.restarting or epoch > 0  # a fresh run's iterator is already epoch 0's
+    if fit_loop._combined_loader is None or not resumed:
         return
     if fit_loop._combined_loader_states_to_load:
         fit_loop._load_combined_loader_states()
-    epoch = fit_loop.epoch_progress.current.processed
     for loader in fit_loop._combined_loader.flattened:
         # Before iter(): with workers the sampler is consumed when the iterator is built.
         set_sampler_epoch(loader, epoch)
