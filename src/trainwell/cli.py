@@ -228,7 +228,7 @@ def hydra_entry(
                 raise JobFailed(f"{HydraConfig.get().runtime.output_dir}: {line}") from None
             raise SystemExit(code) from None
         finally:
-            compat.end_multirun_job(env_before)
+            compat.end_job(env_before)
         if isinstance(result, int) and not isinstance(result, bool) and result != 0:
             if _in_multirun():
                 raise JobFailed(f"{HydraConfig.get().runtime.output_dir}: exit code {result}")

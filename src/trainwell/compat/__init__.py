@@ -25,7 +25,7 @@ from trainwell.compat.checkpoints import (
 from trainwell.compat.launchers import (
     LAUNCHER_ENV,
     TORCHRUN_FRESH_STORE,
-    end_multirun_job,
+    end_job,
     finish_wandb_run,
     launcher_env,
     pin_multirun_job_for_ddp_children,
@@ -58,7 +58,7 @@ __all__ = [
     "LoggedValue",
     "StepCheckpoint",
     "at_epoch_last_batch",
-    "end_multirun_job",
+    "end_job",
     "epoch_end_pending",
     "epoch_logged_metrics",
     "epoch_sums",

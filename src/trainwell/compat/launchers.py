@@ -3,6 +3,7 @@ sweep jobs that share one process."""
 
 from __future__ import annotations
 
+import gc
 import os
 import sys
 
@@ -36,21 +37,36 @@ def pin_multirun_job_for_ddp_children() -> None:
         hydra_cfg.hydra.run.dir = output_dir
 
 
-def end_multirun_job(env_before: dict[str, str | None]) -> None:
-    """Undo what Lightning's DDP launch left behind before the sweep's next job starts."""
+def end_job(env_before: dict[str, str | None]) -> None:
+    """Close the job's process group; under multirun also undo what Lightning's DDP launch left
+    behind before the sweep's next job starts."""
     from hydra.core.hydra_config import HydraConfig
     from hydra.types import RunMode
 
+    release_process_group()
     if HydraConfig.instance().cfg is None or HydraConfig.get().mode != RunMode.MULTIRUN:
         return
-    if torch.distributed.is_available() and torch.distributed.is_initialized():
-        torch.distributed.destroy_process_group()
     finish_wandb_run()
     for key, value in env_before.items():
         if value is None:
             os.environ.pop(key, None)
         else:
             os.environ[key] = value
+
+
+def release_process_group() -> None:
+    """Free what holds the process group, then destroy it, while the interpreter still runs.
+
+    Lightning never destroys the group it creates. The trainer, its strategy and the DDP-wrapped
+    model reference each other, so they (and the gloo/NCCL group they hold) outlive the job until
+    the interpreter exits; torch then tears the group down in whatever order its objects go, and
+    a gloo worker thread can abort the finished process ("terminate called without an active
+    exception", SIGABRT): a run that trained and saved everything exits non-zero.
+    """
+    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+        return
+    gc.collect()  # the reference cycles that still hold the wrapped model
+    torch.distributed.destroy_process_group()
 
 
 def launcher_env() -> dict[str, str | None]:
