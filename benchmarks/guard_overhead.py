@@ -77,7 +77,7 @@ def main() -> None:
 
 def hook_share(report: Path) -> float:
     """Time inside guard hooks / total profiled time, from SimpleProfiler's report table."""
-    names = ("NonFiniteGuard", "GradNormMonitor", "TrainModeGuard")
+    names = ("NonFiniteGuard", "GradNormLogger", "TrainModeGuard")
     total, guards = 0.0, 0.0
     for line in report.read_text().splitlines():
         cells = [c.strip() for c in line.strip().strip("|").split("|")]

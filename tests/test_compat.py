@@ -18,6 +18,7 @@ from torchmetrics import MaxMetric, MeanMetric
 from tests.helpers.torchrun import run_torchrun
 from tests.helpers.trainers import quiet_trainer
 from trainwell import compat
+from trainwell.callbacks import LastCheckpoint
 from trainwell.data.resumable import ResumableDataLoader
 from trainwell.data.samplers import EpochShuffle, ShardedBatchSampler
 from trainwell.errors import TrainwellError
@@ -87,7 +88,7 @@ def test_save_last_writes_last_only_with_a_top_k_checkpoint(tmp_path: Path) -> N
     best = ModelCheckpoint(
         dirpath=tmp_path, filename="best", monitor="val/acc", mode="max", save_last=True
     )
-    last = compat.LastCheckpoint(dirpath=str(tmp_path / "ours"))
+    last = LastCheckpoint(dirpath=str(tmp_path / "ours"))
     trainer = plain_trainer(max_epochs=4, callbacks=[best, last], num_sanity_val_steps=0)
     trainer.fit(ScriptedVal(), loader, loader)
 
@@ -623,3 +624,22 @@ def test_a_resume_from_the_end_of_validation_skips_that_epochs_plateau_step(
     resumed.fit(_Plateau(), loader, loader, ckpt_path=tmp_path / "epoch0.ckpt")
     # upstream: only epoch 1's step is taken, epoch 0's is lost
     assert resumed.lr_scheduler_configs[0].scheduler.last_epoch == 1
+
+
+def test_lightnings_csv_logger_deletes_the_metrics_of_an_earlier_attempt(tmp_path: Path) -> None:
+    """Lightning's CSV ExperimentWriter removes an existing metrics.csv when it starts; the
+    template's AppendingCSVLogger keeps it (and reads it through compat.csv_filesystem)."""
+    from lightning.pytorch.loggers import CSVLogger
+
+    from trainwell.io.csv_append import AppendingCSVLogger
+
+    for logger_type, survives in ((CSVLogger, False), (AppendingCSVLogger, True)):
+        run = tmp_path / logger_type.__name__
+        first = logger_type(save_dir=str(run), name="csv", version="")
+        first.log_metrics({"loss": 1.0}, step=0)
+        first.save()
+        second = logger_type(save_dir=str(run), name="csv", version="")
+        second.log_metrics({"loss": 0.5}, step=1)
+        second.save()
+        rows = (run / "csv" / "metrics.csv").read_text().splitlines()
+        assert (len(rows) == 3) is survives, rows  # header + one row per attempt kept

@@ -9,7 +9,7 @@ from hydra.utils import instantiate
 
 from tests.helpers.config import compose_config
 from trainwell.data.base import ClassificationDataModule
-from trainwell.training.run import build_callbacks, build_loggers, build_trainer
+from trainwell.training.builders import build_callbacks, build_loggers, build_trainer
 
 DATA = ["digits", "cifar10", "synthetic"]
 MODELS = ["digits_cnn", "resnet18", "mlp"]
@@ -81,7 +81,7 @@ def test_default_callbacks(tmp_path: Path) -> None:
         "ModelCheckpoint",
         "EarlyStopping",
         "LearningRateLogger",
-        "RichProgressBar",
+        "ThrottledProgressBar",
         "RichModelSummary",
     } <= names
 

@@ -1,4 +1,4 @@
-"""Imports point one way: data, models -> tasks -> callbacks -> training -> doctor -> cli.
+"""Imports point one way: data, models -> tasks -> io -> callbacks -> training -> doctor -> cli.
 
 Read from the source (every import statement, module-level or inside a function), so a cycle
 or a shortcut (training reaching into the doctor, a callback into training) fails here.
@@ -17,9 +17,10 @@ ALLOWED = {
     "models": BASE | {"models"},
     "data": BASE | {"data"},
     "tasks": BASE | {"tasks", "models", "data"},
-    "callbacks": BASE | {"callbacks", "tasks", "models", "data"},
-    "training": BASE | {"training", "callbacks", "tasks", "models", "data"},
-    "doctor": BASE | {"doctor", "training", "callbacks", "tasks", "models", "data"},
+    "io": BASE | {"io"},
+    "callbacks": BASE | {"callbacks", "io", "tasks", "models", "data"},
+    "training": BASE | {"training", "callbacks", "io", "tasks", "models", "data"},
+    "doctor": BASE | {"doctor", "training", "callbacks", "io", "tasks", "models", "data"},
 }
 
 
@@ -50,3 +51,51 @@ def test_the_compat_package_depends_on_nothing_but_the_error_type() -> None:
     assert len(paths) > 1
     for path in paths:
         assert trainwell_imports(path) <= {"errors", "compat"}, path.name
+
+
+def test_every_package_has_an_import_rule() -> None:
+    packages = {p.name for p in SRC.iterdir() if (p / "__init__.py").is_file()}
+    assert packages == set(ALLOWED) | {"compat"}
+
+
+def _private(name: str) -> bool:
+    return name.startswith("_") and not name.startswith("__")
+
+
+def _defined(tree: ast.AST, stores: bool) -> set[str]:
+    """Private names a module defines: functions, classes, methods, globals; with `stores` also
+    the attributes it assigns (`self._x = ...`)."""
+    own: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            own.add(node.name)
+        elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
+            own.add(node.id)
+        elif stores and isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store):
+            own.add(node.attr)
+    return {name for name in own if _private(name)}
+
+
+def test_private_attributes_of_other_libraries_appear_only_in_compat() -> None:
+    """Outside compat/, `x._name` is trainwell's own: a private name defined somewhere in the
+    package, or an attribute the same module assigns. Anything else (a Lightning or torch
+    private attribute, a private name imported from them) belongs in compat/."""
+    trees = {path: ast.parse(path.read_text()) for path in sorted(SRC.rglob("*.py"))}
+    package_wide = set().union(*(_defined(tree, stores=False) for tree in trees.values()))
+    found = []
+    for path, tree in trees.items():
+        if path.parent.name == "compat":
+            continue
+        own = package_wide | _defined(tree, stores=True)
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and _private(node.attr) and node.attr not in own:
+                found.append(f"{path.relative_to(SRC)}:{node.lineno} .{node.attr}")
+            elif isinstance(node, ast.ImportFrom) and not (node.module or "").startswith(
+                "trainwell"
+            ):
+                found += [
+                    f"{path.relative_to(SRC)}:{node.lineno} import {a.name}"
+                    for a in node.names
+                    if _private(a.name)
+                ]
+    assert not found, "private attributes outside compat/: " + ", ".join(found)

@@ -254,7 +254,7 @@ def _lock_before_hydra_writes(config_dir: Path, config_name: str, argv: list[str
     """Take the run dir's lock before Hydra creates .hydra/ and train.log in it: a second launch
     into a dir in use exits 2 naming the holder and changes nothing there. A multirun (its job
     dirs are known only inside the sweep) locks each job's dir when the job starts (train_job)."""
-    from trainwell.training.run_lock import RunDirInUse, lock_run_dir, takes_run_dir_lock
+    from trainwell.io.run_lock import RunDirInUse, lock_run_dir, takes_run_dir_lock
 
     if any(arg.startswith("-") for arg in argv) or not takes_run_dir_lock():
         return
@@ -277,7 +277,7 @@ def train_job(cfg: DictConfig) -> dict[str, Any] | float:
     Returns the results, or with `optimized_metric=<name>` that metric's value (what a sweeper
     such as hparams_search=<name>_optuna optimizes).
     """
-    from trainwell.training.run_lock import run_dir_lock
+    from trainwell.io.run_lock import run_dir_lock
 
     with run_dir_lock(Path(cfg.paths.output_dir)):
         return _train_job(cfg)

@@ -17,12 +17,12 @@ from tests.helpers.doctor import MUSEUM
 from tests.helpers.loggers import MemoryLogger
 from tests.helpers.trainers import quiet_trainer
 from trainwell.callbacks import (
-    GradNormMonitor,
+    GradNormLogger,
     NonFiniteGuard,
     NonFiniteLossError,
     TrainModeGuard,
 )
-from trainwell.training.run import build_callbacks
+from trainwell.training.builders import build_callbacks
 
 
 def _task(tmp_path: Path, overrides: list[str] | None = None) -> L.LightningModule:
@@ -148,7 +148,7 @@ def test_grad_norm_monitor_logs_total_and_per_layer_on_its_cadence(tmp_path: Pat
             expected[trainer.global_step] = float(torch.sqrt(sum((g**2).sum() for g in grads)))
 
     logger = MemoryLogger()
-    _trainer([GradNormMonitor(every_n_steps=2), Reference()], logger=logger).fit(
+    _trainer([GradNormLogger(every_n_steps=2), Reference()], logger=logger).fit(
         _task(tmp_path), _loader()
     )
     logged = {step: m for step, m in logger.rows if "grad_norm/total" in m}
@@ -189,7 +189,7 @@ def test_train_mode_guard_allows_listed_modules(tmp_path: Path) -> None:
 def test_guards_are_on_by_default(tmp_path: Path) -> None:
     cfg = compose_config([], tmp_path / "run")
     kinds = {type(c) for c in build_callbacks(cfg)}
-    assert {NonFiniteGuard, GradNormMonitor, TrainModeGuard} <= kinds
+    assert {NonFiniteGuard, GradNormLogger, TrainModeGuard} <= kinds
 
 
 @pytest.mark.slow  # two spawned processes, each importing torch and Lightning

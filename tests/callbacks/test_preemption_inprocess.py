@@ -82,4 +82,4 @@ def test_a_signal_in_an_epochs_last_window_stops_after_its_validation(tmp_path: 
     # it would resume past epoch 0's validation, so the run stops once the epoch has ended.
     state = _preempt(tmp_path / "run", batch=9, phase="backward")
     assert state["global_step"] == 4
-    assert "val/acc" in state["callbacks"]["TrainingStateCallback"]["callback_metrics"]
+    assert "val/acc" in state["callbacks"]["ExactResume"]["callback_metrics"]

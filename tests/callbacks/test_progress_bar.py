@@ -10,13 +10,13 @@ import torch
 from lightning.pytorch.demos.boring_classes import BoringModel
 from torch.utils.data import DataLoader, TensorDataset
 
-from trainwell.callbacks import RichProgressBar
+from trainwell.callbacks import ThrottledProgressBar
 
 
 class BarProbe(L.Callback):
     """Runs after the bar (later in the callback list): what the bar shows at each point."""
 
-    def __init__(self, bar: RichProgressBar) -> None:
+    def __init__(self, bar: ThrottledProgressBar) -> None:
         self.bar = bar
         self.seen: list[tuple[str, float]] = []
 
@@ -55,7 +55,7 @@ class Model(BoringModel):
 def _fit(tmp_path: Any, **kwargs: Any) -> list[tuple[str, float]]:
     # refresh_rate=1: one update per second, so within this sub-second fit every update after
     # the first is throttled and only the flushes can bring the bar up to date.
-    bar = RichProgressBar(refresh_rate=1)
+    bar = ThrottledProgressBar(refresh_rate=1)
     probe = BarProbe(bar)
     trainer = L.Trainer(
         accelerator="cpu", callbacks=[bar, probe], logger=False, enable_checkpointing=False,

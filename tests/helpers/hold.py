@@ -16,7 +16,7 @@ from typing import Any
 
 import lightning as L
 
-from trainwell.callbacks.preemption import PreemptionCallback
+from trainwell.callbacks.preemption import PreemptionCheckpoint
 
 
 class HoldUntilSignalled(L.Callback):
@@ -42,7 +42,7 @@ class HoldUntilSignalled(L.Callback):
         if not self._armed or trainer.global_step != self.step:
             return
         self._armed = False
-        (handler,) = [c for c in trainer.callbacks if isinstance(c, PreemptionCallback)]
+        (handler,) = [c for c in trainer.callbacks if isinstance(c, PreemptionCheckpoint)]
         if trainer.is_global_zero:
             self.marker.write_text(f"held at step {self.step}\n")
         deadline = time.monotonic() + self.timeout_s

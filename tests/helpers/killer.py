@@ -13,7 +13,7 @@ from typing import IO, Any
 
 import lightning as L
 
-from trainwell.training.checkpoint_io import AtomicCheckpointIO
+from trainwell.io.checkpoint_io import AtomicCheckpointIO
 
 
 def _send(name: str, group: bool) -> None:

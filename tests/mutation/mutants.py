@@ -23,7 +23,8 @@ class Mutant:
 
 ACC = "src/trainwell/callbacks/accumulation.py"
 ACC_T = "tests/callbacks/test_accumulation.py"
-LAST = "src/trainwell/compat/checkpoints.py"
+LAST = "src/trainwell/callbacks/last_checkpoint.py"
+STEP = "src/trainwell/callbacks/step_checkpoint.py"
 LAST_T = "tests/training/test_last_checkpoint_during_run.py"
 STATE = "src/trainwell/callbacks/training_state.py"
 RESUME_T = "tests/training/test_resume_inprocess.py"
@@ -206,7 +207,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "last.ckpt: no end-of-training write",
         LAST,
-        "if trainer.global_step != self._last_global_step_saved and not trainer.sanity_checking:",
+        "if trainer.global_step != compat.last_saved_step(self) and not trainer.sanity_checking:",
         "if False:",
         (f"{LAST_T}::test_last_ckpt_is_written_when_training_ends_between_validations",),
         "last.ckpt is the final state when training ends without an epoch-end save",
@@ -214,7 +215,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "last.ckpt: no end-of-fit write",
         LAST,
-        "if trainer.global_step == self._last_global_step_saved or trainer.sanity_checking:",
+        "if trainer.global_step == compat.last_saved_step(self) or trainer.sanity_checking:",
         "if True:",
         (f"{LAST_T}::test_last_ckpt_is_written_after_a_resume_from_finished_training",),
         "last.ckpt is the final state after a resume from finished training",
@@ -229,8 +230,8 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "step checkpoint: written at an epoch's last batch (resumes past validation)",
-        LAST,
-        "if stepped and not at_epoch_last_batch(trainer):",
+        STEP,
+        "if stepped and not compat.at_epoch_last_batch(trainer):",
         "if stepped:",
         (f"{RESUME_T}::test_no_step_checkpoint_at_an_epochs_last_batch",),
         "a resume never skips an epoch's validation",
@@ -238,7 +239,7 @@ MUTANTS: list[Mutant] = [
     # -- checkpoint IO --------------------------------------------------------------------------
     Mutant(
         "checkpoint loads: weights_only off",
-        "src/trainwell/training/checkpoint_io.py",
+        "src/trainwell/io/checkpoint_io.py",
         "weights_only=True, mmap=mmap)",
         "weights_only=False, mmap=mmap)",
         ("tests/training/test_security.py::test_loaders_refuse_the_pickle_and_nothing_runs",),
@@ -246,28 +247,28 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "checkpoint writes: straight into the target, no temp file",
-        "src/trainwell/training/checkpoint_io.py",
+        "src/trainwell/io/checkpoint_io.py",
         'tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")',
         "tmp = target",
-        ("tests/training/test_checkpoint_io.py",),
+        ("tests/io/test_checkpoint_io.py",),
         "a checkpoint file is the old one or the new one, never half of one",
     ),
     Mutant(
         "background writes: the end-of-training flush is a no-op",
-        "src/trainwell/training/background_writes.py",
+        "src/trainwell/io/background_writes.py",
         "    if callable(flush):\n        flush()",
         "    pass",
-        ("tests/training/test_checkpoint_flushed_at_train_end.py",),
+        ("tests/io/test_checkpoint_flushed_at_train_end.py",),
         "checkpoints are on disk when the training loop returns",
     ),
     Mutant(
         "background writes: never switched off after training",
-        "src/trainwell/training/background_writes.py",
+        "src/trainwell/io/background_writes.py",
         "    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:\n"
         "        _set_background(trainer, False)",
         "    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:\n"
         "        pass",
-        ("tests/training/test_checkpoint_io.py::test_background_during_the_training_loop_only",),
+        ("tests/io/test_checkpoint_io.py::test_background_during_the_training_loop_only",),
         "saves outside the training loop are synchronous",
     ),
     # -- pre-emption ----------------------------------------------------------------------------

@@ -64,13 +64,13 @@ def test_checkpoints_carry_rng_loader_position_metrics_and_batch_arithmetic(
     state = load(uninterrupted / "checkpoints" / "step-0000002.ckpt")
     loader = state["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]
     assert (loader["epoch"], loader["batches"]) == (0, 6)  # two windows of 3 micro-batches
-    extra = state["callbacks"]["TrainingStateCallback"]
+    extra = state["callbacks"]["ExactResume"]
     assert set(extra["rng"]) >= {"python", "numpy", "torch"}
     # every metric's accumulated state, and what the run had logged so far
     assert {"train_loss", "val_acc_best"} <= set(extra["metrics"])
-    last = load(uninterrupted / "checkpoints" / "last.ckpt")["callbacks"]["TrainingStateCallback"]
+    last = load(uninterrupted / "checkpoints" / "last.ckpt")["callbacks"]["ExactResume"]
     assert "val/acc" in last["callback_metrics"]
-    assert state["callbacks"]["TrainingPlanCallback"]["batch"] == {
+    assert state["callbacks"]["TrainingPlanner"]["batch"] == {
         "micro_batch": 128,
         "accumulate": 3,
         "world_size": 1,

@@ -1,6 +1,6 @@
 """A module that logs plain tensors with on_epoch=True (the README's own example does) must report
 the same epoch values after a mid-epoch resume as the uninterrupted run: Lightning's running sums
-behind them come back from the checkpoint (TrainingStateCallback, compat.epoch_sums), and a
+behind them come back from the checkpoint (ExactResume, compat.epoch_sums), and a
 checkpoint written after an epoch's last batch does not carry them into the next epoch."""
 
 from __future__ import annotations
@@ -88,7 +88,7 @@ def test_a_checkpoint_carries_the_running_sums_only_mid_epoch(
 
     def sums(name: str) -> dict:
         state = torch.load(full / "checkpoints" / name, map_location="cpu", weights_only=True)
-        (mine,) = state["callbacks"]["TrainingStateCallback"]["epoch_sums_per_rank"]
+        (mine,) = state["callbacks"]["ExactResume"]["epoch_sums_per_rank"]
         return {s["key"]: s for s in mine}
 
     mid = sums("step-0000003.ckpt")  # 3 of epoch 0's 6 batches

@@ -1,5 +1,5 @@
 """A run resumed after its last training step trains and logs nothing new: its results must still
-hold the metrics the fit logged, restored from the checkpoint (TrainingStateCallback)."""
+hold the metrics the fit logged, restored from the checkpoint (ExactResume)."""
 
 from __future__ import annotations
 

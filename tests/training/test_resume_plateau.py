@@ -16,7 +16,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from tests.helpers.state import assert_bitwise_equal
 from tests.helpers.trainers import template_trainer
-from trainwell.callbacks.training_state import TrainingStateCallback
+from trainwell.callbacks.training_state import ExactResume
 
 EPOCHS = 4
 
@@ -66,7 +66,7 @@ def fit(
         max_epochs=EPOCHS,
         limit_val_batches=1.0,
         enable_checkpointing=True,
-        callbacks=[*(before or []), TrainingStateCallback(), saver],
+        callbacks=[*(before or []), ExactResume(), saver],
     )
     module = PlateauModule(frequency)
     trainer.fit(module, loader(), loader(), ckpt_path=ckpt_path)
@@ -107,7 +107,7 @@ class UpstreamStep(L.Callback):
     callbacks run): the template must not take it a second time."""
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        state = next(c for c in trainer.callbacks if isinstance(c, TrainingStateCallback))
+        state = next(c for c in trainer.callbacks if isinstance(c, ExactResume))
         trainer.lr_scheduler_configs[0].scheduler.step(state.restored_callback_metrics["val/loss"])
 
 

@@ -7,24 +7,28 @@ conf/callbacks/default.yaml the throughput / MFU logger.
 """
 
 from trainwell.callbacks.accumulation import ExactAccumulation
-from trainwell.callbacks.grad_norm import GradNormMonitor
+from trainwell.callbacks.grad_norm import GradNormLogger
+from trainwell.callbacks.last_checkpoint import LastCheckpoint
 from trainwell.callbacks.learning_rate import LearningRateLogger
 from trainwell.callbacks.non_finite import NonFiniteGuard, NonFiniteLossError
-from trainwell.callbacks.preemption import PreemptionCallback
-from trainwell.callbacks.progress_bar import RichProgressBar
+from trainwell.callbacks.preemption import PreemptionCheckpoint
+from trainwell.callbacks.progress_bar import ThrottledProgressBar
+from trainwell.callbacks.step_checkpoint import StepCheckpoint
 from trainwell.callbacks.throughput import ThroughputLogger
 from trainwell.callbacks.train_mode import TrainModeGuard
-from trainwell.callbacks.training_state import TrainingStateCallback
+from trainwell.callbacks.training_state import ExactResume
 
 __all__ = [
     "ExactAccumulation",
-    "GradNormMonitor",
+    "ExactResume",
+    "GradNormLogger",
+    "LastCheckpoint",
     "LearningRateLogger",
     "NonFiniteGuard",
     "NonFiniteLossError",
-    "PreemptionCallback",
-    "RichProgressBar",
+    "PreemptionCheckpoint",
+    "StepCheckpoint",
+    "ThrottledProgressBar",
     "ThroughputLogger",
     "TrainModeGuard",
-    "TrainingStateCallback",
 ]

@@ -4,7 +4,7 @@ Reading a GPU value on the host (`.item()`, `float()`, `bool()`, `.tolist()`) ma
 until the GPU has finished everything queued, so the next step's kernels are not queued in time.
 The guards and monitors keep their values on the device and read them together, after the last
 micro-batch of optimizer steps 0, N, 2N, ... with N = trainer.log_every_n_steps unless a callback
-says otherwise: the steps at which GradNormMonitor reads its norms anyway.
+says otherwise: the steps at which GradNormLogger reads its norms anyway.
 """
 
 from __future__ import annotations

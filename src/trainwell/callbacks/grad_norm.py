@@ -1,4 +1,4 @@
-"""GradNormMonitor: total and per-layer gradient norms to the loggers every N optimizer steps.
+"""GradNormLogger: total and per-layer gradient norms to the loggers every N optimizer steps.
 
 The earliest signal of a missing zero_grad or an LR blow-up.
 
@@ -59,7 +59,7 @@ def squared_norms(grads: list[torch.Tensor]) -> torch.Tensor:
     return squares
 
 
-class GradNormMonitor(L.Callback):
+class GradNormLogger(L.Callback):
     """Logs `grad_norm/total` and `grad_norm/<layer>` every `every_n_steps` optimizer steps.
 
     A layer is a parameter's owning module (`net.features.0` for `net.features.0.weight`). Norms

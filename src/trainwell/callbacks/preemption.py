@@ -75,7 +75,7 @@ def in_slurm_batch_job() -> bool:
     return bool(slurm_job_id()) and os.environ.get("SLURM_JOB_NAME") not in ("bash", "interactive")
 
 
-class PreemptionCallback(L.Callback):
+class PreemptionCheckpoint(L.Callback):
     """Always installed by `training.run`. Also saves on a crash when the state is consistent
     (between optimizer steps, one process): the `OnExceptionCheckpoint` idea, minus the
     checkpoints of half-finished steps it would write."""
@@ -152,7 +152,7 @@ class PreemptionCallback(L.Callback):
             return
         if compat.at_epoch_last_batch(trainer):
             # A checkpoint here, before the epoch's validation, would resume past that
-            # validation (see compat.StepCheckpoint): stop once the epoch has ended instead.
+            # validation (see callbacks/step_checkpoint.py): stop once the epoch has ended instead.
             self._stop_at_epoch_end = True
             return
         self._stop(trainer)

@@ -1,4 +1,4 @@
-"""RichProgressBar that redraws the training bar at most `refresh_rate` times per second.
+"""ThrottledProgressBar that redraws the training bar at most `refresh_rate` times per second.
 
 Lightning's bar updates its task and re-reads every progress-bar metric at every training batch,
 although the screen is redrawn only `refresh_rate` times per second: on a fast step (small model,
@@ -14,7 +14,7 @@ import lightning as L
 from lightning.pytorch.callbacks import RichProgressBar as _LightningRichProgressBar
 
 
-class RichProgressBar(_LightningRichProgressBar):
+class ThrottledProgressBar(_LightningRichProgressBar):
     """Lightning's RichProgressBar; the training bar and its metrics are updated at most every
     1 / `refresh_rate` seconds, and always at an epoch's last batch, before validation and at the
     end of training (the bar never stays behind where the run stopped)."""

@@ -1,4 +1,4 @@
-"""TrainingStateCallback: what Lightning leaves out of a checkpoint and a resume needs.
+"""ExactResume: what Lightning leaves out of a checkpoint and a resume needs.
 
 Lightning writes model, optimizer, scheduler, loop progress, precision-scaler state, callback
 states and (through a stateful loader, data/resumable.py) the train loader's position. Missing, and
@@ -89,7 +89,7 @@ def _metrics(module: L.LightningModule) -> dict[str, Metric]:
     return {name: m for name, m in module.named_modules() if isinstance(m, Metric)}
 
 
-class TrainingStateCallback(L.Callback):
+class ExactResume(L.Callback):
     """Always installed by the template (see the module docstring).
 
     RNG states are applied at the first training batch after a resume, not at load time: between

@@ -17,11 +17,12 @@ touch:
 
 from trainwell.compat.callback_hooks import skip_empty_callback_hooks
 from trainwell.compat.checkpoints import (
-    LastCheckpoint,
-    StepCheckpoint,
     at_epoch_last_batch,
+    last_saved_step,
     load_model_parallel_checkpoint,
+    save_unmonitored,
 )
+from trainwell.compat.csv_logs import csv_filesystem
 from trainwell.compat.launchers import (
     LAUNCHER_ENV,
     TORCHRUN_FRESH_STORE,
@@ -54,16 +55,16 @@ from trainwell.compat.schedulers import plateau_steps_due, step_plateau_schedule
 __all__ = [
     "LAUNCHER_ENV",
     "TORCHRUN_FRESH_STORE",
-    "LastCheckpoint",
     "LoggedValue",
-    "StepCheckpoint",
     "at_epoch_last_batch",
+    "csv_filesystem",
     "end_job",
     "epoch_end_pending",
     "epoch_logged_metrics",
     "epoch_sums",
     "exact_logged_means",
     "finish_wandb_run",
+    "last_saved_step",
     "launcher_env",
     "lightning_loss_divisor",
     "load_model_parallel_checkpoint",
@@ -76,6 +77,7 @@ __all__ = [
     "restore_epoch_sums",
     "restore_metric_states",
     "restore_train_loader_position",
+    "save_unmonitored",
     "set_sampler_epoch",
     "skip_empty_callback_hooks",
     "skip_per_batch_sigterm_broadcast",

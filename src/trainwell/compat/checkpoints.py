@@ -13,41 +13,20 @@ from lightning.pytorch.callbacks import ModelCheckpoint
 # ModelCheckpoint(save_last=True) writes last.ckpt only when a top-k checkpoint was written at the
 # same step (Lightning 2.6.0-2.6.6, model_checkpoint.py on_validation_end / on_train_epoch_end;
 # reported downstream in openclimatefix/pvnet#542). With save_top_k=1 last.ckpt is then a copy of
-# the *best* epoch, several epochs old. LastCheckpoint is a second, unmonitored checkpoint that
-# overwrites last.ckpt after every epoch and once more when training ends.
+# the *best* epoch, several epochs old. The template's LastCheckpoint (callbacks/) is a second,
+# unmonitored ModelCheckpoint that also saves when training ends; it needs ModelCheckpoint's
+# private record of the last saved step and its unmonitored save.
 # ---------------------------------------------------------------------------------------------
 
 
-class LastCheckpoint(ModelCheckpoint):
-    """`<dirpath>/last.ckpt`: always the newest end-of-epoch (or end-of-training) state."""
+def last_saved_step(checkpoint: ModelCheckpoint) -> int:
+    """The global step of `checkpoint`'s most recent save (-1: none yet)."""
+    return int(checkpoint._last_global_step_saved)
 
-    def __init__(self, dirpath: str, filename: str = "last") -> None:
-        super().__init__(
-            dirpath=dirpath,
-            filename=filename,
-            monitor=None,
-            save_top_k=1,
-            save_last=False,
-            auto_insert_metric_name=False,
-            enable_version_counter=False,
-        )
 
-    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        # max_steps can end training mid-epoch, after the last end-of-epoch save.
-        if trainer.global_step != self._last_global_step_saved and not trainer.sanity_checking:
-            self._save_none_monitor_checkpoint(trainer, self._monitor_candidates(trainer))
-
-    def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        # Resumed from a checkpoint of finished training (a kill landed after best.ckpt but
-        # before last.ckpt reached the disk), FitLoop.run skips training and no train hook runs:
-        # last.ckpt would keep an older state while results.json names it the final one.
-        if trainer.global_step == self._last_global_step_saved or trainer.sanity_checking:
-            return
-        own_file = Path(self.dirpath or ".") / f"{self.filename}{self.FILE_EXTENSION}"
-        resumed_from = trainer.ckpt_path
-        if resumed_from and Path(resumed_from).resolve() == own_file.resolve():
-            return  # last.ckpt already holds this state
-        self._save_none_monitor_checkpoint(trainer, self._monitor_candidates(trainer))
+def save_unmonitored(checkpoint: ModelCheckpoint, trainer: L.Trainer) -> None:
+    """Save now, as an unmonitored ModelCheckpoint saves at an epoch's end."""
+    checkpoint._save_none_monitor_checkpoint(trainer, checkpoint._monitor_candidates(trainer))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -55,32 +34,12 @@ class LastCheckpoint(ModelCheckpoint):
 # validation, resumes past the validation: on restart Lightning 2.6 counts an epoch whose last
 # batch is done as finished (FitLoop.reset: restarted mid-epoch on the last batch -> processed
 # and completed) and never validates it, so val metrics, the best checkpoint and early stopping
-# miss an epoch. StepCheckpoint skips that batch; the end-of-epoch checkpoint follows it.
+# miss an epoch. The template's StepCheckpoint (callbacks/) skips that batch.
 # ---------------------------------------------------------------------------------------------
 
 
 def at_epoch_last_batch(trainer: L.Trainer) -> bool:
     return bool(trainer.fit_loop.epoch_loop.batch_progress.is_last_batch)
-
-
-class StepCheckpoint(ModelCheckpoint):
-    """ModelCheckpoint(every_n_train_steps=N) that writes only right after an optimizer step
-    (never inside an accumulation window, even when it skipped the step's own batch) and never
-    at an epoch's last batch."""
-
-    _stepped_at = -1
-
-    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        super().on_train_start(trainer, pl_module)
-        self._stepped_at = trainer.global_step
-
-    def on_train_batch_end(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any, **kwargs: Any
-    ) -> None:
-        stepped = trainer.global_step != self._stepped_at
-        self._stepped_at = trainer.global_step
-        if stepped and not at_epoch_last_batch(trainer):
-            super().on_train_batch_end(trainer, pl_module, *args, **kwargs)
 
 
 # ---------------------------------------------------------------------------------------------

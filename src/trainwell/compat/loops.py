@@ -68,7 +68,7 @@ def mul_tensors_(tensors: Sequence[torch.Tensor], factor: float | torch.Tensor) 
 # Under DDP Lightning 2.6 broadcasts a "received SIGTERM" flag from rank 0 before *every*
 # training batch and reads it on the host (`_TrainingEpochLoop._broadcast_sigterm_tensor`):
 # one collective and one host sync per micro-batch (Lightning-AI/pytorch-lightning#21487; fix
-# proposed in #21640). The template's PreemptionCallback owns SIGTERM (Lightning's flag is never
+# proposed in #21640). The template's PreemptionCheckpoint owns SIGTERM (Lightning's flag is never
 # set) and agrees on pre-emption every N steps instead, so the per-batch broadcast is skipped.
 # ---------------------------------------------------------------------------------------------
 

@@ -10,6 +10,8 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 from torchvision.ops import FrozenBatchNorm2d
 
+from trainwell.models.norms import BATCH_NORMS
+
 NORMS = ("batch", "group", "frozen")
 
 
@@ -52,7 +54,7 @@ def _bn_stats_unchanged(module: nn.Module) -> Iterator[None]:
     then update running_mean/var and num_batches_tracked a second time (PyTorch issue #96136),
     so eval would use statistics that drifted twice as fast as the model trained.
     """
-    norms = [m for m in module.modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    norms = [m for m in module.modules() if isinstance(m, BATCH_NORMS)]
     saved = [
         {name: buf.clone() for name, buf in m.named_buffers(recurse=False) if buf is not None}
         for m in norms

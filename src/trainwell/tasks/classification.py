@@ -11,6 +11,7 @@ from torchmetrics import MaxMetric, MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from trainwell.tasks.metrics import EpochMetricHooks, EpochMetricLog, WeightedMean
+from trainwell.tasks.model_setup import shard_and_compile
 from trainwell.tasks.optimization import (
     OptimizerFactory,
     SchedulerFactory,
@@ -65,17 +66,7 @@ class ClassificationTask(EpochMetricHooks, L.LightningModule):
                 self.log(f"{stage}/{kind}", metric, on_step=False, on_epoch=True, prog_bar=prog_bar)
 
     def configure_model(self) -> None:
-        strategy = self._trainer.strategy if self._trainer is not None else None
-        shard = getattr(strategy, "shard", None)  # trainer=fsdp: training.fsdp.FSDP2Strategy
-        if shard is not None and not getattr(self, "_sharded", False):
-            # Shard before compiling: compile then traces the sharded (FSDP2 hook-carrying) net.
-            shard(self.net)
-            self._sharded = True
-        if self.hparams.compile and not getattr(self, "_compiled", False):
-            # nn.Module.compile() compiles in place: state_dict keys stay free of `_orig_mod.`,
-            # so checkpoints load into compiled and plain nets alike.
-            self.net.compile()
-            self._compiled = True
+        shard_and_compile(self, self.net, bool(self.hparams.compile))
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x)

@@ -20,6 +20,7 @@ from torchmetrics import MeanMetric
 
 from trainwell.data.sequences import IGNORE_INDEX
 from trainwell.tasks.metrics import EpochMetricHooks, EpochMetricLog
+from trainwell.tasks.model_setup import shard_and_compile
 from trainwell.tasks.optimization import (
     OptimizerFactory,
     SchedulerFactory,
@@ -64,14 +65,7 @@ class LanguageModelTask(EpochMetricHooks, L.LightningModule):
         self._epoch_log = EpochMetricLog()
 
     def configure_model(self) -> None:
-        strategy = self._trainer.strategy if self._trainer is not None else None
-        shard = getattr(strategy, "shard", None)  # trainer=fsdp: training.fsdp.FSDP2Strategy
-        if shard is not None and not getattr(self, "_sharded", False):
-            shard(self.net)
-            self._sharded = True
-        if self.hparams.compile and not getattr(self, "_compiled", False):
-            self.net.compile()  # in place: state_dict keys stay free of `_orig_mod.`
-            self._compiled = True
+        shard_and_compile(self, self.net, bool(self.hparams.compile))
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         return self.net(tokens)

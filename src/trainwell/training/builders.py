@@ -1,7 +1,12 @@
-"""The one place a Trainer, its callbacks and its loggers are built (train, eval and the doctor)."""
+"""The one place a Trainer, its callbacks and its loggers are built (train, eval and the doctor).
+
+`template_callbacks` lists everything a training run installs; `build_trainer` adds no callback
+of its own.
+"""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -13,8 +18,11 @@ from omegaconf import DictConfig
 from trainwell import compat
 from trainwell.callbacks.accumulation import ExactAccumulation
 from trainwell.callbacks.learning_rate import LearningRateLogger
-from trainwell.training.background_writes import BackgroundCheckpointWrites
-from trainwell.training.checkpoint_io import AtomicCheckpointIO
+from trainwell.callbacks.preemption import PreemptionCheckpoint
+from trainwell.callbacks.training_state import ExactResume
+from trainwell.io.background_writes import BackgroundCheckpointWrites
+from trainwell.io.checkpoint_io import AtomicCheckpointIO
+from trainwell.training.plan_callback import TrainingPlanner
 from trainwell.training.precision import configure_matmul, resolve_precision
 
 # Callbacks that only write to a logger: with `logger=[]` / `logger=null` they are left out
@@ -41,15 +49,52 @@ def build_callbacks(cfg: DictConfig, has_logger: bool = True) -> list[L.Callback
     return callbacks
 
 
-def build_trainer(cfg: DictConfig, **overrides: Any) -> L.Trainer:
-    """The configured Trainer with the template's fixed parts.
+def template_callbacks(
+    cfg: DictConfig, run_dir: Path, plan: TrainingPlanner, has_logger: bool = True
+) -> list[L.Callback]:
+    """Everything a training run installs, in the order Lightning calls them.
 
-    * exact accumulation first in the callback list (callbacks/accumulation.py): every other
-      gradient hook then sees the final gradients;
+    1. ExactAccumulation (callbacks/accumulation.py), first: every micro-batch weighs by its
+       share of the window's items, the short tail window included, and every later gradient
+       hook (clipping, norms, the guards) sees the final gradients.
+    2. `plan` (training/plan_callback.py): the training arithmetic, computed before the first
+       step, printed and saved; the LR scaled and the schedule's length fixed from it; a resume
+       with another effective batch refused.
+    3. ExactResume (callbacks/training_state.py): RNG streams, metric states, logged running
+       means and the loader position go into every checkpoint and come back on resume.
+    4. conf/callbacks/: best/last/step checkpoints, early stopping, the guards (non-finite,
+       train mode), gradient-norm / LR / throughput logging, progress bar, model summary. A
+       callback that only writes to a logger is left out when the run has none.
+    5. PreemptionCheckpoint (callbacks/preemption.py): SIGTERM / SIGUSR1 -> a checkpoint at the
+       next window boundary, exit 3.
+    6. BackgroundCheckpointWrites (io/background_writes.py), last: checkpoints are written off
+       the training thread inside the training loop, and every write is on disk when it ends.
+    """
+    return [
+        ExactAccumulation(),
+        plan,
+        ExactResume(),
+        *build_callbacks(cfg, has_logger=has_logger),
+        PreemptionCheckpoint(run_dir / "checkpoints"),
+        BackgroundCheckpointWrites(),
+    ]
+
+
+def probe_callbacks(callbacks: list[L.Callback]) -> list[L.Callback]:
+    """`callbacks` between the two of template_callbacks that change what a short fit computes
+    and writes (exact accumulation, background checkpoint writes): the doctor's probes train as
+    a run does."""
+    return [ExactAccumulation(), *callbacks, BackgroundCheckpointWrites()]
+
+
+def build_trainer(cfg: DictConfig, **overrides: Any) -> L.Trainer:
+    """The configured Trainer with the template's fixed parts (callbacks come from the caller:
+    template_callbacks for a training run).
+
     * `use_distributed_sampler=False`: the template shards loaders itself, without the padding
       Lightning's DistributedSampler adds (data/sharding.py);
-    * every checkpoint read or written goes through AtomicCheckpointIO: atomic writes off the
-      training thread during the training loop (flushed when it ends or fails), and loads with
+    * every checkpoint read or written goes through AtomicCheckpointIO (io/checkpoint_io.py):
+      atomic writes, off the training thread during the training loop, and loads with
       weights_only=True whatever a caller asks for;
     * `trainer.precision` resolved (auto, and no silent fp16 -> bf16 on CPU);
     * logged means synced across ranks without Lightning's integer flooring (compat);
@@ -61,15 +106,10 @@ def build_trainer(cfg: DictConfig, **overrides: Any) -> L.Trainer:
         cfg.trainer.get("precision"), cfg.trainer.get("accelerator", "cpu")
     )
     configure_matmul(precision)
-    callbacks = list(overrides.pop("callbacks", []))
-    if not any(isinstance(c, ExactAccumulation) for c in callbacks):
-        callbacks.insert(0, ExactAccumulation())
-    callbacks.append(BackgroundCheckpointWrites())
     kwargs: dict[str, Any] = {
         "precision": precision,
         "plugins": [AtomicCheckpointIO()],
         "use_distributed_sampler": False,
-        "callbacks": callbacks,
     }
     kwargs.update(overrides)
     return instantiate(cfg.trainer, **kwargs)

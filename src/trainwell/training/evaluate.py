@@ -12,8 +12,8 @@ from omegaconf import DictConfig
 
 from trainwell.data.sharding import install_loader_policy
 from trainwell.errors import TrainwellError
+from trainwell.io.results import write_results
 from trainwell.training.builders import build_trainer
-from trainwell.training.results import write_results
 
 
 def cannot_test(module: L.LightningModule, datamodule: Any) -> str | None:

@@ -1,6 +1,6 @@
 """The plan inside `fit`: computed after prepare_data/setup, printed, handed to the optimizer.
 
-`TrainingPlanCallback` reads the train loader each rank will really iterate, prints the plan
+`TrainingPlanner` reads the train loader each rank will really iterate, prints the plan
 before the first step, fills the scaled LR and the plan's total optimizer steps into the
 configured optimizer / scheduler `_partial_`s (`PlannedFactory`), and refuses a resume that
 would silently change the batch arithmetic.
@@ -19,6 +19,7 @@ from torch import nn
 
 from trainwell.callbacks.accumulation import counting_unit
 from trainwell.errors import TrainwellError
+from trainwell.models.norms import BATCH_NORMS
 from trainwell.tasks.schedules import warmup_steps_for
 from trainwell.training.lr_scaling import scale_lr
 from trainwell.training.plan import TrainingPlan, describe_loader, make_plan
@@ -85,7 +86,7 @@ def batchnorm_warning(
     if accumulate <= 1 or micro_batch is None:
         return None
     has_bn = any(
-        isinstance(m, nn.modules.batchnorm._BatchNorm) and m.training and m.track_running_stats
+        isinstance(m, BATCH_NORMS) and m.training and m.track_running_stats
         for m in module.modules()
     )
     if not has_bn:
@@ -126,7 +127,7 @@ def _announce(text: str) -> None:
     print(text, flush=True)
 
 
-class TrainingPlanCallback(L.Callback):
+class TrainingPlanner(L.Callback):
     """Always installed by `training.run`: see the module docstring."""
 
     def __init__(
@@ -196,10 +197,9 @@ class PlannedFactory:
     the plan's optimizer steps. Outside a planned fit (eval, a probe) the factory runs unchanged.
     """
 
-    def __init__(
-        self, factory: Any, source: TrainingPlanCallback, keyword: str, attribute: str
-    ) -> None:
+    def __init__(self, factory: Any, source: TrainingPlanner, keyword: str, attribute: str) -> None:
         self.factory, self.source = factory, source
+        self.__wrapped__ = factory  # what a checkpoint's hparams record (io/hparams.py)
         self.keyword, self.attribute = keyword, attribute
         try:
             parameters = inspect.signature(factory).parameters

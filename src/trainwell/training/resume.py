@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from trainwell.errors import TrainwellError
-from trainwell.training.checkpoint_io import (
+from trainwell.io.checkpoint_io import (
     RESAVE,
     CheckpointError,
     PickledCheckpointError,

@@ -15,20 +15,23 @@ from hydra.utils import instantiate
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
-from trainwell import compat
-from trainwell.callbacks.preemption import PreemptionCallback
-from trainwell.callbacks.training_state import TrainingStateCallback
+from trainwell.callbacks.last_checkpoint import LastCheckpoint
+from trainwell.callbacks.training_state import ExactResume
 from trainwell.data.sharding import install_loader_policy
 from trainwell.errors import TrainwellError
-from trainwell.training.builders import build_callbacks, build_loggers, build_trainer
-from trainwell.training.checkpoint_io import AtomicCheckpointIO, load_checkpoint_file
-from trainwell.training.config_tree import print_config_tree
+from trainwell.io.checkpoint_io import AtomicCheckpointIO, load_checkpoint_file
+from trainwell.io.config_tree import print_config_tree
+from trainwell.io.redact import redact
+from trainwell.io.results import write_results
+from trainwell.io.run_dir import prepare_run_dir
+from trainwell.training.builders import (
+    build_loggers,
+    build_trainer,
+    template_callbacks,
+)
 from trainwell.training.evaluate import cannot_test
-from trainwell.training.plan_callback import PlannedFactory, TrainingPlanCallback
-from trainwell.training.redact import redact
-from trainwell.training.results import write_results
+from trainwell.training.plan_callback import PlannedFactory, TrainingPlanner
 from trainwell.training.resume import check_architecture, resolve_ckpt_path
-from trainwell.training.run_dir import prepare_run_dir
 
 
 def _resolved(cfg: DictConfig) -> dict[str, Any]:
@@ -40,7 +43,7 @@ def _announce(text: str) -> None:
     print(text, flush=True)
 
 
-def planned_factories(model_cfg: DictConfig, plan: TrainingPlanCallback) -> dict[str, Any]:
+def planned_factories(model_cfg: DictConfig, plan: TrainingPlanner) -> dict[str, Any]:
     """The configured optimizer / scheduler `_partial_`s, wrapped so the plan fills in the scaled
     LR and the total optimizer steps. Modules that build their own optimizer get nothing here."""
     out: dict[str, Any] = {}
@@ -54,7 +57,7 @@ def planned_factories(model_cfg: DictConfig, plan: TrainingPlanCallback) -> dict
     return out
 
 
-def _plan_callback(cfg: DictConfig, ckpt_path: str | None) -> TrainingPlanCallback:
+def _plan_callback(cfg: DictConfig, ckpt_path: str | None) -> TrainingPlanner:
     optimizer = cfg.model.get("optimizer")
     base_lr = (
         optimizer.get("lr") if optimizer is not None and OmegaConf.is_dict(optimizer) else None
@@ -66,7 +69,7 @@ def _plan_callback(cfg: DictConfig, ckpt_path: str | None) -> TrainingPlanCallba
             "has no optimizer `_partial_` with an lr; set lr_scaling.rule=none"
         )
     scheduler = cfg.model.get("scheduler")
-    return TrainingPlanCallback(
+    return TrainingPlanner(
         lr_scaling=scaling,  # type: ignore[arg-type]
         base_lr=base_lr,
         scheduler=OmegaConf.to_container(scheduler, resolve=True) if scheduler else None,  # type: ignore[arg-type]
@@ -100,13 +103,20 @@ def completed_results(
 
 
 def train(cfg: DictConfig, doctor_report: str | None = None) -> dict[str, Any]:
+    """One training run, in its stages:
+
+    1. the run dir: announced, the config printed (secrets redacted), the checkpoint to resume
+       from resolved (`ckpt_path`, `resume=auto`), the dir checked; a finished run relaunched
+       with resume=auto returns its results without training;
+    2. the parts: seed, datamodule (+ the loader policy), the plan, the module (+ an
+       architecture check against the resumed checkpoint), loggers, `template_callbacks`, the
+       Trainer;
+    3. fit;
+    4. test of the best checkpoint (skipped with `test=false` or a module without a test split);
+    5. results.json.
+    """
     run_dir = Path(cfg.paths.output_dir)
-    _announce(f"run dir: {run_dir}")
-    if cfg.get("print_config", True):
-        # Secrets resolved from the environment never reach stdout (a SLURM .out file).
-        rank_zero_only(print_config_tree)(OmegaConf.create(redact(_resolved(cfg))))
-    ckpt_path = resolve_ckpt_path(cfg, run_dir)
-    prepare_run_dir(run_dir, resuming=ckpt_path is not None)
+    ckpt_path = _open_run_dir(cfg, run_dir)
     done = (
         completed_results(run_dir, ckpt_path, cfg.trainer) if cfg.get("resume") == "auto" else None
     )
@@ -114,8 +124,8 @@ def train(cfg: DictConfig, doctor_report: str | None = None) -> dict[str, Any]:
         _announce(f"this run is complete (results.json matches {ckpt_path}); nothing to train")
         _announce(f"run dir: {run_dir}")
         return done
-    L.seed_everything(cfg.seed, workers=True)
 
+    L.seed_everything(cfg.seed, workers=True)
     datamodule: L.LightningDataModule = instantiate(cfg.data)
     install_loader_policy(datamodule, seed=int(cfg.seed))
     plan = _plan_callback(cfg, ckpt_path)
@@ -123,25 +133,12 @@ def train(cfg: DictConfig, doctor_report: str | None = None) -> dict[str, Any]:
     if ckpt_path:
         check_architecture(load_checkpoint_file(ckpt_path)["state_dict"], module, ckpt_path)
     loggers = build_loggers(cfg)
-    state = TrainingStateCallback()
-    # Exact resume, the plan and pre-emption are guarantees, not options: always installed.
-    callbacks = [
-        plan,
-        state,
-        *build_callbacks(cfg, has_logger=bool(loggers)),
-        PreemptionCallback(run_dir / "checkpoints"),
-    ]
+    callbacks = template_callbacks(cfg, run_dir, plan, has_logger=bool(loggers))
     trainer = build_trainer(cfg, callbacks=callbacks, logger=loggers or False)
-    if isinstance(trainer.strategy.checkpoint_io, AtomicCheckpointIO):
-        # Objects among the module's hparams go into checkpoints as their config nodes.
-        trainer.strategy.checkpoint_io.hparams_config = {
-            "model": redact(_resolved(cfg.model)),
-            "data": redact(_resolved(cfg.data)),
-        }
-    for logger in loggers:
-        logger.log_hyperparams(redact(_resolved(cfg)))
+    _record_config(cfg, trainer, loggers)
 
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+    state = next(c for c in callbacks if isinstance(c, ExactResume))
     # A run resumed after its last training step logs nothing new: the metrics it had logged
     # come back from the checkpoint, and whatever the resumed run logged overrides them.
     fit_metrics = {
@@ -149,22 +146,7 @@ def train(cfg: DictConfig, doctor_report: str | None = None) -> dict[str, Any]:
         **{k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1},
     }
     best, last = _checkpoint_paths(trainer)
-    test_metrics: dict[str, float] = {}
-    untestable = cannot_test(module, datamodule)
-    if not cfg.get("test", True):
-        tested_what = "skipped: test=false"
-    elif untestable:
-        # A GAN or a demo module trains without a test split: Lightning would stop after fit.
-        tested_what = f"skipped: {untestable}"
-        _announce(f"testing skipped: {untestable}")
-    else:
-        # Test the best checkpoint, not the last weights; fast_dev_run writes none, so it tests
-        # the weights in memory and results.json says so (best_ckpt is empty).
-        tested = trainer.test(
-            module, datamodule=datamodule, ckpt_path=best or None, weights_only=True
-        )
-        test_metrics = {k: float(v) for k, v in (tested[0] if tested else {}).items()}
-        tested_what = "best_ckpt" if best else "final weights (no best_ckpt)"
+    test_metrics, tested_what = _test_best(cfg, trainer, module, datamodule, best)
 
     results: dict[str, Any] = {
         "metrics": {**fit_metrics, **test_metrics},
@@ -182,11 +164,57 @@ def train(cfg: DictConfig, doctor_report: str | None = None) -> dict[str, Any]:
     return results
 
 
+def _open_run_dir(cfg: DictConfig, run_dir: Path) -> str | None:
+    """Stage 1: announce the run dir, print the config, resolve the checkpoint to resume from
+    and check the dir against it. Returns that checkpoint (None: a fresh start)."""
+    _announce(f"run dir: {run_dir}")
+    if cfg.get("print_config", True):
+        # Secrets resolved from the environment never reach stdout (a SLURM .out file).
+        rank_zero_only(print_config_tree)(OmegaConf.create(redact(_resolved(cfg))))
+    ckpt_path = resolve_ckpt_path(cfg, run_dir)
+    prepare_run_dir(run_dir, resuming=ckpt_path is not None)
+    return ckpt_path
+
+
+def _record_config(cfg: DictConfig, trainer: L.Trainer, loggers: list[Any]) -> None:
+    """The run's config, redacted, to every logger; and to the checkpoint writer, which stores
+    objects among the module's hparams as their config nodes."""
+    if isinstance(trainer.strategy.checkpoint_io, AtomicCheckpointIO):
+        trainer.strategy.checkpoint_io.hparams_config = {
+            "model": redact(_resolved(cfg.model)),
+            "data": redact(_resolved(cfg.data)),
+        }
+    for logger in loggers:
+        logger.log_hyperparams(redact(_resolved(cfg)))
+
+
+def _test_best(
+    cfg: DictConfig,
+    trainer: L.Trainer,
+    module: L.LightningModule,
+    datamodule: L.LightningDataModule,
+    best: str,
+) -> tuple[dict[str, float], str]:
+    """Stage 4: (test metrics, what was tested) for results.json."""
+    untestable = cannot_test(module, datamodule)
+    if not cfg.get("test", True):
+        return {}, "skipped: test=false"
+    if untestable:
+        # A GAN or a demo module trains without a test split: Lightning would stop after fit.
+        _announce(f"testing skipped: {untestable}")
+        return {}, f"skipped: {untestable}"
+    # Test the best checkpoint, not the last weights; fast_dev_run writes none, so it tests
+    # the weights in memory and results.json says so (best_ckpt is empty).
+    tested = trainer.test(module, datamodule=datamodule, ckpt_path=best or None, weights_only=True)
+    test_metrics = {k: float(v) for k, v in (tested[0] if tested else {}).items()}
+    return test_metrics, "best_ckpt" if best else "final weights (no best_ckpt)"
+
+
 def _checkpoint_paths(trainer: L.Trainer) -> tuple[str, str]:
     """(best checkpoint, last checkpoint) as written by this run's checkpoint callbacks."""
     best = last = ""
     for callback in trainer.checkpoint_callbacks:
-        if isinstance(callback, compat.LastCheckpoint):
+        if isinstance(callback, LastCheckpoint):
             path = Path(str(callback.dirpath)) / "last.ckpt"
             last = str(path) if path.exists() else ""
         elif getattr(callback, "monitor", None) not in (None, "step") and not best:

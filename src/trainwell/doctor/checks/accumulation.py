@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
-from torch import nn
 
 from trainwell.callbacks.accumulation import count_items, counting_unit
 from trainwell.doctor.checks.gradient_compare import ID, RTOL, compare
@@ -30,6 +29,7 @@ from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.recorder import Recorder
 from trainwell.doctor.harness.spy import Spy
 from trainwell.doctor.report.verdict import Check
+from trainwell.models.norms import BATCH_NORMS
 
 
 @dataclass
@@ -158,7 +158,7 @@ def accumulation_equivalence(ctx: DoctorContext) -> Check:
             return _latent(verdict, k)
         if verdict is not None:
             return verdict
-    norms = [n for n, m in probe.named_modules() if isinstance(m, nn.modules.batchnorm._BatchNorm)]
+    norms = [n for n, m in probe.named_modules() if isinstance(m, BATCH_NORMS)]
     evidence["batchnorm_layers"] = norms
     if norms and configured > 1:
         return _batchnorm_warning(ctx, norms, evidence)

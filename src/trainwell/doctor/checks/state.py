@@ -100,7 +100,7 @@ def checkpoint_roundtrip(ctx: DoctorContext) -> Check:
             "them from scratch; save with trainer.save_checkpoint (full state)",
             evidence,
         )
-    # RNG and loader position come from train()'s always-on TrainingStateCallback, which the
+    # RNG and loader position come from train()'s always-on ExactResume, which the
     # probe run does not install: evidence only, not a verdict.
     return Check(
         "checkpoint.roundtrip",

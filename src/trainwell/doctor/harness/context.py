@@ -29,9 +29,9 @@ from trainwell.doctor.harness.batches import replay_loader, size_of
 from trainwell.doctor.harness.samples import TrainSamples
 from trainwell.doctor.harness.settings import ProbeSettings
 from trainwell.errors import TrainwellError
-from trainwell.training.builders import build_trainer
+from trainwell.training.builders import build_trainer, probe_callbacks
 from trainwell.training.plan import TrainingPlan
-from trainwell.training.plan_callback import TrainingPlanCallback, plan_for
+from trainwell.training.plan_callback import TrainingPlanner, plan_for
 from trainwell.training.run import planned_factories
 
 
@@ -90,7 +90,7 @@ class DoctorContext:
         """The optimizer / scheduler `_partial_`s exactly as train.py hands them to the module:
         the plan fills in the scaled LR, and `total_steps` only where the factory accepts it
         (ReduceLROnPlateau and friends do not)."""
-        source = TrainingPlanCallback()
+        source = TrainingPlanner()
         source.plan = self.plan
         return planned_factories(self.probe_cfg.model, source)
 
@@ -169,7 +169,7 @@ class DoctorContext:
 
     def trainer(self, callbacks: list[L.Callback], **overrides: Any) -> L.Trainer:
         kwargs: dict[str, Any] = dict(
-            callbacks=callbacks,
+            callbacks=probe_callbacks(callbacks),
             logger=False,
             enable_checkpointing=False,
             enable_progress_bar=False,

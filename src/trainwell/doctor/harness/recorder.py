@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from trainwell.doctor.harness.spy import Spy
+from trainwell.models.norms import BATCH_NORMS, DROPOUTS
 
 
 def eval_mode_modules(module: nn.Module) -> list[str]:
@@ -135,11 +136,11 @@ class Recorder(L.Callback):
         if not self.freeze_stochastic:
             return
         for m in pl_module.modules():
-            if isinstance(m, nn.modules.dropout._DropoutNd):
+            if isinstance(m, DROPOUTS):
                 m.p = 0.0
             if isinstance(m, nn.MultiheadAttention):  # its attention dropout is a float
                 m.dropout = 0.0
-            if isinstance(m, nn.modules.batchnorm._BatchNorm):
+            if isinstance(m, BATCH_NORMS):
                 m.eval()
 
     # -- micro-batch ---------------------------------------------------------------------------

@@ -14,13 +14,16 @@ from lightning.fabric.loggers.logger import rank_zero_experiment
 from lightning.pytorch.loggers import CSVLogger
 from lightning.pytorch.loggers.csv_logs import ExperimentWriter
 
+from trainwell import compat
+
 
 class _AppendingWriter(ExperimentWriter):
     def __init__(self, log_dir: str) -> None:
         super().__init__(log_dir)
-        if self._fs.isfile(self.metrics_file_path):
+        fs = compat.csv_filesystem(self)
+        if fs.isfile(self.metrics_file_path):
             # Known columns first, so new keys extend the header instead of failing DictWriter.
-            with self._fs.open(self.metrics_file_path, "r", newline="") as file:
+            with fs.open(self.metrics_file_path, "r", newline="") as file:
                 self.metrics_keys = sorted(next(csv.reader(file), []))
 
     def _check_log_dir_exists(self) -> None:
@@ -34,6 +37,6 @@ class AppendingCSVLogger(CSVLogger):
     @rank_zero_experiment
     def experiment(self) -> ExperimentWriter:
         if self._experiment is None:
-            self._fs.makedirs(self.root_dir, exist_ok=True)
+            compat.csv_filesystem(self).makedirs(self.root_dir, exist_ok=True)
             self._experiment = _AppendingWriter(log_dir=self.log_dir)
         return self._experiment

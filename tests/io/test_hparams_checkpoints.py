@@ -25,13 +25,13 @@ from tests.helpers.foreign_modules import HYDRA_TEMPLATE, WIDTHS, HydraTemplateM
 from tests.helpers.scripts import TESTS_IMPORTABLE, run_script
 from tests.helpers.state import assert_bitwise_equal, final_state, metrics
 from tests.helpers.trainers import quiet_trainer
-from trainwell.training.checkpoint_io import (
+from trainwell.io.checkpoint_io import (
     AtomicCheckpointIO,
     CheckpointError,
     load_checkpoint_file,
 )
-from trainwell.training.hparams import describe, plain_checkpoint
-from trainwell.training.hparams import main as hparams_main
+from trainwell.io.hparams import describe, plain_checkpoint
+from trainwell.io.hparams import main as hparams_main
 from trainwell.training.plan_callback import PlannedFactory
 
 QUICK = (
@@ -157,7 +157,7 @@ def test_a_foreign_pickled_checkpoint_is_refused_naming_the_object(tmp_path: Pat
         load_checkpoint_file(path)
     line = str(caught.value)
     assert "\n" not in line and "torch.nn.modules.linear.Linear" in line
-    assert "python -m trainwell.training.hparams" in line and "written by trainwell" not in line
+    assert "python -m trainwell.io.hparams" in line and "written by trainwell" not in line
 
 
 def test_the_converter_named_in_the_refusal_makes_the_file_loadable(tmp_path: Path) -> None:
@@ -165,7 +165,7 @@ def test_the_converter_named_in_the_refusal_makes_the_file_loadable(tmp_path: Pa
     weights = {"w": torch.arange(4.0)}
     hparams = {"opt": functools.partial(torch.optim.SGD, lr=0.1), "widths": OmegaConf.create([3])}
     torch.save({"state_dict": weights, "hyper_parameters": hparams}, source)
-    # What `python -m trainwell.training.hparams SOURCE TARGET` runs.
+    # What `python -m trainwell.io.hparams SOURCE TARGET` runs.
     assert hparams_main([str(source), str(target)]) == 0
     loaded = load_checkpoint_file(target)
     assert torch.equal(loaded["state_dict"]["w"], weights["w"])

@@ -15,7 +15,7 @@ from typing import IO, Any
 import pytest
 import torch
 
-from trainwell.training.checkpoint_io import AtomicCheckpointIO, CheckpointError
+from trainwell.io.checkpoint_io import AtomicCheckpointIO, CheckpointError
 
 
 class GatedIO(AtomicCheckpointIO):
@@ -179,7 +179,7 @@ def test_background_during_the_training_loop_only(tmp_path: Path) -> None:
     from torch.utils.data import DataLoader, TensorDataset
 
     from tests.helpers.trainers import quiet_trainer
-    from trainwell.training.background_writes import BackgroundCheckpointWrites
+    from trainwell.io.background_writes import BackgroundCheckpointWrites
 
     class Probe(L.Callback):
         seen: list[bool] = []

@@ -111,7 +111,7 @@ def test_a_sigkilled_holder_with_live_workers_never_blocks_its_resume(tmp_path: 
 def test_ranks_other_than_the_launch_never_take_the_lock(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from trainwell.training.run_lock import lock_run_dir, release_run_dir, run_dir_lock
+    from trainwell.io.run_lock import lock_run_dir, release_run_dir, run_dir_lock
 
     for name, value in (("LOCAL_RANK", "1"), ("RANK", "3"), ("SLURM_PROCID", "1")):
         with monkeypatch.context() as env:

@@ -5,7 +5,7 @@ Lightning writes through fsspec's transaction into a temp file under /tmp and th
 across filesystems that is a copy, so a kill mid-copy leaves a truncated `last.ckpt`.
 `AtomicCheckpointIO` writes a temp file next to the target, fsyncs it and renames. Every read
 uses weights_only=True: no pickled code from a checkpoint ever runs; every write keeps the
-hparams plain data (training/hparams.py), so trainwell never refuses a checkpoint it wrote.
+hparams plain data (io/hparams.py), so trainwell never refuses a checkpoint it wrote.
 
 Writing a ResNet-18 checkpoint (~90 MB) with fsync takes ~250 ms, twice per epoch (best + last):
 on a GPU that trains an epoch in ~1.5 s, a fifth of the time. So a save only *snapshots* the
@@ -33,7 +33,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from lightning_utilities.core.apply_func import apply_to_collection
 
 from trainwell.errors import TrainwellError
-from trainwell.training.hparams import plain_checkpoint
+from trainwell.io.hparams import plain_checkpoint
 
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
@@ -78,7 +78,7 @@ def load_checkpoint_file(
 
 
 _GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
-RESAVE = "python -m trainwell.training.hparams {path} <new.ckpt>"
+RESAVE = "python -m trainwell.io.hparams {path} <new.ckpt>"
 
 
 class PickledCheckpointError(CheckpointError):

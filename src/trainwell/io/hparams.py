@@ -9,7 +9,7 @@ a checkpoint keeps a readable record instead: the object's config node when the 
 one (`model.net`, `model.optimizer`), else a short description (`"<nn.Module DigitsCNN>"`);
 omegaconf containers become plain dicts and lists. Weights and every other state are untouched.
 
-`python -m trainwell.training.hparams IN.ckpt OUT.ckpt` converts a checkpoint written elsewhere
+`python -m trainwell.io.hparams IN.ckpt OUT.ckpt` converts a checkpoint written elsewhere
 (it unpickles IN, so only for a file you trust).
 """
 
@@ -28,8 +28,6 @@ import torch
 from lightning.pytorch import LightningDataModule, LightningModule
 from omegaconf import Container, OmegaConf
 from torch import nn
-
-from trainwell.training.plan_callback import PlannedFactory
 
 # (checkpoint key holding the hparams, key holding their type, config section they came from)
 SECTIONS = (
@@ -112,8 +110,10 @@ def _plain(value: Any, node: Any, path: str, converted: list[str], top: bool = F
 
 def describe(value: Any) -> str:
     """A short string naming an object: `<nn.Module DigitsCNN>`, `<partial torch.optim.adam.Adam(lr=0.001)>`."""
-    if isinstance(value, PlannedFactory):
-        value = value.factory
+    if callable(value):
+        # A wrapper that names what it wraps (`__wrapped__`: the training plan's factories,
+        # functools.wraps) is described as the wrapped object.
+        value = inspect.unwrap(value)
     if isinstance(value, nn.Module):
         text = f"<nn.Module {type(value).__name__}>"
     elif isinstance(value, functools.partial):
@@ -164,7 +164,7 @@ def _join(path: str) -> str:
 
 def main(argv: list[str]) -> int:
     if len(argv) != 2:
-        print("usage: python -m trainwell.training.hparams IN.ckpt OUT.ckpt", file=sys.stderr)
+        print("usage: python -m trainwell.io.hparams IN.ckpt OUT.ckpt", file=sys.stderr)
         return 2
     source, target = argv
     # The one weights_only=False load in trainwell: the user asked to convert a file they trust.
