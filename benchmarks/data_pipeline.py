@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from harness import add_common_args, compose, final_line, header, set_threads
+from harness import compose, final_line, interleaved, parse_args, summary
 
 from trainwell.compat import set_sampler_epoch
 
@@ -135,6 +135,10 @@ def run_setting(
     }
 
 
+def setting_key(workers: int, pin: bool, persistent: bool) -> str:
+    return f"w{workers}{'_pin' if pin else ''}{'_pers' if persistent else ''}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument(
@@ -150,10 +154,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--width", type=int, default=8, help="ResNet-18 width of the consumer")
     parser.add_argument("--reps", type=int, default=1)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    add_common_args(parser)
-    args = parser.parse_args(argv)
-    set_threads(args.threads)
-    header("P6 data pipeline: CIFAR-10 format from disk, loader settings sweep")
+    args = parse_args(
+        parser, argv, "P6 data pipeline: CIFAR-10 format from disk, loader settings sweep"
+    )
     with tempfile.TemporaryDirectory(prefix="tw-bench-cifar-") as tmp:
         data_dir = args.data_dir
         val_size = 5000
@@ -177,17 +180,19 @@ def main(argv: list[str] | None = None) -> int:
             f"host has {torch.get_num_threads()} torch thread(s) and {__import__('os').cpu_count()} CPUs: "
             "workers compete with the training process for the same cores"
         )
-        results: dict[tuple, list[dict]] = {s: [] for s in settings}
-        for _ in range(args.reps):
-            for setting in settings:  # interleaved over reps
-                results[setting].append(run_setting(data_dir, val_size, *setting, args))
+        results = interleaved(
+            {
+                setting_key(*s): (lambda s=s: run_setting(data_dir, val_size, *s, args))
+                for s in settings
+            },
+            args.reps,
+        )
     figures: dict[str, float | int] = {}
     best, best_rate = None, -1.0
-    for (workers, pin, persistent), rows in results.items():
+    for (workers, pin, persistent), (key, rows) in zip(settings, results.items(), strict=True):
         wait = statistics.median(r["wait"] for r in rows)
         rate = statistics.median(r["img_s"] for r in rows)
-        key = f"w{workers}{'_pin' if pin else ''}{'_pers' if persistent else ''}"
-        spread = (max(r["img_s"] for r in rows) - min(r["img_s"] for r in rows)) / 2 / rate
+        spread = summary([r["img_s"] for r in rows])["spread"]
         print(
             f"{key}: num_workers={workers} pin_memory={int(pin)} persistent_workers="
             f"{int(persistent)}: {rate:.1f} img/s (+/-{100 * spread:.1f}%), data-wait {100 * wait:.1f}%"

@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
-from harness import REPO, compose, header, machine, output_dir, set_threads
+from harness import REPO, compose, final_line, machine, output_dir, parse_args
 
 # name -> trainwell overrides on top of ACCUM (experiment=resnet_accum on synthetic data)
 FEATURES: dict[str, list[str]] = {
@@ -227,6 +227,31 @@ def gpu_tests() -> dict[str, Any]:
     return {"returncode": proc.returncode, "tail": (proc.stdout + proc.stderr)[-3000:]}
 
 
+def headline(items: dict[str, Any]) -> dict[str, float | int | str]:
+    """The suite's figure line: the target figures of every item that ran (the JSON has all)."""
+    figures: dict[str, float | int | str] = {
+        "device": "cuda" if torch.cuda.is_available() else "cpu"
+    }
+    for mode, res in items.get("throughput", {}).get("modes", {}).items():
+        figures[f"{mode}_tw_img_s"] = res["median"]["tw_img_s"]
+        figures[f"{mode}_ratio"] = res["median"]["ratio"]
+    for name in FEATURES:
+        if "img_s" in items.get(name, {}):
+            figures[f"{name}_img_s"] = items[name]["img_s"]
+            figures[f"{name}_peak_mib"] = items[name]["peak_mib"]
+    grad_ckpt = items.get("grad_ckpt_memory", {})
+    if "activation_ratio_on_off" in grad_ckpt:
+        figures["grad_ckpt_act_ratio"] = grad_ckpt["activation_ratio_on_off"]
+        figures["grad_ckpt_time_ratio"] = grad_ckpt["step_time_ratio_on_off"]
+    for case in ("k1", "k4"):
+        syncs = items.get(f"host_syncs_{case}", {})
+        if "passed" in syncs:
+            figures[f"host_syncs_{case}_outside"] = syncs["syncs_outside_reading_steps"]
+    if "returncode" in items.get("gpu_tests", {}):
+        figures["gpu_tests_rc"] = items["gpu_tests"]["returncode"]
+    return figures
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--part", choices=["throughput", "features", "all"], default="all")
@@ -235,13 +260,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (the CPU test)")
     parser.add_argument("--no-cudnn-benchmark", action="store_true")
     parser.add_argument("--out", default=None)
-    args = parser.parse_args(argv)
     cuda = torch.cuda.is_available()
-    set_threads(0 if cuda else 1)
+    args = parse_args(parser, argv, lambda a: f"GPU suite, part {a.part}", threads=0 if cuda else 1)
     if cuda and not args.no_cudnn_benchmark:
         # Process-wide, so the trainwell and raw sides run with the same cudnn algorithms.
         torch.backends.cudnn.benchmark = True
-    header(f"GPU suite, part {args.part}")
     if not cuda:
         print("NOTE: no CUDA device: the CPU path with tiny sizes; these are not GPU figures")
     suite = Suite(output_dir(args.out), args.budget_s)
@@ -274,6 +297,7 @@ def main(argv: list[str] | None = None) -> int:
     print(json.dumps(suite.results["items"], indent=1, default=str)[-6000:])
     for table in suite.tables:
         print(table)
+    final_line(**headline(suite.results["items"]))
     return 0
 
 

@@ -48,9 +48,9 @@ from pathlib import Path
 from typing import Any
 
 import fit_timer
+import harness
 import raw_loop
 import torch
-from harness import add_common_args, final_line, fixed_costs, header, output_dir, set_threads
 
 # Dense (no sparsity) bf16 tensor-core peak, TFLOP/s, from the vendors' datasheets.
 BF16_PEAK_TFLOPS = {
@@ -191,9 +191,9 @@ def measure(
             tw_overrides = list(overrides)
             if channels_last:
                 tw_overrides.append("+callbacks.bench_cl._target_=fit_timer.ChannelsLast")
-            with tempfile.TemporaryDirectory(prefix="tw-bench-gpu-") as tmp:
 
-                def run_tw(tmp: str = tmp, tw_overrides: list[str] = tw_overrides) -> dict:
+            def run_tw(tw_overrides: list[str] = tw_overrides) -> dict:
+                with tempfile.TemporaryDirectory(prefix="tw-bench-gpu-") as tmp:
                     if cuda:
                         torch.cuda.reset_peak_memory_stats()
                     out = fit_timer.run_trainwell(
@@ -202,28 +202,23 @@ def measure(
                     out["images_per_epoch"] = args.num_samples
                     return {**out, **logged_figures(Path(tmp))}
 
-                def run_raw(
-                    tmp: str = tmp, overrides: list[str] = overrides, cl: bool = channels_last
-                ) -> dict:
+            def run_raw(overrides: list[str] = overrides, cl: bool = channels_last) -> dict:
+                with tempfile.TemporaryDirectory(prefix="tw-bench-gpu-") as tmp:
                     return raw_loop.run_from_config(
                         overrides, args.epochs, Path(tmp), device=device,
                         channels_last=cl, ckpt=args.raw_ckpt,
                     )  # fmt: skip
 
-                if rep % 2 == 0:
-                    tw = run_tw()
-                    raw = run_raw()
-                else:
-                    raw = run_raw()
-                    tw = run_tw()
+            pair = harness.rotated({"tw": run_tw, "raw": run_raw}, rep)
+            tw, raw = pair["tw"], pair["raw"]
             row = samples[mode]
             figures = {
                 "tw_img_s": images_per_second(tw),
                 "raw_img_s": images_per_second(raw),
                 "tw_peak_mib": tw["peak_memory"] / 2**20,
                 "raw_peak_mib": raw["peak_memory"] / 2**20,
-                **{f"tw_{k}": v for k, v in fixed_costs(tw).items()},
-                **{f"raw_{k}": v for k, v in fixed_costs(raw).items()},
+                **{f"tw_{k}": v for k, v in harness.fixed_costs(tw).items()},
+                **{f"raw_{k}": v for k, v in harness.fixed_costs(raw).items()},
                 **{f"tw_{k}": v for k, v in tw.items() if k.startswith("logged_")},
             }
             for key, value in figures.items():
@@ -310,23 +305,21 @@ def parser(cuda: bool) -> argparse.ArgumentParser:
         help="extra Hydra override for the trainwell side only (e.g. "
         "--tw-override=callbacks.throughput=null); repeatable",
     )
-    add_common_args(p, threads=0 if cuda else 1)
     return p
 
 
 def main(argv: list[str] | None = None) -> int:
     cuda = torch.cuda.is_available()
-    args = parser(cuda).parse_args(argv)
-    set_threads(args.threads)
+    title = f"P2 throughput on {'GPU ' + torch.cuda.get_device_name(0) if cuda else 'CPU'}"
+    args = harness.parse_args(parser(cuda), argv, title, threads=0 if cuda else 1)
     if cuda and not args.no_cudnn_benchmark:
         torch.backends.cudnn.benchmark = True  # process-wide: both sides pick the same way
-    header(f"P2 throughput on {'GPU ' + torch.cuda.get_device_name(0) if cuda else 'CPU'}")
     if not cuda:
         print("NOTE: no CUDA device: running on CPU for the smoke test; these are not GPU figures")
     results = measure(args)
     text = table(results)
     print(text)
-    out = output_dir(args.out)
+    out = harness.output_dir(args.out)
     if out is not None:
         payload = {"args": vars(args), "device": torch.cuda.get_device_name(0) if cuda else "cpu"}
         (out / "gpu_throughput.json").write_text(
@@ -340,7 +333,7 @@ def main(argv: list[str] | None = None) -> int:
         m = res["median"]
         for key in FINAL_KEYS:
             figures[f"{mode}_{key}"] = m[key]
-    final_line(**figures)
+    harness.final_line(**figures)
     return 0
 
 

@@ -1,12 +1,15 @@
-"""What every benchmark shares: the real config tree, repetition statistics, the final line.
+"""What every benchmark shares: the real config tree, its opening (`parse_args`), the interleaved
+A/B loop, repetition statistics and the final figure line.
 
 Benchmarks compose the same Hydra config `scripts/train.py` composes (never a parallel set of
-settings), so a figure measures what a user runs. Each benchmark ends with one machine-readable
-line of `key=value` pairs; `make bench` and docs/benchmarks.md read that line.
+settings), so a figure measures what a user runs. Sides compared in one process run through
+`interleaved` (or `rotated`, one repetition of it). Each benchmark ends with one machine-readable
+line of `key=value` pairs (`final_line`); `make bench` and docs/benchmarks.md read that line.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
 import platform
 import statistics
@@ -27,23 +30,10 @@ except ImportError:
 
 
 def compose(overrides: Sequence[str], output_dir: Path) -> Any:
-    """The config train.py would see for these overrides, with the run dir pinned.
+    """The config train.py would see for these overrides, with the run dir pinned."""
+    from trainwell.training.compose import compose_run_config
 
-    `paths.output_dir` is `${hydra:runtime.output_dir}`, which only exists inside hydra.main; the
-    compose API has no runtime, so it is set here, as tests/conftest.py does.
-    """
-    from hydra import compose as hydra_compose
-    from hydra import initialize_config_dir
-    from omegaconf import open_dict
-
-    import trainwell.resolvers  # noqa: F401  (the config tree uses trainwell's resolvers)
-
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = hydra_compose(config_name="train", overrides=list(overrides))
-    with open_dict(cfg):
-        cfg.paths.root_dir = str(REPO)
-        cfg.paths.output_dir = str(output_dir)
-    return cfg
+    return compose_run_config(CONF, overrides, output_dir, REPO)
 
 
 def set_threads(threads: int) -> None:
@@ -56,33 +46,68 @@ def set_threads(threads: int) -> None:
         torch.set_num_threads(threads)
 
 
-def add_common_args(parser: Any, threads: int = 1) -> None:
+def parse_args(
+    parser: argparse.ArgumentParser,
+    argv: Sequence[str] | None,
+    title: str | Callable[[argparse.Namespace], str],
+    threads: int = 1,
+) -> argparse.Namespace:
+    """Every benchmark's opening: `--threads` added, arguments parsed, threads pinned, header
+    printed (after pinning, so it names the threads the figures were taken with). `title` may
+    be a function of the parsed arguments."""
     parser.add_argument(
         "--threads", type=int, default=threads, help="torch intra-op threads (0: torch default)"
     )
+    args = parser.parse_args(argv)
+    set_threads(args.threads)
+    header(title if isinstance(title, str) else title(args))
+    return args
+
+
+def child_env(threads: int) -> dict[str, str]:
+    """The environment of a child `scripts/train.py` (or python -c) a benchmark times: benchmarks/
+    importable (Hydra builds the benchmark's marker callbacks by name), output unbuffered (a
+    marker's wall clock is read when its line arrives) and OpenMP threads as `--threads` says
+    (0: removed, torch's default)."""
+    paths = [str(REPO / "benchmarks"), *filter(None, [os.environ.get("PYTHONPATH")])]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(paths)}
+    if threads > 0:
+        env["OMP_NUM_THREADS"] = str(threads)
+    else:
+        env.pop("OMP_NUM_THREADS", None)
+    return env
 
 
 def timed(fn: Callable[[], Any]) -> tuple[float, float, Any]:
     """(wall seconds, process CPU seconds, result) of fn()."""
-    start, start_cpu = time.perf_counter(), time.process_time()
+    wall, cpu = time.perf_counter(), time.process_time()
     result = fn()
-    return time.perf_counter() - start, time.process_time() - start_cpu, result
+    return time.perf_counter() - wall, time.process_time() - cpu, result
+
+
+def rotated(sides: dict[str, Callable[[], Any]], rep: int) -> dict[str, Any]:
+    """Every side once, starting with side `rep % len(sides)`: repetition `rep` of an A/B."""
+    names = list(sides)
+    shift = rep % len(names)
+    results = {name: sides[name]() for name in names[shift:] + names[:shift]}
+    return {name: results[name] for name in names}
 
 
 def interleaved(
-    sides: dict[str, Callable[[], Any]], reps: int, report: Callable[[int, dict[str, Any]], None]
+    sides: dict[str, Callable[[], Any]],
+    reps: int,
+    report: Callable[[int, dict[str, Any]], None] | None = None,
 ) -> dict[str, list[Any]]:
     """Every side once per repetition, the order rotating between repetitions, so drift in the
     machine's load (neighbours, thermal state) hits every side alike. `report(rep, results)`
     runs after each repetition (a progress line); returns each side's results in rep order."""
-    names = list(sides)
-    out: dict[str, list[Any]] = {name: [] for name in names}
+    out: dict[str, list[Any]] = {name: [] for name in sides}
     for rep in range(reps):
-        shift = rep % len(names)
-        results = {name: sides[name]() for name in names[shift:] + names[:shift]}
-        for name in names:
-            out[name].append(results[name])
-        report(rep, results)
+        results = rotated(sides, rep)
+        for name, result in results.items():
+            out[name].append(result)
+        if report is not None:
+            report(rep, results)
     return out
 
 
@@ -145,6 +170,24 @@ def output_dir(explicit: str | None = None) -> Path | None:
     path = Path(chosen)
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def figure(
+    figures: dict[str, float | int | str],
+    key: str,
+    values: Sequence[float],
+    label: str,
+    unit: str = "",
+    spread: bool = False,
+) -> float:
+    """Print `label`'s median and spread, record the median as figure `key` (and its spread as
+    `key_spread` when asked); returns the median."""
+    print(describe(label, values, unit), flush=True)
+    s = summary(values)
+    figures[key] = s["median"]
+    if spread:
+        figures[f"{key}_spread"] = s["spread"]
+    return s["median"]
 
 
 def final_line(**figures: float | int | str) -> None:

@@ -34,7 +34,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import statistics
 import sys
 import tempfile
 import time
@@ -52,16 +51,7 @@ if __name__ == "__main__":
 import lightning as L
 import torch
 import torch.nn.functional as F
-from harness import (
-    add_common_args,
-    compose,
-    describe,
-    final_line,
-    header,
-    interleaved,
-    set_threads,
-    summary,
-)
+from harness import compose, figure, final_line, interleaved, parse_args
 from omegaconf import OmegaConf, open_dict
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -290,9 +280,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=4096, help="train samples (batch 16)")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--sides", default=",".join(SIDES), help="comma-separated subset")
-    add_common_args(parser)
-    args = parser.parse_args(argv)
-    set_threads(args.threads)
+    args = parse_args(parser, argv, "host cost per training step (near-zero compute, one thread)")
     import logging
     import warnings
 
@@ -303,7 +291,6 @@ def main(argv: list[str] | None = None) -> int:
     unknown = set(sides) - set(SIDES)
     if unknown:
         parser.error(f"unknown sides {sorted(unknown)}; choose from {','.join(SIDES)}")
-    header("host cost per training step (near-zero compute, one thread)")
 
     def side_fn(side: str) -> Any:
         return lambda: run_side(side, args.epochs, args.samples)
@@ -313,21 +300,18 @@ def main(argv: list[str] | None = None) -> int:
         print(f"[rep {rep}] us/step cpu/wall: {line}", flush=True)
 
     runs = interleaved({s: side_fn(s) for s in sides}, args.reps, report)
-    figures: dict[str, float] = {}
+    figures: dict[str, float | int | str] = {}
     for clock in ("cpu", "wall"):
         for side in sides:
             values = [r[clock] for r in runs[side]]
-            print(describe(f"{side} {clock} us/step", values, " us"))
-            figures[f"{side}_{clock}_us"] = statistics.median(values)
+            figure(figures, f"{side}_{clock}_us", values, f"{side} {clock} us/step", " us")
     for clock in ("cpu", "wall"):
         for name, num, den in RATIOS:
             if num in runs and den in runs:
                 ratios = [a[clock] / b[clock] for a, b in zip(runs[num], runs[den], strict=True)]
-                print(describe(f"{name} {clock} ({num} / {den}, per repetition)", ratios))
-                s = summary(ratios)
                 suffix = "" if clock == "cpu" else "_wall"
-                figures[f"{name}{suffix}"] = s["median"]
-                figures[f"{name}{suffix}_spread"] = s["spread"]
+                label = f"{name} {clock} ({num} / {den}, per repetition)"
+                figure(figures, f"{name}{suffix}", ratios, label, spread=True)
     final_line(**figures)
     return 0
 

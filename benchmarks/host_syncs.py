@@ -28,7 +28,7 @@ from typing import Any, ClassVar
 
 import lightning as L
 import torch
-from harness import final_line, header, output_dir
+from harness import final_line, output_dir, parse_args
 
 from trainwell.callbacks.cadence import is_reading_step
 
@@ -167,8 +167,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cases", nargs="+", choices=list(CASES), default=list(CASES))
     parser.add_argument("--out", default=None)
-    args = parser.parse_args(argv)
-    header("host syncs per training batch (torch.cuda.set_sync_debug_mode)")
+    title = "host syncs per training batch (torch.cuda.set_sync_debug_mode)"
+    args = parse_args(parser, argv, title, threads=0)  # torch's default: nothing here is timed
     if not torch.cuda.is_available():
         print("NOTE: no CUDA device: the run goes through (the plumbing), but there is nothing")
         print("to count; these are not GPU figures")

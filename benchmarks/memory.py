@@ -31,7 +31,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import torch
-from harness import add_common_args, compose, describe, final_line, header, set_threads
+from harness import compose, describe, final_line, interleaved, parse_args
 from torch import nn
 
 MIB = 2**20
@@ -109,18 +109,31 @@ def peak_memory(step: Callable[[], int], device: torch.device) -> dict[str, floa
 def time_steps(steps: dict[str, Callable[[], int]], reps: int, device: torch.device) -> dict:
     """Seconds per step and images/s for each named step, interleaved, median over reps."""
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    seconds: dict[str, list[float]] = {k: [] for k in steps}
-    images: dict[str, int] = {}
     for fn in steps.values():
         fn()  # warm-up
-    for _ in range(reps):
-        for name, fn in steps.items():
-            sync()
-            start = time.perf_counter()
-            images[name] = fn()
-            sync()
-            seconds[name].append(time.perf_counter() - start)
-    return {k: (v, images[k]) for k, v in seconds.items()}
+
+    def timed_step(fn: Callable[[], int]) -> tuple[float, int]:
+        sync()
+        begin = time.perf_counter()
+        images = fn()
+        sync()  # the step's kernels are done when the clock is read
+        return time.perf_counter() - begin, images
+
+    runs = interleaved({k: (lambda fn=fn: timed_step(fn)) for k, fn in steps.items()}, reps)
+    return {k: ([s for s, _ in v], v[-1][1]) for k, v in runs.items()}
+
+
+def memory_method(device: torch.device) -> str:
+    return (
+        "torch.cuda.max_memory_allocated"
+        if device.type == "cuda"
+        else "torch profiler memory timeline"
+    )
+
+
+def title(args: argparse.Namespace) -> str:
+    device = torch.device(args.device)
+    return f"P3/P4 memory on {device.type} ({memory_method(device)}), ResNet-18 width {args.width}"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -129,16 +142,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=32, help="images per optimizer step")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    add_common_args(parser)
-    args = parser.parse_args(argv)
-    set_threads(args.threads)
+    args = parse_args(parser, argv, title)
     device = torch.device(args.device)
-    method = (
-        "torch.cuda.max_memory_allocated"
-        if device.type == "cuda"
-        else "torch profiler memory timeline"
-    )
-    header(f"P3/P4 memory on {device.type} ({method}), ResNet-18 width {args.width}")
+    method = memory_method(device)
     if args.batch % 4:
         raise SystemExit("--batch must be divisible by 4 (K=4 at equal effective batch)")
 

@@ -37,16 +37,8 @@ import tempfile
 from pathlib import Path
 
 import fit_timer
+import harness
 import raw_loop
-from harness import (
-    add_common_args,
-    describe,
-    final_line,
-    fixed_costs,
-    header,
-    set_threads,
-    summary,
-)
 
 WORKLOADS = {
     "digits": [],  # the default experiment: digits + DigitsCNN, AdamW, warmup-cosine
@@ -81,66 +73,63 @@ def steady(epochs: list[float]) -> float:
 
 def measure(
     name: str, epochs: int, reps: int, tw_extra: list[str], raw_ckpt: str = "background"
-) -> dict[str, float]:
+) -> dict[str, float | int | str]:
     overrides = WORKLOADS[name]
-    keys = ("ratio", "cpu_ratio", "epoch_ratio", "epoch_cpu_ratio", "raw", "tw", "diff")
-    rows: dict[str, list[float]] = {k: [] for k in keys}
-    costs: dict[str, list[float]] = {}
-    for rep in range(reps):
+
+    def run_raw() -> dict:
         with tempfile.TemporaryDirectory(prefix="tw-bench-") as tmp:
-            # Interleaved A/B, alternating which side goes first, so drift in machine load
-            # (other jobs, thermal state) hits both sides alike.
-            def run_raw(tmp: str = tmp) -> dict:
-                return raw_loop.run_from_config(overrides, epochs, Path(tmp), ckpt=raw_ckpt)
+            return raw_loop.run_from_config(overrides, epochs, Path(tmp), ckpt=raw_ckpt)
 
-            def run_tw(tmp: str = tmp) -> dict:
-                return fit_timer.run_trainwell([*overrides, *tw_extra], epochs, Path(tmp))
+    def run_tw() -> dict:
+        with tempfile.TemporaryDirectory(prefix="tw-bench-") as tmp:
+            return fit_timer.run_trainwell([*overrides, *tw_extra], epochs, Path(tmp))
 
-            if rep % 2 == 0:
-                raw, tw = run_raw(), run_tw()
-            else:
-                tw, raw = run_tw(), run_raw()
-        for side, run in (("tw", tw), ("raw", raw)):
-            for key, value in fixed_costs(run).items():
-                costs.setdefault(f"{side}_{key}", []).append(value)
-        rows["ratio"].append(tw["fit_seconds"] / raw["fit_seconds"])
-        rows["cpu_ratio"].append(tw["fit_cpu"] / raw["fit_cpu"])
-        rows["epoch_ratio"].append(steady(tw["epoch_seconds"]) / steady(raw["epoch_seconds"]))
-        rows["epoch_cpu_ratio"].append(steady(tw["epoch_cpu"]) / steady(raw["epoch_cpu"]))
-        rows["raw"].append(raw["fit_seconds"] / epochs)
-        rows["tw"].append(tw["fit_seconds"] / epochs)
-        rows["diff"].append(agreement(tw, raw))
+    def report(rep: int, runs: dict[str, dict]) -> None:
+        raw, tw = runs["raw"], runs["tw"]
         print(
             f"[{name} rep {rep}] wall: raw {raw['fit_seconds']:.3f}s trainwell fit "
             f"{tw['fit_seconds']:.3f}s (whole train() {tw['train_wall']:.3f}s); cpu: raw "
-            f"{raw['fit_cpu']:.3f}s trainwell {tw['fit_cpu']:.3f}s; ratio {rows['ratio'][-1]:.3f} "
-            f"cpu_ratio {rows['cpu_ratio'][-1]:.3f} max|diff| {rows['diff'][-1]:.2e}",
+            f"{raw['fit_cpu']:.3f}s trainwell {tw['fit_cpu']:.3f}s; ratio "
+            f"{tw['fit_seconds'] / raw['fit_seconds']:.3f} cpu_ratio "
+            f"{tw['fit_cpu'] / raw['fit_cpu']:.3f} max|diff| {agreement(tw, raw):.2e}",
             flush=True,
         )
-    print(describe(f"{name} raw loop s/epoch (train + val)", rows["raw"], "s"))
+
+    runs = harness.interleaved({"raw": run_raw, "tw": run_tw}, reps, report)
+    pairs = list(zip(runs["raw"], runs["tw"], strict=True))
+    figures: dict[str, float | int | str] = {}
+    raw_s = [raw["fit_seconds"] / epochs for raw, _ in pairs]
+    tw_s = [tw["fit_seconds"] / epochs for _, tw in pairs]
+    label = f"{name} raw loop s/epoch (train + val)"
+    harness.figure(figures, f"{name}_s_per_epoch_raw", raw_s, label, "s")
     print(
-        describe(f"{name} trainwell s/epoch (fit incl. sanity check, val, ckpt)", rows["tw"], "s")
+        harness.describe(f"{name} trainwell s/epoch (fit incl. sanity check, val, ckpt)", tw_s, "s")
     )
-    print(describe(f"{name} ratio: fit wall / raw wall", rows["ratio"]))
-    print(describe(f"{name} cpu_ratio: fit CPU / raw CPU", rows["cpu_ratio"]))
-    print(describe(f"{name} epoch_ratio: steady-state epoch wall", rows["epoch_ratio"]))
-    print(describe(f"{name} epoch_cpu_ratio: steady-state epoch CPU", rows["epoch_cpu_ratio"]))
-    for key, values in sorted(costs.items()):
-        side, cost = key.split("_", 1)
-        label = "trainwell" if side == "tw" else "raw loop"
-        print(describe(f"{name} {label} per-epoch {cost}", values, " ms"))
-    worst = max(rows["diff"])
+    ratios = {
+        "ratio: fit wall / raw wall": [tw["fit_seconds"] / raw["fit_seconds"] for raw, tw in pairs],
+        "cpu_ratio: fit CPU / raw CPU": [tw["fit_cpu"] / raw["fit_cpu"] for raw, tw in pairs],
+        "epoch_ratio: steady-state epoch wall": [
+            steady(tw["epoch_seconds"]) / steady(raw["epoch_seconds"]) for raw, tw in pairs
+        ],
+        "epoch_cpu_ratio: steady-state epoch CPU": [
+            steady(tw["epoch_cpu"]) / steady(raw["epoch_cpu"]) for raw, tw in pairs
+        ],
+    }
+    for label, values in ratios.items():
+        key = label.split(":")[0]
+        harness.figure(figures, f"{name}_{key}", values, f"{name} {label}", spread=True)
+    for side, label in (("tw", "trainwell"), ("raw", "raw loop")):
+        costs = [harness.fixed_costs(run) for run in runs[side]]
+        for cost in costs[0]:
+            values = [c[cost] for c in costs]
+            harness.figure(
+                figures, f"{name}_{side}_{cost}", values, f"{name} {label} per-epoch {cost}", " ms"
+            )
+    worst = max(agreement(tw, raw) for raw, tw in pairs)
     print(f"{name} max |final loss / weight difference| = {worst:.2e} (tolerance {TOLERANCE})")
     if worst > TOLERANCE:
         print(f"{name}: WARNING the two sides disagree beyond {TOLERANCE}: not apples to apples")
-    figures = {f"{name}_s_per_epoch_raw": statistics.median(rows["raw"])}
-    for key in ("ratio", "cpu_ratio", "epoch_ratio", "epoch_cpu_ratio"):
-        s = summary(rows[key])
-        figures[f"{name}_{key}"] = s["median"]
-        figures[f"{name}_{key}_spread"] = s["spread"]
     figures[f"{name}_maxdiff"] = worst
-    for key, values in costs.items():
-        figures[f"{name}_{key}"] = statistics.median(values)
     return figures
 
 
@@ -162,15 +151,14 @@ def main(argv: list[str] | None = None) -> int:
         help="extra Hydra override for the trainwell side only, to find what costs time "
         "(e.g. --tw-override=~callbacks.rich_progress_bar); repeatable",
     )
-    add_common_args(parser)
-    args = parser.parse_args(argv)
-    set_threads(args.threads)
-    header("P1 overhead: trainwell vs a hand-written loop (CPU fp32)")
+    args = harness.parse_args(
+        parser, argv, "P1 overhead: trainwell vs a hand-written loop (CPU fp32)"
+    )
     names = list(WORKLOADS) if args.workload == "all" else [args.workload]
-    figures: dict[str, float] = {}
+    figures: dict[str, float | int | str] = {}
     for name in names:
         figures.update(measure(name, args.epochs, args.reps, args.tw_override, args.raw_ckpt))
-    final_line(**figures)
+    harness.final_line(**figures)
     return 0
 
 

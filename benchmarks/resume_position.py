@@ -26,7 +26,6 @@ import argparse
 import os
 import shutil
 import signal
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -35,18 +34,10 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
-from harness import (
-    REPO,
-    add_common_args,
-    compose,
-    describe,
-    final_line,
-    header,
-    interleaved,
-    set_threads,
-)
+from harness import REPO, child_env, compose, figure, final_line, interleaved, parse_args
 
 MARK = "bench-resume"
+TITLE = "resume_position: process start -> first resumed step, at 5% vs 95% of an epoch"
 
 
 class FirstResumedStep(L.Callback):
@@ -97,13 +88,6 @@ def overrides(samples: int, batch: int) -> list[str]:
     ]
 
 
-def _env(threads: int) -> dict[str, str]:
-    paths = [str(REPO / "benchmarks"), os.environ.get("PYTHONPATH", "")]
-    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(paths)}
-    env["OMP_NUM_THREADS"] = str(max(1, threads))
-    return env
-
-
 def killed_run(run_dir: Path, step: int, args: argparse.Namespace) -> None:
     cmd = [
         sys.executable, str(REPO / "scripts" / "train.py"), *overrides(args.samples, args.batch),
@@ -112,7 +96,9 @@ def killed_run(run_dir: Path, step: int, args: argparse.Namespace) -> None:
         f"+callbacks.bench_kill.step={step}", f"+callbacks.bench_kill.ckpt_dir={run_dir}/checkpoints",
         f"hydra.run.dir={run_dir}",
     ]  # fmt: skip
-    proc = subprocess.run(cmd, cwd=REPO, env=_env(args.threads), capture_output=True, text=True)
+    proc = subprocess.run(
+        cmd, cwd=REPO, env=child_env(args.threads), capture_output=True, text=True
+    )
     if proc.returncode != -signal.SIGKILL:
         raise RuntimeError(f"the run to resume did not die at step {step}:\n{proc.stderr[-3000:]}")
 
@@ -127,7 +113,9 @@ def time_resume(source: Path, scratch: Path, args: argparse.Namespace) -> tuple[
         f"hydra.run.dir={run_dir}",
     ]  # fmt: skip
     start = time.time()
-    proc = subprocess.run(cmd, cwd=REPO, env=_env(args.threads), capture_output=True, text=True)
+    proc = subprocess.run(
+        cmd, cwd=REPO, env=child_env(args.threads), capture_output=True, text=True
+    )
     marks = [line.split() for line in proc.stdout.splitlines() if line.startswith(MARK)]
     if proc.returncode != 0 or not marks:
         raise RuntimeError(f"resume failed (exit {proc.returncode}):\n{proc.stderr[-3000:]}")
@@ -155,15 +143,12 @@ def loader_first_batch(step: int, args: argparse.Namespace, scratch: Path) -> fl
     return time.perf_counter() - start
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--samples", type=int, default=20_000, help="train samples (one epoch)")
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--reps", type=int, default=5)
-    add_common_args(parser)
-    args = parser.parse_args()
-    set_threads(args.threads)
-    header("resume_position: process start -> first resumed step, at 5% vs 95% of an epoch")
+    args = parse_args(parser, argv, TITLE)
     epoch_batches = -(-args.samples // args.batch)
     steps = {"5pct": max(1, round(0.05 * epoch_batches)), "95pct": round(0.95 * epoch_batches)}
     with tempfile.TemporaryDirectory(prefix="resume-position-") as tmp:
@@ -189,26 +174,26 @@ def main() -> None:
                 for name, step in steps.items()
             },
             max(args.reps, 5),
-            lambda rep, results: None,
         )
+    figures: dict[str, float | int | str] = {}
     for name, values in in_process.items():
-        print(describe(f"loader iter() -> first batch at {name}", values, " s"), flush=True)
-    seconds = {name: [s for s, _ in values] for name, values in runs.items()}
-    for name, values in seconds.items():
-        print(describe(f"start -> first resumed step at {name}", values, " s"), flush=True)
-    resumed = {name: values[0][1] for name, values in runs.items()}
-    median = {name: statistics.median(values) for name, values in seconds.items()}
+        label = f"loader iter() -> first batch at {name}"
+        figure(figures, f"loader_{name}_ms", [1000 * v for v in values], label, " ms")
+    for name, values in runs.items():
+        label = f"start -> first resumed step at {name}"
+        figure(figures, f"resume_{name}_s", [s for s, _ in values], label, " s")
     final_line(
-        resume_5pct_s=median["5pct"],
-        resume_95pct_s=median["95pct"],
-        ratio_95_to_5=median["95pct"] / median["5pct"],
-        loader_5pct_ms=1000 * statistics.median(in_process["5pct"]),
-        loader_95pct_ms=1000 * statistics.median(in_process["95pct"]),
-        batches_5pct=resumed["5pct"],
-        batches_95pct=resumed["95pct"],
+        resume_5pct_s=figures["resume_5pct_s"],
+        resume_95pct_s=figures["resume_95pct_s"],
+        ratio_95_to_5=figures["resume_95pct_s"] / figures["resume_5pct_s"],
+        loader_5pct_ms=figures["loader_5pct_ms"],
+        loader_95pct_ms=figures["loader_95pct_ms"],
+        batches_5pct=runs["5pct"][0][1],
+        batches_95pct=runs["95pct"][0][1],
         epoch_batches=epoch_batches,
     )
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -19,30 +19,21 @@ import_lightning_s=.. import_wandb_s=.. wandb_imported=0|1`.
 from __future__ import annotations
 
 import argparse
-import os
-import statistics
+import itertools
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
-from harness import REPO, add_common_args, describe, final_line, header, set_threads, summary
+from harness import REPO, child_env, figure, final_line, interleaved, parse_args
 from phase_marker import MARK
 
+TITLE = "P5 start-up: make train (scripts/train.py, default experiment) split into phases"
 IMPORTS = ["torch", "lightning", "hydra", "trainwell.cli", "trainwell.training.run", "wandb"]
 
 
 def run_train(epochs: int, threads: int, run_dir: Path) -> dict[str, float]:
-    env = {
-        **os.environ,
-        "PYTHONUNBUFFERED": "1",
-        # The marker callback lives here; train.py's own imports are unchanged.
-        "PYTHONPATH": os.pathsep.join([str(REPO / "benchmarks"), os.environ.get("PYTHONPATH", "")]),
-        "OMP_NUM_THREADS": str(threads) if threads > 0 else os.environ.get("OMP_NUM_THREADS", ""),
-    }
-    if threads <= 0:
-        env.pop("OMP_NUM_THREADS")
     cmd = [
         sys.executable,
         str(REPO / "scripts" / "train.py"),
@@ -52,7 +43,12 @@ def run_train(epochs: int, threads: int, run_dir: Path) -> dict[str, float]:
     ]
     start = time.time()
     proc = subprocess.Popen(
-        cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True
+        cmd,
+        cwd=REPO,
+        env=child_env(threads),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
     )
     marks: dict[str, float] = {}
     tail: list[str] = []
@@ -88,11 +84,13 @@ def run_train(epochs: int, threads: int, run_dir: Path) -> dict[str, float]:
 def import_seconds(module: str, threads: int) -> float:
     """Import time of `module` in a fresh interpreter (what every `make train` pays)."""
     code = f"import time; t = time.perf_counter(); import {module}; print(time.perf_counter() - t)"
-    env = {**os.environ}
-    if threads > 0:
-        env["OMP_NUM_THREADS"] = str(threads)
     out = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, env=env, capture_output=True, text=True, check=True
+        [sys.executable, "-c", code],
+        cwd=REPO,
+        env=child_env(threads),
+        capture_output=True,
+        text=True,
+        check=True,
     )
     return float(out.stdout.strip().splitlines()[-1])
 
@@ -102,39 +100,41 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--epochs", type=int, default=5, help="trainer.max_epochs (make train: 20)")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--import-reps", type=int, default=2)
-    add_common_args(parser)
-    args = parser.parse_args(argv)
-    set_threads(args.threads)
-    header("P5 start-up: make train (scripts/train.py, default experiment) split into phases")
-    runs = []
+    args = parse_args(parser, argv, TITLE)
     with tempfile.TemporaryDirectory(prefix="tw-bench-startup-") as tmp:
-        for rep in range(args.reps):
-            runs.append(run_train(args.epochs, args.threads, Path(tmp) / f"run{rep}"))
-            print(
-                f"[rep {rep}] "
-                + " ".join(f"{k} {v:.2f}s" for k, v in runs[-1].items() if k != "wandb_imported"),
-                flush=True,
-            )
+
+        def report(rep: int, results: dict[str, dict[str, float]]) -> None:
+            times = results["train"].items()
+            line = " ".join(f"{k} {v:.2f}s" for k, v in times if k != "wandb_imported")
+            print(f"[rep {rep}] {line}", flush=True)
+
+        run_dirs = (Path(tmp) / f"run{rep}" for rep in itertools.count())
+
+        def train_once() -> dict[str, float]:
+            return run_train(args.epochs, args.threads, next(run_dirs))
+
+        runs = interleaved({"train": train_once}, args.reps, report)["train"]
+    figures: dict[str, float | int | str] = {}
     for key in ("startup", "to_run_dir", "build", "training", "test_exit", "total"):
-        print(describe(f"train.py {key}", [r[key] for r in runs], "s"))
+        values = [r[key] for r in runs]
+        figure(figures, f"{key}_s", values, f"train.py {key}", "s", spread=key == "startup")
     wandb_imported = int(max(r["wandb_imported"] for r in runs))
     print(f"wandb imported by the logger=csv run: {bool(wandb_imported)}")
-    imports: dict[str, list[float]] = {m: [] for m in IMPORTS}
-    for _ in range(args.import_reps):
-        for module in IMPORTS:  # interleaved, so load drift hits every module alike
-            imports[module].append(import_seconds(module, args.threads))
+    # Interleaved, so load drift hits every module alike.
+    imports = interleaved(
+        {m: (lambda m=m: import_seconds(m, args.threads)) for m in IMPORTS}, args.import_reps
+    )
     for module, values in imports.items():
-        print(describe(f"import {module} (fresh interpreter)", values, "s"))
-    med = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
+        figure(figures, module, values, f"import {module} (fresh interpreter)", "s")
     final_line(
-        startup_s=med["startup"],
-        training_s=med["training"],
-        test_exit_s=med["test_exit"],
-        total_s=med["total"],
-        startup_spread=summary([r["startup"] for r in runs])["spread"],
-        import_trainwell_s=statistics.median(imports["trainwell.training.run"]),
-        import_lightning_s=statistics.median(imports["lightning"]),
-        import_wandb_s=statistics.median(imports["wandb"]),
+        startup_s=figures["startup_s"],
+        training_s=figures["training_s"],
+        test_exit_s=figures["test_exit_s"],
+        total_s=figures["total_s"],
+        startup_spread=figures["startup_s_spread"],
+        import_trainwell_s=figures["trainwell.training.run"],
+        import_lightning_s=figures["lightning"],
+        import_wandb_s=figures["wandb"],
         wandb_imported=wandb_imported,
     )
     return 0

@@ -23,6 +23,7 @@ BENCH = REPO / "benchmarks"
 sys.path.insert(0, str(BENCH))  # benchmarks/ is a folder of scripts, not a package
 
 import gpu_throughput  # noqa: E402
+import guard_overhead  # noqa: E402
 import harness  # noqa: E402
 import raw_loop  # noqa: E402
 
@@ -219,6 +220,50 @@ def test_interleaved_rotates_which_side_goes_first() -> None:
     runs = harness.interleaved(sides, reps=3, report=lambda rep, results: None)
     assert order == list("abcbcacab")
     assert runs == {"a": ["a"] * 3, "b": ["b"] * 3, "c": ["c"] * 3}
+
+
+def test_rotated_starts_each_repetition_one_side_later() -> None:
+    order: list[str] = []
+    sides = {name: (lambda name=name: order.append(name) or name.upper()) for name in "ab"}
+    assert harness.rotated(sides, rep=1) == {"a": "A", "b": "B"}  # results keyed, in side order
+    assert order == ["b", "a"]
+
+
+def test_figure_prints_and_records_median_and_spread(capsys: pytest.CaptureFixture[str]) -> None:
+    figures: dict[str, float | int | str] = {}
+    median = harness.figure(figures, "x_s", [1.0, 3.0, 2.0], "x", " s", spread=True)
+    assert median == 2.0 and figures == {"x_s": 2.0, "x_s_spread": pytest.approx(0.5)}
+    assert capsys.readouterr().out.startswith("x: median 2 s (min 1, max 3, n=3")
+
+
+def test_guard_overhead_switches_off_exactly_the_guards_it_profiles() -> None:
+    """The "off" side nulls these config keys and the hook share sums these classes' hooks: both
+    must name the guards the default config installs, or the figures measure nothing."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = harness.compose([], Path(tmp))
+    targets = [cfg.callbacks[key]._target_ for key in guard_overhead.GUARDS]
+    assert [t.rsplit(".", 1)[1] for t in targets] == list(guard_overhead.GUARD_CLASSES)
+
+
+def test_guard_hook_share_reads_the_simple_profiler_table(tmp_path: Path) -> None:
+    report = tmp_path / "fit-profile.txt"
+    report.write_text(
+        "| Action | Mean duration (s) | Num calls | Total time (s) | Percentage % |\n"
+        "| Total | - | 100 | 10.0 | 100 % |\n"
+        "| [Callback]NonFiniteGuard.on_after_backward | 0.001 | 100 | 0.1 | 1 % |\n"
+        "| [Callback]GradNormLogger.on_before_optimizer_step | 0.001 | 100 | 0.1 | 1 % |\n"
+        "| [Callback]ModelCheckpoint.on_train_batch_end | 0.01 | 100 | 1.0 | 10 % |\n"
+    )
+    assert guard_overhead.hook_share(report) == pytest.approx(0.02)
+
+
+@pytest.mark.slow
+def test_guard_overhead_runs_and_prints_its_figures() -> None:
+    out = run_benchmark("guard_overhead.py", "--epochs", "1", "--reps", "1")
+    assert float(out["guards_on_s"]) > 0 and float(out["guards_off_s"]) > 0
+    assert 0 < float(out["guard_hook_share"]) < 1
 
 
 def test_gpu_suite_names_every_file_with_gpu_tests() -> None:

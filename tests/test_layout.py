@@ -7,6 +7,7 @@ or a shortcut (training reaching into the doctor, a callback into training) fail
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,52 @@ def test_private_attributes_of_other_libraries_appear_only_in_compat() -> None:
                     if _private(a.name)
                 ]
     assert not found, "private attributes outside compat/: " + ", ".join(found)
+
+
+README = SRC.parents[1] / "README.md"
+CONF = SRC.parents[1] / "conf"
+
+
+def _readme_section(title: str) -> str:
+    text = README.read_text()
+    start = text.index(f"\n## {title}\n")
+    end = text.find("\n## ", start + 1)
+    return text[start : end if end != -1 else None]
+
+
+def _group_table() -> dict[str, set[str]]:
+    """README's config-group table: {group: the options named in its row}."""
+    text = README.read_text()
+    start = text.index("| group | options |")
+    rows = {}
+    for line in text[start:].splitlines()[2:]:
+        if not line.startswith("| `"):
+            break
+        group_cell, options_cell = line.strip("|").split(" | ", 1)
+        # options are the backticked names; a parenthesis holds prose (and may name other configs)
+        options = re.sub(r"\([^)]*\)", "", options_cell)
+        rows[group_cell.strip("` ")] = set(re.findall(r"`([\w.-]+)`", options))
+    return rows
+
+
+def test_the_readme_config_table_lists_every_group_and_option() -> None:
+    on_disk = {
+        str(path.relative_to(CONF)): {
+            p.stem for p in path.glob("*.yaml") if not p.stem.startswith("_")
+        }
+        for path in sorted(CONF.rglob("*"))
+        if path.is_dir() and "trainwell_optuna_sweeper" not in str(path)
+    }
+    assert _group_table() == on_disk
+
+
+def test_the_readme_layout_names_every_package_and_top_level_module() -> None:
+    layout = _readme_section("Layout")
+    names = [p.name for p in SRC.iterdir() if p.is_dir() and (p / "__init__.py").is_file()]
+    names += [p.name for p in SRC.glob("*.py") if p.name != "__init__.py"]
+    names += [p.name for p in (SRC.parent / "hydra_plugins").iterdir() if p.is_dir()]
+    repo = SRC.parents[1]
+    names += ["conf", "scripts", "tests", "notebooks", "benchmarks", "docs"]
+    assert all((repo / n).exists() for n in names[-6:])
+    missing = [n for n in names if not re.search(rf"(^|\s){re.escape(n)}/?\s", layout, re.M)]
+    assert not missing, f"README layout misses {missing}"

@@ -21,7 +21,7 @@ from omegaconf.errors import OmegaConfBaseException
 
 import trainwell.resolvers  # noqa: F401  (registers resolvers before Hydra composes)
 from trainwell import compat
-from trainwell.errors import TrainwellError
+from trainwell.errors import TrainwellError, error_line, first_line
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -35,11 +35,6 @@ def _user_error(err: BaseException) -> TrainwellError | None:
             return seen
         seen = seen.__cause__ or seen.__context__
     return None
-
-
-def _first_line(err: BaseException) -> str:
-    text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
 
 
 def _save_traceback(err: BaseException) -> Path | None:
@@ -186,11 +181,11 @@ def _report(err: Exception) -> tuple[str, int]:
     <run dir>/error.log."""
     user = _user_error(err)
     if user is not None:
-        line, code = _first_line(user), EXIT_USAGE
+        line, code = first_line(user), EXIT_USAGE
     else:
         where = _save_traceback(err)
         detail = f" (traceback: {where})" if where else ""
-        line, code = f"{type(err).__name__}: {_first_line(err)}{detail}", EXIT_FAILURE
+        line, code = f"{error_line(err)}{detail}", EXIT_FAILURE
     print(f"error: {line}", file=sys.stderr)
     return line, code
 

@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from hydra import compose, initialize_config_dir
-from omegaconf import DictConfig, open_dict
+from omegaconf import DictConfig
 
-import trainwell.resolvers  # noqa: F401  (the config tree uses trainwell's resolvers)
+from trainwell.training.compose import compose_run_config
 
 REPO = Path(__file__).resolve().parents[2]
 CONF = REPO / "conf"
@@ -17,12 +16,8 @@ def compose_config(
     overrides: list[str] | None = None, run_dir: Path | None = None, config_name: str = "train"
 ) -> DictConfig:
     """The config train.py would see for these overrides, with the run dir pinned to `run_dir`."""
-    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
-        cfg = compose(config_name=config_name, overrides=list(overrides or []))
-    with open_dict(cfg):
-        cfg.paths.root_dir = str(REPO)
-        cfg.paths.output_dir = str(run_dir or REPO / "logs" / "pytest")
-    return cfg
+    output_dir = run_dir or REPO / "logs" / "pytest"
+    return compose_run_config(CONF, overrides or [], output_dir, REPO, config_name)
 
 
 # A smooth, normalisation-free net and SGD without momentum, weight decay or schedule, in fp32:

@@ -274,9 +274,9 @@ MUTANTS: list[Mutant] = [
     # -- pre-emption ----------------------------------------------------------------------------
     Mutant(
         "pre-emption: stops mid accumulation window",
-        PRE,
-        "return batches_done % accumulate == 0 or batches_done >= trainer.num_training_batches",
-        "return True",
+        "src/trainwell/callbacks/cadence.py",
+        "        batches_done % trainer.accumulate_grad_batches == 0\n",
+        "        True\n",
         (f"{PRE_T}::test_a_signal_mid_window_stops_at_the_windows_end",),
         "the pre-emption checkpoint is taken at the end of a window",
     ),

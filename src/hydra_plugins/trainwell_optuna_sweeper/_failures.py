@@ -9,6 +9,8 @@ from hydra.errors import CompactHydraException
 from hydra.types import TaskFunction
 from omegaconf import DictConfig
 
+from trainwell.errors import error_line, first_line
+
 
 @dataclass(frozen=True)
 class TrialFailed:
@@ -17,12 +19,10 @@ class TrialFailed:
     message: str
 
 
-def first_line(err: BaseException) -> str:
-    lines = str(err).strip().splitlines()
-    text = lines[0] if lines else ""
-    if isinstance(err, CompactHydraException):
-        return text or type(err).__name__
-    return f"{type(err).__name__}: {text}" if text else type(err).__name__
+def failure_line(err: BaseException) -> str:
+    """A compact Hydra exception (a failed job's one-line cause) reads as is; any other one
+    with its type."""
+    return first_line(err) if isinstance(err, CompactHydraException) else error_line(err)
 
 
 class ReportFailures:
@@ -39,4 +39,4 @@ class ReportFailures:
         try:
             return self.task_function(cfg)
         except Exception as err:  # recorded as the trial's failure; the sweep goes on
-            return TrialFailed(first_line(err))
+            return TrialFailed(failure_line(err))

@@ -25,7 +25,7 @@ from omegaconf import DictConfig, OmegaConf
 from optuna.trial import FrozenTrial, Trial, TrialState
 
 from . import _space
-from ._failures import ReportFailures, TrialFailed, first_line
+from ._failures import ReportFailures, TrialFailed, failure_line
 
 log = logging.getLogger(__name__)
 
@@ -177,7 +177,7 @@ class OptunaSearch:
         try:
             value = ret.return_value
         except Exception as err:  # a launcher that hands back the job's exception itself
-            value = TrialFailed(first_line(err))
+            value = TrialFailed(failure_line(err))
         if isinstance(value, TrialFailed):
             self._fail(study, trial, value.message)
             return

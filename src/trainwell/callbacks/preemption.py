@@ -38,7 +38,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from trainwell import compat
-from trainwell.callbacks.cadence import is_reading_step
+from trainwell.callbacks.cadence import is_reading_step, window_ends
 from trainwell.callbacks.non_finite import NonFiniteLossError
 from trainwell.errors import TrainwellError
 
@@ -123,14 +123,6 @@ class PreemptionCheckpoint(L.Callback):
         self._previous = {}
 
     # -- the safe point ----------------------------------------------------------------------
-    @staticmethod
-    def at_window_boundary(trainer: L.Trainer, batches_done: int) -> bool:
-        """True right after an optimizer step: the end of an accumulation window (or the
-        shorter tail window that ends the epoch). Never mid-window: resuming there would need
-        the partial gradient, which no checkpoint holds."""
-        accumulate = trainer.accumulate_grad_batches
-        return batches_done % accumulate == 0 or batches_done >= trainer.num_training_batches
-
     def on_train_batch_end(
         self,
         trainer: L.Trainer,
@@ -139,7 +131,9 @@ class PreemptionCheckpoint(L.Callback):
         batch: Any,
         batch_idx: int,
     ) -> None:
-        if not self.at_window_boundary(trainer, batch_idx + 1):
+        # Right after an optimizer step, never mid-window: resuming there would need the
+        # partial gradient, which no checkpoint holds.
+        if not window_ends(trainer, batch_idx + 1):
             return
         requested = self.received is not None
         if trainer.world_size > 1:
@@ -203,7 +197,7 @@ class PreemptionCheckpoint(L.Callback):
         if trainer.global_step == 0 and progress.completed == 0:
             return  # nothing trained yet: nothing worth a checkpoint
         between_steps = progress.ready == progress.completed and (
-            progress.completed == 0 or self.at_window_boundary(trainer, progress.completed)
+            progress.completed == 0 or window_ends(trainer, progress.completed)
         )
         if not between_steps:
             return  # mid-step: weights, loader position and RNG disagree; keep the last good one

@@ -17,6 +17,7 @@ from __future__ import annotations
 import string
 from collections import Counter
 from pathlib import Path
+from typing import TypeVar
 
 import numpy as np
 import torch
@@ -24,6 +25,8 @@ from torch.utils.data import Dataset
 
 from trainwell.data.base import SplitDataModule
 from trainwell.errors import TrainwellError
+
+_T = TypeVar("_T")
 
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 SPECIALS = ("<pad>", "<bos>", "<eos>", "<unk>")
@@ -183,14 +186,17 @@ class SequenceDataModule(SplitDataModule):
         self.vocabulary: list[str] | None = None  # characters by id (text mode)
         self.collate_fn = pad_batch
 
-    def _split_sizes(self, n: int) -> tuple[int, int]:
+    def _split(self, items: list[_T]) -> dict[str, list[_T]]:
+        """The first items train, the next val, the last test: a text file splits in its order."""
+        n = len(items)
         val = max(1, round(self.val_fraction * n))
         test = max(1, round(self.test_fraction * n))
         if n - val - test < 1:
             raise TrainwellError(
                 f"{n} sequences are too few for a train / val / test split; add data"
             )
-        return val, test
+        cut = n - val - test
+        return {"train": items[:cut], "val": items[cut : cut + val], "test": items[cut + val :]}
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
@@ -204,21 +210,9 @@ class SequenceDataModule(SplitDataModule):
                 self.topics,
                 self.seed,
             )
-            val, test = self._split_sizes(len(sequences))
-            splits = {
-                "train": sequences[: len(sequences) - val - test],
-                "val": sequences[len(sequences) - val - test : len(sequences) - test],
-                "test": sequences[len(sequences) - test :],
-            }
+            splits = self._split(sequences)
         else:
-            lines = read_lines(Path(self.path).expanduser(), self.max_len - 1)
-            val, test = self._split_sizes(len(lines))
-            cut = len(lines) - val - test
-            parts = {
-                "train": lines[:cut],
-                "val": lines[cut : cut + val],
-                "test": lines[cut + val :],
-            }
+            parts = self._split(read_lines(Path(self.path).expanduser(), self.max_len - 1))
             self.vocabulary = char_vocabulary(parts["train"], self.vocab_size)
             index = {ch: i for i, ch in enumerate(self.vocabulary)}
             splits = {name: [encode(line, index) for line in part] for name, part in parts.items()}

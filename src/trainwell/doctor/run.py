@@ -21,7 +21,7 @@ from trainwell.doctor.harness.settings import ProbeSettings
 from trainwell.doctor.report import plots
 from trainwell.doctor.report.markdown import render
 from trainwell.doctor.report.verdict import Check, exit_code, report_dict, write_json
-from trainwell.errors import TrainwellError
+from trainwell.errors import TrainwellError, error_line
 from trainwell.training.plan_callback import PlannedFactory
 from trainwell.training.precision import resolve_precision
 
@@ -57,11 +57,10 @@ def run_checks(ctx: DoctorContext, only: list[str] | None = None) -> list[Check]
         except TrainwellError:
             raise
         except Exception as err:  # a probe hit something unforeseen: report it, keep going
-            line = str(err).strip().splitlines()[0] if str(err).strip() else ""
             check = Check(
                 check_id,
                 "fail",
-                f"the probe itself raised {type(err).__name__}: {line}; run with "
+                f"the probe itself raised {error_line(err)}; run with "
                 "HYDRA_FULL_ERROR=1 and report it if your code is not the cause",
             )
         check.seconds = round(time.perf_counter() - start, 3)

@@ -29,10 +29,10 @@ from typing import IO, Any
 
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
-from lightning.pytorch.utilities import rank_zero_only
 from lightning_utilities.core.apply_func import apply_to_collection
 
-from trainwell.errors import TrainwellError
+from trainwell.errors import TrainwellError, first_line
+from trainwell.io.announce import announce
 from trainwell.io.hparams import plain_checkpoint
 
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
@@ -98,18 +98,12 @@ def _pickled(path: Path, err: BaseException) -> CheckpointError:
 
 
 def _corrupt(path: Path, err: BaseException) -> CheckpointError:
-    cause = str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
-    reason = f"corrupt or truncated: {cause}"
+    reason = f"corrupt or truncated: {first_line(err)}"
     return CheckpointError(
         f"checkpoint {path} is {reason}; pass an earlier checkpoint with ckpt_path=<file> or "
         "resume=auto (which skips unreadable files)",
         reason=reason,
     )
-
-
-@rank_zero_only
-def _say(text: str) -> None:
-    print(text, flush=True)
 
 
 def _copy(tensor: torch.Tensor) -> torch.Tensor:
@@ -181,7 +175,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         checkpoint, converted = plain_checkpoint(checkpoint, self.hparams_config)
         if converted and not self._said_hparams:
             self._said_hparams = True
-            _say(
+            announce(
                 "checkpoints keep these hparams as plain data (a run rebuilds its module from the "
                 f"config, never from them): {', '.join(converted)}"
             )

@@ -172,10 +172,8 @@ def make_plan(
     """
     if accumulate < 1 or world_size < 1 or (micro_batch is not None and micro_batch < 1):
         raise ValueError("micro_batch, accumulate and world_size must be >= 1")
-    sizes: list[int] | None = None
-    if dataset_size is not None and micro_batch is not None:
-        full, rest = divmod(dataset_size, micro_batch)
-        sizes = [micro_batch] * full + ([rest] if rest and not drop_last else [])
+    sizes = _batch_sizes(dataset_size, micro_batch, drop_last)
+    if sizes is not None:
         global_batches = len(sizes)
     given = {
         "dataset_size": dataset_size,
@@ -207,11 +205,33 @@ def make_plan(
             examples_seen=None,
             unknown=(*unknown, *([reason] if reason else [])),
         )
+    return _epoch_plan(given, sizes, global_batches, limit_batches, unknown)
+
+
+def _batch_sizes(
+    dataset_size: int | None, micro_batch: int | None, drop_last: bool
+) -> list[int] | None:
+    """The sizes of the batches one process cuts the epoch into (None: sizes unknown)."""
+    if dataset_size is None or micro_batch is None:
+        return None
+    full, rest = divmod(dataset_size, micro_batch)
+    return [micro_batch] * full + ([rest] if rest and not drop_last else [])
+
+
+def _epoch_plan(
+    given: dict[str, Any],
+    sizes: list[int] | None,
+    global_batches: int,
+    limit_batches: int | float | None,
+    unknown: tuple[str, ...],
+) -> TrainingPlan:
+    """The plan of an epoch of known length: `global_batches` shared round-robin by the ranks."""
+    world_size, accumulate = given["world_size"], given["accumulate"]
     rounds = math.ceil(global_batches / world_size)
     iterations = _limit(rounds, limit_batches)
     limited = iterations < rounds
     steps_per_epoch = math.ceil(iterations / accumulate)
-    total, _ = _total_steps(steps_per_epoch, max_epochs, max_steps)
+    total, _ = _total_steps(steps_per_epoch, given["max_epochs"], given["max_steps"])
     assert total is not None
     used = min(iterations * world_size, global_batches)  # global batches trained per epoch
     items_epoch = items_step = last_items = examples = None

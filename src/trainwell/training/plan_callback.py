@@ -14,11 +14,13 @@ from dataclasses import replace
 from typing import Any
 
 import lightning as L
-from lightning.pytorch.utilities import rank_zero_only, rank_zero_warn
+from lightning.pytorch.utilities import rank_zero_warn
+from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
 from trainwell.callbacks.accumulation import counting_unit
 from trainwell.errors import TrainwellError
+from trainwell.io.announce import announce
 from trainwell.models.norms import BATCH_NORMS
 from trainwell.tasks.schedules import warmup_steps_for
 from trainwell.training.lr_scaling import scale_lr
@@ -74,6 +76,26 @@ def plan_for(
     return plan
 
 
+def planner_settings(cfg: DictConfig) -> dict[str, Any]:
+    """The run config's `lr_scaling`, the configured optimizer's lr and the scheduler: the
+    keywords `plan_for` and `TrainingPlanner` take. A scaling rule without an lr to scale is
+    refused: the run would otherwise train at an LR nobody chose for its batch."""
+    optimizer = cfg.model.get("optimizer")
+    base_lr = optimizer.get("lr") if OmegaConf.is_dict(optimizer) else None
+    scaling = OmegaConf.to_container(cfg.get("lr_scaling") or {}, resolve=True)
+    if str((scaling or {}).get("rule", "none")) != "none" and base_lr is None:  # type: ignore[union-attr]
+        raise TrainwellError(
+            f"lr_scaling.rule={scaling['rule']} scales model.optimizer.lr, but this model config "  # type: ignore[index]
+            "has no optimizer `_partial_` with an lr; set lr_scaling.rule=none"
+        )
+    scheduler = cfg.model.get("scheduler")
+    return {
+        "lr_scaling": scaling,
+        "base_lr": base_lr,
+        "scheduler": OmegaConf.to_container(scheduler, resolve=True) if scheduler else None,
+    }
+
+
 def batchnorm_warning(
     module: nn.Module, micro_batch: int | None, accumulate: int, world_size: int, sync: bool
 ) -> str | None:
@@ -122,11 +144,6 @@ def check_batch(
     warnings.warn(message + " (continuing: resume_allow_batch_change=true)", stacklevel=2)
 
 
-@rank_zero_only
-def _announce(text: str) -> None:
-    print(text, flush=True)
-
-
 class TrainingPlanner(L.Callback):
     """Always installed by `training.run`: see the module docstring."""
 
@@ -154,7 +171,7 @@ class TrainingPlanner(L.Callback):
         self.plan = plan_for(
             loader, trainer, pl_module, self.lr_scaling, self.base_lr, self.scheduler
         )
-        _announce("training plan:\n  " + "\n  ".join(self.plan.lines()))
+        announce("training plan:\n  " + "\n  ".join(self.plan.lines()))
         warning = batchnorm_warning(
             pl_module,
             self.plan.micro_batch,

@@ -18,7 +18,7 @@ from omegaconf import DictConfig, OmegaConf
 from trainwell.callbacks.last_checkpoint import LastCheckpoint
 from trainwell.callbacks.training_state import ExactResume
 from trainwell.data.sharding import install_loader_policy
-from trainwell.errors import TrainwellError
+from trainwell.io.announce import announce
 from trainwell.io.checkpoint_io import AtomicCheckpointIO, load_checkpoint_file
 from trainwell.io.config_tree import print_config_tree
 from trainwell.io.redact import redact
@@ -30,17 +30,12 @@ from trainwell.training.builders import (
     template_callbacks,
 )
 from trainwell.training.evaluate import cannot_test
-from trainwell.training.plan_callback import PlannedFactory, TrainingPlanner
+from trainwell.training.plan_callback import PlannedFactory, TrainingPlanner, planner_settings
 from trainwell.training.resume import check_architecture, resolve_ckpt_path
 
 
 def _resolved(cfg: DictConfig) -> dict[str, Any]:
     return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
-
-
-@rank_zero_only
-def _announce(text: str) -> None:
-    print(text, flush=True)
 
 
 def planned_factories(model_cfg: DictConfig, plan: TrainingPlanner) -> dict[str, Any]:
@@ -58,21 +53,8 @@ def planned_factories(model_cfg: DictConfig, plan: TrainingPlanner) -> dict[str,
 
 
 def _plan_callback(cfg: DictConfig, ckpt_path: str | None) -> TrainingPlanner:
-    optimizer = cfg.model.get("optimizer")
-    base_lr = (
-        optimizer.get("lr") if optimizer is not None and OmegaConf.is_dict(optimizer) else None
-    )
-    scaling = OmegaConf.to_container(cfg.get("lr_scaling") or {}, resolve=True)
-    if str((scaling or {}).get("rule", "none")) != "none" and base_lr is None:  # type: ignore[union-attr]
-        raise TrainwellError(
-            f"lr_scaling.rule={scaling['rule']} scales model.optimizer.lr, but this model config "  # type: ignore[index]
-            "has no optimizer `_partial_` with an lr; set lr_scaling.rule=none"
-        )
-    scheduler = cfg.model.get("scheduler")
     return TrainingPlanner(
-        lr_scaling=scaling,  # type: ignore[arg-type]
-        base_lr=base_lr,
-        scheduler=OmegaConf.to_container(scheduler, resolve=True) if scheduler else None,  # type: ignore[arg-type]
+        **planner_settings(cfg),
         sync_batchnorm=bool(cfg.trainer.get("sync_batchnorm", False)),
         allow_batch_change=bool(cfg.get("resume_allow_batch_change", False)),
         ckpt_path=ckpt_path,
@@ -121,8 +103,8 @@ def train(cfg: DictConfig, doctor_report: str | None = None) -> dict[str, Any]:
         completed_results(run_dir, ckpt_path, cfg.trainer) if cfg.get("resume") == "auto" else None
     )
     if done is not None:
-        _announce(f"this run is complete (results.json matches {ckpt_path}); nothing to train")
-        _announce(f"run dir: {run_dir}")
+        announce(f"this run is complete (results.json matches {ckpt_path}); nothing to train")
+        announce(f"run dir: {run_dir}")
         return done
 
     L.seed_everything(cfg.seed, workers=True)
@@ -160,14 +142,14 @@ def train(cfg: DictConfig, doctor_report: str | None = None) -> dict[str, Any]:
         results["doctor_report"] = doctor_report
     if trainer.is_global_zero:
         write_results(run_dir / "results.json", results)
-    _announce(f"run dir: {run_dir}")
+    announce(f"run dir: {run_dir}")
     return results
 
 
 def _open_run_dir(cfg: DictConfig, run_dir: Path) -> str | None:
     """Stage 1: announce the run dir, print the config, resolve the checkpoint to resume from
     and check the dir against it. Returns that checkpoint (None: a fresh start)."""
-    _announce(f"run dir: {run_dir}")
+    announce(f"run dir: {run_dir}")
     if cfg.get("print_config", True):
         # Secrets resolved from the environment never reach stdout (a SLURM .out file).
         rank_zero_only(print_config_tree)(OmegaConf.create(redact(_resolved(cfg))))
@@ -201,7 +183,7 @@ def _test_best(
         return {}, "skipped: test=false"
     if untestable:
         # A GAN or a demo module trains without a test split: Lightning would stop after fit.
-        _announce(f"testing skipped: {untestable}")
+        announce(f"testing skipped: {untestable}")
         return {}, f"skipped: {untestable}"
     # Test the best checkpoint, not the last weights; fast_dev_run writes none, so it tests
     # the weights in memory and results.json says so (best_ckpt is empty).

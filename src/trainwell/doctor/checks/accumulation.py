@@ -14,125 +14,20 @@ Manual optimization: see checks/manual_accumulation.py.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
+import lightning as L
 import torch
 
 from trainwell.callbacks.accumulation import count_items, counting_unit
+from trainwell.doctor.checks.accumulation_windows import Counts, Grads, Window, step_grads, windows
 from trainwell.doctor.checks.gradient_compare import ID, RTOL, compare
 from trainwell.doctor.checks.manual_accumulation import manual_equivalence
 from trainwell.doctor.checks.metrics import configured_world_size
-from trainwell.doctor.harness.batches import ConcatError, concat, replay_loader, size_of
+from trainwell.doctor.harness.batches import size_of
 from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.harness.recorder import Recorder
-from trainwell.doctor.harness.spy import Spy
 from trainwell.doctor.report.verdict import Check
 from trainwell.models.norms import BATCH_NORMS
-
-
-@dataclass
-class Window:
-    label: str
-    batches: list[Any]  # the micro-batches, as training_step gets them
-    whole: Any  # one batch of the same items
-
-
-@dataclass
-class Grads:
-    tensors: dict[str, torch.Tensor] | None
-    error: str
-    spy: Spy | None = None
-    skipped: list[int] | None = None  # micro-batches whose training_step returned None
-
-
-class _Counts:
-    """A `loss_items` stand-in returning given counts in order (one per micro-batch)."""
-
-    def __init__(self, counts: list[int]) -> None:
-        self._counts: Iterator[int] = iter(counts)
-
-    def __call__(self, batch: Any) -> int:
-        return next(self._counts)
-
-
-def _step_grads(
-    ctx: DoctorContext,
-    state: dict[str, torch.Tensor],
-    batches: list[Any],
-    k: int,
-    seed: int = 0,
-    watch: bool = False,
-    loss_items: Any = None,
-) -> Grads:
-    task = ctx.make_task()
-    task.load_state_dict(state)
-    if loss_items is not None:
-        task.loss_items = loss_items
-    spy = Spy(max_calls=8 * len(batches)) if watch else None
-    rec = Recorder(
-        spy=spy, freeze_stochastic=True, keep_grad_tensors=True, spy_batches=len(batches)
-    )
-    torch.manual_seed(seed)  # a second seed shows hidden randomness in the step
-    fit = ctx.fit(task, replay_loader(batches), [rec], max_steps=1, accumulate=k)
-    skipped = [i for i, v in enumerate(rec.losses) if v is None]
-    if not rec.step_grad_tensors:
-        return Grads(None, fit.error_line or "no optimizer step ran", spy, skipped)
-    return Grads(rec.step_grad_tensors[0], "", spy, skipped)
-
-
-# -- the windows ----------------------------------------------------------------------------------
-
-
-def _regroup(ctx: DoctorContext, groups: list[list[int]], label: str) -> Window:
-    samples = ctx.samples
-    batches = [samples.collate(g) for g in groups]
-    flat = [i for g in groups for i in g]
-    if samples.collate_is_deterministic(flat):
-        return Window(label, batches, samples.collate(flat))
-    # A random collate_fn (masking, cropping) would draw differently for the one batch.
-    return Window(label, batches, concat(batches))
-
-
-def windows(ctx: DoctorContext, k: int, configured: int) -> tuple[list[Window], str]:
-    """The first window of K real micro-batches and, when the run has one, its short tail."""
-    samples = ctx.samples
-    try:
-        if not samples.indexable:
-            batches = samples.real_batches(k)
-            if len(batches) < 2:
-                return [], f"the train loader yields {len(batches)} batch(es) per epoch"
-            return [
-                Window(
-                    f"the first window of {len(batches)} micro-batches", batches, concat(batches)
-                )
-            ], ""
-        groups = samples.index_batches()
-        if len(groups) < 2:
-            return (
-                [],
-                f"the train loader yields {len(groups)} batch per epoch: nothing to accumulate",
-            )
-        found = [
-            _regroup(ctx, groups[:k], f"the first window of {min(k, len(groups))} micro-batches")
-        ]
-        tail = len(groups) % configured or configured
-        last = groups[len(groups) - tail :]
-        uneven = len({len(g) for g in last}) > 1 or len(last[-1]) != len(groups[0])
-        if configured > 1 and (tail != configured or uneven) and len(groups) > configured:
-            sizes = "+".join(str(len(g)) for g in last)
-            found.append(_regroup(ctx, last, f"the epoch's last window ({sizes} samples, K={k})"))
-        return found, ""
-    except ConcatError as err:
-        why_not = samples.why_not_indexable or "its collate_fn is random"
-        return (
-            [],
-            f"the micro-batches cannot be joined into one batch ({err}) nor re-collated ({why_not})",
-        )
-
-
-# -- automatic optimization ---------------------------------------------------------------------
 
 
 def accumulation_equivalence(ctx: DoctorContext) -> Check:
@@ -182,7 +77,7 @@ def _compare_window(
 ) -> Check | None:
     """A verdict when `window` cannot be compared or differs from one batch; None: it matches."""
     sizes = [size_of(b) for b in window.batches]
-    windowed = _step_grads(ctx, state, window.batches, k, watch=True)
+    windowed = step_grads(ctx, state, window.batches, k, watch=True)
     if windowed.skipped:
         return Check(
             ID,
@@ -192,10 +87,10 @@ def _compare_window(
             "nothing to compare",
             evidence,
         )
-    whole = _step_grads(ctx, state, [window.whole], 1)
+    whole = step_grads(ctx, state, [window.whole], 1)
     if windowed.tensors is None or whole.tensors is None:
         return Check(ID, "skip", f"a probe fit failed: {windowed.error or whole.error}", evidence)
-    again = _step_grads(ctx, state, [window.whole], 1, seed=1)
+    again = step_grads(ctx, state, [window.whole], 1, seed=1)
     if (
         again.tensors is not None
         and compare(again.tensors, whole.tensors)["relative_difference"] > RTOL
@@ -263,40 +158,11 @@ def _mismatch(
     spy = windowed.spy
     calls = [spy.calls_in(i) for i in range(len(window.batches))] if spy else []
     seen = [c[0].items for c in calls if len(c) == 1 and c[0].reduction == "mean"]
-    sizes = [size_of(b) for b in window.batches]
-    name = type(task).__name__
     if len(seen) == len(window.batches) and None not in seen:
         counts: list[int] = [int(c) for c in seen]  # type: ignore[arg-type]
-        declared = counting_unit(task) != "samples"
-        stated = [int(count_items(task, b)) for b in window.batches] if declared else sizes
-        evidence |= {"items_the_loss_averages": counts, "items_counted": stated}
-        if counts != stated and len({c / s for c, s in zip(counts, stated, strict=True) if s}) > 1:
-            fixed = _step_grads(ctx, state, window.batches, k, loss_items=_Counts(counts))
-            exact = fixed.tensors is not None and (
-                compare(fixed.tensors, whole.tensors)["relative_difference"] <= RTOL  # type: ignore[arg-type]
-            )
-            evidence["matches_when_counted_by_the_loss"] = exact
-            if exact and not declared:
-                return Check(
-                    ID,
-                    "fail",
-                    f"{window.label} weighs each micro-batch by its samples ({sizes}), but the "
-                    f"loss is a mean over {counts} items (tokens, unmasked targets) in them: the "
-                    f"step differs from one batch by {result['relative_difference']:.2g} "
-                    f"(relative); declare `def loss_items(self, batch)` in {name} returning the "
-                    "number of targets its loss averages over, e.g. (batch['targets'] != -100)"
-                    ".sum(); with it this window matches",
-                    evidence,
-                )
-            if exact:
-                return Check(
-                    ID,
-                    "fail",
-                    f"{name}.loss_items returns {stated} for {window.label}, but the loss "
-                    f"averages over {counts} items: make loss_items count exactly what "
-                    "training_step's loss averages over; with those counts this window matches",
-                    evidence,
-                )
+        miscounted = _miscounted_items(ctx, task, state, window, k, whole, counts, result, evidence)
+        if miscounted is not None:
+            return miscounted
     return Check(
         ID,
         "fail",
@@ -305,6 +171,55 @@ def _mismatch(
         + _scaling_cause(calls, result["norm_ratio"], len(window.batches), evidence),
         evidence,
     )
+
+
+def _miscounted_items(
+    ctx: DoctorContext,
+    task: L.LightningModule,
+    state: dict[str, torch.Tensor],
+    window: Window,
+    k: int,
+    whole: Grads,
+    counts: list[int],
+    result: dict[str, float],
+    evidence: dict[str, Any],
+) -> Check | None:
+    """A fail when the micro-batches are weighed by other counts than the items their loss
+    averages over, and weighing them by the loss's own counts makes the window match."""
+    sizes = [size_of(b) for b in window.batches]
+    name = type(task).__name__
+    declared = counting_unit(task) != "samples"
+    stated = [int(count_items(task, b)) for b in window.batches] if declared else sizes
+    evidence |= {"items_the_loss_averages": counts, "items_counted": stated}
+    if counts == stated or len({c / s for c, s in zip(counts, stated, strict=True) if s}) <= 1:
+        return None
+    fixed = step_grads(ctx, state, window.batches, k, loss_items=Counts(counts))
+    exact = fixed.tensors is not None and (
+        compare(fixed.tensors, whole.tensors)["relative_difference"] <= RTOL  # type: ignore[arg-type]
+    )
+    evidence["matches_when_counted_by_the_loss"] = exact
+    if exact and not declared:
+        return Check(
+            ID,
+            "fail",
+            f"{window.label} weighs each micro-batch by its samples ({sizes}), but the "
+            f"loss is a mean over {counts} items (tokens, unmasked targets) in them: the "
+            f"step differs from one batch by {result['relative_difference']:.2g} "
+            f"(relative); declare `def loss_items(self, batch)` in {name} returning the "
+            "number of targets its loss averages over, e.g. (batch['targets'] != -100)"
+            ".sum(); with it this window matches",
+            evidence,
+        )
+    if exact:
+        return Check(
+            ID,
+            "fail",
+            f"{name}.loss_items returns {stated} for {window.label}, but the loss "
+            f"averages over {counts} items: make loss_items count exactly what "
+            "training_step's loss averages over; with those counts this window matches",
+            evidence,
+        )
+    return None
 
 
 def _scaling_cause(calls: list[list[Any]], ratio: float, n: int, evidence: dict[str, Any]) -> str:
@@ -331,6 +246,3 @@ def _scaling_cause(calls: list[list[Any]], ratio: float, n: int, evidence: dict[
         "normalise each window); return the plain micro-batch mean from training_step, never "
         "multiplied or divided by accumulate_grad_batches"
     )
-
-
-# -- manual optimization ----------------------------------------------------------------------

@@ -52,9 +52,14 @@ def data_throughput(ctx: DoctorContext) -> Check:
         "pin_memory": getattr(loader, "pin_memory", False),
         "probe_device": ctx.settings.accelerator,
     }
+    return _wait_verdict(fraction, evidence, ctx.settings.accelerator)
+
+
+def _wait_verdict(fraction: float, evidence: dict[str, Any], device: str) -> Check:
+    """Fail when loading is the bottleneck, warn when a faster device would make it one."""
     advice = (
         "raise the DataLoader's num_workers (data.num_workers)"
-        if getattr(loader, "num_workers", 0) < 2
+        if evidence["num_workers"] < 2
         else "make __getitem__ cheaper (cache decoded samples)"
     )
     if fraction > 0.3 and evidence["median_wait_s"] < MIN_WAIT_S:
@@ -62,7 +67,7 @@ def data_throughput(ctx: DoctorContext) -> Check:
         return Check(
             "data.throughput",
             "pass",
-            f"data wait is {fraction:.0%} of step time on {ctx.settings.accelerator}, but only "
+            f"data wait is {fraction:.0%} of step time on {device}, but only "
             f"{evidence['median_wait_s'] * 1e3:.2f} ms per batch",
             evidence,
         )
@@ -78,14 +83,14 @@ def data_throughput(ctx: DoctorContext) -> Check:
         return Check(
             "data.throughput",
             "warn",
-            f"{fraction:.0%} of each step waits for data on {ctx.settings.accelerator}; a faster "
+            f"{fraction:.0%} of each step waits for data on {device}; a faster "
             f"device will wait more: {advice}",
             evidence,
         )
     return Check(
         "data.throughput",
         "pass",
-        f"data wait is {fraction:.0%} of step time on {ctx.settings.accelerator}",
+        f"data wait is {fraction:.0%} of step time on {device}",
         evidence,
     )
 
@@ -167,17 +172,7 @@ def data_worker_seeding(ctx: DoctorContext) -> Check:
             evidence,
         )
     per_worker = 2
-    probe = DataLoader(
-        Subset(real.dataset, [index] * (per_worker * workers)),
-        batch_size=per_worker,
-        num_workers=workers,
-        collate_fn=real.collate_fn,
-        worker_init_fn=real.worker_init_fn,
-        generator=real.generator,
-    )
-    _add_lightning_worker_init(probe)
-    with quiet():
-        batches = [dict(leaves(b)) for b in probe]
+    batches = _worker_draws(real, index, workers, per_worker)
     first, second = batches[0], batches[1]
     within = any(
         t.dim() > 0 and len(t) == per_worker and not torch.equal(t[0], t[1]) for t in first.values()
@@ -214,6 +209,24 @@ def data_worker_seeding(ctx: DoctorContext) -> Check:
     return Check(
         "data.worker_seeding", "pass", f"{workers} workers draw different augmentations", evidence
     )
+
+
+def _worker_draws(
+    real: DataLoader, index: int, workers: int, per_worker: int
+) -> list[dict[str, torch.Tensor]]:
+    """Sample `index` loaded `per_worker` times by each of `workers` workers set up as the run's
+    loader sets them up: one batch per worker."""
+    probe = DataLoader(
+        Subset(real.dataset, [index] * (per_worker * workers)),
+        batch_size=per_worker,
+        num_workers=workers,
+        collate_fn=real.collate_fn,
+        worker_init_fn=real.worker_init_fn,
+        generator=real.generator,
+    )
+    _add_lightning_worker_init(probe)
+    with quiet():
+        return [dict(leaves(b)) for b in probe]
 
 
 def _add_lightning_worker_init(loader: DataLoader) -> None:

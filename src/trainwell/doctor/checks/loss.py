@@ -13,6 +13,7 @@ from trainwell.doctor.report.verdict import Check
 
 REGRESSION = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
 TOL = 1e-3
+CLASS_INDEX_LOSSES = ("cross_entropy", "nll_loss")
 
 
 def _first_loss(ctx: DoctorContext) -> LossCall | None:
@@ -125,71 +126,19 @@ def targets_contract(ctx: DoctorContext) -> Check:
     dtype = data.dtypes.get(path, "unknown") if path else "unknown"
     evidence: dict = {"num_classes": classes, "target_in_batch": path, "label_dtype": dtype}
     if call is not None:
-        t = call.target
-        evidence |= {"loss": call.name, "target_dtype": str(t.dtype), "target_shape": list(t.shape)}
-        if call.name == "cross_entropy" and t.is_floating_point() and t.shape == call.input.shape:
-            binary = bool(((t == 0) | (t == 1)).all())
-            if binary and bool((t.sum(dim=1) == 1).all()):
-                return Check(
-                    "targets.contract",
-                    "fail",
-                    "CrossEntropyLoss receives one-hot float targets (read as soft labels, which "
-                    "hides label bugs and costs memory); pass class indices as int64 "
-                    "(targets.argmax(1))",
-                    evidence,
-                )
-        if call.name in REGRESSION and path is not None and not dtype.startswith("torch.float"):
-            integral = bool((t == t.round()).all())
-            evidence["target_values_integral"] = integral
-            if integral:
-                return Check(
-                    "targets.contract",
-                    "fail",
-                    f"{call.name} regresses integer class ids ({int(t.unique().numel())} distinct, "
-                    f"from {path}), which imposes an order and distances between classes; use "
-                    "CrossEntropyLoss on per-class logits",
-                    evidence,
-                )
-        if not t.is_floating_point() and classes is not None and call.name == "cross_entropy":
-            valid = _valid(t, call.ignore_index)
-            bad = int(((valid < 0) | (valid >= classes)).sum())
-            evidence["out_of_range_in_probe_batch"] = bad
-            if bad:
-                return Check(
-                    "targets.contract",
-                    "fail",
-                    f"{bad} label(s) in the probe batch are outside [0, {classes}) (max "
-                    f"{int(valid.max())}); fix the labels or set model.num_classes to cover them",
-                    evidence,
-                )
+        broken = _probe_target_fault(call, classes, path, dtype, evidence)
+        if broken is not None:
+            return broken
     labels = data.values(path) if path else None
     if (
         labels is not None
         and classes is not None
         and call is not None
-        and call.name
-        in (
-            "cross_entropy",
-            "nll_loss",
-        )
+        and call.name in CLASS_INDEX_LOSSES
     ):
-        labels = _valid(labels, call.ignore_index)
-        bad_mask = (labels < 0) | (labels >= classes)
-        evidence |= {
-            "label_min": int(labels.min()) if labels.numel() else None,
-            "label_max": int(labels.max()) if labels.numel() else None,
-            "labels_scanned": int(labels.numel()),
-            "out_of_range": int(bad_mask.sum()),
-        }
-        if bool(bad_mask.any()):
-            return Check(
-                "targets.contract",
-                "fail",
-                f"{int(bad_mask.sum())} of {labels.numel()} scanned labels ({path}) are outside "
-                f"[0, {classes}) (max {int(labels.max())}); fix the labels or set "
-                "model.num_classes to cover them",
-                evidence,
-            )
+        broken = _scanned_labels_fault(labels, call, classes, path, evidence)
+        if broken is not None:
+            return broken
     if call is None:
         obs = observation(ctx)
         if obs.fit.error is not None:
@@ -203,7 +152,7 @@ def targets_contract(ctx: DoctorContext) -> Check:
         )
     scanned = f", {evidence['labels_scanned']} scanned" if "labels_scanned" in evidence else ""
     where = f" ({path}{scanned})" if path else ""
-    if classes is None or call.name not in ("cross_entropy", "nll_loss"):
+    if classes is None or call.name not in CLASS_INDEX_LOSSES:
         return Check(
             "targets.contract",
             "pass",
@@ -216,3 +165,73 @@ def targets_contract(ctx: DoctorContext) -> Check:
         f"{call.name} gets {evidence['target_dtype']} targets{where} in range for {classes} classes",
         evidence,
     )
+
+
+def _probe_target_fault(
+    call: LossCall, classes: int | None, path: str | None, dtype: str, evidence: dict
+) -> Check | None:
+    """A fail when the target the loss got in the probe batch breaks its contract: one-hot
+    floats to cross_entropy, class ids regressed, or class indices out of range."""
+    t = call.target
+    evidence |= {"loss": call.name, "target_dtype": str(t.dtype), "target_shape": list(t.shape)}
+    if call.name == "cross_entropy" and t.is_floating_point() and t.shape == call.input.shape:
+        binary = bool(((t == 0) | (t == 1)).all())
+        if binary and bool((t.sum(dim=1) == 1).all()):
+            return Check(
+                "targets.contract",
+                "fail",
+                "CrossEntropyLoss receives one-hot float targets (read as soft labels, which "
+                "hides label bugs and costs memory); pass class indices as int64 "
+                "(targets.argmax(1))",
+                evidence,
+            )
+    if call.name in REGRESSION and path is not None and not dtype.startswith("torch.float"):
+        integral = bool((t == t.round()).all())
+        evidence["target_values_integral"] = integral
+        if integral:
+            return Check(
+                "targets.contract",
+                "fail",
+                f"{call.name} regresses integer class ids ({int(t.unique().numel())} distinct, "
+                f"from {path}), which imposes an order and distances between classes; use "
+                "CrossEntropyLoss on per-class logits",
+                evidence,
+            )
+    if not t.is_floating_point() and classes is not None and call.name == "cross_entropy":
+        valid = _valid(t, call.ignore_index)
+        bad = int(((valid < 0) | (valid >= classes)).sum())
+        evidence["out_of_range_in_probe_batch"] = bad
+        if bad:
+            return Check(
+                "targets.contract",
+                "fail",
+                f"{bad} label(s) in the probe batch are outside [0, {classes}) (max "
+                f"{int(valid.max())}); fix the labels or set model.num_classes to cover them",
+                evidence,
+            )
+    return None
+
+
+def _scanned_labels_fault(
+    labels: torch.Tensor, call: LossCall, classes: int, path: str | None, evidence: dict
+) -> Check | None:
+    """A fail when labels scanned from the dataset fall outside [0, classes): the probe batch
+    alone can miss a rare out-of-range class."""
+    labels = _valid(labels, call.ignore_index)
+    bad_mask = (labels < 0) | (labels >= classes)
+    evidence |= {
+        "label_min": int(labels.min()) if labels.numel() else None,
+        "label_max": int(labels.max()) if labels.numel() else None,
+        "labels_scanned": int(labels.numel()),
+        "out_of_range": int(bad_mask.sum()),
+    }
+    if bool(bad_mask.any()):
+        return Check(
+            "targets.contract",
+            "fail",
+            f"{int(bad_mask.sum())} of {labels.numel()} scanned labels ({path}) are outside "
+            f"[0, {classes}) (max {int(labels.max())}); fix the labels or set "
+            "model.num_classes to cover them",
+            evidence,
+        )
+    return None

@@ -12,7 +12,7 @@ import torch
 
 from trainwell.doctor.checks.gradient_compare import ID, RTOL, compare
 from trainwell.doctor.harness.batches import ConcatError, concat, replay_loader
-from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.context import DoctorContext, FitResult
 from trainwell.doctor.harness.recorder import Recorder
 from trainwell.doctor.harness.spy import Spy
 from trainwell.doctor.harness.steps import StepWatch
@@ -21,16 +21,10 @@ from trainwell.doctor.report.verdict import Check
 
 def manual_equivalence(ctx: DoctorContext, probe: Any) -> Check:
     """Observe the user's own window (zero_grad ... step) and compare it with one batch."""
-    limit = ctx.settings.window_batches
     samples = ctx.samples
     state = {n: t.clone() for n, t in probe.state_dict().items()}
-    batches = samples.micro_batches(0, limit)
-    spy = Spy(max_calls=8 * limit)
-    watch = StepWatch(spy)
-    rec = Recorder(spy=spy, freeze_stochastic=True, spy_batches=limit)
-    task = ctx.make_task()
-    task.load_state_dict(state)
-    fit = ctx.fit(task, replay_loader(batches), [watch, rec], max_steps=1)
+    batches = samples.micro_batches(0, ctx.settings.window_batches)
+    watch, spy, fit = _watch_first_step(ctx, state, batches)
     step = watch.first_step()
     evidence: dict[str, Any] = {
         "optimization": "manual",
@@ -53,28 +47,16 @@ def manual_equivalence(ctx: DoctorContext, probe: Any) -> Check:
     zeros = watch.zeros_before(step)
     discarded = sorted({backwards[i] for i in range(zeros[-1].backwards)}) if zeros else []
     calls = [spy.calls_in(i) for i in range(n)]
-    if any(len(c) != 1 for c in calls):
-        counts = [len(c) for c in calls]
-        return Check(
-            ID,
-            "skip",
-            f"training_step calls {counts} recognised loss function(s) per micro-batch; the "
-            "doctor rebuilds the reference mean only for exactly one (compare by hand)",
-            evidence,
-        )
-    if any(c[0].reduction != "mean" for c in calls):
-        return Check(
-            ID, "skip", "the loss uses reduction='sum'/'none': no mean to compare", evidence
-        )
-    raw = [c[0].value for c in calls]
-    scaled = [[v for b, v in spy.backward_values if b == i] for i in range(n)]
-    scales = [s[0] / r if len(s) == 1 and r else None for s, r in zip(scaled, raw, strict=True)]
+    why_not = _no_single_mean_loss(calls)
+    if why_not:
+        return Check(ID, "skip", why_not, evidence)
+    scales = _backward_scales(spy, calls)
     evidence |= {
         "items_per_micro_batch": [c[0].items for c in calls],
         "backward_scale_per_micro_batch": scales,
         "zero_grad_discards_micro_batches": discarded,
     }
-    if None in scales or max(scales) - min(scales) > 1e-5 * max(abs(s) for s in scales):  # type: ignore[arg-type,type-var,operator]
+    if not _fixed_multiple(scales):
         return Check(
             ID,
             "skip",
@@ -86,7 +68,61 @@ def manual_equivalence(ctx: DoctorContext, probe: Any) -> Check:
     whole = _manual_reference(ctx, state, samples, batches[:n], n)
     if isinstance(whole, str):
         return Check(ID, "skip", whole, evidence)
-    result = compare(watch.grads, whole)
+    return _window_verdict(compare(watch.grads, whole), n, scales[0], discarded, evidence)
+
+
+def _watch_first_step(
+    ctx: DoctorContext, state: dict[str, torch.Tensor], batches: list[Any]
+) -> tuple[StepWatch, Spy, FitResult]:
+    """A probe fit of the user's task over real micro-batches, watched up to its first step."""
+    limit = ctx.settings.window_batches
+    spy = Spy(max_calls=8 * limit)
+    watch = StepWatch(spy)
+    rec = Recorder(spy=spy, freeze_stochastic=True, spy_batches=limit)
+    task = ctx.make_task()
+    task.load_state_dict(state)
+    fit = ctx.fit(task, replay_loader(batches), [watch, rec], max_steps=1)
+    return watch, spy, fit
+
+
+def _no_single_mean_loss(calls: list[list[Any]]) -> str:
+    """Why no reference mean can be rebuilt: it needs exactly one recognised loss call with
+    reduction='mean' per micro-batch ('' when every micro-batch has one)."""
+    if any(len(c) != 1 for c in calls):
+        counts = [len(c) for c in calls]
+        return (
+            f"training_step calls {counts} recognised loss function(s) per micro-batch; the "
+            "doctor rebuilds the reference mean only for exactly one (compare by hand)"
+        )
+    if any(c[0].reduction != "mean" for c in calls):
+        return "the loss uses reduction='sum'/'none': no mean to compare"
+    return ""
+
+
+def _backward_scales(spy: Spy, calls: list[list[Any]]) -> list[float | None]:
+    """Per micro-batch, what the loss passed to backward is a multiple of the loss function's
+    output (None: not exactly one backward call, or a zero loss)."""
+    raw = [c[0].value for c in calls]
+    scaled = [[v for b, v in spy.backward_values if b == i] for i in range(len(calls))]
+    return [s[0] / r if len(s) == 1 and r else None for s, r in zip(scaled, raw, strict=True)]
+
+
+def _fixed_multiple(scales: list[float | None]) -> bool:
+    """Whether backward gets one and the same multiple of the mean in every micro-batch: only
+    then is the reference (that multiple of one batch's mean) known."""
+    if None in scales:
+        return False
+    return not max(scales) - min(scales) > 1e-5 * max(abs(s) for s in scales)  # type: ignore[type-var,operator,arg-type]
+
+
+def _window_verdict(
+    result: dict[str, float],
+    n: int,
+    scale: float | None,
+    discarded: list[int],
+    evidence: dict[str, Any],
+) -> Check:
+    """Pass when the first manual step applies one batch's gradient, else fail naming the cause."""
     evidence["first_window"] = result
     if result["relative_difference"] <= RTOL:
         return Check(
@@ -96,7 +132,6 @@ def manual_equivalence(ctx: DoctorContext, probe: Any) -> Check:
             "mean loss over all of their items in one batch",
             evidence,
         )
-    scale = scales[0]
     if discarded:
         cause = (
             f"zero_grad() runs inside the window and discards the gradients of micro-batch(es) "

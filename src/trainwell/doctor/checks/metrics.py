@@ -79,14 +79,7 @@ def _item_weighting(watch: LogWatch) -> list[dict[str, Any]]:
 
 def metrics_reduction(ctx: DoctorContext) -> Check:
     train = ctx.samples.micro_batches(0, TRAIN_BATCHES)
-    val_batches: list[Any] = []
-    if ctx.has_hook("validation_step"):
-        loaders, _ = split_loaders(ctx.datamodule, "val")
-        for loader in loaders[:1]:
-            for i, batch in enumerate(iterate_batches(loader)):
-                if i >= VAL_BATCHES:
-                    break
-                val_batches.append(batch)
+    val_batches = _first_val_batches(ctx)
     spy = Spy(max_calls=64)
     watch = LogWatch(spy)
     fit = ctx.fit(
@@ -110,7 +103,40 @@ def metrics_reduction(ctx: DoctorContext) -> Check:
         return Check(
             ID, "skip", "the task logs nothing with self.log in training or validation", evidence
         )
-    findings: list[str] = []
+    per_rank = _per_rank_values(watch, world)
+    evidence["per_rank_values"] = per_rank
+    findings = [_per_rank_finding(item, world) for item in per_rank]
+    weighting = _item_weighting(watch)
+    evidence["weighted_by_batch_size"] = weighting
+    findings += [_item_weighting_finding(item) for item in weighting]
+    if findings:
+        more = f" (and {len(findings) - 1} more, see evidence)" if len(findings) > 1 else ""
+        return Check(ID, "warn", findings[0] + more, evidence)
+    return Check(
+        ID,
+        "pass",
+        f"{len(watch.keys)} logged key(s): means are weighted by what they average over and "
+        "reduce across ranks",
+        evidence,
+    )
+
+
+def _first_val_batches(ctx: DoctorContext) -> list[Any]:
+    """Up to VAL_BATCHES batches of the first val loader (none when the task does not validate)."""
+    val_batches: list[Any] = []
+    if ctx.has_hook("validation_step"):
+        loaders, _ = split_loaders(ctx.datamodule, "val")
+        for loader in loaders[:1]:
+            for i, batch in enumerate(iterate_batches(loader)):
+                if i >= VAL_BATCHES:
+                    break
+                val_batches.append(batch)
+    return val_batches
+
+
+def _per_rank_values(watch: LogWatch, world: int | None) -> list[dict[str, Any]]:
+    """Logged means whose epoch value is one number per rank, which ranks will combine wrongly:
+    a plain tensor from an epoch-end hook, or a per-step mean without sync_dist on several ranks."""
     per_rank = []
     for (hook, name), value in watch.keys.items():
         if value.is_metric or value.reduce != "mean" or not value.on_epoch:
@@ -123,42 +149,33 @@ def metrics_reduction(ctx: DoctorContext) -> Check:
                 per_rank.append({"name": name, "hook": hook, "sync_dist": sync})
         elif hook in STEP_HOOKS and not sync and world is not None and world > 1:
             per_rank.append({"name": name, "hook": hook, "sync_dist": False})
-    evidence["per_rank_values"] = per_rank
-    for item in per_rank:
-        if item["hook"].endswith("_epoch_end"):
-            how = (
-                "averages the ranks' values unweighted (sync_dist=True)"
-                if item["sync_dist"]
-                else "reports rank 0's value only (no sync_dist)"
-            )
-            findings.append(
-                f"`{item['name']}` is logged from {item['hook']} as a plain tensor, a per-rank "
-                f"value: on several ranks Lightning {how}, although ranks hold different "
-                "numbers of samples; log a torchmetrics metric (e.g. MeanMetric updated with "
-                "weight=batch size) or all-reduce a sum and a count yourself"
-            )
-        else:
-            findings.append(
-                f"`{item['name']}` is logged from {item['hook']} without sync_dist on a "
-                f"{world}-rank run: the epoch value is rank 0's mean only; log a torchmetrics "
-                "metric or pass sync_dist=True"
-            )
-    weighting = _item_weighting(watch)
-    evidence["weighted_by_batch_size"] = weighting
-    for item in weighting:
-        findings.append(
-            f"`{item['name']}` ({item['stage']}) is a mean over {item['items']} items (tokens, "
-            f"unmasked targets) per batch but Lightning weighs it by batch_size {item['weights']}, "
-            "so its epoch value is not the mean over items; pass batch_size=<items> to self.log, "
-            "or log a torchmetrics MeanMetric updated with weight=<items>"
+    return per_rank
+
+
+def _per_rank_finding(item: dict[str, Any], world: int | None) -> str:
+    if item["hook"].endswith("_epoch_end"):
+        how = (
+            "averages the ranks' values unweighted (sync_dist=True)"
+            if item["sync_dist"]
+            else "reports rank 0's value only (no sync_dist)"
         )
-    if findings:
-        more = f" (and {len(findings) - 1} more, see evidence)" if len(findings) > 1 else ""
-        return Check(ID, "warn", findings[0] + more, evidence)
-    return Check(
-        ID,
-        "pass",
-        f"{len(watch.keys)} logged key(s): means are weighted by what they average over and "
-        "reduce across ranks",
-        evidence,
+        return (
+            f"`{item['name']}` is logged from {item['hook']} as a plain tensor, a per-rank "
+            f"value: on several ranks Lightning {how}, although ranks hold different "
+            "numbers of samples; log a torchmetrics metric (e.g. MeanMetric updated with "
+            "weight=batch size) or all-reduce a sum and a count yourself"
+        )
+    return (
+        f"`{item['name']}` is logged from {item['hook']} without sync_dist on a "
+        f"{world}-rank run: the epoch value is rank 0's mean only; log a torchmetrics "
+        "metric or pass sync_dist=True"
+    )
+
+
+def _item_weighting_finding(item: dict[str, Any]) -> str:
+    return (
+        f"`{item['name']}` ({item['stage']}) is a mean over {item['items']} items (tokens, "
+        f"unmasked targets) per batch but Lightning weighs it by batch_size {item['weights']}, "
+        "so its epoch value is not the mean over items; pass batch_size=<items> to self.log, "
+        "or log a torchmetrics MeanMetric updated with weight=<items>"
     )

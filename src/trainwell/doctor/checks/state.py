@@ -4,12 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
+import lightning as L
 import torch
 
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.observe import crashed_message, observation
 from trainwell.doctor.harness.outputs import evaluation_outputs, output_differences
 from trainwell.doctor.report.verdict import Check
+from trainwell.errors import first_line
 
 
 def _has_rng(tree: Any) -> bool:
@@ -51,11 +53,25 @@ def checkpoint_roundtrip(ctx: DoctorContext) -> Check:
         return Check(
             "checkpoint.roundtrip",
             "fail",
-            f"the saved state_dict does not load into a fresh task: {str(err).splitlines()[0]}; "
+            f"the saved state_dict does not load into a fresh task: {first_line(err)}; "
             "build the same architecture from the config",
             evidence,
         )
-    trained, error = evaluation_outputs(ctx, obs.task, borrow_training_step=True)
+    differs = _outputs_differ(ctx, obs.task, fresh, evidence)
+    if differs is not None:
+        return differs
+    return _training_state_verdict(evidence)
+
+
+def _outputs_differ(
+    ctx: DoctorContext,
+    trained_task: L.LightningModule,
+    fresh: L.LightningModule,
+    evidence: dict[str, Any],
+) -> Check | None:
+    """A verdict when the loaded task's evaluation outputs cannot be compared with the trained
+    task's, or differ from them; None: they are the same."""
+    trained, error = evaluation_outputs(ctx, trained_task, borrow_training_step=True)
     loaded, error2 = (
         (None, "") if trained is None else evaluation_outputs(ctx, fresh, borrow_training_step=True)
     )
@@ -87,6 +103,12 @@ def checkpoint_roundtrip(ctx: DoctorContext) -> Check:
             "attribute or a non-persistent buffer); register it with register_buffer",
             evidence,
         )
+    return None
+
+
+def _training_state_verdict(evidence: dict[str, Any]) -> Check:
+    """Fail when the checkpoint holds fewer optimizer or scheduler states than the run has:
+    a resumed run would restart them from scratch."""
     missing = []
     if evidence["optimizer_states"] < evidence["optimizers"]:
         missing.append("optimizer")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch import nn
 
@@ -99,6 +101,22 @@ def optimizer_coverage(ctx: DoctorContext) -> Check:
             "one built from the trainable parameters",
             evidence,
         )
+    fault = _coverage_fault(missing, frozen, duplicates, evidence)
+    if fault is not None:
+        return fault
+    return Check(
+        "optimizer.coverage",
+        "pass",
+        f"the optimizer holds exactly the {len(counted)} trainable tensors",
+        evidence,
+    )
+
+
+def _coverage_fault(
+    missing: list[str], frozen: list[str], duplicates: int, evidence: dict[str, Any]
+) -> Check | None:
+    """A fail when the optimizer misses a trainable tensor, holds a frozen one, or holds one
+    twice; None when it holds each trainable tensor exactly once."""
     if missing:
         return Check(
             "optimizer.coverage",
@@ -125,9 +143,4 @@ def optimizer_coverage(ctx: DoctorContext) -> Check:
             "each parameter once",
             evidence,
         )
-    return Check(
-        "optimizer.coverage",
-        "pass",
-        f"the optimizer holds exactly the {len(counted)} trainable tensors",
-        evidence,
-    )
+    return None

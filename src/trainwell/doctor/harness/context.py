@@ -28,10 +28,10 @@ from trainwell.data.sharding import install_loader_policy
 from trainwell.doctor.harness.batches import replay_loader, size_of
 from trainwell.doctor.harness.samples import TrainSamples
 from trainwell.doctor.harness.settings import ProbeSettings
-from trainwell.errors import TrainwellError
+from trainwell.errors import TrainwellError, error_line
 from trainwell.training.builders import build_trainer, probe_callbacks
 from trainwell.training.plan import TrainingPlan
-from trainwell.training.plan_callback import TrainingPlanner, plan_for
+from trainwell.training.plan_callback import TrainingPlanner, plan_for, planner_settings
 from trainwell.training.run import planned_factories
 
 
@@ -44,8 +44,7 @@ class FitResult:
     def error_line(self) -> str:
         if self.error is None:
             return ""
-        text = str(self.error).strip().splitlines()
-        return f"{type(self.error).__name__}: {text[0] if text else ''}"
+        return error_line(self.error)
 
 
 @dataclass
@@ -152,15 +151,11 @@ class DoctorContext:
     def plan(self) -> TrainingPlan:
         cfg = self.cfg
         trainer = self.trainer(callbacks=[], max_steps=cfg.trainer.get("max_steps", -1))
-        optimizer = cfg.model.get("optimizer")
-        scheduler = cfg.model.get("scheduler")
         return plan_for(
             self.datamodule.train_dataloader(),
             trainer,
             instantiate(self.probe_cfg.model),  # read for its item unit only
-            OmegaConf.to_container(cfg.get("lr_scaling") or {}, resolve=True),  # type: ignore[arg-type]
-            optimizer.get("lr") if OmegaConf.is_dict(optimizer) else None,
-            OmegaConf.to_container(scheduler, resolve=True) if scheduler else None,  # type: ignore[arg-type]
+            **planner_settings(cfg),
         )
 
     @property

@@ -16,6 +16,7 @@ from torch import nn
 
 from trainwell.doctor.harness.batches import leaves
 from trainwell.doctor.harness.context import DoctorContext, quiet
+from trainwell.errors import error_line
 
 
 class OutputWatch(L.Callback):
@@ -68,9 +69,8 @@ def evaluation_outputs(
         with quiet():
             trainer.validate(task, dataloaders=ctx.fixed_loader(), verbose=False, weights_only=True)
     except Exception as err:  # the user's evaluation code failed: the caller reports it
-        text = str(err).strip().splitlines()
         via = "training_step run as an evaluation step" if borrowed else "validation"
-        return None, f"{via} raised {type(err).__name__}: {text[0] if text else ''}"
+        return None, f"{via} raised {error_line(err)}"
     finally:
         if borrowed:
             del task.validation_step

@@ -1,0 +1,116 @@
+"""The windows accumulation.equivalence compares, and the gradient one optimizer step takes.
+
+A window is K real consecutive micro-batches of the train loader paired with one batch of the
+same items; `step_grads` reads what the optimizer would apply after a probe fit over them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from trainwell.doctor.harness.batches import ConcatError, concat, replay_loader
+from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.recorder import Recorder
+from trainwell.doctor.harness.spy import Spy
+
+
+@dataclass
+class Window:
+    label: str
+    batches: list[Any]  # the micro-batches, as training_step gets them
+    whole: Any  # one batch of the same items
+
+
+@dataclass
+class Grads:
+    tensors: dict[str, torch.Tensor] | None
+    error: str
+    spy: Spy | None = None
+    skipped: list[int] | None = None  # micro-batches whose training_step returned None
+
+
+class Counts:
+    """A `loss_items` stand-in returning given counts in order (one per micro-batch)."""
+
+    def __init__(self, counts: list[int]) -> None:
+        self._counts: Iterator[int] = iter(counts)
+
+    def __call__(self, batch: Any) -> int:
+        return next(self._counts)
+
+
+def step_grads(
+    ctx: DoctorContext,
+    state: dict[str, torch.Tensor],
+    batches: list[Any],
+    k: int,
+    seed: int = 0,
+    watch: bool = False,
+    loss_items: Any = None,
+) -> Grads:
+    """The gradient the optimizer would apply after one step over `batches` in windows of `k`."""
+    task = ctx.make_task()
+    task.load_state_dict(state)
+    if loss_items is not None:
+        task.loss_items = loss_items
+    spy = Spy(max_calls=8 * len(batches)) if watch else None
+    rec = Recorder(
+        spy=spy, freeze_stochastic=True, keep_grad_tensors=True, spy_batches=len(batches)
+    )
+    torch.manual_seed(seed)  # a second seed shows hidden randomness in the step
+    fit = ctx.fit(task, replay_loader(batches), [rec], max_steps=1, accumulate=k)
+    skipped = [i for i, v in enumerate(rec.losses) if v is None]
+    if not rec.step_grad_tensors:
+        return Grads(None, fit.error_line or "no optimizer step ran", spy, skipped)
+    return Grads(rec.step_grad_tensors[0], "", spy, skipped)
+
+
+def _regroup(ctx: DoctorContext, groups: list[list[int]], label: str) -> Window:
+    samples = ctx.samples
+    batches = [samples.collate(g) for g in groups]
+    flat = [i for g in groups for i in g]
+    if samples.collate_is_deterministic(flat):
+        return Window(label, batches, samples.collate(flat))
+    # A random collate_fn (masking, cropping) would draw differently for the one batch.
+    return Window(label, batches, concat(batches))
+
+
+def windows(ctx: DoctorContext, k: int, configured: int) -> tuple[list[Window], str]:
+    """The first window of K real micro-batches and, when the run has one, its short tail."""
+    samples = ctx.samples
+    try:
+        if not samples.indexable:
+            batches = samples.real_batches(k)
+            if len(batches) < 2:
+                return [], f"the train loader yields {len(batches)} batch(es) per epoch"
+            return [
+                Window(
+                    f"the first window of {len(batches)} micro-batches", batches, concat(batches)
+                )
+            ], ""
+        groups = samples.index_batches()
+        if len(groups) < 2:
+            return (
+                [],
+                f"the train loader yields {len(groups)} batch per epoch: nothing to accumulate",
+            )
+        found = [
+            _regroup(ctx, groups[:k], f"the first window of {min(k, len(groups))} micro-batches")
+        ]
+        tail = len(groups) % configured or configured
+        last = groups[len(groups) - tail :]
+        uneven = len({len(g) for g in last}) > 1 or len(last[-1]) != len(groups[0])
+        if configured > 1 and (tail != configured or uneven) and len(groups) > configured:
+            sizes = "+".join(str(len(g)) for g in last)
+            found.append(_regroup(ctx, last, f"the epoch's last window ({sizes} samples, K={k})"))
+        return found, ""
+    except ConcatError as err:
+        why_not = samples.why_not_indexable or "its collate_fn is random"
+        return (
+            [],
+            f"the micro-batches cannot be joined into one batch ({err}) nor re-collated ({why_not})",
+        )
