@@ -9,7 +9,7 @@ from hydra import compose, initialize_config_dir
 
 from tests.helpers.config import CONF
 from tests.helpers.scripts import run_script
-from trainwell.cli import check_command_line
+from trainwell.command_line import check_command_line
 
 
 @pytest.mark.parametrize(

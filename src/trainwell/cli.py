@@ -2,25 +2,22 @@
 
 from __future__ import annotations
 
-import difflib
-import functools
 import os
-import re
 import sys
 import traceback
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import hydra
-from hydra import compose, initialize_config_dir
 from hydra.core.hydra_config import HydraConfig
-from hydra.errors import CompactHydraException, HydraException, MissingConfigException
+from hydra.errors import CompactHydraException, HydraException
 from omegaconf import DictConfig, OmegaConf
 from omegaconf.errors import OmegaConfBaseException
 
 import trainwell.resolvers  # noqa: F401  (registers resolvers before Hydra composes)
 from trainwell import compat
+from trainwell.command_line import check_command_line, composed, without_null_groups
 from trainwell.errors import TrainwellError, error_line, first_line
 
 EXIT_USAGE = 2
@@ -45,108 +42,6 @@ def _save_traceback(err: BaseException) -> Path | None:
     path = run_dir / "error.log"
     path.write_text("".join(traceback.format_exception(err)))
     return path
-
-
-def _compose(config_dir: Path, config_name: str, overrides: Sequence[str]) -> DictConfig:
-    with initialize_config_dir(config_dir=str(config_dir), version_base="1.3"):
-        return compose(config_name=config_name, overrides=list(overrides), return_hydra_config=True)
-
-
-@functools.lru_cache(maxsize=2)
-def _composed(config_dir: Path, config_name: str, overrides: tuple[str, ...]) -> DictConfig:
-    """The command line's config, composed once for both the check and the run dir lock."""
-    return _compose(config_dir, config_name, overrides)
-
-
-def _nearest(word: str, choices: Sequence[str]) -> str | None:
-    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
-    return found[0] if found else None
-
-
-def _explain_unknown_key(key: str, config_dir: Path, config_name: str, rest: list[str]) -> str:
-    """`trainer.max_epoch=3` -> did you mean trainer.max_epochs? Each path component is matched
-    against the keys of the composed config at that level (groups count as top-level keys)."""
-    try:
-        node: Any = _compose(config_dir, config_name, rest)
-    except HydraException:
-        node = None
-    corrected: list[str] = []
-    for part in key.lstrip("+~").split("."):
-        if node is None or not OmegaConf.is_dict(node):
-            corrected = []
-            break
-        if part not in node:
-            choices = [str(k) for k in node] + ([] if corrected else _group_names(config_dir))
-            part = _nearest(part, choices) or ""
-            if not part:
-                corrected = []
-                break
-        corrected.append(part)
-        node = node.get(part)
-    line = f"unknown config key '{key}'"
-    if corrected and ".".join(corrected) != key:
-        return f"{line}; did you mean '{'.'.join(corrected)}'? (add a new key with +{key}=...)"
-    return f"{line}; check the spelling, or add a new key with +{key}=..."
-
-
-def _group_names(config_dir: Path) -> list[str]:
-    return sorted(p.name for p in config_dir.iterdir() if p.is_dir())
-
-
-def _explain_missing_config(err: MissingConfigException) -> str:
-    """`trainer=cpux` -> did you mean trainer=cpu? (Hydra lists the options, multi-line)."""
-    text = str(err)
-    missing = re.search(r"Could not (?:find|load) '([^']+)'", text)
-    group = re.search(r"Available options in '([^']+)':\n((?:\t[^\n]*\n?)+)", text)
-    if not (missing and group):
-        return _one_line(text)
-    name = missing.group(1).rsplit("/", 1)[-1]
-    options = [o.strip() for o in group.group(2).splitlines() if o.strip()]
-    guess = _nearest(name, options)
-    hint = f"did you mean {group.group(1)}={guess}? " if guess else ""
-    return f"unknown {group.group(1)} config '{name}'; {hint}(options: {', '.join(options)})"
-
-
-def _one_line(text: str) -> str:
-    """Hydra's message (cause, then the fixes) joined into one line."""
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    lines = [line for line in lines if not line.startswith(("Config search path", "provider="))]
-    return "; ".join(lines)[:400] if lines else "invalid command line"
-
-
-def check_command_line(config_dir: Path, config_name: str, argv: Sequence[str]) -> str | None:
-    """Compose the config the way Hydra will; on a mistake return one line naming the cause and
-    the fix (Hydra's own message is several lines and exits 1, which reads as a crash)."""
-    if any(arg.startswith("-") for arg in argv):
-        return None  # --multirun / --cfg / --help: Hydra's own handling
-    try:
-        _composed(config_dir, config_name, tuple(argv))
-    except MissingConfigException as err:
-        return _explain_missing_config(err)
-    except HydraException as err:
-        text = str(err)
-        bad = re.search(r"Could not override '([^']+)'", text)
-        if bad:
-            key = bad.group(1)
-            rest = [a for a in argv if a.split("=", 1)[0].lstrip("+~") != key.lstrip("+~")]
-            return _explain_unknown_key(key, config_dir, config_name, rest)
-        return _one_line(text)
-    except ValueError as err:  # Hydra's override parser raises plain ValueErrors too
-        return _one_line(str(err))
-    return None
-
-
-def without_null_groups(config_dir: Path, argv: Sequence[str]) -> list[str]:
-    """`logger=null` / `callbacks=null` mean "none": Hydra only understands that as `~logger`
-    (deleting the default) and otherwise stops with a ValueError about a NoneType override."""
-    groups = set(_group_names(config_dir))
-    out = []
-    for arg in argv:
-        key, _, value = arg.partition("=")
-        out.append(
-            f"~{key}" if key in groups and value.strip().lower() in ("null", "none") else arg
-        )
-    return out
 
 
 class JobFailed(CompactHydraException):
@@ -254,7 +149,7 @@ def _lock_before_hydra_writes(config_dir: Path, config_name: str, argv: list[str
     if any(arg.startswith("-") for arg in argv) or not takes_run_dir_lock():
         return
     try:
-        run_dir = OmegaConf.select(_composed(config_dir, config_name, tuple(argv)), "hydra.run.dir")
+        run_dir = OmegaConf.select(composed(config_dir, config_name, tuple(argv)), "hydra.run.dir")
     except (HydraException, OmegaConfBaseException, ValueError):
         return  # resolvable only inside Hydra's job (it names ${hydra:...}): train_job locks it
     try:
