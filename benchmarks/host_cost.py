@@ -25,7 +25,7 @@ the end of its last (validation and checkpoints excluded), per training batch, i
 on two clocks: the training thread's CPU time (`cpu`, the headline: what the Python of a step
 costs, robust when neighbours load the machine) and wall time (`wall`). Ratios are per
 repetition (every side under the same load), then the median across repetitions. The Lightning
-sides run Lightning's own callback dispatch even after a trainwell side patched it.
+sides run Lightning's own hook dispatch even after a trainwell side patched it.
 Last line: `<side>_cpu_us=.. <side>_wall_us=.. ... tw_task_vs_bare=.. tw_user_vs_lightning=..
 ..._wall=..` (ratios without a suffix are CPU; `_spread` = half-range / median).
 """
@@ -194,16 +194,26 @@ def run_raw(epochs: int, samples: int) -> dict[str, float]:
 
 @contextmanager
 def lightning_as_shipped() -> Iterator[None]:
-    """Lightning's own callback dispatch for the Lightning sides: a trainwell run earlier in this
-    process patched it (compat.skip_empty_callback_hooks), which would flatter those sides."""
+    """Lightning's own hook dispatch for the Lightning sides: a trainwell run earlier in this
+    process patched it (compat.skip_empty_callback_hooks, lean_module_hooks,
+    cache_training_step_signature), which would flatter those sides."""
+    from lightning.pytorch.loops import training_epoch_loop
     from lightning.pytorch.trainer import call
 
-    patched = call._call_callback_hooks
-    call._call_callback_hooks = getattr(patched, "_trainwell_original", patched)
+    names = [
+        (call, "_call_callback_hooks"),
+        (call, "_call_lightning_module_hook"),
+        (call, "_call_strategy_hook"),
+        (training_epoch_loop, "is_param_in_hook_signature"),
+    ]
+    patched = [(owner, name, getattr(owner, name)) for owner, name in names]
+    for owner, name, fn in patched:
+        setattr(owner, name, getattr(fn, "_trainwell_original", fn))
     try:
         yield
     finally:
-        call._call_callback_hooks = patched
+        for owner, name, fn in patched:
+            setattr(owner, name, fn)
 
 
 def run_lightning(epochs: int, samples: int, tmp: Path, as_users_run_it: bool) -> dict[str, float]:

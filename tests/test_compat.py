@@ -4,6 +4,7 @@ behaviour the workaround corrects. When upstream fixes it, the test fails: delet
 from __future__ import annotations
 
 import os
+from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
 
@@ -643,3 +644,49 @@ def test_lightnings_csv_logger_deletes_the_metrics_of_an_earlier_attempt(tmp_pat
         second.save()
         rows = (run / "csv" / "metrics.csv").read_text().splitlines()
         assert (len(rows) == 3) is survives, rows  # header + one row per attempt kept
+
+
+def test_lightning_module_and_strategy_hooks_enter_the_profiler_without_one() -> None:
+    """compat.lean_module_hooks: with no profiler set, Lightning's module and strategy hook
+    dispatch still builds an action name and enters PassThroughProfiler.profile for every hook
+    (2.6.6). When it stops, the workaround goes."""
+    from lightning.pytorch.trainer import call
+
+    compat.lean_module_hooks()
+    module_hook = call._call_lightning_module_hook._trainwell_original  # type: ignore[attr-defined]
+    strategy_hook = call._call_strategy_hook._trainwell_original  # type: ignore[attr-defined]
+    trainer = quiet_trainer()
+    entered: list[str] = []
+    trainer.profiler.profile = lambda action: (entered.append(action), nullcontext())[1]
+    module = _Plateau()
+    trainer.strategy.connect(module)
+    module_hook(trainer, "on_train_start", pl_module=module)
+    strategy_hook(trainer, "on_train_start")
+    assert entered == [
+        "[LightningModule]_Plateau.on_train_start",
+        "[Strategy]SingleDeviceStrategy.on_train_start",
+    ]
+
+
+def test_lightning_inspects_the_training_step_signature_at_every_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """compat.cache_training_step_signature: the training loop inspects training_step's signature
+    once per batch (2.6.6). When it stops, the workaround goes."""
+    from lightning.pytorch.loops import training_epoch_loop
+    from lightning.pytorch.utilities.signature_utils import is_param_in_hook_signature
+
+    inspected: list[str] = []
+
+    def counting(hook_fx: Any, param: str, *args: Any, **kwargs: Any) -> bool:
+        inspected.append(param)
+        return is_param_in_hook_signature(hook_fx, param, *args, **kwargs)
+
+    class Linear(_Plateau):
+        def configure_optimizers(self) -> Any:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    monkeypatch.setattr(training_epoch_loop, "is_param_in_hook_signature", counting)
+    data = TensorDataset(torch.randn(6, 3), torch.zeros(6, dtype=torch.long))
+    quiet_trainer(max_epochs=1).fit(Linear(), DataLoader(data, batch_size=2))
+    assert inspected == ["batch_idx"] * 3

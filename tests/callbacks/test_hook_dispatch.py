@@ -103,3 +103,19 @@ def test_a_profiler_still_records_every_callback_hook(tmp_path) -> None:
     profiler = SimpleProfiler(dirpath=tmp_path, filename="profile")
     _fit(Recorder(), profiler=profiler)
     assert "[Callback]Recorder.on_before_zero_grad" in profiler.recorded_durations
+
+
+def test_each_run_dispatches_to_its_own_callbacks_and_their_instance_hooks() -> None:
+    """The callbacks implementing a hook are planned once per callback list: another run's list,
+    and a hook set on or removed from an instance before a run, are always seen."""
+    compat.skip_empty_callback_hooks()
+    first = _fit(Recorder())
+    before = list(first.calls)
+    second = _fit(Recorder())
+    assert first.calls == before and second.calls == before  # each run calls its own callback
+    reused = _fit(_instance_hooked())
+    assert "instance batch_end 2" in reused.calls
+    del reused.on_train_batch_end  # type: ignore[attr-defined]
+    reused.calls = []
+    _fit(reused)
+    assert reused.calls and not any(c.startswith("instance") for c in reused.calls)

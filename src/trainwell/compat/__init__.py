@@ -12,7 +12,9 @@ touch:
 * logged_results: what `self.log` and torchmetrics keep privately;
 * schedulers: plateau schedulers a resume would not step;
 * launchers: Hydra multirun + DDP, torchrun restarts, wandb runs in sweeps;
-* callback_hooks: the per-hook cost of callbacks that do not implement the hook.
+* callback_hooks: the per-hook cost of callbacks that do not implement the hook;
+* module_hooks: the per-step cost of Lightning's module and strategy hook dispatch and of its
+  training_step signature check.
 """
 
 from trainwell.compat.callback_hooks import skip_empty_callback_hooks
@@ -50,6 +52,7 @@ from trainwell.compat.loops import (
     set_sampler_epoch,
     skip_per_batch_sigterm_broadcast,
 )
+from trainwell.compat.module_hooks import cache_training_step_signature, lean_module_hooks
 from trainwell.compat.schedulers import plateau_steps_due, step_plateau_schedulers
 
 __all__ = [
@@ -57,6 +60,7 @@ __all__ = [
     "TORCHRUN_FRESH_STORE",
     "LoggedValue",
     "at_epoch_last_batch",
+    "cache_training_step_signature",
     "csv_filesystem",
     "end_job",
     "epoch_end_pending",
@@ -66,6 +70,7 @@ __all__ = [
     "finish_wandb_run",
     "last_saved_step",
     "launcher_env",
+    "lean_module_hooks",
     "lightning_loss_divisor",
     "load_model_parallel_checkpoint",
     "logged_values",

@@ -98,10 +98,13 @@ def build_trainer(cfg: DictConfig, **overrides: Any) -> L.Trainer:
       weights_only=True whatever a caller asks for;
     * `trainer.precision` resolved (auto, and no silent fp16 -> bf16 on CPU);
     * logged means synced across ranks without Lightning's integer flooring (compat);
-    * a callback costs nothing in a hook it does not implement (compat).
+    * a callback costs nothing in a hook it does not implement, and no hook pays for a profiler
+      that is not set (compat).
     """
     compat.exact_logged_means()
     compat.skip_empty_callback_hooks()
+    compat.lean_module_hooks()
+    compat.cache_training_step_signature()
     precision = resolve_precision(
         cfg.trainer.get("precision"), cfg.trainer.get("accelerator", "cpu")
     )
