@@ -316,7 +316,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "non-finite guard: non-finite gradients pass",
         NONFIN,
-        "if not bool(torch.isfinite(total)):",
+        "if not _all_finite(grads):",
         "if False:",
         (f"{GUARD_T}::test_non_finite_gradient_stops_the_run_naming_the_tensor",),
         "a non-finite gradient stops the run naming the tensor",
