@@ -7,9 +7,12 @@
 A near-zero-compute workload (a 32-feature MLP, micro-batch 16, 256 steps per epoch, one
 thread) makes every side's per-step Python visible: on a GPU a step of ~10 ms of kernels loses
 every millisecond the host spends between them. Sides, interleaved in one process (the order
-rotates between repetitions), all on the same data, net and SGD:
+rotates between repetitions), all on the same data, net, optimizer and schedule (the
+ClassificationTask's defaults, read from conf/model: SGD with Nesterov momentum and weight decay,
+a warmup-cosine learning rate stepped after every optimizer step), so the ratios measure the
+loops, not the optimizers:
 
-  raw       zero_grad / forward / loss / backward / step over the same DataLoader
+  raw       zero_grad / forward / loss / backward / step / schedule step over the same DataLoader
   bare      a bare Lightning Trainer (no logger, checkpoint, bar, summary); the module returns
             its loss and logs nothing
   lightning Lightning as users run it: the same module logging its loss each step
@@ -52,6 +55,7 @@ import lightning as L
 import torch
 import torch.nn.functional as F
 from harness import compose, figure, final_line, interleaved, parse_args
+from hydra.utils import instantiate
 from omegaconf import OmegaConf, open_dict
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
@@ -71,6 +75,20 @@ LM_TINY = [
 
 def make_net() -> nn.Module:
     return nn.Sequential(nn.Linear(FEATURES, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, CLASSES))
+
+
+_TASK_OPTIMIZATION: list[Any] = []
+
+
+def task_optimization(params: Any, total_steps: int) -> tuple[Any, Any]:
+    """The ClassificationTask's default optimizer and per-step schedule (model=mlp), built from
+    the composed config as the task builds them: every side pays the same optimizer arithmetic."""
+    if not _TASK_OPTIMIZATION:
+        with tempfile.TemporaryDirectory(prefix="tw-host-cost-") as tmp:
+            model = compose(["model=mlp"], Path(tmp)).model
+        _TASK_OPTIMIZATION.extend([model.optimizer, model.scheduler])
+    optimizer = instantiate(_TASK_OPTIMIZATION[0])(params)
+    return optimizer, instantiate(_TASK_OPTIMIZATION[1])(optimizer, total_steps=total_steps)
 
 
 class VectorData(L.LightningDataModule):
@@ -102,11 +120,12 @@ class VectorData(L.LightningDataModule):
 
 
 class UserModule(L.LightningModule):
-    """What a user writes: a net, its loss, SGD; `log=True` logs the loss each step."""
+    """What a user writes: a net, its loss, an optimizer with a per-step schedule; `log=True`
+    logs the loss each step."""
 
-    def __init__(self, log: bool = True, lr: float = 0.05) -> None:
+    def __init__(self, log: bool = True) -> None:
         super().__init__()
-        self.net, self.lr, self.logging = make_net(), lr, log
+        self.net, self.logging = make_net(), log
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         x, y = batch
@@ -124,8 +143,10 @@ class UserModule(L.LightningModule):
     def test_step(self, batch: Any, batch_idx: int) -> None:
         self.validation_step(batch, batch_idx)
 
-    def configure_optimizers(self) -> torch.optim.Optimizer:
-        return torch.optim.SGD(self.parameters(), lr=self.lr)
+    def configure_optimizers(self) -> Any:
+        steps = int(self.trainer.estimated_stepping_batches)
+        optimizer, schedule = task_optimization(self.parameters(), steps)
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": schedule, "interval": "step"}}
 
 
 Epoch = tuple[float, float, int]  # wall seconds, training-thread CPU seconds, batches
@@ -161,6 +182,8 @@ class StepTimer(L.Callback):
 
 def per_step_us(epochs: list[Epoch]) -> dict[str, float]:
     """Mean µs per batch over the epochs after the first: wall and training-thread CPU."""
+    if not epochs:
+        raise RuntimeError("host_cost: the fit ran no timed epoch (was the StepTimer installed?)")
     steady = epochs[1:] if len(epochs) > 1 else epochs
     batches = sum(n for _, _, n in steady)
     return {
@@ -173,8 +196,8 @@ def run_raw(epochs: int, samples: int) -> dict[str, float]:
     torch.manual_seed(0)
     data = VectorData(num_samples=samples)
     net = make_net()
-    optimizer = torch.optim.SGD(net.parameters(), lr=0.05)
     loader = data.train_dataloader()
+    optimizer, schedule = task_optimization(net.parameters(), epochs * len(loader))
     timings: list[Epoch] = []
     for _ in range(epochs):
         (wall, cpu), n = clocks(), 0
@@ -183,6 +206,7 @@ def run_raw(epochs: int, samples: int) -> dict[str, float]:
             loss = F.cross_entropy(net(x), y)
             loss.backward()
             optimizer.step()
+            schedule.step()
             n += 1
         end_wall, end_cpu = clocks()
         timings.append((end_wall - wall, end_cpu - cpu, n))
@@ -234,6 +258,7 @@ def run_lightning(epochs: int, samples: int, tmp: Path, as_users_run_it: bool) -
         enable_model_summary=False, default_root_dir=tmp,
         logger=extra.pop("logger", False), **extra,
     )  # fmt: skip
+    StepTimer.last = []  # a fit that never reaches on_fit_end must not report the previous one
     with lightning_as_shipped():
         trainer.fit(UserModule(log=as_users_run_it), VectorData(num_samples=samples))
     return per_step_us(StepTimer.last)
@@ -261,6 +286,7 @@ def trainwell_config(side: str, epochs: int, samples: int, tmp: Path) -> Any:
 def run_trainwell(side: str, epochs: int, samples: int, tmp: Path) -> dict[str, float]:
     from trainwell.training.run import train
 
+    StepTimer.last = []
     train(trainwell_config(side, epochs, samples, tmp))
     return per_step_us(StepTimer.last)
 

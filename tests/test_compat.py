@@ -690,3 +690,39 @@ def test_lightning_inspects_the_training_step_signature_at_every_batch(
     data = TensorDataset(torch.randn(6, 3), torch.zeros(6, dtype=torch.long))
     quiet_trainer(max_epochs=1).fit(Linear(), DataLoader(data, batch_size=2))
     assert inspected == ["batch_idx"] * 3
+
+
+def test_a_checkpoint_without_step_triggers_does_nothing_after_a_batch(tmp_path: Path) -> None:
+    """compat.batch_check_never_saves: Lightning's ModelCheckpoint.on_train_batch_end, with no
+    every_n_train_steps and no train_time_interval, leaves the callback's state and the disk as
+    they were, at every batch (2.6.6), so the template's dispatch may skip it. When the hook
+    starts doing something for such a checkpoint, this fails and the skip must go."""
+    from trainwell.compat.callback_hooks import batch_check_never_saves
+
+    checkpoint = ModelCheckpoint(tmp_path, monitor="val/loss", filename="best")
+    assert batch_check_never_saves(checkpoint)
+    lightning_hook = checkpoint.on_train_batch_end
+    changed: list[int] = []
+
+    def watched(trainer: L.Trainer, module: Any, outputs: Any, batch: Any, i: int) -> None:
+        before = {k: v for k, v in vars(checkpoint).items() if k != "on_train_batch_end"}
+        files = sorted(tmp_path.iterdir())
+        lightning_hook(trainer, module, outputs, batch, i)
+        after = {k: v for k, v in vars(checkpoint).items() if k != "on_train_batch_end"}
+        same = after.keys() == before.keys() and all(after[k] is before[k] for k in before)
+        if not same or sorted(tmp_path.iterdir()) != files:
+            changed.append(i)
+
+    checkpoint.on_train_batch_end = watched  # type: ignore[method-assign]
+    x = torch.randn(12, 3, generator=torch.Generator().manual_seed(0))
+    data = DataLoader(TensorDataset(x, (x[:, 0] > 0).long()), batch_size=4)
+    trainer = quiet_trainer(
+        max_epochs=2, limit_val_batches=1, callbacks=[checkpoint], enable_checkpointing=True
+    )
+    trainer.fit(_PlainSGD(), data, data)
+    assert changed == [] and (tmp_path / "best.ckpt").exists()
+
+
+class _PlainSGD(_Plateau):
+    def configure_optimizers(self) -> Any:
+        return torch.optim.SGD(self.parameters(), lr=0.1)

@@ -8,6 +8,7 @@ from typing import Any
 import lightning as L
 import pytest
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.profilers import SimpleProfiler
 from lightning.pytorch.trainer import call
 from torch.utils.data import DataLoader, TensorDataset
@@ -119,3 +120,41 @@ def test_each_run_dispatches_to_its_own_callbacks_and_their_instance_hooks() -> 
     reused.calls = []
     _fit(reused)
     assert reused.calls and not any(c.startswith("instance") for c in reused.calls)
+
+
+def _checkpoint_fit(tmp_path: Any, counts: dict[str, int], monkeypatch: pytest.MonkeyPatch) -> Any:
+    lightning_hook = ModelCheckpoint.on_train_batch_end
+
+    def counting(self: ModelCheckpoint, *args: Any, **kwargs: Any) -> None:
+        counts[str(self.dirpath)] = counts.get(str(self.dirpath), 0) + 1
+        lightning_hook(self, *args, **kwargs)
+
+    monkeypatch.setattr(ModelCheckpoint, "on_train_batch_end", counting)
+    best = ModelCheckpoint(tmp_path / "best", monitor="val/x", filename="best")
+    steps = ModelCheckpoint(tmp_path / "steps", every_n_train_steps=2, save_top_k=-1)
+    trainer = quiet_trainer(
+        max_epochs=2, limit_val_batches=1, callbacks=[best, steps], enable_checkpointing=True
+    )
+    torch.manual_seed(0)
+    trainer.fit(Tiny(), _loader(), _loader())
+    return sorted(p.name for p in (tmp_path / "steps").iterdir()), (tmp_path / "best").iterdir()
+
+
+def test_a_checkpoint_that_saves_per_step_still_sees_every_batch(
+    tmp_path: Any, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A ModelCheckpoint that saves only after validation skips its per-batch check; one with
+    every_n_train_steps writes exactly the files Lightning's own dispatch writes."""
+    compat.skip_empty_callback_hooks()
+    counts: dict[str, int] = {}
+    files, best = _checkpoint_fit(tmp_path / "template", counts, monkeypatch)
+    assert counts == {str(tmp_path / "template" / "steps"): 6}  # 2 epochs x 3 batches
+    assert [p.name for p in best] == ["best.ckpt"]
+    original = call._call_callback_hooks._trainwell_original  # type: ignore[attr-defined]
+    monkeypatch.setattr(call, "_call_callback_hooks", original)
+    lightning_files, _ = _checkpoint_fit(tmp_path / "lightning", {}, monkeypatch)
+    assert (
+        files
+        == lightning_files
+        == ["epoch=0-step=2.ckpt", "epoch=1-step=4.ckpt", "epoch=1-step=6.ckpt"]
+    )

@@ -124,8 +124,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "accumulation: a declared token count is ignored",
         ACC,
-        "    if not callable(getattr(module, ITEMS_HOOK, None)):\n        return int(extract_batch_size(batch))",
-        "    if True:\n        return int(extract_batch_size(batch))",
+        "    if not callable(getattr(module, ITEMS_HOOK, None)):\n        return batch_size(batch)",
+        "    if True:\n        return batch_size(batch)",
         (f"{ACC_T}::test_token_level_loss_is_exact_by_tokens_when_declared",),
         "token-level losses are exact by tokens when declared",
     ),
@@ -231,8 +231,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "step checkpoint: written at an epoch's last batch (resumes past validation)",
         STEP,
-        "if stepped and not compat.at_epoch_last_batch(trainer):",
-        "if stepped:",
+        "        if not compat.at_epoch_last_batch(trainer):",
+        "        if True:",
         (f"{RESUME_T}::test_no_step_checkpoint_at_an_epochs_last_batch",),
         "a resume never skips an epoch's validation",
     ),

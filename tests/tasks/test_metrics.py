@@ -1,7 +1,8 @@
 import torch
 from torchmetrics import MeanMetric
+from torchmetrics.classification import MulticlassAccuracy
 
-from trainwell.tasks.metrics import WeightedMean
+from trainwell.tasks.metrics import MicroAccuracy, WeightedMean
 
 
 def test_weighted_mean_equals_torchmetrics_mean_metric_bitwise() -> None:
@@ -20,3 +21,19 @@ def test_weighted_mean_lets_a_nan_through_instead_of_dropping_it() -> None:
     mean.update(torch.tensor(1.0), 4)
     mean.update(torch.tensor(float("nan")), 4)
     assert torch.isnan(mean.compute())
+
+
+def test_micro_accuracy_equals_torchmetrics_micro_accuracy_bitwise() -> None:
+    gen = torch.Generator().manual_seed(0)
+    ours, theirs = MicroAccuracy(), MulticlassAccuracy(10, average="micro")
+    for epoch in range(2):
+        for size in (64, 64, 17, 1, 128, 3):
+            preds = torch.randint(0, 10, (size,), generator=gen)
+            target = torch.where(torch.rand(size, generator=gen) < 0.6, preds, (preds + 1) % 10)
+            ours.update(preds, target)
+            theirs.update(preds, target)
+        assert torch.equal(ours.compute(), theirs.compute()), epoch
+        ours.reset()
+        theirs.reset()
+    # In-place updates never reach the defaults a reset restores.
+    assert int(ours.correct) == 0 and int(ours.total) == 0

@@ -35,10 +35,10 @@ from typing import Any
 
 import lightning as L
 import torch
-from lightning.pytorch.utilities.data import extract_batch_size
 from torch.distributed.tensor import DTensor
 
 from trainwell import compat
+from trainwell.data.batch_size import batch_size
 from trainwell.errors import TrainwellError
 
 ITEMS_HOOK = "loss_items"
@@ -71,7 +71,7 @@ def count_items(module: L.LightningModule, batch: Any, batch_idx: int = 0) -> in
     stall the GPU every micro-batch, so its sign is checked later (`ExactAccumulation`).
     """
     if not callable(getattr(module, ITEMS_HOOK, None)):
-        return int(extract_batch_size(batch))
+        return batch_size(batch)
     count = getattr(module, ITEMS_HOOK)(batch)
     if isinstance(count, bool) or (isinstance(count, torch.Tensor) and count.dtype == torch.bool):
         raise _bad_count(module, count, batch_idx, "a bool, not a count")

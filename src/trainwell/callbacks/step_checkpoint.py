@@ -22,6 +22,23 @@ class StepCheckpoint(ModelCheckpoint):
 
     _stepped_at = -1
 
+    def __init__(
+        self,
+        *args: Any,
+        every_n_train_steps: int | None = None,
+        train_time_interval: Any = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(
+            *args,
+            every_n_train_steps=every_n_train_steps,
+            train_time_interval=train_time_interval,
+            **kwargs,
+        )
+        # Saves come only from the step count (no clock): every other step, ModelCheckpoint's own
+        # per-batch checks would end in `return`, at a few microseconds per training step.
+        self._save_every_steps = (every_n_train_steps or 0) if train_time_interval is None else None
+
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         super().on_train_start(trainer, pl_module)
         self._stepped_at = trainer.global_step
@@ -29,7 +46,12 @@ class StepCheckpoint(ModelCheckpoint):
     def on_train_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, *args: Any, **kwargs: Any
     ) -> None:
-        stepped = trainer.global_step != self._stepped_at
-        self._stepped_at = trainer.global_step
-        if stepped and not compat.at_epoch_last_batch(trainer):
+        step = trainer.global_step
+        stepped, self._stepped_at = step != self._stepped_at, step
+        if not stepped or (
+            self._save_every_steps is not None
+            and (self._save_every_steps < 1 or step % self._save_every_steps)
+        ):
+            return
+        if not compat.at_epoch_last_batch(trainer):
             super().on_train_batch_end(trainer, pl_module, *args, **kwargs)

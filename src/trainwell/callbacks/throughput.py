@@ -31,11 +31,11 @@ import lightning as L
 import torch
 from lightning.fabric.utilities.throughput import Throughput, get_available_flops
 from lightning.pytorch.utilities import rank_zero_info
-from lightning.pytorch.utilities.data import extract_batch_size
 from torch.distributed.tensor import DTensor
 
 from trainwell.callbacks.accumulation import ITEMS_HOOK, count_items
 from trainwell.callbacks.cadence import is_reading_step
+from trainwell.data.batch_size import batch_size
 
 _COMPUTE_DTYPES = {
     "bf16-mixed": torch.bfloat16,
@@ -143,7 +143,7 @@ class ThroughputLogger(L.Callback):
             # The counter sees only eager ops: a compiled module runs this one batch eagerly.
             self._counter.enter_context(torch.compiler.set_stance("force_eager"))
             self._counting = self._counter.enter_context(FlopCounterMode(display=False))
-            self._counted_batch = extract_batch_size(batch)
+            self._counted_batch = batch_size(batch)
 
     def on_train_batch_end(
         self,
@@ -160,7 +160,7 @@ class ThroughputLogger(L.Callback):
             self.flops_per_sample = total / max(self._counted_batch, 1) if total else None
             if not self.flops_per_sample:
                 rank_zero_info("throughput: FlopCounterMode counted no FLOPs: MFU is not logged")
-        samples = extract_batch_size(batch)
+        samples = batch_size(batch)
         self._samples += samples
         self._batches += 1
         declared = getattr(pl_module, "flops_per_batch", None)

@@ -29,6 +29,7 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
+from lightning.pytorch.utilities import rank_zero_warn
 from torchmetrics import Metric
 
 from trainwell import compat
@@ -166,8 +167,19 @@ class ExactResume(L.Callback):
         if metrics and self._module is not None:
             present = _metrics(self._module)
             for name, saved in metrics.items():
-                if name in present:
-                    compat.restore_metric_states(present[name], saved)
+                if name not in present:
+                    continue
+                if set(saved["states"]) != set(present[name].metric_state):
+                    # Another metric class under the same name (a checkpoint of older code):
+                    # its states cannot be carried over, and the epoch value says so.
+                    rank_zero_warn(
+                        f"resume: {name} is a {type(present[name]).__name__} whose states "
+                        f"{sorted(present[name].metric_state)} differ from the checkpoint's "
+                        f"{sorted(saved['states'])}: its value for the resumed epoch covers "
+                        "only the batches after the resume"
+                    )
+                    continue
+                compat.restore_metric_states(present[name], saved)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         compat.restore_train_loader_position(trainer)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import lightning as L
-from lightning.pytorch.callbacks import Callback, Checkpoint, EarlyStopping
+from lightning.pytorch.callbacks import Callback, Checkpoint, EarlyStopping, ModelCheckpoint
 from lightning.pytorch.profilers import PassThroughProfiler
 from lightning.pytorch.trainer import call
 
@@ -46,6 +46,32 @@ def _overrides_hook(callback: Callback, hook_name: str) -> bool:
     return found
 
 
+# ---------------------------------------------------------------------------------------------
+# ModelCheckpoint.on_train_batch_end (Lightning 2.0-2.6.6, no upstream report found) runs its
+# state, step-count and clock checks after every training batch, even when the checkpoint saves
+# only at epoch ends or after validation (no every_n_train_steps, no train_time_interval: the
+# usual best-checkpoint configuration). Its checks then always end in `return` with nothing
+# changed, so the dispatch skips that hook for such a checkpoint: ~5 µs per step for each one.
+# ---------------------------------------------------------------------------------------------
+
+
+def batch_check_never_saves(callback: Callback) -> bool:
+    """A ModelCheckpoint whose own per-batch hook can never save (nor change its state)."""
+    return (
+        isinstance(callback, ModelCheckpoint)
+        and "on_train_batch_end" not in vars(callback)
+        and type(callback).on_train_batch_end is ModelCheckpoint.on_train_batch_end
+        and callback._every_n_train_steps < 1
+        and callback._train_time_interval is None
+    )
+
+
+def _skipped(callback: Callback, hook_name: str) -> bool:
+    if not _overrides_hook(callback, hook_name):
+        return True
+    return hook_name == "on_train_batch_end" and batch_check_never_saves(callback)
+
+
 def _implementing(
     callbacks: list[Callback], hook_name: str, monitoring_callbacks: bool | None
 ) -> tuple[Callback, ...]:
@@ -59,7 +85,7 @@ def _implementing(
     chosen = listed
     if monitoring_callbacks is not None:
         chosen = tuple(c for c in chosen if isinstance(c, _MONITORING) is monitoring_callbacks)
-    implementing = tuple(c for c in chosen if _overrides_hook(c, hook_name))
+    implementing = tuple(c for c in chosen if not _skipped(c, hook_name))
     _plans[key] = (listed, implementing)
     return implementing
 

@@ -28,11 +28,41 @@ class WeightedMean(Metric):
         self.add_state("weight", torch.tensor(0.0), dist_reduce_fx="sum", persistent=False)
 
     def update(self, value: torch.Tensor, count: int) -> None:
-        self.mean_value += (value.to(self.dtype) * count).sum()
-        self.weight += count
+        # In place: no nn.Module attribute write per step (states are reset by assignment).
+        self.mean_value.add_((value.to(self.dtype) * count).sum())
+        self.weight.add_(count)
 
     def compute(self) -> torch.Tensor:
         return self.mean_value / self.weight
+
+
+class MicroAccuracy(Metric):
+    """Fraction of correct class predictions: MulticlassAccuracy(average="micro") for label
+    predictions, at a training step's cost.
+
+    MulticlassAccuracy formats its inputs and counts true/false positives and negatives for
+    every class at each update (~25 µs of host time per step on a CPU core, a tenth of a short
+    GPU step's budget); an epoch's micro accuracy needs only two counts. Same value, computed as
+    correct / total in float32.
+    """
+
+    full_state_update = False
+    is_differentiable = False
+    higher_is_better = True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.add_state("correct", torch.tensor(0), dist_reduce_fx="sum", persistent=False)
+        self.add_state("total", torch.tensor(0), dist_reduce_fx="sum", persistent=False)
+
+    def update(self, preds: torch.Tensor, target: torch.Tensor) -> None:
+        """`preds`: predicted class labels, the same shape as `target`."""
+        # In place: no nn.Module attribute write per step (states are reset by assignment).
+        self.correct.add_((preds == target).sum())
+        self.total.add_(target.numel())
+
+    def compute(self) -> torch.Tensor:
+        return self.correct.float() / self.total.float()
 
 
 class EpochMetricLog:
