@@ -24,3 +24,23 @@ from trainwell.errors import error_line, first_line
 def test_first_line_and_error_line(err: BaseException, first: str, line: str) -> None:
     assert first_line(err) == first
     assert error_line(err) == line
+
+
+def test_a_wrapper_that_announces_its_cause_is_followed_by_it() -> None:
+    """Hydra's instantiate wraps a constructor's error as "Error in call to target 'X':" and puts
+    the cause on the next lines: the one-line report must name the cause."""
+    from hydra.errors import InstantiationException
+    from hydra.utils import instantiate
+
+    with pytest.raises(InstantiationException) as caught:
+        instantiate({"_target_": "torch.nn.Linear", "in_features": 3})
+    line = error_line(caught.value)
+    assert line.startswith(
+        "InstantiationException: Error in call to target 'torch.nn.modules.linear.Linear': "
+    )
+    assert line.endswith(
+        "TypeError: Linear.__init__() missing 1 required positional argument: 'out_features'"
+    )
+    assert "\n" not in line
+    wrapped = RuntimeError("loading failed:")
+    assert error_line(wrapped) == "RuntimeError: loading failed:"  # no cause: nothing to add

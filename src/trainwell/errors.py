@@ -14,6 +14,13 @@ def first_line(err: BaseException) -> str:
 
 def error_line(err: BaseException) -> str:
     """`ValueError: <first line of its message>`, as a traceback's last line reads; just
-    `ValueError` when it has no message."""
+    `ValueError` when it has no message. A first line that ends in ':' announces its cause on the
+    next lines (Hydra's "Error in call to target 'X':"): the cause's own line follows it, or the
+    report would name the wrapper and not what went wrong."""
     text = str(err).strip()
-    return f"{type(err).__name__}: {text.splitlines()[0]}" if text else type(err).__name__
+    if not text:
+        return type(err).__name__
+    line = f"{type(err).__name__}: {text.splitlines()[0]}"
+    if line.endswith(":") and err.__cause__ is not None:
+        line = f"{line} {error_line(err.__cause__)}"
+    return line

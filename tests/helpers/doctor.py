@@ -7,7 +7,7 @@ from pathlib import Path
 import lightning as L
 import torch
 
-from tests.conftest import compose_config
+from tests.helpers.config import compose_config
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.settings import ProbeSettings
 from trainwell.doctor.report.verdict import Check
