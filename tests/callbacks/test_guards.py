@@ -56,13 +56,15 @@ def test_nan_batch_stops_the_run_naming_the_batch(tmp_path: Path) -> None:
         def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
             guard_steps.append(batch_idx)
 
-    with pytest.raises(NonFiniteLossError, match=r"batch 3\b.*doctor"):
+    # The NaN input makes batch 3's loss and gradients NaN; the gradient check (before the
+    # optimizer step) comes first, and still names the loss, the cause.
+    with pytest.raises(NonFiniteLossError, match=r"training loss at epoch 0 batch 3\b.*doctor"):
         _trainer([NonFiniteGuard(), Steps()]).fit(_task(tmp_path), _loader(nan_batch=3))
     assert guard_steps == [0, 1, 2]  # the guard stopped at batch 3 itself
 
 
 def test_nan_loss_is_named_as_such_when_gradients_are_not_checked(tmp_path: Path) -> None:
-    # With check_grads the NaN gradients of batch 3 stop the run first; without, the loss check.
+    # Without the gradient check, the loss check at the end of batch 3 stops the run.
     steps = _Steps()
     with pytest.raises(NonFiniteLossError, match=r"training loss at epoch 0 batch 3\b.*doctor"):
         _trainer([NonFiniteGuard(check_grads=False), steps]).fit(

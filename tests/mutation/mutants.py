@@ -174,8 +174,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "training state: metric states not restored on resume",
         STATE,
-        "                    compat.restore_metric_states(present[name], saved)",
-        "                    pass",
+        "                compat.restore_metric_states(present[name], saved)",
+        "                pass",
         (f"{RESUME_T}::test_resume_from_a_step_checkpoint_is_bitwise_exact",),
         "epoch means and best-so-far metrics survive a resume",
     ),
@@ -320,6 +320,14 @@ MUTANTS: list[Mutant] = [
         "if False:",
         (f"{GUARD_T}::test_non_finite_gradient_stops_the_run_naming_the_tensor",),
         "a non-finite gradient stops the run naming the tensor",
+    ),
+    Mutant(
+        "non-finite guard: a NaN loss at a step's last batch is reported as a bad gradient",
+        NONFIN,
+        "if loss is not None and not math.isfinite(float(loss.detach().sum())):",
+        "if False:",
+        (f"{GUARD_T}::test_nan_batch_stops_the_run_naming_the_batch",),
+        "a NaN loss is named as the cause, not its gradients",
     ),
     Mutant(
         "non-finite guard: flags not read before a checkpoint is written",

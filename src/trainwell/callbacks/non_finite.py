@@ -76,6 +76,7 @@ class NonFiniteGuard(L.Callback):
         self.eager_on_cpu = eager_on_cpu  # false: the device-flag path on the CPU too (tests)
         self._flags: torch.Tensor | None = None  # [first bad micro-batch code, first bad step]
         self._params: list[torch.nn.Parameter] = []
+        self._backward_loss: torch.Tensor | None = None
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # Listed once per fit (after configure_model has sharded or compiled the net):
@@ -115,6 +116,11 @@ class NonFiniteGuard(L.Callback):
         ):
             self.raise_if_seen(trainer)
 
+    def on_before_backward(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor
+    ) -> None:
+        self._backward_loss = loss  # a reference, read only if the step's gradients are bad
+
     def on_before_optimizer_step(
         self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer: Any
     ) -> None:
@@ -129,6 +135,11 @@ class NonFiniteGuard(L.Callback):
             self._record(1, ~torch.isfinite(total), trainer.global_step)
             return
         if not _all_finite(grads):
+            loss = self._backward_loss
+            if loss is not None and not math.isfinite(float(loss.detach().sum())):
+                # The step's own loss was NaN/Inf (its batch is the step's last): name that
+                # cause; the loss check at on_train_batch_end would come after this one.
+                raise self._loss_error(trainer.current_epoch, trainer.fit_loop.epoch_loop.batch_idx)
             bad = [
                 n
                 for n, p in pl_module.named_parameters()
