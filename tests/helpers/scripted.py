@@ -17,8 +17,8 @@ SCRIPTED_VAL_ACC = [0.5, 0.9, 0.7, 0.6]
 STEPS_PER_EPOCH = 4  # 16 points, batch 4
 
 
-class ScriptedValAcc(L.LightningModule):
-    """A plain module whose validation accuracy follows SCRIPTED_VAL_ACC, epoch by epoch."""
+class TrainOnly(L.LightningModule):
+    """A plain module without validation_step."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -28,15 +28,21 @@ class ScriptedValAcc(L.LightningModule):
         x, y = batch
         return torch.nn.functional.cross_entropy(self.layer(x), y)
 
-    def validation_step(self, batch, batch_idx):
-        epoch = min(self.current_epoch, len(SCRIPTED_VAL_ACC) - 1)
-        self.log("val/acc", SCRIPTED_VAL_ACC[epoch])
-
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.1)
 
 
-class FourPoints(L.LightningDataModule):
+class ScriptedValAcc(TrainOnly):
+    """A plain module whose validation accuracy follows SCRIPTED_VAL_ACC, epoch by epoch."""
+
+    def validation_step(self, batch, batch_idx):
+        epoch = min(self.current_epoch, len(SCRIPTED_VAL_ACC) - 1)
+        self.log("val/acc", SCRIPTED_VAL_ACC[epoch])
+
+
+class FourTrainPoints(L.LightningDataModule):
+    """16 points in 4 training batches, no validation data."""
+
     def setup(self, stage: str | None = None) -> None:
         g = torch.Generator().manual_seed(0)
         self.data = TensorDataset(torch.randn(16, 4, generator=g), torch.randint(0, 2, (16,)))
@@ -44,6 +50,8 @@ class FourPoints(L.LightningDataModule):
     def train_dataloader(self) -> DataLoader:
         return DataLoader(self.data, batch_size=4)
 
+
+class FourPoints(FourTrainPoints):
     def val_dataloader(self) -> DataLoader:
         return DataLoader(self.data, batch_size=8)
 

@@ -229,6 +229,22 @@ MUTANTS: list[Mutant] = [
         "last.ckpt is always the newest end-of-epoch state",
     ),
     Mutant(
+        "last checkpoint: saved only after validation (epochs without one leave it stale)",
+        LAST,
+        "            save_on_train_epoch_end=True,",
+        "            save_on_train_epoch_end=None,",
+        ("tests/callbacks/test_last_checkpoint_cadence.py",),
+        "last.ckpt is the newest epoch however often validation runs",
+    ),
+    Mutant(
+        "monitored metric: a metric the module never logs is not checked",
+        "src/trainwell/training/builders.py",
+        "        MonitoredMetricCheck(),\n",
+        "",
+        ("tests/training/test_unmonitored_modules.py",),
+        "a module without the monitored metric trains or is refused in one line",
+    ),
+    Mutant(
         "step checkpoint: written at an epoch's last batch (resumes past validation)",
         STEP,
         "        if not compat.at_epoch_last_batch(trainer):",

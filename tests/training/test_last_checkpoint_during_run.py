@@ -48,10 +48,9 @@ def test_last_ckpt_is_the_newest_epoch_at_every_epoch_while_training(tmp_path: P
 
 
 def test_last_ckpt_is_written_when_training_ends_between_validations(tmp_path: Path) -> None:
-    # Validation (and so every epoch-end save) only after odd epochs. The run is continued from
-    # its last.ckpt of epoch 1 for one more epoch, which ends without a validation: only the
-    # end-of-training write puts that epoch's state in last.ckpt (the end-of-fit one stands
-    # aside for a run resumed from last.ckpt itself).
+    # Validation only after odd epochs. The run is continued from its last.ckpt of epoch 1 for
+    # one more epoch, which ends without a validation: last.ckpt must still hold that epoch's
+    # state (written at the end of every epoch, validated or not).
     run_dir = tmp_path / "run"
     every_2 = "trainer.check_val_every_n_epoch=2"
     train(scripted_cfg(run_dir, "trainer.max_epochs=2", every_2))

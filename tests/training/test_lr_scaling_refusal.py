@@ -68,3 +68,4 @@ def test_doctor_refuses_a_rule_without_an_lr(rule: str, tmp_path: Path) -> None:
         diagnose(cfg)
     assert_refusal(err, rule)
     assert not (run_dir / "doctor" / "report.json").exists()
+    assert not (run_dir / "doctor" / ".probes").exists()  # no scratch left behind

@@ -26,15 +26,16 @@ class LastCheckpoint(ModelCheckpoint):
             save_last=False,
             auto_insert_metric_name=False,
             enable_version_counter=False,
+            # Left unset, Lightning 2.6.6 (ModelCheckpoint._should_save_on_train_epoch_end) saves
+            # after each validation instead whenever check_val_every_n_epoch != 1 or
+            # val_check_interval validates within epochs: no new last.ckpt for an epoch without
+            # validation, and a mid-epoch state in it after a mid-epoch validation.
+            save_on_train_epoch_end=True,
         )
 
-    # Never saves after a batch (no every_n_train_steps, no train_time_interval: Lightning's
-    # per-batch check always ends in `return`). Callback's empty hook instead, which the
-    # template's dispatch skips: that check cost every training step a few microseconds.
-    on_train_batch_end = L.Callback.on_train_batch_end
-
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        # max_steps can end training mid-epoch, after the last end-of-epoch save.
+        # Safety net: an epoch that max_steps or a stop cuts short still ends in
+        # on_train_epoch_end's save above, so this writes only if training ends some other way.
         if trainer.global_step != compat.last_saved_step(self) and not trainer.sanity_checking:
             compat.save_unmonitored(self, trainer)
 

@@ -201,6 +201,9 @@ def diagnose(cfg: DictConfig) -> tuple[list[Check], Path]:
         made = _plots(ctx, out)
     finally:
         torch.set_num_threads(threads)  # preflight: training keeps its own thread count
+        # The probes' scratch files (checkpoints of the probe fits) go whatever happened,
+        # a config refused before the first probe included: the run dir holds only the report.
+        shutil.rmtree(ctx.workdir, ignore_errors=True)
     name = experiment_name(cfg)
     report = report_dict(
         name,
@@ -220,7 +223,6 @@ def diagnose(cfg: DictConfig) -> tuple[list[Check], Path]:
         + " (the per-check seconds below exclude them)"
     )
     (out / "report.md").write_text(render(name, summary, ctx.plan.lines(), checks, made))
-    shutil.rmtree(ctx.workdir, ignore_errors=True)
     return checks, out
 
 

@@ -22,6 +22,7 @@ from trainwell.callbacks.preemption import PreemptionCheckpoint
 from trainwell.callbacks.training_state import ExactResume
 from trainwell.io.background_writes import BackgroundCheckpointWrites
 from trainwell.io.checkpoint_io import AtomicCheckpointIO
+from trainwell.training.monitored_metric import MonitoredMetricCheck
 from trainwell.training.plan_callback import TrainingPlanner
 from trainwell.training.precision import configure_matmul, resolve_precision
 
@@ -52,7 +53,9 @@ def build_callbacks(cfg: DictConfig, has_logger: bool = True) -> list[L.Callback
 def template_callbacks(
     cfg: DictConfig, run_dir: Path, plan: TrainingPlanner, has_logger: bool = True
 ) -> list[L.Callback]:
-    """Everything a training run installs, in the order Lightning calls them.
+    """Everything a training run installs, in the order Lightning calls them, except that
+    Lightning moves every checkpoint callback (ModelCheckpoint and its subclasses from
+    conf/callbacks/) after all the others: they save once every other callback's hook has run.
 
     1. ExactAccumulation (callbacks/accumulation.py), first: every micro-batch weighs by its
        share of the window's items, the short tail window included, and every later gradient
@@ -62,18 +65,23 @@ def template_callbacks(
        with another effective batch refused.
     3. ExactResume (callbacks/training_state.py): RNG streams, metric states, logged running
        means and the loader position go into every checkpoint and come back on resume.
-    4. conf/callbacks/: best/last/step checkpoints, early stopping, the guards (non-finite,
+    4. MonitoredMetricCheck (training/monitored_metric.py), then conf/callbacks/: the
+       monitored metric checked at the first validation, before early stopping reads it (a
+       module that logs none trains without best.ckpt and early stopping; one that logs others
+       is refused, exit 2); best/last/step checkpoints, early stopping, the guards (non-finite,
        train mode), gradient-norm / LR / throughput logging, progress bar, model summary. A
        callback that only writes to a logger is left out when the run has none.
     5. PreemptionCheckpoint (callbacks/preemption.py): SIGTERM / SIGUSR1 -> a checkpoint at the
        next window boundary, exit 3.
-    6. BackgroundCheckpointWrites (io/background_writes.py), last: checkpoints are written off
-       the training thread inside the training loop, and every write is on disk when it ends.
+    6. BackgroundCheckpointWrites (io/background_writes.py), last before the checkpoint
+       callbacks: checkpoints are written off the training thread inside the training loop, and
+       every write is on disk when it ends.
     """
     return [
         ExactAccumulation(),
         plan,
         ExactResume(),
+        MonitoredMetricCheck(),
         *build_callbacks(cfg, has_logger=has_logger),
         PreemptionCheckpoint(run_dir / "checkpoints"),
         BackgroundCheckpointWrites(),

@@ -1,0 +1,81 @@
+"""The monitored metric (`monitor.metric`) checked against what the module really logs.
+
+Lightning's EarlyStopping and best-checkpoint ModelCheckpoint find out that the metric they
+monitor is never logged only after the first training epoch, and then stop the run with a
+traceback. `MonitoredMetricCheck` looks at the first validation (the sanity check, when it runs:
+before any training step) and settles it there:
+
+* the module logs no validation metric at all (Lightning's BoringModel, a plain module): the run
+  trains without a best checkpoint and without early stopping, and says so in one line;
+* it logs validation metrics, none of them the monitored one (a typo, `val_loss` for
+  `val/loss`): a one-line error naming the metric, what the module logs and the fix (exit 2).
+
+The sanity check settles only a missing `val*` metric; any other (a training metric such as
+`train/loss`, logged by the steps still to come) is settled at the first validation after
+training.
+"""
+
+from __future__ import annotations
+
+import lightning as L
+from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+
+from trainwell.errors import TrainwellError
+from trainwell.io.announce import announce
+
+# Keys ModelCheckpoint adds to the logged metrics itself (a step checkpoint monitors `step`).
+_ALWAYS_THERE = frozenset({"epoch", "step"})
+
+
+class MonitoredMetricCheck(L.Callback):
+    """Install before EarlyStopping: it decides before their first check reads the metric."""
+
+    def __init__(self) -> None:
+        self._decided = False
+        self._before: set[str] = set()
+
+    def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # Training metrics logged earlier in the epoch are there already: what validation adds
+        # is what the module logs in validation.
+        self._before = set(trainer.callback_metrics)
+
+    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._decided:
+            return
+        logged = set(trainer.callback_metrics)
+        in_validation = sorted(logged - self._before)
+        watchers = [
+            c
+            for c in trainer.callbacks
+            if isinstance(c, (EarlyStopping, ModelCheckpoint))
+            and c.monitor is not None
+            and c.monitor not in logged | _ALWAYS_THERE
+        ]
+        names = sorted({str(c.monitor) for c in watchers})
+        if trainer.sanity_checking and not (
+            in_validation and any(n.startswith("val") for n in names)
+        ):
+            # Before the first training step only validation has logged: a module may log only
+            # after the sanity check, and a training metric (monitor.metric=train/loss) comes
+            # with training. Settled at the first validation after training.
+            return
+        self._decided = True
+        if not watchers:
+            return
+        module = type(pl_module).__name__
+        if in_validation:
+            raise TrainwellError(
+                f"{module} logs no {', '.join(names)} in validation, the metric best.ckpt and"
+                f" early stopping monitor (monitor.metric); it logs {', '.join(in_validation)}:"
+                " set monitor.metric=<one of those> and monitor.mode=min|max, or train without"
+                " both: monitor.metric=null callbacks.early_stopping=null"
+            )
+        for callback in watchers:
+            if isinstance(callback, EarlyStopping):
+                callback.strict = False  # a metric that never comes: never stop, never raise
+            else:
+                callback.save_top_k = 0  # nothing to rank epochs by: no best checkpoint
+        announce(
+            f"nothing to monitor: {module} logs no validation metric ({', '.join(names)} is"
+            " monitor.metric): no checkpoints/best.ckpt and no early stopping"
+        )

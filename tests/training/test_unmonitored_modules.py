@@ -1,0 +1,141 @@
+"""A module that does not log the monitored metric (`monitor.metric`, val/acc by default), run with
+the default callbacks (best-checkpoint ModelCheckpoint and EarlyStopping on that metric).
+
+* Logs no validation metric at all (Lightning's BoringModel as it ships): the run trains, with
+  one info line, no best.ckpt, no early stopping; testing uses the final weights.
+* Logs validation metrics, not that one (a typo): one `error:` line naming the metric, what the
+  module logs and the fix, exit 2, before any training step (the sanity check decides).
+* Logs it only after the sanity check: legitimate, trains and keeps its best checkpoint.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+import pytest
+from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+from lightning.pytorch.demos.boring_classes import BoringDataModule, BoringModel
+
+from tests.helpers.foreign_modules import BORING, WIDTHS
+from tests.helpers.scripts import TESTS_IMPORTABLE, run_script
+from trainwell.errors import TrainwellError
+from trainwell.training.monitored_metric import MonitoredMetricCheck
+
+QUICK = (
+    "trainer.max_epochs=1",
+    "callbacks.rich_progress_bar=null",
+    "callbacks.rich_model_summary=null",
+    "print_config=false",
+)
+NOTHING_TO_MONITOR = (
+    "nothing to monitor: BoringModel logs no validation metric (val/acc is monitor.metric):"
+    " no checkpoints/best.ckpt and no early stopping"
+)
+
+
+def test_boring_model_with_the_default_callbacks_trains_without_best_ckpt(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    # Lightning's demo pair as it ships, nothing about monitoring overridden.
+    proc = run_script(
+        "train.py",
+        "~model",
+        f"+model._target_={BORING}.BoringModel",
+        "~data",
+        f"+data._target_={BORING}.BoringDataModule",
+        *QUICK,
+        f"hydra.run.dir={run_dir}",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    said = [line for line in proc.stdout.splitlines() if line.startswith("nothing to monitor")]
+    assert said == [NOTHING_TO_MONITOR]
+    results = json.loads((run_dir / "results.json").read_text())
+    assert results["best_ckpt"] == "" and results["test"] == "final weights (no best_ckpt)"
+    assert results["finished_at"] == {"global_step": 64, "epoch": 1}  # the whole epoch trained
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["last.ckpt"]
+
+
+@pytest.mark.slow  # a second script run: ~10 s
+def test_a_metric_the_module_does_not_log_stops_before_training(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    proc = run_script("train.py", *WIDTHS, "monitor.metric=val/accuracy", *QUICK,
+                      f"hydra.run.dir={run_dir}", env=TESTS_IMPORTABLE)  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: WidthsModule logs no val/accuracy in validation, the metric best.ckpt and early"
+        " stopping monitor (monitor.metric); it logs val/acc, val/loss: set"
+        " monitor.metric=<one of those> and monitor.mode=min|max, or train without both:"
+        " monitor.metric=null callbacks.early_stopping=null"
+    ], proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr
+    # Refused in the sanity check: no step trained, so nothing was logged or checkpointed.
+    assert not (run_dir / "csv" / "metrics.csv").exists()
+    assert list((run_dir / "checkpoints").glob("*")) == []
+
+
+class LogsAfterSanityCheck(BoringModel):
+    """Logs val/loss and val/acc, but only outside the sanity check (a common pattern)."""
+
+    def validation_step(self, batch: Any, batch_idx: int) -> dict[str, Any]:
+        out = super().validation_step(batch, batch_idx)
+        if not self.trainer.sanity_checking:
+            self.log("val/loss", out["x"])
+            self.log("val/acc", -out["x"])
+        return out
+
+
+def _fit(
+    module: L.LightningModule, tmp_path: Path, monitor: str = "val/acc", **trainer: Any
+) -> ModelCheckpoint:
+    L.seed_everything(0)
+    best = ModelCheckpoint(dirpath=tmp_path, filename="best", monitor=monitor, mode="max")
+    stop = EarlyStopping(monitor=monitor, mode="max", check_on_train_epoch_end=False)
+    settings = {"max_epochs": 1, "limit_train_batches": 4, "limit_val_batches": 2}
+    L.Trainer(
+        callbacks=[MonitoredMetricCheck(), stop, best],
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        **{**settings, **trainer},
+    ).fit(module, datamodule=BoringDataModule())
+    return best
+
+
+def test_a_module_logging_only_after_the_sanity_check_keeps_its_best_ckpt(tmp_path: Path) -> None:
+    best = _fit(LogsAfterSanityCheck(), tmp_path)
+    assert best.best_model_path == str(tmp_path / "best.ckpt")
+
+
+def test_without_a_sanity_check_a_wrong_metric_stops_at_the_first_validation(
+    tmp_path: Path,
+) -> None:
+    class LogsLoss(BoringModel):
+        def validation_step(self, batch: Any, batch_idx: int) -> dict[str, Any]:
+            out = super().validation_step(batch, batch_idx)
+            self.log("val_loss", out["x"])
+            return out
+
+    with pytest.raises(TrainwellError, match=r"^LogsLoss logs no val/acc in validation.*val_loss"):
+        _fit(LogsLoss(), tmp_path, num_sanity_val_steps=0)
+
+
+def test_a_monitored_training_metric_is_not_refused_before_training(tmp_path: Path) -> None:
+    """The sanity check sees only validation's metrics: train/loss, logged by the training steps
+    still to come, is legitimate to monitor (an hparams search may maximize it)."""
+
+    class LogsTrainLoss(BoringModel):
+        def training_step(self, batch: Any, batch_idx: int) -> dict[str, Any]:
+            out = super().training_step(batch, batch_idx)
+            self.log("train/loss", out["loss"])
+            return out
+
+        def validation_step(self, batch: Any, batch_idx: int) -> dict[str, Any]:
+            out = super().validation_step(batch, batch_idx)
+            self.log("val/loss", out["x"])
+            return out
+
+    best = _fit(LogsTrainLoss(), tmp_path, monitor="train/loss")
+    assert best.best_model_path == str(tmp_path / "best.ckpt")
