@@ -13,7 +13,7 @@ from typing import IO, Any
 
 import lightning as L
 
-from trainwell.io.checkpoint_io import AtomicCheckpointIO
+from trainwell.io.checkpoint_write import AtomicCheckpointIO
 
 
 def _send(name: str, group: bool) -> None:

@@ -14,7 +14,7 @@ import lightning as L
 from omegaconf import open_dict
 
 from tests.helpers.scripted import STEPS_PER_EPOCH, ScriptedValAcc, scripted_cfg, step_of
-from trainwell.io.checkpoint_io import AtomicCheckpointIO
+from trainwell.io.checkpoint_write import AtomicCheckpointIO
 from trainwell.training.run import train
 
 

@@ -15,7 +15,8 @@ from typing import IO, Any
 import pytest
 import torch
 
-from trainwell.io.checkpoint_io import AtomicCheckpointIO, CheckpointError
+from trainwell.io.checkpoint_read import CheckpointError
+from trainwell.io.checkpoint_write import AtomicCheckpointIO
 
 
 class GatedIO(AtomicCheckpointIO):

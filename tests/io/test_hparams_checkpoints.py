@@ -25,11 +25,8 @@ from tests.helpers.foreign_modules import HYDRA_TEMPLATE, WIDTHS, HydraTemplateM
 from tests.helpers.scripts import TESTS_IMPORTABLE, run_script
 from tests.helpers.state import assert_bitwise_equal, final_state, metrics
 from tests.helpers.trainers import quiet_trainer
-from trainwell.io.checkpoint_io import (
-    AtomicCheckpointIO,
-    CheckpointError,
-    load_checkpoint_file,
-)
+from trainwell.io.checkpoint_read import CheckpointError, load_checkpoint_file
+from trainwell.io.checkpoint_write import AtomicCheckpointIO
 from trainwell.io.hparams import describe, plain_checkpoint
 from trainwell.io.hparams import main as hparams_main
 from trainwell.training.plan_callback import PlannedFactory

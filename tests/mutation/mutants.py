@@ -255,7 +255,7 @@ MUTANTS: list[Mutant] = [
     # -- checkpoint IO --------------------------------------------------------------------------
     Mutant(
         "checkpoint loads: weights_only off",
-        "src/trainwell/io/checkpoint_io.py",
+        "src/trainwell/io/checkpoint_read.py",
         "weights_only=True, mmap=mmap)",
         "weights_only=False, mmap=mmap)",
         ("tests/training/test_security.py::test_loaders_refuse_the_pickle_and_nothing_runs",),
@@ -263,7 +263,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "checkpoint writes: straight into the target, no temp file",
-        "src/trainwell/io/checkpoint_io.py",
+        "src/trainwell/io/checkpoint_write.py",
         'tmp = target.with_name(f".{target.name}.{os.getpid()}.tmp")',
         "tmp = target",
         ("tests/io/test_checkpoint_io.py",),

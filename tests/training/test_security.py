@@ -11,7 +11,8 @@ import torch
 
 from tests.helpers.scripts import run_script
 from trainwell.errors import TrainwellError
-from trainwell.io.checkpoint_io import AtomicCheckpointIO, load_checkpoint_file
+from trainwell.io.checkpoint_read import load_checkpoint_file
+from trainwell.io.checkpoint_write import AtomicCheckpointIO
 from trainwell.io.redact import REDACTED, redact
 from trainwell.training.resume import find_newest_checkpoint
 

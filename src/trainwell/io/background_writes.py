@@ -6,7 +6,7 @@ import sys
 
 import lightning as L
 
-from trainwell.io.checkpoint_io import AtomicCheckpointIO
+from trainwell.io.checkpoint_write import AtomicCheckpointIO
 
 
 class BackgroundCheckpointWrites(L.Callback):

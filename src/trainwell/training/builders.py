@@ -21,7 +21,7 @@ from trainwell.callbacks.learning_rate import LearningRateLogger
 from trainwell.callbacks.preemption import PreemptionCheckpoint
 from trainwell.callbacks.training_state import ExactResume
 from trainwell.io.background_writes import BackgroundCheckpointWrites
-from trainwell.io.checkpoint_io import AtomicCheckpointIO
+from trainwell.io.checkpoint_write import AtomicCheckpointIO
 from trainwell.training.monitored_metric import MonitoredMetricCheck
 from trainwell.training.plan_callback import TrainingPlanner
 from trainwell.training.precision import configure_matmul, resolve_precision
@@ -101,9 +101,9 @@ def build_trainer(cfg: DictConfig, **overrides: Any) -> L.Trainer:
 
     * `use_distributed_sampler=False`: the template shards loaders itself, without the padding
       Lightning's DistributedSampler adds (data/sharding.py);
-    * every checkpoint read or written goes through AtomicCheckpointIO (io/checkpoint_io.py):
-      atomic writes, off the training thread during the training loop, and loads with
-      weights_only=True whatever a caller asks for;
+    * every checkpoint read or written goes through AtomicCheckpointIO: atomic writes, off the
+      training thread during the training loop (io/checkpoint_write.py), and loads with
+      weights_only=True whatever a caller asks for (io/checkpoint_read.py);
     * `trainer.precision` resolved (auto, and no silent fp16 -> bf16 on CPU);
     * logged means synced across ranks without Lightning's integer flooring (compat);
     * a callback costs nothing in a hook it does not implement, and no hook pays for a profiler

@@ -15,7 +15,7 @@ import torch
 from torch import nn
 
 from trainwell.errors import TrainwellError
-from trainwell.io.checkpoint_io import (
+from trainwell.io.checkpoint_read import (
     RESAVE,
     CheckpointError,
     PickledCheckpointError,

@@ -19,7 +19,8 @@ from trainwell.callbacks.last_checkpoint import LastCheckpoint
 from trainwell.callbacks.training_state import ExactResume
 from trainwell.data.sharding import install_loader_policy
 from trainwell.io.announce import announce
-from trainwell.io.checkpoint_io import AtomicCheckpointIO, load_checkpoint_file
+from trainwell.io.checkpoint_read import load_checkpoint_file
+from trainwell.io.checkpoint_write import AtomicCheckpointIO
 from trainwell.io.config_tree import print_config_tree
 from trainwell.io.redact import redact
 from trainwell.io.results import write_results

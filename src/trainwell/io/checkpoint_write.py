@@ -1,11 +1,11 @@
-"""Checkpoint files: written atomically (a kill never destroys the last good one), off the
-training thread, read safely.
+"""Checkpoint files, written atomically (a kill never destroys the last good one) and off the
+training thread.
 
 Lightning writes through fsspec's transaction into a temp file under /tmp and then *moves* it;
 across filesystems that is a copy, so a kill mid-copy leaves a truncated `last.ckpt`.
-`AtomicCheckpointIO` writes a temp file next to the target, fsyncs it and renames. Every read
-uses weights_only=True: no pickled code from a checkpoint ever runs; every write keeps the
-hparams plain data (io/hparams.py), so trainwell never refuses a checkpoint it wrote.
+`AtomicCheckpointIO` writes a temp file next to the target, fsyncs it and renames. Its reads go
+through io/checkpoint_read.py (weights_only=True); every write keeps the hparams plain data
+(io/hparams.py), so trainwell never refuses a checkpoint it wrote.
 
 Writing a ResNet-18 checkpoint (~90 MB) with fsync takes ~250 ms, twice per epoch (best + last):
 on a GPU that trains an epoch in ~1.5 s, a fifth of the time. So a save only *snapshots* the
@@ -17,10 +17,7 @@ from __future__ import annotations
 
 import errno
 import os
-import pickle
-import re
 import threading
-import zipfile
 from collections import OrderedDict, deque
 from collections.abc import Callable, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -31,79 +28,11 @@ import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning_utilities.core.apply_func import apply_to_collection
 
-from trainwell.errors import TrainwellError, first_line
 from trainwell.io.announce import announce
+from trainwell.io.checkpoint_read import CheckpointError, load_checkpoint_file
 from trainwell.io.hparams import plain_checkpoint
 
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
-
-
-class CheckpointError(TrainwellError):
-    """A checkpoint could not be written or read; existing checkpoints are untouched.
-
-    `reason`: the cause alone, without the advice (a caller with other advice, such as
-    resume=auto choosing among files, words its own).
-    """
-
-    def __init__(self, message: str, reason: str | None = None) -> None:
-        super().__init__(message)
-        self.reason = reason or message
-
-
-def load_checkpoint_file(
-    path: str | Path, map_location: Any = "cpu", mmap: bool = False
-) -> dict[str, Any]:
-    """torch.load with weights_only=True, turning every way a file can be bad into one line.
-
-    weights_only=True refuses pickles that would import and call arbitrary code on load; a
-    checkpoint is something a user (or an attacker) can point us at.
-    """
-    path = Path(path)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint not found: {path}; pass ckpt_path=<an existing .ckpt>")
-    try:
-        checkpoint = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
-    except pickle.UnpicklingError as err:
-        if "weights only" in str(err).lower() or "weights_only" in str(err):
-            raise _pickled(path, err) from err
-        raise _corrupt(path, err) from err
-    except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as err:
-        raise _corrupt(path, err) from err
-    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
-        raise CheckpointError(
-            f"{path} is not a Lightning checkpoint (no state_dict); pass a .ckpt written by "
-            "scripts/train.py"
-        )
-    return checkpoint
-
-
-_GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
-RESAVE = "python -m trainwell.io.hparams {path} <new.ckpt>"
-
-
-class PickledCheckpointError(CheckpointError):
-    """A checkpoint holding pickled objects, refused by the weights-only load."""
-
-
-def _pickled(path: Path, err: BaseException) -> CheckpointError:
-    """A checkpoint holding a pickled object (trainwell writes none: its hparams are plain data)."""
-    found = _GLOBAL.search(str(err))
-    what = found.group(1) if found else "classes or functions"
-    reason = f"it holds pickled code ({what}) that a weights_only=True load never runs"
-    return PickledCheckpointError(
-        f"refusing to load {path}: {reason}; if you trust the file, re-save it with plain "
-        f"hparams: {RESAVE.format(path=path)} (or torch.save({{'state_dict': ...}}))",
-        reason=reason,
-    )
-
-
-def _corrupt(path: Path, err: BaseException) -> CheckpointError:
-    reason = f"corrupt or truncated: {first_line(err)}"
-    return CheckpointError(
-        f"checkpoint {path} is {reason}; pass an earlier checkpoint with ckpt_path=<file> or "
-        "resume=auto (which skips unreadable files)",
-        reason=reason,
-    )
 
 
 def _copy(tensor: torch.Tensor) -> torch.Tensor:
