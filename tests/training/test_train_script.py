@@ -85,6 +85,9 @@ def test_fast_dev_run_tests_in_memory_weights(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["best_ckpt"] == "" and "test/acc" in results["metrics"]
+    # debug=fdr promises no checkpoints: a throwaway run leaves nothing to resume from.
+    assert results["last_ckpt"] == ""
+    assert not list((tmp_path / "checkpoints").glob("*.ckpt"))
 
 
 def test_run_ids_differ_between_processes() -> None:
