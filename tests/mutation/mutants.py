@@ -205,18 +205,10 @@ MUTANTS: list[Mutant] = [
     ),
     # -- last / best / step checkpoints ---------------------------------------------------------
     Mutant(
-        "last.ckpt: no end-of-training write",
-        LAST,
-        "if trainer.global_step != compat.last_saved_step(self) and not trainer.sanity_checking:",
-        "if False:",
-        (f"{LAST_T}::test_last_ckpt_is_written_when_training_ends_between_validations",),
-        "last.ckpt is the final state when training ends without an epoch-end save",
-    ),
-    Mutant(
         "last.ckpt: no end-of-fit write",
         LAST,
-        "if trainer.global_step == compat.last_saved_step(self) or trainer.sanity_checking:",
-        "if True:",
+        "        if trainer.global_step == compat.last_saved_step(self):\n            return",
+        "        return",
         (f"{LAST_T}::test_last_ckpt_is_written_after_a_resume_from_finished_training",),
         "last.ckpt is the final state after a resume from finished training",
     ),

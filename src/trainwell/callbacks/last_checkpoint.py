@@ -33,14 +33,6 @@ class LastCheckpoint(ModelCheckpoint):
             save_on_train_epoch_end=True,
         )
 
-    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        # Safety net: an epoch that max_steps or a stop cuts short still ends in
-        # on_train_epoch_end's save above, so this writes only if training ends some other way.
-        if trainer.fast_dev_run or trainer.sanity_checking:
-            return  # a fast dev run writes no checkpoint (Lightning's own rule, kept here too)
-        if trainer.global_step != compat.last_saved_step(self):
-            compat.save_unmonitored(self, trainer)
-
     def on_fit_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # Resumed from a checkpoint of finished training (a kill landed after best.ckpt but
         # before last.ckpt reached the disk), FitLoop.run skips training and no train hook runs:
