@@ -11,11 +11,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
 
 from tests.helpers.config import compose_config
 from tests.helpers.kill_runs import IN_PROCESS_RUN
-from tests.helpers.state import assert_bitwise_equal
+from tests.helpers.state import assert_bitwise_equal, load_checkpoint
 from trainwell.callbacks.preemption import EXIT_PREEMPTED, Preempted
 from trainwell.training.run import train
 
@@ -32,15 +31,11 @@ def _sigterm_at(batch: int, phase: str) -> list[str]:
     ]
 
 
-def _load(path: Path) -> dict:
-    return torch.load(path, map_location="cpu", weights_only=True)
-
-
 def _preempt(run_dir: Path, batch: int, phase: str) -> dict:
     with pytest.raises(Preempted) as stopped:
         train(compose_config([*RUN, *_sigterm_at(batch, phase)], run_dir))
     assert stopped.value.code == EXIT_PREEMPTED
-    return _load(run_dir / "checkpoints" / "preempt.ckpt")
+    return load_checkpoint(run_dir / "checkpoints" / "preempt.ckpt")
 
 
 @pytest.fixture(scope="module")
@@ -70,8 +65,8 @@ def test_a_preempted_run_resumes_to_the_uninterrupted_weights_and_results(
     shutil.copytree(preempted[0], run_dir)
     resumed = train(compose_config([*RUN, "resume=auto"], run_dir))
     assert_bitwise_equal(
-        _load(run_dir / "checkpoints" / "last.ckpt"),
-        _load(uninterrupted / "checkpoints" / "last.ckpt"),
+        load_checkpoint(run_dir / "checkpoints" / "last.ckpt"),
+        load_checkpoint(uninterrupted / "checkpoints" / "last.ckpt"),
     )
     want = json.loads((uninterrupted / "results.json").read_text())
     assert resumed["metrics"] == want["metrics"]

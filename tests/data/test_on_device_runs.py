@@ -7,11 +7,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
 
-from tests.helpers.config import compose_config
+from tests.helpers.config import QUIET_RUN, compose_config
 from tests.helpers.ranks import run_and_load
-from tests.helpers.state import assert_bitwise_equal
+from tests.helpers.state import assert_bitwise_equal, load_checkpoint
 from trainwell.training.run import train
 
 ON_DEVICE = ["data=synthetic", "data.on_device=true", "data.augment=true"]
@@ -27,17 +26,9 @@ RUN = [
     "trainer.accumulate_grad_batches=2",
     "trainer.max_epochs=2",
     "trainer.deterministic=true",
-    "trainer.num_sanity_val_steps=0",
-    "callbacks.early_stopping=null",
-    "callbacks.rich_progress_bar=null",
-    "callbacks.rich_model_summary=null",
-    "print_config=false",
+    *QUIET_RUN,
     "test=false",
 ]
-
-
-def load(path: Path) -> dict:
-    return torch.load(path, map_location="cpu", weights_only=True)
 
 
 def test_resume_mid_epoch_is_bitwise_exact_with_on_device_augmentation(tmp_path: Path) -> None:
@@ -47,7 +38,7 @@ def test_resume_mid_epoch_is_bitwise_exact_with_on_device_augmentation(tmp_path:
         "callbacks.step_checkpoint.save_top_k=-1",
     ]
     train(compose_config([*RUN, *every], full))
-    want = load(full / "checkpoints" / "last.ckpt")
+    want = load_checkpoint(full / "checkpoints" / "last.ckpt")
     assert want["global_step"] == 6
     for step in (2, 4):  # mid-epoch 0 (after 4 of 6 batches), mid-epoch 1
         run_dir = tmp_path / f"resumed-{step}"
@@ -55,7 +46,7 @@ def test_resume_mid_epoch_is_bitwise_exact_with_on_device_augmentation(tmp_path:
         source = full / "checkpoints" / f"step-{step:07d}.ckpt"
         shutil.copy(source, run_dir / "checkpoints" / source.name)
         train(compose_config([*RUN, "resume=auto"], run_dir))
-        assert_bitwise_equal(load(run_dir / "checkpoints" / "last.ckpt"), want)
+        assert_bitwise_equal(load_checkpoint(run_dir / "checkpoints" / "last.ckpt"), want)
 
 
 @pytest.mark.slow

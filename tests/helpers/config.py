@@ -11,6 +11,16 @@ from trainwell.training.compose import compose_run_config
 REPO = Path(__file__).resolve().parents[2]
 CONF = REPO / "conf"
 
+# A run without screen output or stopping rules: no config print, sanity check, early stopping,
+# progress bar or model summary. For runs that tests compare exactly, kill or resume.
+QUIET_RUN = (
+    "print_config=false",
+    "trainer.num_sanity_val_steps=0",
+    "callbacks.early_stopping=null",
+    "callbacks.rich_progress_bar=null",
+    "callbacks.rich_model_summary=null",
+)
+
 
 def compose_config(
     overrides: list[str] | None = None, run_dir: Path | None = None, config_name: str = "train"

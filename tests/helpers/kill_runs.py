@@ -4,6 +4,7 @@ optimizer steps, deterministic, dropout on (so RNG restore is exercised)."""
 
 from __future__ import annotations
 
+from tests.helpers.config import QUIET_RUN
 from tests.helpers.scripts import TESTS_IMPORTABLE
 
 ACCUMULATE = 3
@@ -14,12 +15,8 @@ RUN = [
     f"trainer.accumulate_grad_batches={ACCUMULATE}",
     f"trainer.max_epochs={EPOCHS}",
     "trainer.deterministic=true",
-    "trainer.num_sanity_val_steps=0",
     "callbacks.step_checkpoint.every_n_train_steps=2",
-    "callbacks.early_stopping=null",
-    "callbacks.rich_progress_bar=null",
-    "callbacks.rich_model_summary=null",
-    "print_config=false",
+    *QUIET_RUN,
 ]
 ENV = TESTS_IMPORTABLE  # the killer callback lives in tests/helpers
 
@@ -30,10 +27,6 @@ IN_PROCESS_RUN = [
     "trainer.accumulate_grad_batches=3",
     "trainer.max_epochs=2",
     "trainer.deterministic=true",
-    "trainer.num_sanity_val_steps=0",
-    "callbacks.early_stopping=null",
-    "callbacks.rich_progress_bar=null",
-    "callbacks.rich_model_summary=null",
-    "print_config=false",
+    *QUIET_RUN,
     "test=false",
 ]

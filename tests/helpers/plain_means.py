@@ -13,7 +13,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from torch.utils.data import DataLoader, TensorDataset
 from torchmetrics import MeanMetric
 
-from tests.helpers.config import compose_config
+from tests.helpers.config import QUIET_RUN, compose_config
 
 # 22 points, batch 4: 6 batches per epoch, the last of 2 (the mean must weigh it by 2, not 4).
 POINTS = 22
@@ -66,16 +66,7 @@ class Points(L.LightningDataModule):
         return DataLoader(self.data, batch_size=8)
 
 
-QUIET = [
-    "print_config=false",
-    "test=false",
-    "seed=3",
-    "callbacks.early_stopping=null",
-    "callbacks.rich_progress_bar=null",
-    "callbacks.rich_model_summary=null",
-    "trainer.num_sanity_val_steps=0",
-    "trainer.deterministic=true",
-]
+QUIET = [*QUIET_RUN, "test=false", "seed=3", "trainer.deterministic=true"]
 
 
 def plain_means_cfg(run_dir: Path, *overrides: str) -> DictConfig:

@@ -10,7 +10,8 @@ import torch
 from omegaconf import DictConfig, OmegaConf, open_dict
 from torch.utils.data import DataLoader, TensorDataset
 
-from tests.helpers.config import compose_config
+from tests.helpers.config import QUIET_RUN, compose_config
+from tests.helpers.state import load_checkpoint
 
 # val/acc of each epoch: the best is epoch 1, and the metric only gets worse afterwards.
 SCRIPTED_VAL_ACC = [0.5, 0.9, 0.7, 0.6]
@@ -56,14 +57,7 @@ class FourPoints(FourTrainPoints):
         return DataLoader(self.data, batch_size=8)
 
 
-QUIET = [
-    "print_config=false",
-    "test=false",
-    "callbacks.early_stopping=null",
-    "callbacks.rich_progress_bar=null",
-    "callbacks.rich_model_summary=null",
-    "trainer.num_sanity_val_steps=0",
-]
+QUIET = [*QUIET_RUN, "test=false"]
 
 
 def scripted_cfg(run_dir: Path, *overrides: str) -> DictConfig:
@@ -75,4 +69,4 @@ def scripted_cfg(run_dir: Path, *overrides: str) -> DictConfig:
 
 
 def step_of(path: Path) -> int:
-    return int(torch.load(path, map_location="cpu", weights_only=True)["global_step"])
+    return int(load_checkpoint(path)["global_step"])

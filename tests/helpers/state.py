@@ -12,8 +12,13 @@ def metrics(run_dir: Path) -> dict:
     return json.loads((run_dir / "results.json").read_text())["metrics"]
 
 
+def load_checkpoint(path: Path) -> dict:
+    """A checkpoint file as any trainwell checkpoint must load: weights only, on the CPU."""
+    return torch.load(path, map_location="cpu", weights_only=True)
+
+
 def final_state(run_dir: Path) -> dict:
-    return torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=True)
+    return load_checkpoint(run_dir / "checkpoints" / "last.ckpt")
 
 
 def final_weights(run_dir: Path) -> dict[str, torch.Tensor]:

@@ -15,6 +15,7 @@ from typing import IO, Any
 import pytest
 import torch
 
+from tests.helpers.state import load_checkpoint
 from trainwell.io.checkpoint_read import CheckpointError
 from trainwell.io.checkpoint_write import AtomicCheckpointIO
 
@@ -48,10 +49,6 @@ def state(value: float) -> dict[str, Any]:
     return {"state_dict": {"w": torch.full((4,), value)}, "global_step": int(value)}
 
 
-def read(path: Path) -> dict[str, Any]:
-    return torch.load(path, map_location="cpu", weights_only=True)
-
-
 def written_then_gated(tmp_path: Path) -> tuple[GatedIO, Path]:
     """An IO that has step-1.ckpt on disk and now holds every further write at its gate."""
     io = GatedIO(max_pending=8)
@@ -74,7 +71,7 @@ def test_save_returns_before_the_write_and_the_file_holds_the_state_at_save_time
     checkpoint["global_step"] = 99
     io.gate.set()
     io.flush()
-    got = read(tmp_path / "last.ckpt")
+    got = load_checkpoint(tmp_path / "last.ckpt")
     assert torch.equal(got["state_dict"]["w"], torch.full((4,), 1.0)) and got["global_step"] == 1
     assert not list(tmp_path.glob(".*.tmp"))
     io.teardown()
@@ -92,8 +89,8 @@ def test_one_write_at_a_time_in_order_and_removal_only_after_the_newer_file(
     assert old.exists()  # the newer file is not on disk yet, so the old one stays
     io.gate.set()
     io.flush()
-    assert not old.exists() and read(tmp_path / "step-5.ckpt")["global_step"] == 5
-    assert read(tmp_path / "last.ckpt")["global_step"] == 4  # the last save wins
+    assert not old.exists() and load_checkpoint(tmp_path / "step-5.ckpt")["global_step"] == 5
+    assert load_checkpoint(tmp_path / "last.ckpt")["global_step"] == 4  # the last save wins
     assert io.most_active == 1
     io.teardown()
 
@@ -109,12 +106,14 @@ def test_a_failed_write_stops_the_queue_and_surfaces_in_the_training_thread(
     io.gate.set()
     with pytest.raises(CheckpointError, match="no space left on device while writing"):
         io.flush()
-    assert read(old)["global_step"] == 1  # the removal queued behind the failure never ran
+    assert (
+        load_checkpoint(old)["global_step"] == 1
+    )  # the removal queued behind the failure never ran
     assert sorted(p.name for p in tmp_path.iterdir()) == ["step-1.ckpt"]  # no temp file either
     io.flush()  # reported once; the writer works again
     io.save_checkpoint(state(4.0), tmp_path / "last.ckpt")
     io.teardown()  # teardown waits for it
-    assert read(tmp_path / "last.ckpt")["global_step"] == 4
+    assert load_checkpoint(tmp_path / "last.ckpt")["global_step"] == 4
 
 
 def test_at_most_max_pending_snapshots_wait(tmp_path: Path) -> None:
@@ -129,13 +128,13 @@ def test_at_most_max_pending_snapshots_wait(tmp_path: Path) -> None:
     second.join(timeout=30)
     assert not second.is_alive()
     io.teardown()
-    assert read(tmp_path / "b.ckpt")["global_step"] == 2
+    assert load_checkpoint(tmp_path / "b.ckpt")["global_step"] == 2
 
 
 def test_synchronous_mode_writes_before_returning(tmp_path: Path) -> None:
     io = AtomicCheckpointIO(background=False)
     io.save_checkpoint(state(1.0), tmp_path / "last.ckpt")
-    assert read(tmp_path / "last.ckpt")["global_step"] == 1
+    assert load_checkpoint(tmp_path / "last.ckpt")["global_step"] == 1
     io.remove_checkpoint(tmp_path / "last.ckpt")
     assert not (tmp_path / "last.ckpt").exists()
 
@@ -212,4 +211,6 @@ def test_background_during_the_training_loop_only(tmp_path: Path) -> None:
     assert probe.seen == [True, True] and not io.background
     assert len(list((tmp_path / "ckpt").glob("*.ckpt"))) == 2  # flushed at the end of training
     trainer.save_checkpoint(tmp_path / "after.ckpt")
-    assert read(tmp_path / "after.ckpt")["global_step"] == 2  # written before the call returned
+    assert (
+        load_checkpoint(tmp_path / "after.ckpt")["global_step"] == 2
+    )  # written before the call returned

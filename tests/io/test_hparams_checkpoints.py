@@ -23,7 +23,7 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from tests.helpers.foreign_modules import HYDRA_TEMPLATE, WIDTHS, HydraTemplateModule
 from tests.helpers.scripts import TESTS_IMPORTABLE, run_script
-from tests.helpers.state import assert_bitwise_equal, final_state, metrics
+from tests.helpers.state import assert_bitwise_equal, final_state, load_checkpoint, metrics
 from tests.helpers.trainers import quiet_trainer
 from trainwell.io.checkpoint_read import CheckpointError, load_checkpoint_file
 from trainwell.io.checkpoint_write import AtomicCheckpointIO
@@ -39,10 +39,6 @@ QUICK = (
     "callbacks.rich_model_summary=null",
     "print_config=false",
 )
-
-
-def _weights_only(path: Path) -> dict:
-    return torch.load(path, map_location="cpu", weights_only=True)
 
 
 def _round_trip(checkpoint: dict) -> dict:
@@ -132,7 +128,7 @@ def test_a_checkpoint_of_a_module_with_object_hparams_loads_weights_only_with_ev
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     module, path, _ = _fit_and_save(tmp_path)
-    saved = _weights_only(path)
+    saved = load_checkpoint(path)
     assert saved["hyper_parameters"]["net"] == "<nn.Module Sequential>"
     assert saved["hyper_parameters"]["optimizer"] == "<partial torch.optim.adam.Adam(lr=0.01)>"
     assert saved["hyper_parameters"]["compile"] is False
@@ -220,7 +216,7 @@ def _check_run(run_dir: Path, proc, tmp_path: Path) -> dict:
     checkpoints = sorted((run_dir / "checkpoints").glob("*.ckpt"))
     assert {p.name for p in checkpoints} >= {"best.ckpt", "last.ckpt"}
     for path in checkpoints:
-        saved = _weights_only(path)
+        saved = load_checkpoint(path)
         assert saved["optimizer_states"] and saved["loops"] and saved["state_dict"], path
     said = [line for line in proc.stdout.splitlines() if "hparams as plain data" in line]
     assert len(said) == 1, proc.stdout[-3000:]
@@ -230,7 +226,7 @@ def _check_run(run_dir: Path, proc, tmp_path: Path) -> dict:
     assert evaluated.returncode == 0, evaluated.stderr[-3000:]
     tested = json.loads((eval_dir / "results.json").read_text())["metrics"]
     assert tested["test/loss"] == results["metrics"]["test/loss"]
-    return _weights_only(run_dir / "checkpoints" / "last.ckpt")["hyper_parameters"]
+    return load_checkpoint(run_dir / "checkpoints" / "last.ckpt")["hyper_parameters"]
 
 
 @pytest.mark.slow

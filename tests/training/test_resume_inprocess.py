@@ -12,11 +12,10 @@ import shutil
 from pathlib import Path
 
 import pytest
-import torch
 
 from tests.helpers.config import compose_config
 from tests.helpers.kill_runs import IN_PROCESS_RUN
-from tests.helpers.state import assert_bitwise_equal
+from tests.helpers.state import assert_bitwise_equal, load_checkpoint
 from trainwell.errors import TrainwellError
 from trainwell.training.resume import find_newest_checkpoint
 from trainwell.training.run import train
@@ -32,10 +31,6 @@ def uninterrupted(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run_dir
 
 
-def load(path: Path) -> dict:
-    return torch.load(path, map_location="cpu", weights_only=True)
-
-
 @pytest.mark.parametrize("step", [2, 5, 7])  # mid-epoch 0, first and last window of epoch 1
 def test_resume_from_a_step_checkpoint_is_bitwise_exact(
     uninterrupted: Path, tmp_path: Path, step: int
@@ -45,8 +40,8 @@ def test_resume_from_a_step_checkpoint_is_bitwise_exact(
     (run_dir / "checkpoints").mkdir(parents=True)
     shutil.copy(source, run_dir / "checkpoints" / source.name)
     resumed = train(compose_config([*RUN, "resume=auto"], run_dir))
-    got = load(run_dir / "checkpoints" / "last.ckpt")
-    assert_bitwise_equal(got, load(uninterrupted / "checkpoints" / "last.ckpt"))
+    got = load_checkpoint(run_dir / "checkpoints" / "last.ckpt")
+    assert_bitwise_equal(got, load_checkpoint(uninterrupted / "checkpoints" / "last.ckpt"))
     want = json.loads((uninterrupted / "results.json").read_text())
     assert resumed["metrics"] == want["metrics"]  # epoch means and val/acc_best included
 
@@ -61,14 +56,14 @@ def test_no_step_checkpoint_at_an_epochs_last_batch(uninterrupted: Path) -> None
 def test_checkpoints_carry_rng_loader_position_metrics_and_batch_arithmetic(
     uninterrupted: Path,
 ) -> None:
-    state = load(uninterrupted / "checkpoints" / "step-0000002.ckpt")
+    state = load_checkpoint(uninterrupted / "checkpoints" / "step-0000002.ckpt")
     loader = state["loops"]["fit_loop"]["state_dict"]["combined_loader"][0]
     assert (loader["epoch"], loader["batches"]) == (0, 6)  # two windows of 3 micro-batches
     extra = state["callbacks"]["ExactResume"]
     assert set(extra["rng"]) >= {"python", "numpy", "torch"}
     # every metric's accumulated state, and what the run had logged so far
     assert {"train_loss", "val_acc_best"} <= set(extra["metrics"])
-    last = load(uninterrupted / "checkpoints" / "last.ckpt")["callbacks"]["ExactResume"]
+    last = load_checkpoint(uninterrupted / "checkpoints" / "last.ckpt")["callbacks"]["ExactResume"]
     assert "val/acc" in last["callback_metrics"]
     assert state["callbacks"]["TrainingPlanner"]["batch"] == {
         "micro_batch": 128,
