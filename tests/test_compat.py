@@ -627,6 +627,57 @@ def test_a_resume_from_the_end_of_validation_skips_that_epochs_plateau_step(
     assert resumed.lr_scheduler_configs[0].scheduler.last_epoch == 1
 
 
+class _StepPlateau(_Plateau):
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        loss = super().training_step(batch, batch_idx)
+        self.log("train/loss", loss)
+        return loss
+
+    def configure_optimizers(self) -> Any:
+        config = super().configure_optimizers()
+        config["lr_scheduler"].update(monitor="train/loss", interval="step")
+        return config
+
+
+def _plateau_steps_after_a_mid_epoch_resume(
+    tmp_path: Path, module: type[L.LightningModule]
+) -> tuple[int, int, int]:
+    """The plateau's step count: at the end of a one-epoch run (4 batches), in its checkpoint
+    written at step 2's on_train_batch_end, and at the end of a plain run resumed from it."""
+    loader = ResumableDataLoader(points(8), batch_size=2)
+    saver = ModelCheckpoint(
+        dirpath=tmp_path,
+        filename="step{step}",
+        every_n_train_steps=1,
+        save_top_k=-1,
+        auto_insert_metric_name=False,
+    )
+    full = plain_trainer(max_epochs=1, callbacks=[saver], num_sanity_val_steps=0)
+    full.fit(module(), loader, loader)
+    ckpt = torch.load(tmp_path / "step2.ckpt", map_location="cpu", weights_only=True)
+    resumed = plain_trainer(max_epochs=1, enable_checkpointing=False, num_sanity_val_steps=0)
+    resumed.fit(module(), loader, loader, ckpt_path=tmp_path / "step2.ckpt")
+    return (
+        full.lr_scheduler_configs[0].scheduler.last_epoch,
+        ckpt["lr_schedulers"][0]["last_epoch"],
+        resumed.lr_scheduler_configs[0].scheduler.last_epoch,
+    )
+
+
+def test_a_mid_epoch_resume_skips_the_epochs_plateau_step(tmp_path: Path) -> None:
+    # compat.end_fit_restart: the fit loop stays `restarting` for the whole resumed epoch, and
+    # upstream steps no plateau scheduler at the end of it.
+    assert _plateau_steps_after_a_mid_epoch_resume(tmp_path, _Plateau) == (1, 0, 0)
+
+
+def test_a_resume_from_a_batch_end_checkpoint_skips_that_batchs_plateau_step(
+    tmp_path: Path,
+) -> None:
+    # compat.plateau_steps_due: the checkpoint holds batch 0's step, not batch 1's, and the
+    # resume steps only for batches 2 and 3.
+    assert _plateau_steps_after_a_mid_epoch_resume(tmp_path, _StepPlateau) == (4, 1, 3)
+
+
 def test_lightnings_csv_logger_deletes_the_metrics_of_an_earlier_attempt(tmp_path: Path) -> None:
     """Lightning's CSV ExperimentWriter removes an existing metrics.csv when it starts; the
     template's AppendingCSVLogger keeps it (and reads it through compat.csv_filesystem)."""

@@ -1,5 +1,6 @@
 import subprocess
 import sys
+from typing import Any
 
 import pytest
 import torch
@@ -8,13 +9,13 @@ from trainwell.models import DigitsCNN, ResNet18
 
 
 @pytest.mark.parametrize(
-    ("net", "shape"),
-    [(DigitsCNN(), (5, 1, 8, 8)), (ResNet18(width=8), (5, 3, 32, 32))],
+    ("make", "shape"),
+    [(DigitsCNN, (5, 1, 8, 8)), (lambda: ResNet18(width=8), (5, 3, 32, 32))],
     ids=["digits_cnn", "resnet18"],
 )
-def test_forward_returns_logits(net: torch.nn.Module, shape: tuple[int, ...]) -> None:
-    torch.manual_seed(0)
-    net.eval()
+def test_forward_returns_logits(make: Any, shape: tuple[int, ...]) -> None:
+    torch.manual_seed(0)  # before the net is built: its initial weights decide the signs below
+    net = make().eval()
     logits = net(torch.randn(shape))
     assert logits.shape == (5, 10)
     # Logits, not probabilities: unbounded, negative entries, rows not summing to one.

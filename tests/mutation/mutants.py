@@ -172,6 +172,17 @@ MUTANTS: list[Mutant] = [
         "a resumed run draws the uninterrupted run's random numbers",
     ),
     Mutant(
+        "resume mid-epoch: the resumed epoch's plateau step is skipped (Lightning's restart flag)",
+        STATE,
+        "            compat.end_fit_restart(trainer)",
+        "            pass",
+        (
+            "tests/training/test_resume_plateau.py::"
+            "test_a_resume_from_a_mid_epoch_checkpoint_ends_where_the_uninterrupted_run_does",
+        ),
+        "a plateau scheduler resumed mid-epoch ends where the uninterrupted run does",
+    ),
+    Mutant(
         "training state: metric states not restored on resume",
         STATE,
         "                compat.restore_metric_states(present[name], saved)",

@@ -1,6 +1,8 @@
 """A ReduceLROnPlateau scheduler resumed from an end-of-epoch checkpoint (written by
 ModelCheckpoint at the end of validation, before Lightning's plateau step) ends exactly where the
-uninterrupted run does: scheduler state, learning rate, optimizer state, weights."""
+uninterrupted run does: scheduler state, learning rate, optimizer state, weights. So does a run
+resumed from a mid-epoch step checkpoint (StepCheckpoint, written at a batch's end), with a
+plateau scheduler stepped per epoch or per step, or a plain per-epoch scheduler."""
 
 from __future__ import annotations
 
@@ -16,21 +18,26 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from tests.helpers.state import assert_bitwise_equal
 from tests.helpers.trainers import template_trainer
+from trainwell.callbacks.step_checkpoint import StepCheckpoint
 from trainwell.callbacks.training_state import ExactResume
+from trainwell.data.resumable import ResumableDataLoader
 
 EPOCHS = 4
 
 
 class PlateauModule(L.LightningModule):
-    def __init__(self, frequency: int) -> None:
+    def __init__(self, frequency: int, schedule: str = "plateau") -> None:
         super().__init__()
         torch.manual_seed(0)
         self.layer = torch.nn.Linear(4, 2)
         self.frequency = frequency
+        self.schedule = schedule
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         x, y = batch
-        return F.cross_entropy(self.layer(x), y)
+        loss = F.cross_entropy(self.layer(x), y)
+        self.log("train/loss", loss)
+        return loss
 
     def validation_step(self, batch: Any, batch_idx: int) -> None:
         x, y = batch
@@ -43,14 +50,23 @@ class PlateauModule(L.LightningModule):
         plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(
             optimizer, factor=0.5, patience=0, threshold=0.5
         )
-        scheduler = {"scheduler": plateau, "monitor": "val/loss", "frequency": self.frequency}
+        scheduler: dict[str, Any] = {"scheduler": plateau, "frequency": self.frequency}
+        if self.schedule == "plateau":
+            scheduler["monitor"] = "val/loss"
+        elif self.schedule == "plateau_step":
+            # threshold 0: every lower batch loss is a new best the scheduler keeps, so a step
+            # taken with another value than the uninterrupted run's shows in its state.
+            plateau.threshold = 0.0
+            scheduler.update(monitor="train/loss", interval="step")
+        else:  # "step_lr": a plain per-epoch schedule, as in Lightning's own examples
+            scheduler["scheduler"] = torch.optim.lr_scheduler.StepLR(optimizer, 1, gamma=0.5)
         return {"optimizer": optimizer, "lr_scheduler": scheduler}
 
 
-def loader() -> DataLoader:
+def loader(cls: type[DataLoader] = DataLoader) -> DataLoader:
     g = torch.Generator().manual_seed(1)
     data = TensorDataset(torch.randn(32, 4, generator=g), torch.randint(0, 2, (32,), generator=g))
-    return DataLoader(data, batch_size=8)
+    return cls(data, batch_size=8)
 
 
 def fit(
@@ -58,18 +74,32 @@ def fit(
     frequency: int,
     ckpt_path: Path | None = None,
     before: list[L.Callback] | None = None,
+    schedule: str = "plateau",
+    every_step: bool = False,
 ) -> tuple[L.Trainer, PlateauModule]:
     saver = ModelCheckpoint(
         dirpath=run_dir, filename="epoch{epoch}", save_top_k=-1, auto_insert_metric_name=False
     )
+    savers: list[L.Callback] = [saver]
+    if every_step:  # step{N}.ckpt after every optimizer step but an epoch's last
+        savers.append(
+            StepCheckpoint(
+                dirpath=run_dir,
+                filename="step{step}",
+                every_n_train_steps=1,
+                save_top_k=-1,
+                auto_insert_metric_name=False,
+            )
+        )
     trainer = template_trainer(
         max_epochs=EPOCHS,
         limit_val_batches=1.0,
         enable_checkpointing=True,
-        callbacks=[*(before or []), ExactResume(), saver],
+        callbacks=[*(before or []), ExactResume(), *savers],
     )
-    module = PlateauModule(frequency)
-    trainer.fit(module, loader(), loader(), ckpt_path=ckpt_path)
+    module = PlateauModule(frequency, schedule)
+    # A resumable train loader: a mid-epoch resume continues at the saved batch.
+    trainer.fit(module, loader(ResumableDataLoader), loader(), ckpt_path=ckpt_path)
     return trainer, module
 
 
@@ -119,3 +149,43 @@ def test_a_plateau_step_already_taken_on_restart_is_not_taken_twice(tmp_path: Pa
     got = final(trainer, tmp_path / "resumed.ckpt")
     assert got["lr_schedulers"] == want["lr_schedulers"]
     assert_bitwise_equal(got, want)
+
+
+@pytest.mark.parametrize(
+    ("schedule", "frequency"),
+    [
+        ("plateau", 1),
+        ("plateau", 2),
+        ("plateau_step", 1),
+        ("plateau_step", 2),
+        ("plateau_step", 3),
+        ("step_lr", 1),
+        ("step_lr", 2),
+    ],
+)
+def test_a_resume_from_a_mid_epoch_checkpoint_ends_where_the_uninterrupted_run_does(
+    tmp_path: Path, schedule: str, frequency: int
+) -> None:
+    full_trainer, full = fit(tmp_path / "full", frequency, schedule=schedule, every_step=True)
+    want = final(full_trainer, tmp_path / "full.ckpt")
+    scheduler = want["lr_schedulers"][0]
+    # A per-step schedule counts batches within the epoch (4 an epoch) for its frequency.
+    steps = EPOCHS * (4 // frequency) if schedule == "plateau_step" else EPOCHS // frequency
+    assert scheduler["last_epoch"] == steps  # the schedule really stepped
+    assert scheduler["_last_lr"][0] < 0.5  # and cut the LR
+    # 4 batches an epoch: steps 2 and 6 are the second batches of epochs 0 and 1 (an epoch's
+    # plateau step with frequency 1 or 2 is due at the end of one of them), step 11 the third of
+    # epoch 2. A per-step plateau is due at the checkpoint's own batch: frequency 1 always,
+    # 2 at steps 2 and 6, 3 at step 11.
+    for step in (2, 6, 11):
+        ckpt = tmp_path / "full" / f"step{step}.ckpt"
+        trainer, resumed = fit(tmp_path / f"from{step}", frequency, ckpt, schedule=schedule)
+        got = final(trainer, tmp_path / f"from{step}.ckpt")
+        assert got["lr_schedulers"] == want["lr_schedulers"], step
+        assert (
+            trainer.optimizers[0].param_groups[0]["lr"]
+            == full_trainer.optimizers[0].param_groups[0]["lr"]
+        ), step
+        assert_bitwise_equal(got, want)
+        for name, value in full.state_dict().items():
+            assert torch.equal(resumed.state_dict()[name], value), (step, name)

@@ -11,6 +11,7 @@ the default callbacks (best-checkpoint ModelCheckpoint and EarlyStopping on that
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -18,11 +19,14 @@ import lightning as L
 import pytest
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.demos.boring_classes import BoringDataModule, BoringModel
+from omegaconf import OmegaConf, open_dict
 
 from tests.helpers.foreign_modules import BORING, WIDTHS
+from tests.helpers.scripted import scripted_cfg
 from tests.helpers.scripts import TESTS_IMPORTABLE, run_script
 from trainwell.errors import TrainwellError
 from trainwell.training.monitored_metric import MonitoredMetricCheck
+from trainwell.training.run import train
 
 QUICK = (
     "trainer.max_epochs=1",
@@ -139,3 +143,31 @@ def test_a_monitored_training_metric_is_not_refused_before_training(tmp_path: Pa
 
     best = _fit(LogsTrainLoss(), tmp_path, monitor="train/loss")
     assert best.best_model_path == str(tmp_path / "best.ckpt")
+
+
+@pytest.mark.parametrize(
+    ("case", "module"),
+    [("no_validation_step", "TrainOnly"), ("no_val_data", "ScriptedValAcc"),
+     ("no_val_batches", "ScriptedValAcc")],
+)  # fmt: skip
+def test_a_run_without_validation_says_so_once_and_keeps_no_best(
+    tmp_path: Path, capsys: pytest.CaptureFixture, case: str, module: str
+) -> None:
+    """No validation at all: the monitored val/acc never comes. One line says so at the start,
+    instead of Lightning's warning at every epoch's end, and the run has no best.ckpt."""
+    extra = ["trainer.limit_val_batches=0"] if case == "no_val_batches" else []
+    cfg = scripted_cfg(tmp_path / "run", "trainer.max_epochs=2", *extra)
+    with open_dict(cfg):
+        cfg.model = OmegaConf.create({"_target_": f"tests.helpers.scripted.{module}"})
+        if case == "no_val_data":
+            cfg.data = OmegaConf.create({"_target_": "tests.helpers.scripted.FourTrainPoints"})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        results = train(cfg)
+    said = [line for line in capsys.readouterr().out.splitlines() if "nothing to monitor" in line]
+    assert said == [
+        f"nothing to monitor: {module} runs no validation (val/acc is monitor.metric): no"
+        " checkpoints/best.ckpt and no early stopping"
+    ]
+    assert not [w for w in caught if "could not find the monitored key" in str(w.message)]
+    assert results["best_ckpt"] == "" and results["finished_at"]["global_step"] == 8

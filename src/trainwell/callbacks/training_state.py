@@ -15,9 +15,10 @@ added here:
   epoch values, of every rank (compat.epoch_sums).
 * The metrics the run has logged so far (`trainer.callback_metrics`): a run resumed after its last
   training step logs nothing new, and its results must still hold the fit metrics.
-* In a checkpoint written after an epoch's last batch, the plateau-scheduler steps that epoch's
-  end still owes (compat.plateau_steps_due): a resume takes them (with the restored monitored
-  values) before the next epoch, as the uninterrupted run did.
+* The plateau-scheduler steps Lightning still owes where the checkpoint was written: a batch's
+  per-step ones in a step checkpoint, the epoch end's in a checkpoint written after an epoch's
+  last batch (compat.plateau_steps_due): a resume takes them (with the restored monitored values)
+  before its first batch, as the uninterrupted run did.
 """
 
 from __future__ import annotations
@@ -121,12 +122,13 @@ class ExactResume(L.Callback):
         if trainer is not None and module is not None:
             logged = {k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1}
             ending: dict[str, Metric] = {}
-            if compat.epoch_end_pending(trainer):
+            epoch_end_pending = compat.epoch_end_pending(trainer)
+            plateau_due = compat.plateau_steps_due(trainer, epoch_end_pending)
+            if epoch_end_pending:
                 # A resume from here skips this epoch's end (compat.epoch_end_pending): keep the
                 # values it would log (plain tensors' are in callback_metrics by now), and leave
                 # out the states and sums it would reset.
                 ending = compat.epoch_logged_metrics(trainer)
-                plateau_due = compat.plateau_steps_due(trainer)
                 for key, metric in ending.items():
                     value = metric.compute()
                     if isinstance(value, torch.Tensor) and value.numel() == 1:
@@ -201,3 +203,6 @@ class ExactResume(L.Callback):
         if self._pending_rng is not None:
             restore_rng(self._pending_rng)
             self._pending_rng = None
+            # The resumed run's first batch: without this, Lightning takes no plateau step at
+            # the end of the epoch it resumed in (compat.end_fit_restart).
+            compat.end_fit_restart(trainer)

@@ -53,7 +53,11 @@ from trainwell.compat.loops import (
     skip_per_batch_sigterm_broadcast,
 )
 from trainwell.compat.module_hooks import cache_training_step_signature, lean_module_hooks
-from trainwell.compat.schedulers import plateau_steps_due, step_plateau_schedulers
+from trainwell.compat.schedulers import (
+    end_fit_restart,
+    plateau_steps_due,
+    step_plateau_schedulers,
+)
 
 __all__ = [
     "LAUNCHER_ENV",
@@ -62,6 +66,7 @@ __all__ = [
     "at_epoch_last_batch",
     "cache_training_step_signature",
     "csv_filesystem",
+    "end_fit_restart",
     "end_job",
     "epoch_end_pending",
     "epoch_logged_metrics",

@@ -5,8 +5,9 @@ monitor is never logged only after the first training epoch, and then stop the r
 traceback. `MonitoredMetricCheck` looks at the first validation (the sanity check, when it runs:
 before any training step) and settles it there:
 
-* the module logs no validation metric at all (Lightning's BoringModel, a plain module): the run
-  trains without a best checkpoint and without early stopping, and says so in one line;
+* the run has no validation (no validation_step, no val data, limit_val_batches=0), or the
+  module logs no validation metric at all (Lightning's BoringModel): the run trains without a
+  best checkpoint and without early stopping, and says so in one line;
 * it logs validation metrics, none of them the monitored one (a typo, `val_loss` for
   `val/loss`): a one-line error naming the metric, what the module logs and the fix (exit 2).
 
@@ -34,6 +35,16 @@ class MonitoredMetricCheck(L.Callback):
         self._decided = False
         self._before: set[str] = set()
 
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        if self._decided or trainer.enable_validation:
+            return
+        # No validation at all (no validation_step, no val data, limit_val_batches=0): a
+        # monitored `val*` metric never comes; Lightning would warn at every epoch's end.
+        watchers = [c for c in _watchers(trainer, set()) if str(c.monitor).startswith("val")]
+        self._decided = True
+        if watchers:
+            _go_without(watchers, f"{type(pl_module).__name__} runs no validation")
+
     def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # Training metrics logged earlier in the epoch are there already: what validation adds
         # is what the module logs in validation.
@@ -44,13 +55,7 @@ class MonitoredMetricCheck(L.Callback):
             return
         logged = set(trainer.callback_metrics)
         in_validation = sorted(logged - self._before)
-        watchers = [
-            c
-            for c in trainer.callbacks
-            if isinstance(c, (EarlyStopping, ModelCheckpoint))
-            and c.monitor is not None
-            and c.monitor not in logged | _ALWAYS_THERE
-        ]
+        watchers = _watchers(trainer, logged)
         names = sorted({str(c.monitor) for c in watchers})
         if trainer.sanity_checking and not (
             in_validation and any(n.startswith("val") for n in names)
@@ -70,12 +75,28 @@ class MonitoredMetricCheck(L.Callback):
                 " set monitor.metric=<one of those> and monitor.mode=min|max, or train without"
                 " both: monitor.metric=null callbacks.early_stopping=null"
             )
-        for callback in watchers:
-            if isinstance(callback, EarlyStopping):
-                callback.strict = False  # a metric that never comes: never stop, never raise
-            else:
-                callback.save_top_k = 0  # nothing to rank epochs by: no best checkpoint
-        announce(
-            f"nothing to monitor: {module} logs no validation metric ({', '.join(names)} is"
-            " monitor.metric): no checkpoints/best.ckpt and no early stopping"
-        )
+        _go_without(watchers, f"{module} logs no validation metric")
+
+
+def _watchers(trainer: L.Trainer, logged: set[str]) -> list[EarlyStopping | ModelCheckpoint]:
+    """The early stopping and checkpoint callbacks whose monitored metric is not in `logged`."""
+    return [
+        c
+        for c in trainer.callbacks
+        if isinstance(c, (EarlyStopping, ModelCheckpoint))
+        and c.monitor is not None
+        and c.monitor not in logged | _ALWAYS_THERE
+    ]
+
+
+def _go_without(watchers: list[EarlyStopping | ModelCheckpoint], why: str) -> None:
+    for callback in watchers:
+        if isinstance(callback, EarlyStopping):
+            callback.strict = False  # a metric that never comes: never stop, never raise
+        else:
+            callback.save_top_k = 0  # nothing to rank epochs by: no best checkpoint
+    names = ", ".join(sorted({str(c.monitor) for c in watchers}))
+    announce(
+        f"nothing to monitor: {why} ({names} is monitor.metric): no checkpoints/best.ckpt and"
+        " no early stopping"
+    )
