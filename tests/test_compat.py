@@ -484,10 +484,15 @@ def test_lightning_broadcasts_its_sigterm_flag_before_every_ddp_batch() -> None:
 # Gloo and NCCL publish each rank's address under fixed keys in that store: a key that survives
 # the round is a dead rank's address a restarted rank may connect to.
 WORKER = """
-import datetime, os
+import datetime, os, sys
 import torch.distributed as dist
+
+def say(line):  # one write per line: the two workers share torchrun's output
+    sys.stdout.write(line + "\\n")
+    sys.stdout.flush()
+
 env = {k: os.environ[k] for k in ("TORCHELASTIC_RESTART_COUNT", "TORCHELASTIC_USE_AGENT_STORE")}
-print("worker env", env, flush=True)
+say(f"worker env {env}")
 host = os.environ["RANK"] == "0" and env["TORCHELASTIC_USE_AGENT_STORE"] != "True"
 store = dist.TCPStore(
     os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]), world_size=2, is_master=host,
@@ -501,7 +506,7 @@ if env["TORCHELASTIC_RESTART_COUNT"] == "0":
     while store.add("done", 0) < 2:  # the host rank keeps serving until both have read
         pass
     raise SystemExit(3)  # what a pre-empted trainwell run exits with
-print("previous round's key visible:", store.check(["rank_0_address"]), flush=True)
+say(f"previous round's key visible: {store.check(['rank_0_address'])}")
 """
 
 
