@@ -56,7 +56,8 @@ class WeightedEpochDraw(Sampler[int]):
         self.epoch = int(epoch)
 
     def __iter__(self) -> Iterator[int]:
-        generator = torch.Generator().manual_seed(self.seed + self.epoch)
+        seed = self.seed + self.epoch
+        generator = torch.Generator().manual_seed(seed)
         draw = torch.multinomial(self.weights, self.num_samples, True, generator=generator)
         return iter(draw.tolist())
 
