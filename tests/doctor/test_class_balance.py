@@ -67,3 +67,13 @@ def test_healthy_zoo_and_lightning_demos_raise_no_alarm(
     (got,) = run_checks(ctx, only=[ID])
     assert got.status in ("pass", "skip"), got.message
     assert "\n" not in got.message and len(got.message) > 20
+
+
+def test_an_untrained_net_collapsed_onto_another_class_is_no_fail(tmp_path: Path) -> None:
+    """A net at its initialisation often answers one class for everything: that is not the
+    class frequencies learnt, and legitimate code is never failed for it."""
+    overrides = [*FAST, f"data._target_={MUSEUM}.MajorityDigits", "model.optimizer.lr=0"]
+    got = check(tmp_path, overrides)
+    predicted = got.evidence["probe"]["predicted_counts"]
+    assert sum(p > 0 for p in predicted) == 1 and predicted[0] == 0  # the premise: collapsed
+    assert got.status == "warn", got.message

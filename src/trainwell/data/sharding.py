@@ -103,8 +103,8 @@ def epoch_draw(datamodule: Any, loader: Any) -> EpochDraw | None:
     inverse class frequency: every class is drawn equally often on average.
     """
     kind = getattr(datamodule, "sampler", None)
-    if kind is None or kind == "shuffle":
-        return None
+    if not isinstance(kind, str) or kind == "shuffle":
+        return None  # a user's own `sampler` attribute (a Sampler object, say) is theirs
     if kind != "weighted":
         raise TrainwellError(f"data.sampler={kind!r} is not one of {', '.join(SAMPLERS)}")
     if not isinstance(loader, DataLoader):
