@@ -561,7 +561,7 @@ MUTANTS: list[Mutant] = [
         "macro metrics counted on the training path",
         "src/trainwell/tasks/classification.py",
         "        self.train_acc.update(preds, y)\n",
-        "        self.train_acc.update(preds, y)\n        self.val_confusion.update(preds, y)\n",
+        "        self.train_acc.update(preds, y)\n        self.val_macro_f1.update(preds, y)\n",
         (f"{BALANCE_T}::test_val_and_test_log_the_macro_metrics_and_training_does_not_count",),
         "balanced accuracy / macro F1 add no work to the training step",
     ),

@@ -15,13 +15,12 @@ from torchmetrics.classification import MulticlassAccuracy
 from trainwell.data.labels import balanced_class_weights, class_counts, dataset_labels
 from trainwell.errors import TrainwellError
 from trainwell.tasks.metrics import (
-    ConfusionCounts,
+    BalancedAccuracy,
     EpochMetricHooks,
     EpochMetricLog,
+    MacroF1,
     MicroAccuracy,
     WeightedMean,
-    balanced_accuracy,
-    macro_f1,
     per_class_recall,
 )
 from trainwell.tasks.model_setup import shard_and_compile
@@ -83,8 +82,11 @@ class ClassificationTask(EpochMetricHooks, L.LightningModule):
         self.val_acc_best = MaxMetric()
         # Validation and test only: what accuracy hides on imbalanced classes (a model that
         # always predicts a 90% class scores 0.9 accuracy, 1/C balanced accuracy).
-        self.val_confusion = ConfusionCounts(num_classes)
-        self.test_confusion = ConfusionCounts(num_classes)
+        self.val_balanced_acc, self.test_balanced_acc = (
+            BalancedAccuracy(num_classes),
+            BalancedAccuracy(num_classes),
+        )
+        self.val_macro_f1, self.test_macro_f1 = MacroF1(num_classes), MacroF1(num_classes)
         self._epoch_log = EpochMetricLog()
 
     def _log_epoch(self, stage: str, prog_bar: bool = True) -> None:
@@ -92,6 +94,10 @@ class ClassificationTask(EpochMetricHooks, L.LightningModule):
             for kind in ("loss", "acc"):
                 metric = getattr(self, f"{stage}_{kind}")
                 self.log(f"{stage}/{kind}", metric, on_step=False, on_epoch=True, prog_bar=prog_bar)
+            if stage != "train":
+                for kind in ("balanced_acc", "macro_f1"):
+                    metric = getattr(self, f"{stage}_{kind}")
+                    self.log(f"{stage}/{kind}", metric, on_step=False, on_epoch=True)
 
     def setup(self, stage: str) -> None:
         if stage == "fit" and self._class_weights_rule == "balanced":
@@ -142,25 +148,11 @@ class ClassificationTask(EpochMetricHooks, L.LightningModule):
         loss, preds, y = self._shared_step(batch)
         self.val_loss.update(loss, weight=y.numel())
         self.val_acc.update(preds, y)
-        self.val_confusion.update(preds, y)
+        self.val_balanced_acc.update(preds, y)
+        self.val_macro_f1.update(preds, y)
         self._log_epoch("val")
 
-    def _log_class_balance(self, stage: str) -> None:
-        """`<stage>/balanced_acc` and `<stage>/macro_f1` (and per-class recall for test,
-        `test/recall/<class>`, which results.json keeps) from the epoch's confusion counts."""
-        metric: ConfusionCounts = getattr(self, f"{stage}_confusion")
-        counts = metric.compute()  # summed over ranks
-        metric.reset()
-        if self.trainer.sanity_checking or int(counts.sum()) == 0:
-            return
-        self.log(f"{stage}/balanced_acc", balanced_accuracy(counts).float())
-        self.log(f"{stage}/macro_f1", macro_f1(counts).float())
-        if stage == "test":
-            for c, recall in enumerate(per_class_recall(counts).tolist()):
-                self.log(f"test/recall/{c}", float(recall))
-
     def on_validation_epoch_end(self) -> None:
-        self._log_class_balance("val")
         if self.trainer.sanity_checking:
             return
         self.val_acc_best(self.val_acc.compute())
@@ -170,11 +162,17 @@ class ClassificationTask(EpochMetricHooks, L.LightningModule):
         loss, preds, y = self._shared_step(batch)
         self.test_loss.update(loss, weight=y.numel())
         self.test_acc.update(preds, y)
-        self.test_confusion.update(preds, y)
+        self.test_balanced_acc.update(preds, y)
+        self.test_macro_f1.update(preds, y)
         self._log_epoch("test", prog_bar=False)
 
     def on_test_epoch_end(self) -> None:
-        self._log_class_balance("test")
+        # Per-class recall for results.json (`test/recall/<class>`), from the counts summed over
+        # ranks: the same value on every rank. Lightning resets the metric after this hook.
+        with self.test_balanced_acc.sync_context():
+            recalls = per_class_recall(self.test_balanced_acc.counts).tolist()
+        for c, recall in enumerate(recalls):
+            self.log(f"test/recall/{c}", float(recall))
 
     def configure_optimizers(self) -> Any:
         return optimizer_and_schedule(self.trainer, self.optimizer_factory, self.scheduler_factory)

@@ -165,3 +165,22 @@ def macro_f1(counts: torch.Tensor) -> torch.Tensor:
     seen = (counts.sum(dim=0) + counts.sum(dim=1)) > 0
     denominator = 2 * tp + false_pos + false_neg
     return (2 * tp[seen] / denominator[seen]).mean()
+
+
+class BalancedAccuracy(ConfusionCounts):
+    """balanced_accuracy of the counts: logged as the metric object, so Lightning syncs the
+    counts across ranks, computes once at the epoch's end and resets."""
+
+    higher_is_better = True
+
+    def compute(self) -> torch.Tensor:
+        return balanced_accuracy(self.counts).float()
+
+
+class MacroF1(ConfusionCounts):
+    """macro_f1 of the counts, logged as the metric object (see BalancedAccuracy)."""
+
+    higher_is_better = True
+
+    def compute(self) -> torch.Tensor:
+        return macro_f1(self.counts).float()
