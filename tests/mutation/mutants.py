@@ -589,7 +589,11 @@ MUTANTS: list[Mutant] = [
         "src/trainwell/training/class_recall.py",
         "not math.isnan(value) and value == 0.0",
         "not math.isnan(value) and value < 0.0",
-        (f"{BALANCE_T}::test_a_class_with_recall_0_is_named_in_one_line",),
+        (
+            f"{BALANCE_T}::test_a_class_with_recall_0_is_named_in_one_line",
+            "tests/training/test_imbalanced.py::"
+            "test_a_run_that_never_recognises_a_class_says_so_in_one_line",
+        ),
         "a tested checkpoint with a class at recall 0 says so in one line",
     ),
     Mutant(

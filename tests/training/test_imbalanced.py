@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from hydra.utils import instantiate
 
-from tests.helpers.config import REPO, compose_config
+from tests.helpers.config import QUIET_RUN, REPO, compose_config
 from tests.helpers.kill_runs import IN_PROCESS_RUN
 from tests.helpers.state import assert_bitwise_equal, load_checkpoint
 from trainwell.training.run import train
@@ -72,3 +72,19 @@ def test_a_weighted_run_resumed_mid_epoch_is_bitwise_equal(
         resumed["metrics"]["val/balanced_acc"]
         == (want["ExactResume"]["callback_metrics"]["val/balanced_acc"])
     )
+
+
+def test_a_run_that_never_recognises_a_class_says_so_in_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    overrides = [
+        "data._target_=tests.doctor.museum.MajorityDigits",  # 99% class 0
+        "trainer.max_epochs=1",
+        "model.net.width=8",
+        *QUIET_RUN,
+    ]
+    results = train(compose_config(overrides, tmp_path / "run"))
+    zero = [k for k, v in results["metrics"].items() if k.startswith("test/recall/") and v == 0]
+    assert zero  # the premise: some class is never predicted right
+    lines = [line for line in capsys.readouterr().out.splitlines() if "recall 0 on class" in line]
+    assert len(lines) == 1 and all(k.rsplit("/", 1)[1] in lines[0] for k in zero)
