@@ -35,6 +35,15 @@ def test_the_readme_commands_compose_and_build(overrides: list[str], tmp_path: P
     instantiate(cfg.model)
 
 
+def test_class_weights_elsewhere_are_added_and_the_shared_config_hands_no_loss(
+    tmp_path: Path,
+) -> None:
+    # a model._target_ of the user's own gets the shared model config's keys: never `loss`
+    assert "loss" not in compose_config([], tmp_path).model
+    cfg = compose_config(["+model.loss.class_weights=balanced"], tmp_path)
+    assert instantiate(cfg.model)._class_weights_rule == "balanced"
+
+
 RUN = [
     "experiment=digits_imbalanced",
     "data.sampler=weighted",

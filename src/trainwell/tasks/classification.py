@@ -8,6 +8,7 @@ from typing import Any
 import lightning as L
 import torch
 import torch.nn.functional as F
+from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from torchmetrics import MaxMetric, MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
@@ -54,6 +55,9 @@ class ClassificationTask(EpochMetricHooks, L.LightningModule):
         loss: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
+        # Hydra hands the `loss` node over as a DictConfig: kept as plain data in hparams
+        # (save_hyperparameters reads this local), the checkpoint needs no conversion.
+        loss = dict(OmegaConf.to_container(loss)) if isinstance(loss, DictConfig) else loss
         # The net is a module (saved in state_dict) and the factories are code: neither belongs in
         # hparams, which are written to checkpoints loaded with weights_only=True.
         self.save_hyperparameters(ignore=["net", "optimizer", "scheduler"], logger=False)
