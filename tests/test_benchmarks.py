@@ -275,3 +275,11 @@ def test_gpu_suite_names_every_file_with_gpu_tests() -> None:
         if "@pytest.mark.gpu\n" in p.read_text()
     )
     assert marked == sorted(gpu_suite.GPU_TESTS)
+
+
+def test_imbalance_benchmark_reports_every_side() -> None:
+    out = run_benchmark("imbalance.py", "--epochs", "1")
+    for side in ("plain", "weighted_sampler", "class_weights"):
+        for figure in ("acc", "balanced_acc", "worst_recall"):
+            assert 0.0 <= float(out[f"{side}_{figure}"]) <= 1.0
+        assert float(out[f"{side}_wall_s"]) > 0

@@ -202,6 +202,21 @@ class NaNDigits(DigitsDataModule):
         self.train_set = TensorDataset(x, y)
 
 
+class MajorityDigits(DigitsDataModule):
+    """Class 0 is 99% of the training split (its samples repeated ten times, one sample of
+    every other class left): a short fit learns to answer class 0 for everything."""
+
+    def setup(self, stage=None):
+        if self.train_set is not None:
+            return
+        super().setup(stage)
+        x, y = self.train_set.tensors
+        zeros = torch.nonzero(y == 0).reshape(-1).repeat(10)
+        others = torch.stack([torch.nonzero(y == c).reshape(-1)[0] for c in range(1, 10)])
+        keep = torch.cat([zeros, others])
+        self.train_set = TensorDataset(x[keep].clone(), y[keep].clone())
+
+
 class OverlappingDigits(DigitsDataModule):
     """Validation drawn from the training samples."""
 

@@ -35,6 +35,12 @@ EXHIBITS = [
     ),
     ("NaN in one batch", [f"{DATA}.NaNDigits"], "data.finite", "fail"),
     ("train/val overlap", [f"{DATA}.OverlappingDigits"], "data.leakage", "fail"),
+    (
+        "99% of the training split one class",
+        [f"{DATA}.MajorityDigits", "probe.overfit_steps=60"],
+        "data.class_balance",
+        "fail",
+    ),
     ("no_grad inside forward", [f"{NET}.NoGradFeaturesNet"], "grad.flow", "fail"),
     ("whole forward under no_grad", [f"{NET}.NoGradForwardNet"], "grad.flow", "fail"),
     (".detach() mid-network", [f"{NET}.DetachNet"], "grad.flow", "fail"),

@@ -56,7 +56,9 @@ def test_language_model_experiment_is_clean(tmp_path: Path) -> None:
     assert {c.id for c in checks if c.status == "skip"} <= {
         "device.placement",
         "data.worker_seeding",
+        "data.class_balance",  # token sequences: no class per sample to count
     }
+    assert "not (input, label) pairs" in by_id["data.class_balance"].message
     # dict batches: the doctor found the targets inside them and compared real windows by tokens
     assert by_id["targets.contract"].evidence["target_in_batch"] == "batch['targets']"
     assert by_id["accumulation.equivalence"].evidence["item_unit"] == "LanguageModelTask.loss_items"

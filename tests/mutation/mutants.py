@@ -48,6 +48,10 @@ SWEEP_T = (
     "tests/training/test_search.py::test_a_maximized_sweep_of_another_metric_picks_the_largest"
 )
 MUSEUM_T = "tests/doctor/test_museum.py::test_planted_bug_is_caught"
+WEIGHTED_T = "tests/data/test_weighted_sampler.py"
+BALANCE_T = "tests/tasks/test_class_balance.py"
+CLASS_BALANCE = "src/trainwell/doctor/checks/class_balance.py"
+CLASS_BALANCE_T = "tests/doctor/test_class_balance.py"
 
 SEARCH_T = "tests/training/test_search.py"
 # Prove the tests run the mutated copy: one checked in the pytest process, one in a script that a
@@ -489,5 +493,142 @@ MUTANTS: list[Mutant] = [
             "test_an_epoch_end_resume_builds_the_next_epochs_iterator_before_its_epoch_is_set",
         ),
         "a run resumed from an end-of-epoch checkpoint draws and augments the next epoch exactly",
+    ),
+    # Imbalanced classes: the weighted draw, the macro metrics, class weights, the doctor.
+    Mutant(
+        "weighted sampler: the draw uses the global RNG, not (seed, epoch)",
+        SAMP,
+        "draw = torch.multinomial(self.weights, self.num_samples, True, generator=generator)",
+        "draw = torch.multinomial(self.weights, self.num_samples, True)",
+        (
+            f"{WEIGHTED_T}::test_the_draw_is_a_function_of_seed_and_epoch",
+            f"{WEIGHTED_T}::test_ranks_take_disjoint_shares_of_the_one_process_draw",
+        ),
+        "a weighted epoch is one draw, a function of (seed, epoch): W ranks = 1 process",
+    ),
+    Mutant(
+        "weighted sampler: drawn without replacement",
+        SAMP,
+        "draw = torch.multinomial(self.weights, self.num_samples, True, generator=generator)",
+        "draw = torch.multinomial(self.weights, self.num_samples, False, generator=generator)",
+        (f"{WEIGHTED_T}::test_batches_hold_the_classes_in_equal_shares_within_a_stated_tolerance",),
+        "the weighted draw is with replacement, sized by samples_per_epoch",
+    ),
+    Mutant(
+        "weighted sampler: samples_per_epoch ignored",
+        SAMP,
+        "self.num_samples = int(num_samples) if num_samples else weights.numel()",
+        "self.num_samples = weights.numel()",
+        (f"{WEIGHTED_T}::test_samples_per_epoch_sets_the_epoch_length",),
+        "data.samples_per_epoch sets the epoch length",
+    ),
+    Mutant(
+        "weighted sampler: uniform weights instead of inverse class frequency",
+        "src/trainwell/data/sharding.py",
+        "weights = 1.0 / class_counts(labels).double()[labels]",
+        "weights = torch.ones(len(labels), dtype=torch.float64)",
+        (
+            f"{WEIGHTED_T}::test_batches_hold_the_classes_in_equal_shares_within_a_stated_tolerance",
+            f"{WEIGHTED_T}::test_trainwell_datamodules_take_data_sampler_weighted",
+        ),
+        "data.sampler=weighted draws every class equally often on average",
+    ),
+    Mutant(
+        "weighted sampler: a resume replays the consumed batches",
+        "src/trainwell/data/resumable.py",
+        "            start_at(skip)\n            replay = 0",
+        "            start_at(0)",
+        (f"{WEIGHTED_T}::test_a_mid_epoch_resume_continues_bitwise_and_loads_only_what_is_left",),
+        "a mid-epoch resume with the weighted sampler loads no consumed sample",
+    ),
+    Mutant(
+        "balanced accuracy: precision averaged instead of recall",
+        "src/trainwell/tasks/metrics.py",
+        "    return counts.diagonal() / counts.sum(dim=1)",
+        "    return counts.diagonal() / counts.sum(dim=0)",
+        (f"{BALANCE_T}::test_metrics_of_a_hand_computed_confusion_matrix",),
+        "balanced accuracy is the macro recall",
+    ),
+    Mutant(
+        "macro F1: false negatives left out",
+        "src/trainwell/tasks/metrics.py",
+        "    denominator = 2 * tp + false_pos + false_neg",
+        "    denominator = 2 * tp + false_pos",
+        (f"{BALANCE_T}::test_metrics_of_a_hand_computed_confusion_matrix",),
+        "macro F1 is the mean of 2TP / (2TP + FP + FN)",
+    ),
+    Mutant(
+        "macro metrics counted on the training path",
+        "src/trainwell/tasks/classification.py",
+        "        self.train_acc.update(preds, y)\n",
+        "        self.train_acc.update(preds, y)\n        self.val_macro_f1.update(preds, y)\n",
+        (f"{BALANCE_T}::test_val_and_test_log_the_macro_metrics_and_training_does_not_count",),
+        "balanced accuracy / macro F1 add no work to the training step",
+    ),
+    Mutant(
+        "class weights: never computed from the training split",
+        "src/trainwell/tasks/classification.py",
+        "            self.class_weights.copy_(balanced_class_weights(counts))",
+        "            pass",
+        (
+            f"{BALANCE_T}::"
+            "test_balanced_class_weights_come_from_the_training_split_and_live_in_the_checkpoint",
+        ),
+        "model.loss.class_weights=balanced is n / (C x n_c) on the training split, checkpointed",
+    ),
+    Mutant(
+        "class weights: normalised by the batch's weight sum",
+        "src/trainwell/tasks/classification.py",
+        "        return (per_sample * self.class_weights[y]).mean()",
+        "        return (per_sample * self.class_weights[y]).sum() / self.class_weights[y].sum()",
+        (f"{BALANCE_T}::test_the_weighted_loss_is_a_mean_over_samples_of_weighted_losses",),
+        "the class-weighted loss is a mean over samples (exact accumulation holds)",
+    ),
+    Mutant(
+        "recall 0 never reported",
+        "src/trainwell/training/class_recall.py",
+        "not math.isnan(value) and value == 0.0",
+        "not math.isnan(value) and value < 0.0",
+        (
+            f"{BALANCE_T}::test_a_class_with_recall_0_is_named_in_one_line",
+            "tests/training/test_imbalanced.py::"
+            "test_a_run_that_never_recognises_a_class_says_so_in_one_line",
+        ),
+        "a tested checkpoint with a class at recall 0 says so in one line",
+    ),
+    Mutant(
+        "doctor data.class_balance: imbalance never noticed",
+        CLASS_BALANCE,
+        "    if ratio < IMBALANCE_RATIO:",
+        "    if ratio < 1e9:",
+        (
+            f"{CLASS_BALANCE_T}::test_uncompensated_imbalance_warns",
+            f"{CLASS_BALANCE_T}::test_collapsed_predictions_fail",
+        ),
+        "data.class_balance warns on uncompensated imbalance and fails collapsed predictions",
+    ),
+    Mutant(
+        "doctor data.class_balance: collapse never judged",
+        CLASS_BALANCE,
+        "    return int((predicted > 0).sum()) == 1 and",
+        "    return int((predicted > 0).sum()) == 0 and",
+        (f"{CLASS_BALANCE_T}::test_collapsed_predictions_fail",),
+        "data.class_balance fails predictions collapsed onto the majority class",
+    ),
+    Mutant(
+        "doctor data.class_balance: compensation ignored",
+        CLASS_BALANCE,
+        "    if compensation:",
+        "    if False:",
+        (f"{CLASS_BALANCE_T}::test_compensated_imbalance_passes",),
+        "a weighted sampler, class weights or a macro monitor silence the warning",
+    ),
+    Mutant(
+        "doctor data.class_balance: any collapse fails, untrained nets included",
+        CLASS_BALANCE,
+        " and int(predicted.argmax()) == int(counts.argmax())",
+        "",
+        (f"{CLASS_BALANCE_T}::test_an_untrained_net_collapsed_onto_another_class_is_no_fail",),
+        "legitimate code is never failed: only collapse onto the majority class fails",
     ),
 ]

@@ -44,7 +44,7 @@ def test_one_training_batch_through_a_real_trainer(tmp_path) -> None:
 
 def test_hparams_hold_plain_values_only() -> None:
     task = make_task()
-    assert set(task.hparams) == {"num_classes", "label_smoothing", "compile"}
+    assert set(task.hparams) == {"num_classes", "label_smoothing", "compile", "loss"}
     assert task.criterion.label_smoothing == 0.1
 
 

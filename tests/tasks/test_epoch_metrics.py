@@ -29,6 +29,8 @@ class EveryStepClassification(ClassificationTask):
         for kind in ("loss", "acc"):
             metric = getattr(self, f"{stage}_{kind}")
             self.log(f"{stage}/{kind}", metric, on_step=False, on_epoch=True, prog_bar=prog_bar)
+        for kind in ("balanced_acc", "macro_f1") if stage != "train" else ():
+            self.log(f"{stage}/{kind}", getattr(self, f"{stage}_{kind}"), on_epoch=True)
 
 
 class EveryStepLanguageModel(LanguageModelTask):

@@ -33,6 +33,8 @@ class SplitDataModule(L.LightningDataModule):
         persistent_workers: bool = False,
         drop_last: bool = False,
         seed: int = 0,
+        sampler: str = "shuffle",
+        samples_per_epoch: int | None = None,
     ) -> None:
         super().__init__()
         if batch_size < 1:
@@ -46,6 +48,13 @@ class SplitDataModule(L.LightningDataModule):
         self.persistent_workers = persistent_workers and num_workers > 0
         self.drop_last = drop_last
         self.seed = seed
+        # Read by the template's loader policy (data/sharding.py), which builds the sampler:
+        # "weighted" draws with replacement, by `sample_weights()` if a subclass defines it, else
+        # by inverse class frequency; `samples_per_epoch` (None: the train split's size).
+        if sampler not in ("shuffle", "weighted"):
+            raise TrainwellError(f"data.sampler must be shuffle or weighted, got {sampler!r}")
+        self.sampler = sampler
+        self.samples_per_epoch = samples_per_epoch
         self.train_set: Dataset | None = None
         self.val_set: Dataset | None = None
         self.test_set: Dataset | None = None

@@ -9,6 +9,7 @@ from sklearn.model_selection import train_test_split
 from torch.utils.data import TensorDataset
 
 from trainwell.data.base import ClassificationDataModule
+from trainwell.errors import TrainwellError
 
 
 class DigitsDataModule(ClassificationDataModule):
@@ -21,11 +22,20 @@ class DigitsDataModule(ClassificationDataModule):
     num_classes = 10
 
     def __init__(
-        self, val_fraction: float = 0.1, test_fraction: float = 0.2, **loader_kwargs
+        self,
+        val_fraction: float = 0.1,
+        test_fraction: float = 0.2,
+        rare_classes: list[int] | None = None,
+        rare_fraction: float = 1.0,
+        **loader_kwargs,
     ) -> None:
         super().__init__(**loader_kwargs)
         self.val_fraction = val_fraction
         self.test_fraction = test_fraction
+        # An imbalanced training split: these classes keep `rare_fraction` of their training
+        # samples (seeded); validation and test stay balanced, so they measure every class.
+        self.rare_classes = list(rare_classes or [])
+        self.rare_fraction = rare_fraction
         self.mean: float | None = None
         self.std: float | None = None
 
@@ -43,6 +53,7 @@ class DigitsDataModule(ClassificationDataModule):
         train, val = train_test_split(
             rest, test_size=val_share, stratify=labels[rest], random_state=self.seed
         )
+        train = self._cut_rare(train, labels)
         self.mean = float(images[train].mean())
         self.std = float(images[train].std())
 
@@ -52,3 +63,16 @@ class DigitsDataModule(ClassificationDataModule):
 
         self.train_set, self.val_set, self.test_set = split(train), split(val), split(test)
         self.split_indices = {"train": train, "val": val, "test": test}
+
+    def _cut_rare(self, train: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        if not self.rare_classes:
+            return train
+        if not 0.0 < self.rare_fraction <= 1.0:
+            raise TrainwellError(f"data.rare_fraction must be in (0, 1], got {self.rare_fraction}")
+        rng = np.random.default_rng(self.seed)
+        drop = []
+        for c in self.rare_classes:
+            members = train[labels[train] == c]
+            keep = max(1, round(len(members) * self.rare_fraction))
+            drop.append(rng.permutation(members)[keep:])
+        return train[~np.isin(train, np.concatenate(drop))]

@@ -29,6 +29,42 @@ class EpochShuffle(Sampler[int]):
         return self.n
 
 
+class WeightedEpochDraw(Sampler[int]):
+    """`num_samples` indices drawn with replacement, index i with probability proportional to
+    `weights[i]`: one global draw per epoch that depends only on (seed, epoch).
+
+    It plays the part EpochShuffle plays for a plain shuffle: every rank computes the same draw
+    and takes its share of the batches (ShardedBatchSampler), so W ranks train on exactly the
+    samples one process draws, which torch's WeightedRandomSampler under a DistributedSampler
+    cannot promise (each rank would draw on its own). The draw costs O(num_samples) whatever the
+    position a resumed epoch starts at; the batches before it are never loaded.
+    """
+
+    def __init__(self, weights: torch.Tensor, num_samples: int | None, seed: int) -> None:
+        weights = torch.as_tensor(weights, dtype=torch.float64).reshape(-1)
+        if weights.numel() == 0 or not torch.isfinite(weights).all() or (weights < 0).any():
+            raise ValueError("sample weights must be finite and non-negative")
+        if float(weights.sum()) <= 0:
+            raise ValueError("every sample weight is 0: nothing to draw")
+        self.weights = weights
+        self.num_samples = int(num_samples) if num_samples else weights.numel()
+        if self.num_samples < 1:
+            raise ValueError(f"num_samples must be >= 1, got {self.num_samples}")
+        self.seed, self.epoch = int(seed), 0
+
+    def set_epoch(self, epoch: int) -> None:
+        self.epoch = int(epoch)
+
+    def __iter__(self) -> Iterator[int]:
+        seed = self.seed + self.epoch
+        generator = torch.Generator().manual_seed(seed)
+        draw = torch.multinomial(self.weights, self.num_samples, True, generator=generator)
+        return iter(draw.tolist())
+
+    def __len__(self) -> int:
+        return self.num_samples
+
+
 class _EpochRelay:
     """Lightning calls `loader.batch_sampler.sampler.set_epoch(e)` every epoch; pass it on to
     the wrapped batch sampler and its sampler, whichever of them keep an epoch."""

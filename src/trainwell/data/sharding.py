@@ -35,8 +35,15 @@ from torch.utils.data import (
     Sampler,
 )
 
+from trainwell.data.labels import class_counts, dataset_labels
 from trainwell.data.resumable import ResumableDataLoader
-from trainwell.data.samplers import EpochShuffle, EvenSplitBatchSampler, ShardedBatchSampler
+from trainwell.data.samplers import (
+    EpochShuffle,
+    EvenSplitBatchSampler,
+    ShardedBatchSampler,
+    WeightedEpochDraw,
+)
+from trainwell.errors import TrainwellError
 
 
 def _loader_kwargs(loader: DataLoader) -> dict[str, Any]:
@@ -58,8 +65,14 @@ def _loader_kwargs(loader: DataLoader) -> dict[str, Any]:
     return kwargs
 
 
-def _global_order(sampler: Sampler, dataset: Any, seed: int) -> Sampler:
-    """The 1-process order as a function of (seed, epoch): a plain shuffle becomes EpochShuffle."""
+def _global_order(sampler: Sampler, dataset: Any, seed: int, draw: EpochDraw | None) -> Sampler:
+    """The 1-process order as a function of (seed, epoch): a plain shuffle becomes EpochShuffle,
+    and any order becomes a WeightedEpochDraw when the datamodule asks for weighted sampling."""
+    if draw is not None:
+        generator = getattr(sampler, "generator", None)
+        return WeightedEpochDraw(
+            draw.weights, draw.num_samples, generator.initial_seed() if generator else seed
+        )
     if (
         isinstance(sampler, RandomSampler)
         and not sampler.replacement
@@ -70,21 +83,79 @@ def _global_order(sampler: Sampler, dataset: Any, seed: int) -> Sampler:
     return sampler
 
 
+class EpochDraw:
+    """What a datamodule asked for with `sampler="weighted"`: one weight per training sample and
+    the samples drawn per epoch (None: the split's size)."""
+
+    def __init__(self, weights: torch.Tensor, num_samples: int | None) -> None:
+        self.weights, self.num_samples = weights, num_samples
+
+
+SAMPLERS = ("shuffle", "weighted")
+
+
+def epoch_draw(datamodule: Any, loader: Any) -> EpochDraw | None:
+    """The datamodule's weighted-sampling request for its train `loader`, or None.
+
+    A datamodule asks with a `sampler` attribute set to "weighted" (trainwell's datamodules:
+    `data.sampler=weighted`) and sizes the epoch with `samples_per_epoch`. The weights are its
+    `sample_weights()` (one non-negative number per training sample) if it has that method, else
+    inverse class frequency: every class is drawn equally often on average.
+    """
+    kind = getattr(datamodule, "sampler", None)
+    if not isinstance(kind, str) or kind == "shuffle":
+        return None  # a user's own `sampler` attribute (a Sampler object, say) is theirs
+    if kind != "weighted":
+        raise TrainwellError(f"data.sampler={kind!r} is not one of {', '.join(SAMPLERS)}")
+    if not isinstance(loader, DataLoader):
+        raise TrainwellError(
+            f"data.sampler=weighted needs train_dataloader() to return one DataLoader, "
+            f"not a {type(loader).__name__}"
+        )
+    dataset = loader.dataset
+    hook = getattr(datamodule, "sample_weights", None)
+    if callable(hook):
+        weights = torch.as_tensor(hook(), dtype=torch.float64).reshape(-1)
+        source = f"{type(datamodule).__name__}.sample_weights()"
+    else:
+        labels = dataset_labels(dataset)
+        weights = 1.0 / class_counts(labels).double()[labels]
+        source = "inverse class frequency"
+    if len(weights) != len(dataset):
+        raise TrainwellError(
+            f"{source} gave {len(weights)} weights for {len(dataset)} training samples"
+        )
+    if not torch.isfinite(weights).all() or (weights < 0).any() or float(weights.sum()) <= 0:
+        raise TrainwellError(f"{source} must be finite, non-negative and not all 0")
+    num_samples = getattr(datamodule, "samples_per_epoch", None)
+    if num_samples is not None and int(num_samples) < 1:
+        raise TrainwellError(f"data.samples_per_epoch must be >= 1, got {num_samples}")
+    return EpochDraw(weights, None if num_samples is None else int(num_samples))
+
+
 class LoaderPolicyWarning(UserWarning):
     """A loader trainwell cannot shard exactly or make resumable; what it means is in the text."""
 
 
-def shard_loader(loader: Any, world_size: int, rank: int, train: bool, seed: int) -> Any:
+def shard_loader(
+    loader: Any, world_size: int, rank: int, train: bool, seed: int, draw: EpochDraw | None = None
+) -> Any:
     """The loader rank `rank` should iterate (containers of loaders are handled element-wise).
 
     Train loaders are always rebuilt (also on one process) as a ResumableDataLoader: a mid-epoch
-    resume continues with the batches that were next.
+    resume continues with the batches that were next. `draw` (train only) replaces the loader's
+    order by a weighted draw with replacement, dealt out the same way.
     """
     if isinstance(loader, (list, tuple)):
-        return type(loader)(shard_loader(x, world_size, rank, train, seed) for x in loader)
+        return type(loader)(shard_loader(x, world_size, rank, train, seed, draw) for x in loader)
     if isinstance(loader, dict):
-        return {k: shard_loader(v, world_size, rank, train, seed) for k, v in loader.items()}
+        return {k: shard_loader(v, world_size, rank, train, seed, draw) for k, v in loader.items()}
     problem = _unshardable(loader)
+    if draw is not None and (problem or type(loader.batch_sampler) is not BatchSampler):
+        raise TrainwellError(
+            f"data.sampler=weighted needs a plain DataLoader with batch_size over a map-style "
+            f"dataset: {problem or 'the train loader has its own batch_sampler'}"
+        )
     if problem:
         if train or world_size > 1:
             warnings.warn(
@@ -109,7 +180,9 @@ def shard_loader(loader: Any, world_size: int, rank: int, train: bool, seed: int
     else:
         if type(base) is BatchSampler:
             base = BatchSampler(
-                _global_order(base.sampler, loader.dataset, seed), base.batch_size, base.drop_last
+                _global_order(base.sampler, loader.dataset, seed, draw if train else None),
+                base.batch_size,
+                base.drop_last,
             )
         batches = ShardedBatchSampler(base, world_size, rank, pad=train)
     generator_seed = loader.generator.initial_seed() if loader.generator is not None else seed
@@ -176,7 +249,8 @@ def install_loader_policy(datamodule: Any, seed: int) -> None:
                 datamodule._trainwell_in_hook = False
             trainer = getattr(datamodule, "trainer", None)
             world, rank = (trainer.world_size, trainer.global_rank) if trainer else (1, 0)
-            return shard_loader(loader, world, rank, train, seed)
+            draw = epoch_draw(datamodule, loader) if train else None
+            return shard_loader(loader, world, rank, train, seed, draw)
 
         setattr(datamodule, name, hook)
     datamodule._trainwell_loader_policy = True

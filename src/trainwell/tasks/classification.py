@@ -2,15 +2,28 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import lightning as L
 import torch
+import torch.nn.functional as F
+from omegaconf import DictConfig, OmegaConf
 from torch import nn
 from torchmetrics import MaxMetric, MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
-from trainwell.tasks.metrics import EpochMetricHooks, EpochMetricLog, MicroAccuracy, WeightedMean
+from trainwell.data.labels import balanced_class_weights, class_counts, dataset_labels
+from trainwell.errors import TrainwellError
+from trainwell.tasks.metrics import (
+    BalancedAccuracy,
+    EpochMetricHooks,
+    EpochMetricLog,
+    MacroF1,
+    MicroAccuracy,
+    WeightedMean,
+    per_class_recall,
+)
 from trainwell.tasks.model_setup import shard_and_compile
 from trainwell.tasks.optimization import (
     OptimizerFactory,
@@ -39,8 +52,12 @@ class ClassificationTask(EpochMetricHooks, L.LightningModule):
         num_classes: int = 10,
         label_smoothing: float = 0.0,
         compile: bool = False,
+        loss: dict[str, Any] | None = None,
     ) -> None:
         super().__init__()
+        # Hydra hands the `loss` node over as a DictConfig: kept as plain data in hparams
+        # (save_hyperparameters reads this local), the checkpoint needs no conversion.
+        loss = dict(OmegaConf.to_container(loss)) if isinstance(loss, DictConfig) else loss
         # The net is a module (saved in state_dict) and the factories are code: neither belongs in
         # hparams, which are written to checkpoints loaded with weights_only=True.
         self.save_hyperparameters(ignore=["net", "optimizer", "scheduler"], logger=False)
@@ -48,6 +65,15 @@ class ClassificationTask(EpochMetricHooks, L.LightningModule):
         self.optimizer_factory = optimizer
         self.scheduler_factory = scheduler
         self.criterion = nn.CrossEntropyLoss(label_smoothing=label_smoothing)
+        self._class_weights_rule = _class_weights_rule(
+            (loss or {}).get("class_weights"), num_classes
+        )
+        if self._class_weights_rule is not None:
+            # A buffer: saved in every checkpoint, so eval, export and a resumed run use the
+            # weights computed on this run's training split, not a recount of other data.
+            rule = self._class_weights_rule
+            initial = torch.ones(num_classes) if isinstance(rule, str) else torch.tensor(rule)
+            self.register_buffer("class_weights", initial.float())
         # Not MulticlassAccuracy on the training path: its argument checks read device values
         # (torch.unique, a GPU wait per step) and its per-class counting costs host time at every
         # step; the loss already fails on out-of-range labels (the doctor's targets.contract
@@ -58,6 +84,13 @@ class ClassificationTask(EpochMetricHooks, L.LightningModule):
         self.train_loss = WeightedMean()
         self.val_loss, self.test_loss = MeanMetric(), MeanMetric()
         self.val_acc_best = MaxMetric()
+        # Validation and test only: what accuracy hides on imbalanced classes (a model that
+        # always predicts a 90% class scores 0.9 accuracy, 1/C balanced accuracy).
+        self.val_balanced_acc, self.test_balanced_acc = (
+            BalancedAccuracy(num_classes),
+            BalancedAccuracy(num_classes),
+        )
+        self.val_macro_f1, self.test_macro_f1 = MacroF1(num_classes), MacroF1(num_classes)
         self._epoch_log = EpochMetricLog()
 
     def _log_epoch(self, stage: str, prog_bar: bool = True) -> None:
@@ -65,6 +98,31 @@ class ClassificationTask(EpochMetricHooks, L.LightningModule):
             for kind in ("loss", "acc"):
                 metric = getattr(self, f"{stage}_{kind}")
                 self.log(f"{stage}/{kind}", metric, on_step=False, on_epoch=True, prog_bar=prog_bar)
+            if stage != "train":
+                for kind in ("balanced_acc", "macro_f1"):
+                    metric = getattr(self, f"{stage}_{kind}")
+                    self.log(f"{stage}/{kind}", metric, on_step=False, on_epoch=True)
+
+    def setup(self, stage: str) -> None:
+        if stage == "fit" and self._class_weights_rule == "balanced":
+            counts = class_counts(_train_labels(self.trainer), self.hparams.num_classes)
+            if len(counts) > self.hparams.num_classes:
+                raise TrainwellError(
+                    f"the training split has labels up to {len(counts) - 1}, but "
+                    f"model.num_classes={self.hparams.num_classes}"
+                )
+            self.class_weights.copy_(balanced_class_weights(counts))
+
+    def _training_loss(self, logits: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        if self._class_weights_rule is None:
+            return self.criterion(logits, y)
+        # sum(w_y * loss) / n, not CrossEntropyLoss(weight=...)'s / sum(w_y): a mean over
+        # samples, so exact accumulation still gives one optimizer step the gradient of its
+        # whole window, however the samples fall into micro-batches.
+        per_sample = F.cross_entropy(
+            logits, y, reduction="none", label_smoothing=self.hparams.label_smoothing
+        )
+        return (per_sample * self.class_weights[y]).mean()
 
     def configure_model(self) -> None:
         shard_and_compile(self, self.net, bool(self.hparams.compile))
@@ -80,7 +138,9 @@ class ClassificationTask(EpochMetricHooks, L.LightningModule):
     def training_step(
         self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int
     ) -> torch.Tensor:
-        loss, preds, y = self._shared_step(batch)
+        x, y = batch
+        logits = self(x)
+        loss, preds = self._training_loss(logits, y), logits.argmax(dim=1)
         # update(), not __call__: calling a metric also computes a per-batch value we never log
         # (measured ~0.65 ms/step of pure overhead on the digits default).
         self.train_loss.update(loss.detach(), y.numel())
@@ -92,6 +152,8 @@ class ClassificationTask(EpochMetricHooks, L.LightningModule):
         loss, preds, y = self._shared_step(batch)
         self.val_loss.update(loss, weight=y.numel())
         self.val_acc.update(preds, y)
+        self.val_balanced_acc.update(preds, y)
+        self.val_macro_f1.update(preds, y)
         self._log_epoch("val")
 
     def on_validation_epoch_end(self) -> None:
@@ -104,7 +166,51 @@ class ClassificationTask(EpochMetricHooks, L.LightningModule):
         loss, preds, y = self._shared_step(batch)
         self.test_loss.update(loss, weight=y.numel())
         self.test_acc.update(preds, y)
+        self.test_balanced_acc.update(preds, y)
+        self.test_macro_f1.update(preds, y)
         self._log_epoch("test", prog_bar=False)
+
+    def on_test_epoch_end(self) -> None:
+        # Per-class recall for results.json (`test/recall/<class>`), from the counts summed over
+        # ranks: the same value on every rank. Lightning resets the metric after this hook.
+        with self.test_balanced_acc.sync_context():
+            recalls = per_class_recall(self.test_balanced_acc.counts).tolist()
+        for c, recall in enumerate(recalls):
+            self.log(f"test/recall/{c}", float(recall))
 
     def configure_optimizers(self) -> Any:
         return optimizer_and_schedule(self.trainer, self.optimizer_factory, self.scheduler_factory)
+
+
+def _class_weights_rule(value: Any, num_classes: int) -> str | list[float] | None:
+    """model.loss.class_weights: null (plain mean), "balanced" (n / (C x n_c) from the training
+    split) or one weight per class."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        if value != "balanced":
+            raise TrainwellError(
+                f"model.loss.class_weights={value!r}: use balanced, a list of {num_classes} "
+                "weights, or null"
+            )
+        return value
+    weights = [float(w) for w in value]
+    if len(weights) != num_classes or min(weights) < 0 or not all(map(math.isfinite, weights)):
+        raise TrainwellError(
+            f"model.loss.class_weights needs {num_classes} finite non-negative weights, "
+            f"got {weights}"
+        )
+    return weights
+
+
+def _train_labels(trainer: L.Trainer) -> torch.Tensor:
+    datamodule = getattr(trainer, "datamodule", None)
+    dataset = getattr(datamodule, "train_set", None)
+    if dataset is None and datamodule is not None:
+        dataset = datamodule.train_dataloader().dataset
+    if dataset is None:
+        raise TrainwellError(
+            "model.loss.class_weights=balanced counts the training split's classes: fit with a "
+            "datamodule, or give the weights as a list"
+        )
+    return dataset_labels(dataset)

@@ -112,3 +112,75 @@ class EpochMetricHooks:
 
     def on_test_epoch_start(self) -> None:
         self._epoch_log.start("test")
+
+
+class ConfusionCounts(Metric):
+    """counts[t, p]: how many samples of class t were predicted p, summed over ranks.
+
+    For validation and test only (an update is one bincount; nothing on the training path).
+    Balanced accuracy, macro F1 and per-class recall all derive from it (the functions below),
+    so the three figures a run reports come from one set of counts.
+    """
+
+    full_state_update = False
+    is_differentiable = False
+    higher_is_better = None
+
+    def __init__(self, num_classes: int) -> None:
+        super().__init__()
+        self.num_classes = int(num_classes)
+        zeros = torch.zeros(num_classes, num_classes, dtype=torch.long)
+        self.add_state("counts", zeros, dist_reduce_fx="sum", persistent=False)
+
+    def update(self, preds: torch.Tensor, target: torch.Tensor) -> None:
+        """`preds`: predicted class labels, the same shape as `target`."""
+        c = self.num_classes
+        pairs = target.reshape(-1).long() * c + preds.reshape(-1).long()
+        self.counts.add_(torch.bincount(pairs, minlength=c * c).reshape(c, c))
+
+    def compute(self) -> torch.Tensor:
+        return self.counts
+
+
+def per_class_recall(counts: torch.Tensor) -> torch.Tensor:
+    """Correct / samples of each class; NaN for a class with no sample (it has no recall)."""
+    counts = counts.double()
+    return counts.diagonal() / counts.sum(dim=1)
+
+
+def balanced_accuracy(counts: torch.Tensor) -> torch.Tensor:
+    """Macro recall over the classes that have samples: a model predicting only the majority
+    class of C classes scores 1/C, whatever its accuracy."""
+    recall = per_class_recall(counts)
+    return recall[~recall.isnan()].mean()
+
+
+def macro_f1(counts: torch.Tensor) -> torch.Tensor:
+    """Mean F1 over the classes that have samples or predictions; a class's F1 is
+    2 TP / (2 TP + FP + FN), 0 when it is never predicted correctly."""
+    counts = counts.double()
+    tp = counts.diagonal()
+    false_pos = counts.sum(dim=0) - tp
+    false_neg = counts.sum(dim=1) - tp
+    seen = (counts.sum(dim=0) + counts.sum(dim=1)) > 0
+    denominator = 2 * tp + false_pos + false_neg
+    return (2 * tp[seen] / denominator[seen]).mean()
+
+
+class BalancedAccuracy(ConfusionCounts):
+    """balanced_accuracy of the counts: logged as the metric object, so Lightning syncs the
+    counts across ranks, computes once at the epoch's end and resets."""
+
+    higher_is_better = True
+
+    def compute(self) -> torch.Tensor:
+        return balanced_accuracy(self.counts).float()
+
+
+class MacroF1(ConfusionCounts):
+    """macro_f1 of the counts, logged as the metric object (see BalancedAccuracy)."""
+
+    higher_is_better = True
+
+    def compute(self) -> torch.Tensor:
+        return macro_f1(self.counts).float()

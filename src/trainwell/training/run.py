@@ -30,6 +30,7 @@ from trainwell.training.builders import (
     build_trainer,
     template_callbacks,
 )
+from trainwell.training.class_recall import zero_recall_line
 from trainwell.training.evaluate import cannot_test
 from trainwell.training.plan_callback import PlannedFactory, TrainingPlanner, planner_settings
 from trainwell.training.resume import check_architecture, resolve_ckpt_path
@@ -130,6 +131,8 @@ def train(cfg: DictConfig, doctor_report: str | None = None) -> dict[str, Any]:
     }
     best, last = _checkpoint_paths(trainer)
     test_metrics, tested_what = _test_best(cfg, trainer, module, datamodule, best)
+    if zero_recall_line(test_metrics):
+        announce(zero_recall_line(test_metrics))
 
     results: dict[str, Any] = {
         "metrics": {**fit_metrics, **test_metrics},

@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trainwell.doctor.checks.accumulation import accumulation_equivalence
+from trainwell.doctor.checks.class_balance import data_class_balance
 from trainwell.doctor.checks.data import data_finite, data_leakage
 from trainwell.doctor.checks.device import device_placement
 from trainwell.doctor.checks.gradients import grad_flow, grad_zeroing
@@ -30,6 +31,7 @@ CHECKS: dict[str, Callable[[DoctorContext], Check]] = {
     "targets.contract": targets_contract,
     "data.finite": data_finite,
     "data.leakage": data_leakage,
+    "data.class_balance": data_class_balance,
     "grad.flow": grad_flow,
     "grad.zeroing": grad_zeroing,
     "overfit.one_batch": overfit_one_batch,

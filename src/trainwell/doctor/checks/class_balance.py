@@ -1,0 +1,143 @@
+"""data.class_balance: training classes so unequal that accuracy hides what the model misses.
+
+Reads the training split's labels (without loading inputs where the dataset allows it). Warns
+when the largest class has IMBALANCE_RATIO times the samples of the smallest and nothing
+compensates (no weighted sampler, no class weights in the loss, no macro metric monitored).
+On such data it also trains a fresh task briefly on the real train loader and predicts a
+class-balanced batch: predictions collapsed onto the majority class fail.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import torch
+
+from trainwell.data.labels import class_counts, dataset_labels
+from trainwell.doctor.harness.batches import replay_loader
+from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.observe import ConstantLR
+from trainwell.doctor.report.verdict import Check
+from trainwell.errors import TrainwellError, error_line
+
+ID = "data.class_balance"
+IMBALANCE_RATIO = 5.0
+LABEL_LIMIT = 200_000  # samples loaded one by one to read labels from a dataset without them
+MACRO_WORDS = ("balanced", "macro", "f1", "recall")
+
+
+def _compensation(ctx: DoctorContext) -> list[str]:
+    found = []
+    if getattr(ctx.datamodule, "sampler", None) == "weighted":
+        found.append("data.sampler=weighted")
+    loss = ctx.cfg.model.get("loss") if hasattr(ctx.cfg.model, "get") else None
+    if loss is not None and hasattr(loss, "get") and loss.get("class_weights") is not None:
+        found.append("model.loss.class_weights")
+    monitored = str((ctx.cfg.get("monitor") or {}).get("metric") or "")
+    if any(word in monitored.lower() for word in MACRO_WORDS):
+        found.append(f"monitor.metric={monitored}")
+    return found
+
+
+def data_class_balance(ctx: DoctorContext) -> Check:
+    loader = ctx.samples.loader
+    if not ctx.samples.indexable:
+        return Check(ID, "skip", f"no labels to count: {ctx.samples.why_not_indexable}", {})
+    try:
+        labels = dataset_labels(loader.dataset, limit=LABEL_LIMIT)
+        counts = class_counts(labels)
+    except TrainwellError as err:
+        return Check(ID, "skip", f"no class labels to count: {error_line(err)}", {})
+    present = counts[counts > 0]
+    if len(present) < 2:
+        return Check(ID, "skip", "the training split has fewer than two classes", {})
+    ratio = float(present.max()) / float(present.min())
+    majority = int(counts.argmax())
+    evidence: dict[str, Any] = {
+        "class_counts": counts.tolist(),
+        "largest_to_smallest": round(ratio, 3),
+        "threshold": IMBALANCE_RATIO,
+    }
+    if ratio < IMBALANCE_RATIO:
+        return Check(ID, "pass", f"the largest class is {ratio:.1f}x the smallest", evidence)
+    collapsed = _collapsed_predictions(ctx, labels, counts, evidence)
+    smallest = int(torch.where(counts > 0, counts, counts.max() + 1).argmin())
+    if collapsed:
+        return Check(
+            ID,
+            "fail",
+            f"after a short fit on the training split (class {majority}: {int(counts.max())} "
+            f"samples, class {smallest}: {int(counts[smallest])}) the model predicts class "
+            f"{majority} for every sample of a class-balanced batch: it learns the class "
+            "frequencies, not the classes; use data.sampler=weighted or "
+            "model.loss.class_weights=balanced",
+            evidence,
+        )
+    compensation = _compensation(ctx)
+    evidence["compensated_by"] = compensation
+    if compensation:
+        return Check(
+            ID,
+            "pass",
+            f"the largest class is {ratio:.1f}x the smallest, compensated by "
+            f"{', '.join(compensation)}",
+            evidence,
+        )
+    return Check(
+        ID,
+        "warn",
+        f"class {majority} has {ratio:.1f}x the training samples of class {smallest} and nothing "
+        "compensates, so accuracy can look fine while rare classes are never predicted; use "
+        "data.sampler=weighted or model.loss.class_weights=balanced, or monitor "
+        "val/balanced_acc",
+        evidence,
+    )
+
+
+def _collapsed_predictions(
+    ctx: DoctorContext, labels: torch.Tensor, counts: torch.Tensor, evidence: dict[str, Any]
+) -> bool:
+    """Fit a fresh task for probe.overfit_steps on the real train batches, then predict
+    min(count) (at most probe.batch_size / classes) samples of every class. True when every
+    prediction is the same class."""
+    classes = torch.nonzero(counts).reshape(-1).tolist()
+    per_class = max(1, min(int(counts[counts > 0].min()), ctx.settings.batch_size // len(classes)))
+    generator = torch.Generator().manual_seed(int(ctx.cfg.seed))
+    indices = []
+    for c in classes:
+        members = torch.nonzero(labels == c).reshape(-1)
+        pick = members[torch.randperm(len(members), generator=generator)[:per_class]]
+        indices.extend(pick.tolist())
+    task = ctx.make_task()
+    steps = ctx.settings.overfit_steps
+    # The real train batches in the loader's order, repeated up to `steps` at the configured LR
+    # held constant (a run's warmup would keep so short a fit at an LR near 0: an untrained net).
+    batches = ctx.samples.micro_batches(0, steps)
+    train = replay_loader(batches, repeats=math.ceil(steps / max(len(batches), 1)))
+    result = ctx.fit(task, train, callbacks=[ConstantLR()], max_steps=steps)
+    if result.error is not None:
+        evidence["probe"] = f"the short fit raised {result.error_line}"
+        return False
+    batch = ctx.samples.collate(indices)
+    if not isinstance(batch, list | tuple) or len(batch) != 2:
+        evidence["probe"] = "batches are not (input, label) pairs: predictions not read"
+        return False
+    task.eval()
+    try:
+        with torch.no_grad():
+            logits = task(batch[0].to(task.device))
+    except Exception as err:  # a task without a usable forward: no verdict on predictions
+        evidence["probe"] = f"the task's forward raised {error_line(err)}"
+        return False
+    if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or logits.shape[0] != len(indices):
+        evidence["probe"] = "the task's forward does not return one row of class scores per sample"
+        return False
+    predicted = torch.bincount(logits.argmax(dim=1).cpu(), minlength=len(counts))
+    evidence["probe"] = {
+        "fit_steps": steps,
+        "balanced_batch_per_class": per_class,
+        "predicted_counts": predicted.tolist(),
+    }
+    # Onto the majority class: the class frequencies learnt, not a net that is merely untrained.
+    return int((predicted > 0).sum()) == 1 and int(predicted.argmax()) == int(counts.argmax())

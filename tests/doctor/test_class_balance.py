@@ -1,0 +1,79 @@
+"""data.class_balance: warns on uncompensated imbalance, fails when a short fit's predictions on
+a class-balanced batch collapse onto the majority class, and stays quiet on balanced data and
+on imbalance that is compensated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.doctor.test_zoo import ENTRIES, zoo_config
+from tests.helpers.doctor import FAST, MUSEUM, QUICK_PROBES, run_ids
+from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.settings import ProbeSettings
+from trainwell.doctor.run import run_checks
+
+ID = "data.class_balance"
+IMBALANCED = [*FAST, "experiment=digits_imbalanced", "model.net.width=8"]
+
+
+def check(tmp_path: Path, overrides: list[str]):
+    return run_ids(tmp_path, overrides, [ID])[ID]
+
+
+def test_collapsed_predictions_fail(tmp_path: Path) -> None:
+    # the doctor's default probe length (FAST shortens it to 12 steps)
+    overrides = [*FAST, f"data._target_={MUSEUM}.MajorityDigits", "probe.overfit_steps=60"]
+    got = check(tmp_path, overrides)
+    assert got.status == "fail", got.message
+    assert "predicts class 0 for every sample" in got.message and "\n" not in got.message
+    predicted = got.evidence["probe"]["predicted_counts"]
+    assert predicted[0] == sum(predicted) > 0
+
+
+def test_uncompensated_imbalance_warns(tmp_path: Path) -> None:
+    got = check(tmp_path, IMBALANCED)
+    assert got.status == "warn", got.message
+    assert got.evidence["largest_to_smallest"] >= 5
+    assert "data.sampler=weighted" in got.message
+
+
+@pytest.mark.parametrize(
+    "compensation",
+    ["data.sampler=weighted", "model.loss.class_weights=balanced", "monitor.metric=val/macro_f1"],
+)
+def test_compensated_imbalance_passes(tmp_path: Path, compensation: str) -> None:
+    got = check(tmp_path, [*IMBALANCED, compensation])
+    assert got.status == "pass", got.message
+    assert got.evidence["compensated_by"], got.evidence
+
+
+def test_balanced_digits_pass_without_a_probe_fit(tmp_path: Path) -> None:
+    got = check(tmp_path, FAST)
+    assert got.status == "pass", got.message
+    assert "probe" not in got.evidence
+
+
+@pytest.mark.parametrize(
+    ("module", "data", "overrides"),
+    [pytest.param(m, d, o, id=name) for name, m, d, o, _ in ENTRIES],
+)
+def test_healthy_zoo_and_lightning_demos_raise_no_alarm(
+    tmp_path: Path, module: str | None, data: str | None, overrides: list[str]
+) -> None:
+    cfg = zoo_config(tmp_path, module, data, [*QUICK_PROBES, *overrides])
+    ctx = DoctorContext(cfg, ProbeSettings.from_cfg(cfg.probe), workdir=tmp_path / "probes")
+    (got,) = run_checks(ctx, only=[ID])
+    assert got.status in ("pass", "skip"), got.message
+    assert "\n" not in got.message and len(got.message) > 20
+
+
+def test_an_untrained_net_collapsed_onto_another_class_is_no_fail(tmp_path: Path) -> None:
+    """A net at its initialisation often answers one class for everything: that is not the
+    class frequencies learnt, and legitimate code is never failed for it."""
+    overrides = [*FAST, f"data._target_={MUSEUM}.MajorityDigits", "model.optimizer.lr=0"]
+    got = check(tmp_path, overrides)
+    predicted = got.evidence["probe"]["predicted_counts"]
+    assert sum(p > 0 for p in predicted) == 1 and predicted[0] == 0  # the premise: collapsed
+    assert got.status == "warn", got.message
