@@ -55,6 +55,29 @@ def load_checkpoint_file(
     return checkpoint
 
 
+# Stateful template callbacks that were renamed (their state's form is unchanged): Lightning keys a
+# callback's state by its class name and, for a name it does not find, only warns ("Be aware that
+# when using `ckpt_path`, callbacks used to create the checkpoint need to be provided") and moves
+# on. A checkpoint of the older template would then resume without its RNG streams, metric states
+# and batch arithmetic: a silent difference from the uninterrupted run.
+RENAMED_CALLBACKS = {
+    "TrainingStateCallback": "ExactResume",
+    "TrainingPlanCallback": "TrainingPlanner",
+}
+
+
+def with_current_callback_names(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """`checkpoint` with the states of renamed template callbacks under their current names."""
+    states = checkpoint.get("callbacks")
+    if not isinstance(states, dict) or not any(old in states for old in RENAMED_CALLBACKS):
+        return checkpoint
+    renamed = dict(states)
+    for old, new in RENAMED_CALLBACKS.items():
+        if old in renamed and new not in renamed:
+            renamed[new] = renamed.pop(old)
+    return {**checkpoint, "callbacks": renamed}
+
+
 _GLOBAL = re.compile(r"GLOBAL ([\w.]+)")
 RESAVE = "python -m trainwell.io.hparams {path} <new.ckpt>"
 
