@@ -547,4 +547,15 @@ MUTANTS: list[Mutant] = [
         ("tests/io/test_sharded_checkpoint_read.py",),
         "resume=auto and ckpt_path continue from sharded checkpoints",
     ),
+    Mutant(
+        "resume: a restartable stream restarts its epoch from the first sample",
+        "src/trainwell/compat/loops.py",
+        "        if callable(resume_at):",
+        "        if False:",
+        (
+            "tests/training/test_resume_iterable.py::"
+            "test_a_restartable_stream_resumes_mid_epoch_exactly",
+        ),
+        "an iterable dataset that can restart resumes mid-epoch exactly",
+    ),
 ]
