@@ -782,3 +782,36 @@ def test_a_checkpoint_without_step_triggers_does_nothing_after_a_batch(tmp_path:
 class _PlainSGD(_Plateau):
     def configure_optimizers(self) -> Any:
         return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+def test_a_checkpoint_before_a_mid_epoch_validation_resumes_past_it(tmp_path: Path) -> None:
+    """Lightning 2.6.6 resumes a checkpoint written at the end of the batch after which it
+    validates (val_check_interval=0.5: batch 2 of 4) without that validation
+    (compat.validation_follows, the step checkpoints' rule). When this fails, Lightning runs the
+    owed validation itself: the rule can go."""
+    from tests.helpers.plateau import PlateauModule, loader
+
+    class Seen(L.Callback):
+        steps: list[int]
+
+        def __init__(self) -> None:
+            self.steps = []
+
+        def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+            self.steps.append(trainer.global_step)
+
+    def fit(ckpt: Path | None) -> list[int]:
+        seen = Seen()
+        saver = ModelCheckpoint(
+            dirpath=tmp_path, filename="s{step}", every_n_train_steps=1, save_top_k=-1,
+            auto_insert_metric_name=False,
+        )  # fmt: skip
+        trainer = quiet_trainer(
+            max_epochs=1, limit_val_batches=1.0, val_check_interval=0.5,
+            enable_checkpointing=True, callbacks=[seen, saver],
+        )  # fmt: skip
+        trainer.fit(PlateauModule(1, "step_lr"), loader(), loader(), ckpt_path=ckpt)
+        return seen.steps
+
+    assert fit(None) == [2, 4]
+    assert fit(tmp_path / "s2.ckpt") == [4]  # the validation after step 2 never runs

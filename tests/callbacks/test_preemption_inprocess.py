@@ -78,3 +78,20 @@ def test_a_signal_in_an_epochs_last_window_stops_after_its_validation(tmp_path: 
     state = _preempt(tmp_path / "run", batch=9, phase="backward")
     assert state["global_step"] == 4
     assert "val/acc" in state["callbacks"]["ExactResume"]["callback_metrics"]
+
+
+def test_a_signal_in_the_window_before_a_mid_epoch_validation_stops_after_it(
+    tmp_path: Path,
+) -> None:
+    # Validation after micro-batch 6 (the second window's end): SIGTERM in batch 5 stops at the
+    # next window end after that validation (step 3), never right before it.
+    run_dir = tmp_path / "run"
+    with pytest.raises(Preempted):
+        train(
+            compose_config(
+                [*RUN, *_sigterm_at(5, "backward"), "trainer.val_check_interval=6"], run_dir
+            )
+        )
+    state = load_checkpoint(run_dir / "checkpoints" / "preempt.ckpt")
+    assert state["global_step"] == 3
+    assert "val/acc" in state["callbacks"]["ExactResume"]["callback_metrics"]

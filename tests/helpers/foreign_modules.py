@@ -81,6 +81,17 @@ class HydraTemplateModule(L.LightningModule):
         }
 
 
+class ShardedTemplateModule(HydraTemplateModule):
+    """The same under FSDP2, which leaves the sharding to the module: its net is sharded over
+    the strategy's data-parallel mesh in `configure_model`."""
+
+    def configure_model(self) -> None:
+        from torch.distributed.fsdp import FSDPModule, fully_shard
+
+        if not isinstance(self.net, FSDPModule):  # Lightning calls it again to test
+            fully_shard(self.net, mesh=self.device_mesh["data_parallel"])
+
+
 class IgnoreNetModule(HydraTemplateModule):
     """The same, with `save_hyperparameters(ignore=["net"])`: only the partials are objects."""
 

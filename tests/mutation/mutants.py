@@ -254,8 +254,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "step checkpoint: written at an epoch's last batch (resumes past validation)",
         STEP,
-        "        if not compat.at_epoch_last_batch(trainer):",
-        "        if True:",
+        "        if not (compat.at_epoch_last_batch(trainer) or compat.validation_follows(trainer)):",
+        "        if not compat.validation_follows(trainer):",
         (f"{RESUME_T}::test_no_step_checkpoint_at_an_epochs_last_batch",),
         "a resume never skips an epoch's validation",
     ),
@@ -630,5 +630,73 @@ MUTANTS: list[Mutant] = [
         "",
         (f"{CLASS_BALANCE_T}::test_an_untrained_net_collapsed_onto_another_class_is_no_fail",),
         "legitimate code is never failed: only collapse onto the majority class fails",
+    ),
+    Mutant(
+        "step checkpoint: written right before a mid-epoch validation (resumes past it)",
+        STEP,
+        "        if not (compat.at_epoch_last_batch(trainer) or compat.validation_follows(trainer)):",
+        "        if not compat.at_epoch_last_batch(trainer):",
+        (
+            "tests/training/test_resume_before_validation.py::test_every_written_checkpoint_resumes_with_the_validations_it_owes[template-half-epoch]",
+        ),
+        "a resume never skips a validation the run owes",
+    ),
+    Mutant(
+        "resume: a user's per-step ModelCheckpoint writes right before validations",
+        STATE,
+        "            _hold_user_step_saves(trainer)",
+        "            pass",
+        (
+            "tests/training/test_resume_before_validation.py::test_every_written_checkpoint_resumes_with_the_validations_it_owes[user-epoch-end]",
+        ),
+        "a user's own step checkpoints resume exactly too",
+    ),
+    Mutant(
+        "resume: metrics logged before the checkpoint are gone until logged again",
+        STATE,
+        "            if key not in live:",
+        "            if False:",
+        (
+            "tests/training/test_resume_before_validation.py::test_every_written_checkpoint_resumes_with_the_validations_it_owes[user-every-3-batches]",
+        ),
+        "a plateau scheduler reads, after a resume, what it would have read uninterrupted",
+    ),
+    Mutant(
+        "pre-emption: checkpoint right before a mid-epoch validation",
+        PRE,
+        "        if compat.validation_follows(trainer):",
+        "        if False:",
+        (f"{PRE_T}::test_a_signal_in_the_window_before_a_mid_epoch_validation_stops_after_it",),
+        "a pre-emption never resumes past a validation",
+    ),
+    Mutant(
+        "resume: a checkpoint of the renamed callbacks loses their states",
+        "src/trainwell/io/checkpoint_write.py",
+        "        return with_current_callback_names(",
+        "        return (",
+        (
+            "tests/training/test_resume_renamed_callbacks.py::"
+            "test_a_checkpoint_with_the_old_callback_names_resumes_bitwise",
+        ),
+        "older checkpoints of the template resume exactly",
+    ),
+    Mutant(
+        "checkpoint reads: a sharded FSDP directory is not read",
+        "src/trainwell/io/checkpoint_read.py",
+        "    if is_sharded_checkpoint(path):\n        return _load_sharded(path, map_location)\n",
+        "",
+        ("tests/io/test_sharded_checkpoint_read.py",),
+        "resume=auto and ckpt_path continue from sharded checkpoints",
+    ),
+    Mutant(
+        "resume: a restartable stream restarts its epoch from the first sample",
+        "src/trainwell/compat/loops.py",
+        "        if callable(resume_at):",
+        "        if False:",
+        (
+            "tests/training/test_resume_iterable.py::"
+            "test_a_restartable_stream_resumes_mid_epoch_exactly",
+        ),
+        "an iterable dataset that can restart resumes mid-epoch exactly",
     ),
 ]

@@ -149,6 +149,10 @@ class PreemptionCheckpoint(L.Callback):
             # validation (see callbacks/step_checkpoint.py): stop once the epoch has ended instead.
             self._stop_at_epoch_end = True
             return
+        if compat.validation_follows(trainer):
+            # The same for a validation inside the epoch: the signal stays received, and the
+            # run stops at the first window end after that validation.
+            return
         self._stop(trainer)
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:

@@ -1,8 +1,9 @@
 """checkpoints/step-*.ckpt: pre-emption insurance every N optimizer steps.
 
 Never inside an accumulation window (a resume would restart the window with part of its gradient
-lost) and never at an epoch's last batch: Lightning would resume such a checkpoint past the
-epoch's validation (compat/checkpoints.py); the end-of-epoch last.ckpt follows that batch anyway.
+lost), never at an epoch's last batch and never at a batch after which a validation is due:
+Lightning would resume such a checkpoint past that validation (compat/checkpoints.py); the
+end-of-epoch last.ckpt, or the next step checkpoint, follows it.
 """
 
 from __future__ import annotations
@@ -17,8 +18,8 @@ from trainwell import compat
 
 class StepCheckpoint(ModelCheckpoint):
     """ModelCheckpoint(every_n_train_steps=N) that writes only right after an optimizer step
-    (never inside an accumulation window, even when it skipped the step's own batch) and never
-    at an epoch's last batch."""
+    (never inside an accumulation window, even when it skipped the step's own batch), never
+    at an epoch's last batch and never right before a validation."""
 
     _stepped_at = -1
 
@@ -53,5 +54,5 @@ class StepCheckpoint(ModelCheckpoint):
             and (self._save_every_steps < 1 or step % self._save_every_steps)
         ):
             return
-        if not compat.at_epoch_last_batch(trainer):
+        if not (compat.at_epoch_last_batch(trainer) or compat.validation_follows(trainer)):
             super().on_train_batch_end(trainer, pl_module, *args, **kwargs)

@@ -30,10 +30,13 @@ from typing import Any
 import lightning as L
 import numpy as np
 import torch
+from lightning.pytorch.callbacks import ModelCheckpoint
 from lightning.pytorch.utilities import rank_zero_warn
 from torchmetrics import Metric
 
 from trainwell import compat
+from trainwell.callbacks.step_checkpoint import StepCheckpoint
+from trainwell.io.announce import announce
 
 
 def capture_rng() -> dict[str, Any]:
@@ -91,6 +94,27 @@ def _metrics(module: L.LightningModule) -> dict[str, Metric]:
     return {name: m for name, m in module.named_modules() if isinstance(m, Metric)}
 
 
+def _hold_user_step_saves(trainer: L.Trainer) -> None:
+    """A user's own ModelCheckpoint that saves per batch (every_n_train_steps, a clock) skips
+    the batches after which a validation is due, as the template's step checkpoint does: a
+    resume from such a checkpoint would skip that validation (compat/checkpoints.py)."""
+    for checkpoint in trainer.checkpoint_callbacks:
+        if (
+            not isinstance(checkpoint, ModelCheckpoint)
+            or isinstance(checkpoint, StepCheckpoint)
+            or not compat.saves_per_batch(checkpoint)
+            or getattr(checkpoint, "holds_validation_batches", False)
+        ):
+            continue
+        compat.hold_saves_before_validation(checkpoint)
+        checkpoint.holds_validation_batches = True  # type: ignore[attr-defined]
+        announce(
+            f"{type(checkpoint).__name__}({checkpoint.dirpath}) saves no checkpoint at a batch "
+            "right before a validation (a resume from there would skip that validation); its "
+            "next save follows the validation"
+        )
+
+
 class ExactResume(L.Callback):
     """Always installed by the template (see the module docstring).
 
@@ -110,6 +134,8 @@ class ExactResume(L.Callback):
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         self._trainer, self._module = trainer, pl_module
+        if stage == "fit":
+            _hold_user_step_saves(trainer)
 
     def state_dict(self) -> dict[str, Any]:
         # Lightning builds the checkpoint on every rank and writes rank 0's: gather each rank's
@@ -185,6 +211,14 @@ class ExactResume(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         compat.restore_train_loader_position(trainer)
+        # What the run had logged before the checkpoint stays visible until it is logged again,
+        # as in the uninterrupted run: a plateau scheduler or early stopping that reads a metric
+        # logged only now and then (a validation every N batches) finds it at the epoch's end
+        # instead of failing ("val/loss not available") or deciding without it.
+        live = trainer.callback_metrics
+        for key, value in self.restored_callback_metrics.items():
+            if key not in live:
+                live[key] = torch.tensor(value)
         if self._pending_sums:
             # Here, not at load: Lightning resets the training results between load and now.
             compat.restore_epoch_sums(trainer, self._pending_sums)

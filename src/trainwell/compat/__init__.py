@@ -20,9 +20,12 @@ touch:
 from trainwell.compat.callback_hooks import skip_empty_callback_hooks
 from trainwell.compat.checkpoints import (
     at_epoch_last_batch,
+    hold_saves_before_validation,
     last_saved_step,
     load_model_parallel_checkpoint,
     save_unmonitored,
+    saves_per_batch,
+    validation_follows,
 )
 from trainwell.compat.csv_logs import csv_filesystem
 from trainwell.compat.launchers import (
@@ -73,6 +76,7 @@ __all__ = [
     "epoch_sums",
     "exact_logged_means",
     "finish_wandb_run",
+    "hold_saves_before_validation",
     "last_saved_step",
     "launcher_env",
     "lean_module_hooks",
@@ -88,8 +92,10 @@ __all__ = [
     "restore_metric_states",
     "restore_train_loader_position",
     "save_unmonitored",
+    "saves_per_batch",
     "set_sampler_epoch",
     "skip_empty_callback_hooks",
     "skip_per_batch_sigterm_broadcast",
     "step_plateau_schedulers",
+    "validation_follows",
 ]

@@ -43,6 +43,43 @@ def at_epoch_last_batch(trainer: L.Trainer) -> bool:
 
 
 # ---------------------------------------------------------------------------------------------
+# The same holds for a validation inside an epoch (`val_check_interval` < 1, or every N batches):
+# a checkpoint written at the end of the batch after which Lightning validates resumes past that
+# validation (Lightning 2.6.6, TrainingEpochLoop.advance: restarting at a validation batch fast-
+# forwards the validation's progress to its end unless the save happened during validation).
+# The resumed run then never logs, scores or checkpoints that validation, and a plateau scheduler
+# or early stopping that reads it decides on older values (or fails: "val/loss not available").
+# Lightning's own decision, asked at the batch's end, tells which batches those are; the template
+# writes no step checkpoint there, its own (StepCheckpoint) or a user's ModelCheckpoint with
+# `every_n_train_steps` / `train_time_interval`, and the next checkpoint follows the validation.
+# ---------------------------------------------------------------------------------------------
+
+
+def validation_follows(trainer: L.Trainer) -> bool:
+    """At a training batch's end: Lightning will validate before the next batch."""
+    fetcher = trainer.fit_loop._data_fetcher
+    if fetcher is None or not trainer.training:
+        return False
+    return bool(trainer.fit_loop.epoch_loop._should_check_val_fx(fetcher))
+
+
+def saves_per_batch(checkpoint: ModelCheckpoint) -> bool:
+    """`checkpoint` writes from on_train_batch_end (a step count or a clock triggers it)."""
+    return bool(checkpoint._every_n_train_steps) or checkpoint._train_time_interval is not None
+
+
+def hold_saves_before_validation(checkpoint: ModelCheckpoint) -> None:
+    """Make `checkpoint` skip the batches after which a validation is due (see above)."""
+    save = checkpoint.on_train_batch_end
+
+    def on_train_batch_end(trainer: L.Trainer, *args: Any, **kwargs: Any) -> None:
+        if not (at_epoch_last_batch(trainer) or validation_follows(trainer)):
+            save(trainer, *args, **kwargs)
+
+    checkpoint.on_train_batch_end = on_train_batch_end  # type: ignore[method-assign]
+
+
+# ---------------------------------------------------------------------------------------------
 # ModelParallelStrategy (FSDP2) loading a full, non-sharded checkpoint re-keys each optimizer's
 # state by looking at its first entry, and raises IndexError when the optimizer keeps no
 # per-parameter state at all (plain SGD): `_rekey_optimizer_state_if_needed`, Lightning 2.6.6

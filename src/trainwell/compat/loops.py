@@ -42,9 +42,13 @@ def restore_train_loader_position(trainer: L.Trainer) -> None:
         return
     if fit_loop._combined_loader_states_to_load:
         fit_loop._load_combined_loader_states()
+    consumed = fit_loop.epoch_loop.batch_progress.current.ready
     for loader in fit_loop._combined_loader.flattened:
         # Before iter(): with workers the sampler is consumed when the iterator is built.
         set_sampler_epoch(loader, epoch)
+        resume_at = getattr(loader, "resume_at", None)
+        if callable(resume_at):  # a restartable stream (data/resumable.py) starts where it left
+            resume_at(epoch, consumed)
     iter(fit_loop._data_fetcher)
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, IterableDataset
 
 
 class ResumableDataLoader(DataLoader):
@@ -83,3 +83,78 @@ class ResumableDataLoader(DataLoader):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._pending = dict(state_dict)
+
+
+def restartable_stream(dataset: Any) -> bool:
+    """An iterable dataset that can restart any epoch at any sample: it takes `set_epoch(epoch)`
+    (its stream is a function of the seed and the epoch) and `start_at(index)` (the next
+    iteration begins at the epoch's `index`-th sample, without producing the ones before)."""
+    return isinstance(dataset, IterableDataset) and all(
+        callable(getattr(dataset, name, None)) for name in ("set_epoch", "start_at")
+    )
+
+
+class _EpochReceiver:
+    """The sampler of a ResumableStreamLoader: iterates as the loader's own sampler and passes
+    Lightning's per-epoch `set_epoch` (which only reaches samplers) on to the loader."""
+
+    def __init__(self, sampler: Any, loader: ResumableStreamLoader) -> None:
+        self.sampler, self.loader = sampler, loader
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self.sampler)
+
+    def set_epoch(self, epoch: int) -> None:
+        self.loader.epoch = int(epoch)
+
+
+class ResumableStreamLoader(DataLoader):
+    """A train DataLoader over a restartable iterable dataset (`restartable_stream`) whose
+    mid-epoch resume is exact: each epoch's `iter()` tells the dataset the epoch, and a resumed
+    one starts at the first sample the run had not consumed (`resume_at`).
+
+    The position comes from the run's own count of consumed batches (Lightning's batch
+    progress), not from the batches this loader yielded: Lightning fetches one batch ahead of an
+    iterable loader without a length, so that count runs one past what was trained on.
+    """
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        self.epoch = 0
+        self._resume_batches: tuple[int, int] | None = None
+        super().__init__(*args, **kwargs)
+
+    @property  # type: ignore[override]
+    def sampler(self) -> Any:
+        return self._sampler
+
+    @sampler.setter
+    def sampler(self, value: Any) -> None:
+        self._sampler = _EpochReceiver(value, self)
+
+    def resume_at(self, epoch: int, batches: int) -> None:
+        """The next `iter()` of `epoch` starts after its first `batches` batches."""
+        self.epoch = int(epoch)
+        self._resume_batches = (int(epoch), int(batches))
+
+    def __iter__(self) -> Iterator[Any]:
+        self.dataset.set_epoch(self.epoch)
+        skip = 0
+        if self._resume_batches is not None and self._resume_batches[0] == self.epoch:
+            skip = self._resume_batches[1]
+        self.dataset.start_at(skip * int(self.batch_size or 1))
+        return self._first_clears_resume(super().__iter__())
+
+    def _first_clears_resume(self, batches: Iterator[Any]) -> Iterator[Any]:
+        # Lightning may build an iterator more than once before training starts: each must
+        # start at the saved position, until a batch is actually drawn.
+        for batch in batches:
+            self._resume_batches = None
+            yield batch
+
+    def state_dict(self) -> dict[str, Any]:
+        # Stateful for Lightning (which otherwise warns the loader is not resumable); the
+        # position itself is re-read from the run's batch progress on resume.
+        return {"epoch": self.epoch}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        self.epoch = int(state_dict.get("epoch", self.epoch))

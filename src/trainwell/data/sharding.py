@@ -36,7 +36,11 @@ from torch.utils.data import (
 )
 
 from trainwell.data.labels import class_counts, dataset_labels
-from trainwell.data.resumable import ResumableDataLoader
+from trainwell.data.resumable import (
+    ResumableDataLoader,
+    ResumableStreamLoader,
+    restartable_stream,
+)
 from trainwell.data.samplers import (
     EpochShuffle,
     EvenSplitBatchSampler,
@@ -150,6 +154,15 @@ def shard_loader(
         return type(loader)(shard_loader(x, world_size, rank, train, seed, draw) for x in loader)
     if isinstance(loader, dict):
         return {k: shard_loader(v, world_size, rank, train, seed, draw) for k, v in loader.items()}
+    if train and draw is None and type(loader) is DataLoader and restartable_stream(loader.dataset):
+        # An iterable dataset that restarts at any sample resumes exactly mid-epoch (it must
+        # give each rank its own share itself: there is no index to deal out).
+        return ResumableStreamLoader(
+            loader.dataset,
+            batch_size=loader.batch_size,
+            drop_last=loader.drop_last,
+            **_loader_kwargs(loader),
+        )
     problem = _unshardable(loader)
     if draw is not None and (problem or type(loader.batch_sampler) is not BatchSampler):
         raise TrainwellError(
@@ -166,7 +179,8 @@ def shard_loader(
                     if world_size > 1
                     else ""
                 )
-                + "a mid-epoch resume restarts its epoch",
+                + "a mid-epoch resume replays or skips samples of its epoch (checkpoints at epoch "
+                "ends resume exactly: callbacks.step_checkpoint=null writes no mid-epoch ones)",
                 LoaderPolicyWarning,
                 stacklevel=2,
             )
@@ -208,7 +222,10 @@ def _unshardable(loader: Any) -> str:
     if type(loader) not in (DataLoader, ResumableDataLoader):
         return f"{type(loader).__name__} is a DataLoader subclass trainwell cannot rebuild"
     if isinstance(loader.dataset, IterableDataset):
-        return f"{type(loader.dataset).__name__} is an iterable dataset (no index to shard by)"
+        return (
+            f"{type(loader.dataset).__name__} is an iterable dataset (no index to shard by) "
+            "without set_epoch(epoch) and start_at(index)"
+        )
     if loader.batch_sampler is None:
         return "the DataLoader has batch_size=None (no batches to deal out)"
     if isinstance(loader.batch_sampler, ShardedBatchSampler):

@@ -37,6 +37,8 @@ def load_checkpoint_file(
     checkpoint is something a user (or an attacker) can point us at.
     """
     path = Path(path)
+    if is_sharded_checkpoint(path):
+        return _load_sharded(path, map_location)
     if not path.is_file():
         raise CheckpointError(f"checkpoint not found: {path}; pass ckpt_path=<an existing .ckpt>")
     try:
@@ -47,11 +49,66 @@ def load_checkpoint_file(
         raise _corrupt(path, err) from err
     except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as err:
         raise _corrupt(path, err) from err
-    if not isinstance(checkpoint, dict) or "state_dict" not in checkpoint:
+    if not isinstance(checkpoint, dict) or (
+        "state_dict" not in checkpoint and path.name != SHARDED_META
+    ):
         raise CheckpointError(
             f"{path} is not a Lightning checkpoint (no state_dict); pass a .ckpt written by "
             "scripts/train.py"
         )
+    return checkpoint
+
+
+# Stateful template callbacks that were renamed (their state's form is unchanged): Lightning keys a
+# callback's state by its class name and, for a name it does not find, only warns ("Be aware that
+# when using `ckpt_path`, callbacks used to create the checkpoint need to be provided") and moves
+# on. A checkpoint of the older template would then resume without its RNG streams, metric states
+# and batch arithmetic: a silent difference from the uninterrupted run.
+RENAMED_CALLBACKS = {
+    "TrainingStateCallback": "ExactResume",
+    "TrainingPlanCallback": "TrainingPlanner",
+}
+
+
+def with_current_callback_names(checkpoint: dict[str, Any]) -> dict[str, Any]:
+    """`checkpoint` with the states of renamed template callbacks under their current names."""
+    states = checkpoint.get("callbacks")
+    if not isinstance(states, dict) or not any(old in states for old in RENAMED_CALLBACKS):
+        return checkpoint
+    renamed = dict(states)
+    for old, new in RENAMED_CALLBACKS.items():
+        if old in renamed and new not in renamed:
+            renamed[new] = renamed.pop(old)
+    return {**checkpoint, "callbacks": renamed}
+
+
+# trainer.strategy.save_distributed_checkpoint=true (FSDP): a checkpoint is a directory of
+# per-rank shards (torch.distributed.checkpoint) beside `meta.pt`, which holds everything else
+# (loops, callbacks, hparams, schedulers).
+SHARDED_META = "meta.pt"
+
+
+def is_sharded_checkpoint(path: Path) -> bool:
+    return path.is_dir() and (path / SHARDED_META).is_file()
+
+
+def _load_sharded(path: Path, map_location: Any) -> dict[str, Any]:
+    """A sharded checkpoint as one dict: `meta.pt` (weights-only) and, for the weights, empty
+    tensors of the saved shapes (the shards are read by the strategy when training resumes;
+    what a reader here needs is progress, state and shapes)."""
+    from torch.distributed.checkpoint import FileSystemReader
+
+    checkpoint = load_checkpoint_file(path / SHARDED_META, map_location=map_location)
+    try:
+        saved = FileSystemReader(str(path)).read_metadata().state_dict_metadata
+    except (OSError, RuntimeError, ValueError, EOFError, pickle.UnpicklingError) as err:
+        raise _corrupt(path, err) from err
+    prefix = "state_dict."
+    checkpoint["state_dict"] = {
+        key[len(prefix) :]: torch.empty(entry.size, device="meta")
+        for key, entry in saved.items()
+        if key.startswith(prefix) and hasattr(entry, "size")
+    }
     return checkpoint
 
 

@@ -29,7 +29,11 @@ from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning_utilities.core.apply_func import apply_to_collection
 
 from trainwell.io.announce import announce
-from trainwell.io.checkpoint_read import CheckpointError, load_checkpoint_file
+from trainwell.io.checkpoint_read import (
+    CheckpointError,
+    load_checkpoint_file,
+    with_current_callback_names,
+)
 from trainwell.io.hparams import plain_checkpoint
 
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
@@ -206,7 +210,10 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def load_checkpoint(
         self, path: Any, map_location: Any | None = None, weights_only: bool | None = None
     ) -> dict[str, Any]:
-        return load_checkpoint_file(path, map_location=map_location or "cpu")
+        # Every resume passes here: the states of renamed callbacks find their callbacks.
+        return with_current_callback_names(
+            load_checkpoint_file(path, map_location=map_location or "cpu")
+        )
 
 
 class _ErrorKeepingFile:

@@ -16,6 +16,7 @@ from torch import nn
 
 from trainwell import compat
 from trainwell.errors import TrainwellError
+from trainwell.io.hparams import plain_checkpoint
 
 _DTYPES = {None: None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
 
@@ -52,6 +53,19 @@ class FSDP2Strategy(ModelParallelStrategy):
         self.param_dtype = _DTYPES[param_dtype]
         self.reduce_dtype = _DTYPES[reduce_dtype]
         self.activation_checkpointing = activation_checkpointing
+        self.save_distributed = save_distributed_checkpoint
+
+    def save_checkpoint(
+        self, checkpoint: dict[str, Any], filepath: Any, storage_options: Any | None = None
+    ) -> None:
+        if self.save_distributed:
+            # Lightning writes a sharded checkpoint's `meta.pt` with its own torch.save, past the
+            # checkpoint IO where every other checkpoint gets plain hparams: a module that saved
+            # objects as hyper-parameters would leave a meta.pt that only an unpickling load
+            # (weights_only=False) reads, and resume, eval and the doctor refuse it.
+            config = getattr(self.checkpoint_io, "hparams_config", None)
+            checkpoint, _ = plain_checkpoint(checkpoint, config)
+        super().save_checkpoint(checkpoint, filepath, storage_options)
 
     def setup_environment(self) -> None:
         # ModelParallelStrategy's "auto" makes data parallel = number of nodes (it assumes tensor

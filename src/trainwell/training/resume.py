@@ -19,6 +19,7 @@ from trainwell.io.checkpoint_read import (
     RESAVE,
     CheckpointError,
     PickledCheckpointError,
+    is_sharded_checkpoint,
     load_checkpoint_file,
 )
 
@@ -87,7 +88,7 @@ def resolve_ckpt_path(cfg: Any, run_dir: Path) -> str | None:
         raise TrainwellError(f"resume={mode} is not a mode; use resume=auto (or leave it unset)")
     explicit = cfg.get("ckpt_path")
     if explicit:
-        if not Path(explicit).is_file():
+        if not (Path(explicit).is_file() or is_sharded_checkpoint(Path(explicit))):
             raise CheckpointError(
                 f"checkpoint not found: {explicit}; pass ckpt_path=<an existing .ckpt> "
                 "or resume=auto to continue from the run dir's newest checkpoint"
