@@ -33,6 +33,9 @@ CASES = [
     ("running_loss_tensor", "model", "memory.graph_leak", "fail"),
     ("eval_mode_from_init", "model", "train.mode", "fail"),
     ("onecycle_stepped_per_epoch", "model", "schedule.interval", "warn"),
+    ("sigmoid_before_bce_with_logits", "model", "loss.logits", "fail"),
+    ("eval_hook_without_train", "model", "train.mode", "fail"),
+    ("module_requires_grad_attribute", "model", "optimizer.coverage", "fail"),
 ]
 
 
