@@ -275,3 +275,10 @@ def test_gpu_suite_names_every_file_with_gpu_tests() -> None:
         if "@pytest.mark.gpu\n" in p.read_text()
     )
     assert marked == sorted(gpu_suite.GPU_TESTS)
+
+
+@pytest.mark.slow
+def test_doctor_time_runs_both_sides() -> None:
+    out = run_benchmark("doctor_time.py", "--baseline", "HEAD", "--reps", "1")
+    assert set(out) == {"before_s", "after_s", "ratio"}
+    assert 0 < float(out["before_s"]) < 600 and 0 < float(out["after_s"]) < 600
