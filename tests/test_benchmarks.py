@@ -283,3 +283,10 @@ def test_imbalance_benchmark_reports_every_side() -> None:
         for figure in ("acc", "balanced_acc", "worst_recall"):
             assert 0.0 <= float(out[f"{side}_{figure}"]) <= 1.0
         assert float(out[f"{side}_wall_s"]) > 0
+
+
+@pytest.mark.slow
+def test_doctor_time_runs_both_sides() -> None:
+    out = run_benchmark("doctor_time.py", "--baseline", "HEAD", "--reps", "1")
+    assert set(out) == {"before_s", "after_s", "ratio"}
+    assert 0 < float(out["before_s"]) < 600 and 0 < float(out["after_s"]) < 600

@@ -431,3 +431,34 @@ class EpochIntervalPlannedTask(ClassificationTask):
         config = super().configure_optimizers()
         config["lr_scheduler"]["interval"] = "epoch"
         return config
+
+
+class RunningTotalTask(ClassificationTask):
+    """Keeps a running total of the loss as a tensor: each step's graph chains onto the last."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.total: torch.Tensor | float = 0.0
+
+    def training_step(self, batch, batch_idx):
+        loss = super().training_step(batch, batch_idx)
+        self.total = self.total + loss
+        return loss
+
+
+class BareStepSizedOneCycleTask(ClassificationTask):
+    """OneCycleLR sized by estimated_stepping_batches, returned bare: Lightning steps it per
+    epoch."""
+
+    def configure_optimizers(self):
+        opt = torch.optim.SGD(self.parameters(), lr=0.01)
+        total = int(self.trainer.estimated_stepping_batches)
+        return [opt], [torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=total)]
+
+
+class AttributeFreezeTask(ClassificationTask):
+    """`module.requires_grad = False` on the feature extractor: a plain attribute, no freeze."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.net.features.requires_grad = False

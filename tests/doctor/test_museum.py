@@ -107,6 +107,24 @@ EXHIBITS = [
         "warn",
     ),
     (
+        "running loss total kept as a tensor",
+        [f"{TASK}.RunningTotalTask"],
+        "memory.graph_leak",
+        "fail",
+    ),
+    (
+        "step-sized OneCycleLR returned bare (per epoch)",
+        [f"{TASK}.BareStepSizedOneCycleTask", "model.scheduler=null"],
+        "schedule.interval",
+        "warn",
+    ),
+    (
+        "module.requires_grad attribute instead of requires_grad_()",
+        [f"{TASK}.AttributeFreezeTask"],
+        "optimizer.coverage",
+        "fail",
+    ),
+    (
         "per-rank mean logged from an epoch-end hook",
         [f"{TASK}.EpochEndMeanTask"],
         "metrics.reduction",

@@ -699,4 +699,28 @@ MUTANTS: list[Mutant] = [
         ),
         "an iterable dataset that can restart resumes mid-epoch exactly",
     ),
+    Mutant(
+        "doctor memory.graph_leak: a graph chained across steps by a kept total is not seen",
+        "src/trainwell/doctor/checks/graph_leak.py",
+        "    if _grows(nodes, 1):",
+        "    if _grows(nodes, 1000):",
+        (f"{MUSEUM_T}[running loss total kept as a tensor]",),
+        "memory.graph_leak fails a running loss total kept as a tensor",
+    ),
+    Mutant(
+        "doctor schedule.interval: a step-sized scheduler stepped per epoch passes",
+        "src/trainwell/doctor/checks/schedule.py",
+        "    if step_sized and not expects_epoch:",
+        "    if step_sized and expects_epoch:",
+        (f"{MUSEUM_T}[step-sized OneCycleLR returned bare (per epoch)]",),
+        "schedule.interval warns on a scheduler sized in steps but stepped per epoch",
+    ),
+    Mutant(
+        "doctor optimizer.coverage: a module-level requires_grad attribute is not looked at",
+        "src/trainwell/doctor/checks/structure.py",
+        '        if module.__dict__.get("requires_grad") is False',
+        '        if module.__dict__.get("requires_grad") is True',
+        (f"{MUSEUM_T}[module.requires_grad attribute instead of requires_grad_()]",),
+        "optimizer.coverage fails a freeze written as a module attribute",
+    ),
 ]

@@ -37,14 +37,20 @@ def memory_graph_leak(ctx: DoctorContext) -> Check:
         "live_graph_tensors_after_each_step": counts,
         "growth_per_step": growth,
         "saved_bytes_alive_after_each_step": saved,
+        "graph_nodes_alive_after_each_step": rec.live_graph_nodes,
         "backward_calls": spy.backward_calls,
         "retain_graph_calls": spy.retain_graph_calls,
     }
-    return _leak_verdict(counts, saved, spy, growth, evidence)
+    return _leak_verdict(counts, saved, spy, growth, evidence, rec.live_graph_nodes)
 
 
 def _leak_verdict(
-    counts: list[int], saved: list[int], spy: Any, growth: float, evidence: dict[str, Any]
+    counts: list[int],
+    saved: list[int],
+    spy: Any,
+    growth: float,
+    evidence: dict[str, Any],
+    nodes: list[int],
 ) -> Check:
     """Only growth is a leak: one step's graph kept until the next replaces it is not."""
     tensors_grow = _grows(counts, 1)
@@ -79,6 +85,17 @@ def _leak_verdict(
             f"({counts[1]} -> {counts[-1]}; saved activations alive {saved[1]} -> {saved[-1]} "
             "bytes): losses or outputs stored without .item()/.detach(), so memory grows until "
             "OOM; log loss.item() or store tensor.detach()",
+            evidence,
+        )
+    if _grows(nodes, 1):
+        return Check(
+            "memory.graph_leak",
+            "fail",
+            f"the autograd graph kept alive grows every step ({nodes[1]} -> {nodes[-1]} nodes "
+            f"over {len(nodes) - 1} steps) while the tensors holding it do not: a tensor carried "
+            "across steps chains each step's graph onto the last (a running total "
+            "`total = total + loss`, a hidden state never detached), so memory grows until "
+            "OOM; accumulate loss.item() or loss.detach(), and detach carried state",
             evidence,
         )
     if saved and saved[-1] > 0:

@@ -62,7 +62,7 @@ def schedule_interval(ctx: DoctorContext) -> Check:
         verdict = _judge_scheduler(ctx, config, per_step, k, probe_estimate, evidence)
         if verdict is not None:
             return verdict
-    return _stepping_passes(ctx, recorder.scheduler_configs, k, evidence)
+    return _stepping_passes(ctx, recorder.scheduler_configs, k, probe_estimate, evidence)
 
 
 def _judge_scheduler(
@@ -114,12 +114,40 @@ def _declares_per_step(ctx: DoctorContext) -> bool:
     return bool(scheduler is not None and getattr(scheduler, "accepts", False))
 
 
+def _sized_in_steps(ctx: DoctorContext, config: dict[str, Any], probe_estimate: int) -> bool:
+    """The scheduler itself says it was sized in optimizer steps (OneCycleLR's total_steps equal
+    to the run's, or the probe's, trainer.estimated_stepping_batches), not in epochs."""
+    length = config["length"]
+    sizes = {ctx.plan.total_optimizer_steps, probe_estimate} - {None, ctx.plan.max_epochs}
+    return length is not None and length in sizes
+
+
 def _stepping_passes(
-    ctx: DoctorContext, configs: list[dict[str, Any]], k: int, evidence: dict[str, Any]
+    ctx: DoctorContext,
+    configs: list[dict[str, Any]],
+    k: int,
+    probe_estimate: int,
+    evidence: dict[str, Any],
 ) -> Check:
     total = ctx.plan.total_optimizer_steps
     epochs = [c["class"] for c in configs if c["interval"] == "epoch"]
     expects_epoch = ctx.settings.scheduler_interval == "epoch"
+    step_sized = [
+        c for c in configs if c["interval"] == "epoch" and _sized_in_steps(ctx, c, probe_estimate)
+    ]
+    if step_sized and not expects_epoch:
+        # Lightning's default interval is 'epoch': a OneCycleLR sized by
+        # estimated_stepping_batches and returned bare runs a sliver of its warm-up.
+        name, length = step_sized[0]["class"], step_sized[0]["length"]
+        return Check(
+            "schedule.interval",
+            "warn",
+            f"{name} is sized for {length} optimizer steps but steps once per epoch "
+            "(interval='epoch', Lightning's default for a bare scheduler): the run covers only "
+            "the start of its schedule; return {'scheduler': ..., 'interval': 'step'} if "
+            "per-step was meant",
+            evidence,
+        )
     if epochs and _declares_per_step(ctx) and not expects_epoch:
         return Check(
             "schedule.interval",

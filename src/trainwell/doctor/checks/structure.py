@@ -104,12 +104,34 @@ def optimizer_coverage(ctx: DoctorContext) -> Check:
     fault = _coverage_fault(missing, frozen, duplicates, evidence)
     if fault is not None:
         return fault
+    unfrozen = _attribute_freezes(obs.task)
+    if unfrozen:
+        evidence["modules_with_a_requires_grad_attribute"] = unfrozen[:20]
+        return Check(
+            "optimizer.coverage",
+            "fail",
+            f"`{unfrozen[0]}.requires_grad = False` sets a plain attribute on the module (nn.Module "
+            f"has none), so its parameters still train ({len(unfrozen)} module(s)); freeze with "
+            f"`{unfrozen[0]}.requires_grad_(False)`, which reaches every parameter",
+            evidence,
+        )
     return Check(
         "optimizer.coverage",
         "pass",
         f"the optimizer holds exactly the {len(counted)} trainable tensors",
         evidence,
     )
+
+
+def _attribute_freezes(task: nn.Module) -> list[str]:
+    """Submodules given a `requires_grad = False` attribute while their parameters still
+    require grad: the freeze the user wrote never reached a parameter."""
+    return [
+        name or type(module).__name__
+        for name, module in task.named_modules()
+        if module.__dict__.get("requires_grad") is False
+        and any(p.requires_grad for p in module.parameters())
+    ]
 
 
 def _coverage_fault(

@@ -107,6 +107,7 @@ class Recorder(L.Callback):
         self.scheduler_counts: list[list[int]] = []  # scheduler.last_epoch at each optimizer step
         self.scheduler_configs: list[dict[str, Any]] = []  # as Lightning registered them
         self.live_graph_tensors: list[int] = []
+        self.live_graph_nodes: list[int] = []
         self.retained_saved_bytes: list[int] = []
         self.batch_seconds: list[float] = []
         self.wait_seconds: list[float] = []
@@ -264,6 +265,7 @@ class Recorder(L.Callback):
             )
             if self.spy is not None:
                 self.live_graph_tensors.append(self.spy.live_graph_outputs())
+                self.live_graph_nodes.append(self.spy.live_graph_nodes())
         end = time.perf_counter()
         self.batch_seconds.append(end - self._batch_started)
         self._batch_ended = end

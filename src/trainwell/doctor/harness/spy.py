@@ -129,6 +129,20 @@ class Spy(TorchFunctionMode):
     def live_graph_outputs(self) -> int:
         return sum(1 for ref in self.graph_outputs if ref() is not None)
 
+    def live_graph_nodes(self, cap: int = 100_000) -> int:
+        """Autograd nodes reachable from the watched tensors still alive: a running total kept
+        as a tensor (`total = total + loss`) holds one tensor, but its graph gains nodes every
+        step (backward frees the activations, not the nodes, so no saved bytes pile up)."""
+        seen: set[Any] = set()
+        stack = [t.grad_fn for ref in self.graph_outputs if (t := ref()) is not None]
+        while stack and len(seen) < cap:
+            node = stack.pop()
+            if node is None or node in seen:
+                continue
+            seen.add(node)
+            stack.extend(n for n, _ in node.next_functions)
+        return len(seen)
+
     def calls_in(self, batch_index: int) -> list[LossCall]:
         return [c for c in self.losses if c.batch_index == batch_index]
 
