@@ -723,4 +723,20 @@ MUTANTS: list[Mutant] = [
         (f"{MUSEUM_T}[module.requires_grad attribute instead of requires_grad_()]",),
         "optimizer.coverage fails a freeze written as a module attribute",
     ),
+    Mutant(
+        "serve request validation: values outside the manifest's range pass",
+        "src/trainwell/deploy/request.py",
+        "    if array.min() < low or array.max() > high:",
+        "    if array.min() < low:",
+        ("tests/deploy/test_request.py",),
+        "a /predict value outside the manifest's input range is a one-line 4xx, not a prediction",
+    ),
+    Mutant(
+        "serve request validation: NaN reaches the model",
+        "src/trainwell/deploy/request.py",
+        "    if not np.isfinite(array).all():",
+        "    if False:",
+        ("tests/deploy/test_request.py",),
+        "a /predict body with NaN is a one-line 4xx, not a prediction",
+    ),
 ]

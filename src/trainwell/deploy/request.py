@@ -1,0 +1,66 @@
+"""Checking a /predict request body against the manifest's `input` spec, before any model sees it.
+
+`parse_inputs(body, spec)` returns a float array of shape (batch, *sample shape) or raises
+BadRequest with one line saying what is wrong: malformed JSON, no `inputs`, an empty list, the
+wrong shape, the wrong dtype (strings, booleans, nulls), NaN/inf or a value outside `range`, or a
+body over the size limit. The server answers a BadRequest with a 4xx status and that line.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from typing import Any
+
+import numpy as np
+
+
+class BadRequest(ValueError):
+    """A request the server refuses with a 4xx status and a one-line message."""
+
+    def __init__(self, message: str, status: int = 400):
+        super().__init__(message)
+        self.status = status
+
+
+def _check_numbers(value: Any, where: str) -> None:
+    if isinstance(value, list):
+        for i, item in enumerate(value):
+            _check_numbers(item, f"{where}[{i}]")
+    elif isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise BadRequest(f"{where} is {type(value).__name__}, expected a number")
+
+
+def parse_inputs(body: bytes | str, spec: dict[str, Any], max_bytes: int = 1 << 20) -> np.ndarray:
+    """The batch in `body` as an array of spec['dtype'], checked against `spec` (manifest input)."""
+    if len(body) > max_bytes:
+        raise BadRequest(f"request body is {len(body)} bytes, over the limit of {max_bytes}", 413)
+    try:
+        payload = json.loads(body)
+    except (ValueError, UnicodeDecodeError) as err:
+        raise BadRequest(f"body is not valid JSON: {err}") from None
+    if not isinstance(payload, dict) or "inputs" not in payload:
+        raise BadRequest('body must be a JSON object with "inputs": [<sample>, ...]')
+    inputs = payload["inputs"]
+    if not isinstance(inputs, list):
+        raise BadRequest('"inputs" must be a list of samples')
+    if not inputs:
+        raise BadRequest('"inputs" is an empty list; send at least one sample')
+    _check_numbers(inputs, "inputs")
+    sample_shape = tuple(spec["shape"][1:])
+    try:
+        array = np.asarray(inputs, dtype=np.float64)
+    except ValueError:
+        raise BadRequest(f"samples are ragged; each must have shape {list(sample_shape)}") from None
+    if array.shape[1:] != sample_shape:
+        raise BadRequest(
+            f"each sample must have shape {list(sample_shape)}, got {list(array.shape[1:])}"
+        )
+    if not np.isfinite(array).all():
+        raise BadRequest("inputs contain NaN or infinity")
+    low, high = spec.get("range") or (-math.inf, math.inf)
+    if array.min() < low or array.max() > high:
+        raise BadRequest(
+            f"inputs must lie in [{low}, {high}], got values in [{array.min()}, {array.max()}]"
+        )
+    return array.astype(spec["dtype"])

@@ -1,0 +1,46 @@
+"""Request validation: every kind of bad /predict body is one 4xx line; a good one parses exactly."""
+
+import json
+
+import numpy as np
+import pytest
+
+from trainwell.deploy.request import BadRequest, parse_inputs
+
+SPEC = {"name": "inputs", "dtype": "float32", "shape": [None, 8, 8], "range": [0.0, 16.0]}
+GOOD = [[[float((r * 8 + c) % 17) for c in range(8)] for r in range(8)]]
+
+
+def test_good_request_parses_to_the_exact_array():
+    array = parse_inputs(json.dumps({"inputs": GOOD * 3}), SPEC)
+    assert array.dtype == np.float32 and array.shape == (3, 8, 8)
+    np.testing.assert_array_equal(array[1], np.asarray(GOOD[0], dtype=np.float32))
+
+
+def _nan_body():
+    bad = json.loads(json.dumps(GOOD))
+    bad[0][0][0] = float("nan")
+    return json.dumps({"inputs": bad})
+
+
+@pytest.mark.parametrize(
+    ("body", "status", "words"),
+    [
+        ("{not json", 400, "not valid JSON"),
+        (json.dumps({"x": GOOD}), 400, '"inputs"'),
+        (json.dumps({"inputs": []}), 400, "empty"),
+        (json.dumps({"inputs": [[[1.0] * 7] * 8]}), 400, "shape"),
+        (json.dumps({"inputs": [[[1.0] * 8] * 8, [[1.0] * 8] * 7]}), 400, "ragged"),
+        (json.dumps({"inputs": [[["a"] * 8] * 8]}), 400, "expected a number"),
+        (json.dumps({"inputs": [[[True] * 8] * 8]}), 400, "expected a number"),
+        (_nan_body(), 400, "NaN"),
+        (json.dumps({"inputs": [[[17.0] * 8] * 8]}), 400, "[0.0, 16.0]"),
+        (json.dumps({"inputs": [[[-1.0] * 8] * 8]}), 400, "[0.0, 16.0]"),
+        (json.dumps({"inputs": GOOD * 100}), 413, "limit"),
+    ],
+)
+def test_bad_request_is_one_4xx_line(body, status, words):
+    with pytest.raises(BadRequest) as err:
+        parse_inputs(body, SPEC, max_bytes=4096)
+    assert err.value.status == status and 400 <= status < 500
+    assert words in str(err.value) and "\n" not in str(err.value)
