@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 from sklearn.datasets import load_digits
@@ -43,8 +45,10 @@ class DigitsDataModule(ClassificationDataModule):
         train, val = train_test_split(
             rest, test_size=val_share, stratify=labels[rest], random_state=self.seed
         )
-        self.mean = float(images[train].mean())
-        self.std = float(images[train].std())
+        if self.mean is None or self.std is None:
+            # Fitted on the train split only; a checkpoint's values (load_state_dict) win.
+            self.mean = float(images[train].mean())
+            self.std = float(images[train].std())
 
         def split(idx: np.ndarray) -> TensorDataset:
             x = torch.from_numpy((images[idx] - self.mean) / self.std)
@@ -52,3 +56,14 @@ class DigitsDataModule(ClassificationDataModule):
 
         self.train_set, self.val_set, self.test_set = split(train), split(val), split(test)
         self.split_indices = {"train": train, "val": val, "test": test}
+
+    def state_dict(self) -> dict[str, Any]:
+        """The fitted normalisation: Lightning writes it into every checkpoint, so prediction and
+        export read it back instead of fitting it again."""
+        if self.mean is None or self.std is None:
+            return {}
+        return {"mean": self.mean, "std": self.std}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if "mean" in state_dict and "std" in state_dict:
+            self.mean, self.std = float(state_dict["mean"]), float(state_dict["std"])
