@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: setup train test test-slow test-all mutants lint format doctor bench clean
+.PHONY: setup train predict export test test-slow test-all mutants lint format doctor bench clean
 
 # The stamp depends on what defines the environment: edit either file and the next make reinstalls.
 $(STAMP): pyproject.toml constraints.txt
@@ -52,3 +52,11 @@ bench: $(STAMP)
 clean:
 	rm -rf $(VENV) logs .pytest_cache .ruff_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+
+# make predict ARGS="ckpt_path=<run dir>/checkpoints/best.ckpt": <run dir>/predictions.csv
+predict: $(STAMP)
+	$(PY) scripts/predict.py $(ARGS)
+
+# make export ARGS="ckpt_path=<run dir>/checkpoints/best.ckpt": <run dir>/export/
+export: $(STAMP)
+	$(PY) scripts/export.py $(ARGS)

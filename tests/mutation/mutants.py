@@ -28,6 +28,7 @@ STEP = "src/trainwell/callbacks/step_checkpoint.py"
 LAST_T = "tests/training/test_last_checkpoint_during_run.py"
 STATE = "src/trainwell/callbacks/training_state.py"
 RESUME_T = "tests/training/test_resume_inprocess.py"
+DEPLOY_T = "tests/deploy/test_predict_export.py"
 PRE = "src/trainwell/callbacks/preemption.py"
 PRE_T = "tests/callbacks/test_preemption_inprocess.py"
 NONFIN = "src/trainwell/callbacks/non_finite.py"
@@ -738,5 +739,46 @@ MUTANTS: list[Mutant] = [
         "    if False:",
         ("tests/deploy/test_request.py",),
         "a /predict body with NaN is a one-line 4xx, not a prediction",
+    ),
+    # -- predict and export (deploy/) -------------------------------------------------------------
+    Mutant(
+        "predict: rows in loader order, not index order",
+        "src/trainwell/deploy/predict.py",
+        'order = np.argsort(index, kind="stable")',
+        "order = np.arange(len(index))",
+        (f"{DEPLOY_T}::test_predictions_match_the_test_metric_once_each_in_index_order",),
+        "predictions.csv lists every sample once, in index order",
+    ),
+    Mutant(
+        "digits: statistics refitted even when the checkpoint carries them",
+        "src/trainwell/data/digits.py",
+        "        if self.mean is None or self.std is None:\n            # Fitted",
+        "        if True:\n            # Fitted",
+        (f"{DEPLOY_T}::test_statistics_come_from_the_checkpoint_never_refitted",),
+        "prediction and export read the train-split statistics from the checkpoint",
+    ),
+    Mutant(
+        "deploy: a checkpoint without datamodule statistics is accepted",
+        "src/trainwell/deploy/loading.py",
+        "needs = type(datamodule).state_dict is not L.LightningDataModule.state_dict",
+        "needs = False",
+        (f"{DEPLOY_T}::test_a_checkpoint_without_statistics_gets_one_line",),
+        "an old checkpoint gets one line, never silently refitted statistics",
+    ),
+    Mutant(
+        "export: parity ignores the max output difference",
+        "src/trainwell/deploy/export.py",
+        'if entry["agreement"] < 1.0 or entry["max_abs_diff"] > tolerance:',
+        'if entry["agreement"] < 1.0:',
+        (f"{DEPLOY_T}::test_parity_is_enforced_on_agreement_and_max_difference",),
+        "export exits 2 when the exported files do not reproduce eval",
+    ),
+    Mutant(
+        "export: the graph skips the checkpoint's normalisation",
+        "src/trainwell/deploy/raw.py",
+        "x = (x.to(torch.float32) - self.mean) / self.std",
+        "x = x.to(torch.float32)",
+        (f"{DEPLOY_T}::test_the_export_reproduces_eval_with_only_onnxruntime_and_numpy",),
+        "the exported graph takes raw samples: the preprocessing is inside it",
     ),
 ]

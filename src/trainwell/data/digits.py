@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import torch
 from sklearn.datasets import load_digits
@@ -54,8 +56,10 @@ class DigitsDataModule(ClassificationDataModule):
             rest, test_size=val_share, stratify=labels[rest], random_state=self.seed
         )
         train = self._cut_rare(train, labels)
-        self.mean = float(images[train].mean())
-        self.std = float(images[train].std())
+        if self.mean is None or self.std is None:
+            # Fitted on the train split only; a checkpoint's values (load_state_dict) win.
+            self.mean = float(images[train].mean())
+            self.std = float(images[train].std())
 
         def split(idx: np.ndarray) -> TensorDataset:
             x = torch.from_numpy((images[idx] - self.mean) / self.std)
@@ -76,3 +80,14 @@ class DigitsDataModule(ClassificationDataModule):
             keep = max(1, round(len(members) * self.rare_fraction))
             drop.append(rng.permutation(members)[keep:])
         return train[~np.isin(train, np.concatenate(drop))]
+
+    def state_dict(self) -> dict[str, Any]:
+        """The fitted normalisation: Lightning writes it into every checkpoint, so prediction and
+        export read it back instead of fitting it again."""
+        if self.mean is None or self.std is None:
+            return {}
+        return {"mean": self.mean, "std": self.std}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if "mean" in state_dict and "std" in state_dict:
+            self.mean, self.std = float(state_dict["mean"]), float(state_dict["std"])

@@ -1,0 +1,21 @@
+"""Export a checkpoint: `python scripts/export.py ckpt_path=<run dir>/checkpoints/best.ckpt`."""
+
+from pathlib import Path
+
+from trainwell.cli import hydra_entry
+from trainwell.training.run_config import with_training_overrides
+
+
+def export_job(cfg):
+    from trainwell.deploy.export import export_checkpoint
+
+    export_checkpoint(cfg)
+    return 0
+
+
+main = hydra_entry(
+    Path(__file__).resolve().parents[1] / "conf", "export", export_job, with_training_overrides
+)
+
+if __name__ == "__main__":
+    main()

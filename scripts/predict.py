@@ -1,0 +1,21 @@
+"""Predict with a checkpoint: `python scripts/predict.py ckpt_path=<run dir>/checkpoints/best.ckpt`."""
+
+from pathlib import Path
+
+from trainwell.cli import hydra_entry
+from trainwell.training.run_config import with_training_overrides
+
+
+def predict_job(cfg):
+    from trainwell.deploy.predict import predict_checkpoint
+
+    predict_checkpoint(cfg)
+    return 0
+
+
+main = hydra_entry(
+    Path(__file__).resolve().parents[1] / "conf", "predict", predict_job, with_training_overrides
+)
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,204 @@
+"""`scripts/export.py ckpt_path=...`: <run dir>/export/ with ONNX, torch.export, safetensors and
+a manifest (deploy/artifact.py), each graph over raw samples, parity measured and enforced.
+
+The files are written into a scratch directory beside export/ and renamed into place only after
+parity passed and manifest.json was written: a failed or interrupted export leaves nothing that
+looks like a valid export.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from omegaconf import DictConfig, OmegaConf
+
+import trainwell
+from trainwell.deploy import artifact
+from trainwell.deploy.loading import load_run, run_dir_of
+from trainwell.deploy.raw import RawModel, raw_data
+from trainwell.errors import TrainwellError
+
+
+class ExportFailed(TrainwellError):
+    """The module could not be exported, or the exported files do not reproduce eval."""
+
+
+def _batches(n: int, size: int) -> list[slice]:
+    return [slice(i, min(i + size, n)) for i in range(0, n, size)]
+
+
+def eager_outputs(module: torch.nn.Module, loader: Any) -> np.ndarray:
+    """The module in eval() + inference_mode over the datamodule's own batches."""
+    module.eval()
+    outs = []
+    with torch.inference_mode():
+        for batch in loader:
+            x = batch[0] if isinstance(batch, list | tuple) else batch
+            outs.append(module(x).float().numpy())
+    return np.concatenate(outs)
+
+
+def onnx_outputs(path: Path, raw: np.ndarray, batch: int = 256) -> np.ndarray:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(path), providers=["CPUExecutionProvider"])
+    name = session.get_inputs()[0].name
+    return np.concatenate([session.run(None, {name: raw[s]})[0] for s in _batches(len(raw), batch)])
+
+
+def program_outputs(path: Path, raw: np.ndarray, batch: int = 256) -> np.ndarray:
+    program = torch.export.load(str(path)).module()
+    with torch.inference_mode():
+        return np.concatenate(
+            [program(torch.from_numpy(raw[s])).numpy() for s in _batches(len(raw), batch)]
+        )
+
+
+def parity_figures(
+    eager: np.ndarray, others: dict[str, np.ndarray], targets: np.ndarray | None
+) -> dict[str, Any]:
+    figures: dict[str, Any] = {"samples": len(eager), "paths": {}}
+    ref = eager.argmax(-1)
+    for name, out in {"eager": eager, **others}.items():
+        entry: dict[str, Any] = {}
+        if name != "eager":
+            entry["agreement"] = float((out.argmax(-1) == ref).mean())
+            entry["max_abs_diff"] = float(np.abs(out - eager).max())
+        if targets is not None:
+            entry["accuracy"] = float((out.argmax(-1) == targets).mean())
+        figures["paths"][name] = entry
+    return figures
+
+
+def check_parity(figures: dict[str, Any], tolerance: float) -> None:
+    for name, entry in figures["paths"].items():
+        if name == "eager":
+            continue
+        if entry["agreement"] < 1.0 or entry["max_abs_diff"] > tolerance:
+            raise ExportFailed(
+                f"export parity failed: {name} vs eager agreement {entry['agreement']:.4%}, "
+                f"max |d output| {entry['max_abs_diff']:.3g} (tolerance {tolerance:g}); "
+                "no export written"
+            )
+
+
+def _export_graphs(model: torch.nn.Module, example: torch.Tensor, out: Path) -> None:
+    batch = torch.export.Dim("batch", min=1, max=1 << 20)
+    dynamic = {"inputs": {0: batch}}
+    where = type(model.model).__name__
+    try:
+        program = torch.export.export(model, (example,), dynamic_shapes=dynamic, strict=False)
+    except Exception as err:  # any tracing failure: data-dependent flow, an op
+        raise ExportFailed(
+            f"torch.export cannot export {where}: {str(err).splitlines()[0]}"
+        ) from err
+    torch.export.save(program, str(out / artifact.PROGRAM))
+    for name in ("onnxscript", "onnx_ir", "torch.onnx"):
+        logging.getLogger(name).setLevel(logging.WARNING)
+    try:
+        onnx_program = torch.onnx.export(
+            program,
+            (example,),
+            dynamo=True,
+            opset_version=18,
+            input_names=["inputs"],
+            output_names=["logits"],
+            external_data=False,
+            verbose=False,
+        )
+        onnx_program.save(str(out / artifact.ONNX))
+    except Exception as err:
+        raise ExportFailed(f"ONNX cannot export {where}: {str(err).splitlines()[0]}") from err
+
+
+def _save_weights(module: torch.nn.Module, path: Path) -> None:
+    from safetensors.torch import save_file
+
+    save_file({k: v.detach().clone().contiguous() for k, v in module.state_dict().items()}, path)
+
+
+def _versions() -> dict[str, str]:
+    import onnx
+    import onnxruntime
+
+    return {
+        "torch": torch.__version__,
+        "onnx": onnx.__version__,
+        "onnxruntime": onnxruntime.__version__,
+        "trainwell": getattr(trainwell, "__version__", "0"),
+    }
+
+
+def export_checkpoint(cfg: DictConfig) -> Path:
+    ckpt = cfg.get("ckpt_path")
+    if not ckpt:
+        raise TrainwellError(
+            "export.py needs a checkpoint: pass ckpt_path=<run dir>/checkpoints/best.ckpt"
+        )
+    run_dir = run_dir_of(ckpt)
+    print(f"run dir: {run_dir}", flush=True)
+    run = load_run(ckpt, cfg)
+    raw = raw_data(run.datamodule)
+    split = str(cfg.get("split", "test"))
+    samples, _, targets = raw.splits[split]
+    model = RawModel(raw.preprocess, run.module).eval()
+    final = run_dir / "export"
+    scratch = run_dir / f".export.partial-{os.getpid()}"
+    shutil.rmtree(scratch, ignore_errors=True)
+    scratch.mkdir(parents=True)
+    try:
+        example = torch.from_numpy(samples[: min(len(samples), 4)].copy())
+        _export_graphs(model, example, scratch)
+        _save_weights(run.module, scratch / artifact.WEIGHTS)
+        loader = getattr(run.datamodule, f"{split}_dataloader")()
+        eager = eager_outputs(run.module, loader)
+        figures = parity_figures(
+            eager,
+            {
+                "onnxruntime": onnx_outputs(scratch / artifact.ONNX, samples),
+                "torch_export": program_outputs(scratch / artifact.PROGRAM, samples),
+            },
+            targets,
+        )
+        figures.update(split=split, tolerance=float(cfg.get("parity_tolerance", 1e-4)))
+        check_parity(figures, figures["tolerance"])
+        manifest = {
+            "format": artifact.FORMAT,
+            "version": artifact.VERSION,
+            "files": artifact.file_entries(scratch),
+            "source_checkpoint": {
+                "path": str(Path(ckpt).resolve()),
+                "sha256": artifact.sha256_file(Path(ckpt)),
+            },
+            "input": raw.input_spec,
+            "output": {
+                "name": "logits",
+                "meaning": "unnormalised class scores (softmax gives probabilities)",
+                "classes": raw.classes,
+            },
+            "config": OmegaConf.to_container(
+                OmegaConf.masked_copy(run.cfg, ["model", "data", "seed"]), resolve=True
+            ),
+            "versions": _versions(),
+            "parity": figures,
+        }
+        tmp = scratch / (artifact.MANIFEST + ".tmp")
+        tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
+        os.replace(tmp, scratch / artifact.MANIFEST)
+        if final.exists():
+            shutil.rmtree(final)
+        os.replace(scratch, final)
+    finally:
+        shutil.rmtree(scratch, ignore_errors=True)
+    for name, entry in figures["paths"].items():
+        print(f"{name}: " + ", ".join(f"{k} {v:.6g}" for k, v in entry.items()), flush=True)
+    print(f"export: {final}", flush=True)
+    print(f"run dir: {run_dir}", flush=True)
+    return final

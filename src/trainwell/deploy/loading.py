@@ -1,0 +1,83 @@
+"""One rebuild path from a checkpoint to the trained module and its data, for predict and export.
+
+The run's own config builds the model and the datamodule (never today's defaults), the weights
+come from a weights-only load, and whatever the datamodule fitted on the training split (digits'
+mean and std) comes from the checkpoint: Lightning writes `datamodule.state_dict()` into every
+checkpoint under the datamodule's class name. A checkpoint without it is refused in one line;
+the statistics are never fitted again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import lightning as L
+from hydra.utils import instantiate
+from omegaconf import DictConfig, OmegaConf, open_dict
+
+from trainwell.errors import TrainwellError
+from trainwell.io.checkpoint_read import load_checkpoint_file
+
+
+@dataclass
+class TrainedRun:
+    cfg: DictConfig
+    module: L.LightningModule
+    datamodule: Any
+    checkpoint_path: Path
+
+
+def run_dir_of(ckpt_path: str | Path) -> Path:
+    """<run dir> of <run dir>/checkpoints/<name>.ckpt."""
+    return Path(ckpt_path).resolve().parent.parent
+
+
+def saved_config(ckpt_path: str | Path) -> DictConfig:
+    """The config the run that wrote `ckpt_path` saved in <run dir>/.hydra/config.yaml."""
+    run_dir = run_dir_of(ckpt_path)
+    path = run_dir / ".hydra" / "config.yaml"
+    if not path.is_file():
+        raise TrainwellError(
+            f"{path} not found: {ckpt_path} is not inside a run dir written by scripts/train.py "
+            "(<run dir>/checkpoints/<name>.ckpt)"
+        )
+    cfg = OmegaConf.load(path)
+    with open_dict(cfg):
+        cfg.paths.output_dir = str(run_dir)
+    return cfg
+
+
+def _datamodule_state(checkpoint: dict[str, Any], datamodule: Any, path: Path) -> None:
+    needs = type(datamodule).state_dict is not L.LightningDataModule.state_dict
+    if not needs:
+        return
+    key = type(datamodule).__qualname__
+    state = checkpoint.get(key)
+    if not state:
+        raise TrainwellError(
+            f"{path} holds no datamodule statistics ('{key}' missing: written before they "
+            "travelled with checkpoints); retrain to get a checkpoint predict/export can use"
+        )
+    datamodule.load_state_dict(state)
+
+
+def load_run(ckpt_path: str | Path, cfg: DictConfig | None = None) -> TrainedRun:
+    """The trained module (eval mode, CPU) and its datamodule, set up with the checkpoint's
+    statistics. `cfg`: the run's composed config (scripts pass theirs); default: the saved one."""
+    path = Path(ckpt_path)
+    checkpoint = load_checkpoint_file(path)
+    cfg = saved_config(path) if cfg is None else cfg
+    datamodule = instantiate(cfg.data)
+    _datamodule_state(checkpoint, datamodule, path)
+    module = instantiate(cfg.model)
+    module.load_state_dict(checkpoint["state_dict"])
+    module.eval()
+    datamodule.setup("test")
+    return TrainedRun(cfg=cfg, module=module, datamodule=datamodule, checkpoint_path=path)
+
+
+def load_trained(ckpt_path: str | Path) -> L.LightningModule:
+    """The LightningModule `ckpt_path` holds, rebuilt from its run's config, in eval mode."""
+    return load_run(ckpt_path).module
