@@ -33,7 +33,8 @@ def _section(title: str) -> str:
 
 
 def clone(into: Path) -> Path:
-    """A cloner's copy of this checkout: every file git tracks or would track (no .venv, logs)."""
+    """A cloner's copy of this checkout: every file git tracks or would track (no .venv, logs),
+    committed in a fresh git repository as a clone holds them."""
     listed = subprocess.run(
         ["git", "ls-files", "-co", "--exclude-standard"],
         cwd=REPO,
@@ -46,6 +47,10 @@ def clone(into: Path) -> Path:
         if source.is_file():
             (into / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(source, into / name)
+    # a clone is a git checkout: the template's files committed, the cloner's added after
+    git = ["git", "-c", "user.name=cloner", "-c", "user.email=cloner@example.invalid"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "template"]):
+        subprocess.run([*git, *args], cwd=into, capture_output=True, check=True)
     return into
 
 
