@@ -36,13 +36,18 @@ def clone(into: Path) -> Path:
     """A cloner's copy of this checkout: every file git tracks or would track (no .venv, logs),
     committed in a fresh git repository as a clone holds them."""
     listed = subprocess.run(
-        ["git", "ls-files", "-co", "--exclude-standard"],
-        cwd=REPO,
-        capture_output=True,
-        text=True,
-        check=True,
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True
     )
-    for name in listed.stdout.splitlines():
+    if listed.returncode == 0:
+        names = listed.stdout.splitlines()
+    else:  # a copy that is no git checkout (make mutants): its files less the environment
+        skip = {".venv", "logs", ".git", "__pycache__", ".pytest_cache", ".ruff_cache"}
+        names = [
+            str(p.relative_to(REPO))
+            for p in REPO.rglob("*")
+            if not skip & set(p.relative_to(REPO).parts)
+        ]
+    for name in names:
         source = REPO / name
         if source.is_file():
             (into / name).parent.mkdir(parents=True, exist_ok=True)

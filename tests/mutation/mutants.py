@@ -490,4 +490,24 @@ MUTANTS: list[Mutant] = [
         ),
         "a run resumed from an end-of-epoch checkpoint draws and augments the next epoch exactly",
     ),
+    Mutant(
+        "config values: the range of a template key is not checked",
+        "src/trainwell/config_values.py",
+        "        if not _is(value, kind) or (low is not None and value < low):",
+        "        if not _is(value, kind):",
+        (
+            "tests/test_config_values.py::test_the_command_line_check_names_key_value_and_expectation",
+        ),
+        "trainer.accumulate_grad_batches=0 is one line naming the key, exit 2, before data loads",
+    ),
+    Mutant(
+        "config values: a _target_'s arguments are not checked against its annotations",
+        "src/trainwell/config_values.py",
+        "        if allowed is None or any(_is(value, kind) for kind in allowed):",
+        "        if True:",
+        (
+            "tests/test_config_values.py::test_the_command_line_check_names_key_value_and_expectation",
+        ),
+        "a wrong type for a datamodule's or net's argument is one line naming the key, exit 2",
+    ),
 ]
