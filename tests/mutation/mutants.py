@@ -510,4 +510,15 @@ MUTANTS: list[Mutant] = [
         ),
         "a wrong type for a datamodule's or net's argument is one line naming the key, exit 2",
     ),
+    Mutant(
+        "not a checkpoint: any weights-only refusal read as pickled code",
+        "src/trainwell/io/checkpoint_read.py",
+        "        if _GLOBAL.search(str(err)):",
+        '        if "weights only" in str(err).lower():',
+        (
+            "tests/io/test_not_a_checkpoint.py::"
+            "test_the_loader_says_not_a_readable_checkpoint_and_what_it_found",
+        ),
+        "a file that is not a checkpoint is named so, not sent to the pickled-code converter",
+    ),
 ]
