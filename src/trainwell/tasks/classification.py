@@ -10,6 +10,7 @@ from torch import nn
 from torchmetrics import MaxMetric, MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
+from trainwell.tasks.checkpoint_loading import PointsToLoadTrained
 from trainwell.tasks.metrics import EpochMetricHooks, EpochMetricLog, MicroAccuracy, WeightedMean
 from trainwell.tasks.model_setup import shard_and_compile
 from trainwell.tasks.optimization import (
@@ -19,7 +20,7 @@ from trainwell.tasks.optimization import (
 )
 
 
-class ClassificationTask(EpochMetricHooks, L.LightningModule):
+class ClassificationTask(PointsToLoadTrained, EpochMetricHooks, L.LightningModule):
     """Trains an injected `net` that returns raw logits.
 
     The optimizer and scheduler arrive as Hydra `_partial_`s; the scheduler factory is called with
