@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import _bootstrap  # noqa: F401  (project root on the import path; a one-line error without the venv)
+
 from trainwell.cli import eval_job, hydra_entry
 from trainwell.training.run_config import with_training_overrides
 

@@ -2,6 +2,8 @@
 
 from pathlib import Path
 
+import _bootstrap  # noqa: F401  (project root on the import path; a one-line error without the venv)
+
 from trainwell.cli import hydra_entry, train_job
 
 main = hydra_entry(

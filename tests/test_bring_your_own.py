@@ -1,37 +1,99 @@
 """The README's "Bring your own module" project, verbatim: plain Lightning classes that import
-nothing from trainwell, trained through scripts/train.py, evaluated through scripts/eval.py.
+nothing from trainwell, written where the README puts them (`myproject/` at the root of a clone,
+configs under conf/) and run with the README's own commands, in a subprocess that sets no
+PYTHONPATH, with the virtual environment active as the README asks.
 
-The code and configs are read out of README.md, so the README cannot drift from what is tested.
+The code, configs and commands are read out of README.md, so the README cannot drift from what is
+tested.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
+import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 
 from tests.helpers.config import REPO
-from tests.helpers.scripts import run_script, with_pythonpath
 
-FENCE = re.compile(r"```(python|yaml)\n# (\S+)\n(.*?)```", re.DOTALL)
+FENCE = re.compile(r"```(python|yaml|bash)\n(.*?)```", re.DOTALL)
+RUN_DIR = re.compile(r"^run dir: (\S+)$", re.M)
+
+
+def _section(title: str) -> str:
+    readme = (REPO / "README.md").read_text()
+    return readme.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
+
+
+def clone(into: Path) -> Path:
+    """A cloner's copy of this checkout: every file git tracks or would track (no .venv, logs),
+    committed in a fresh git repository as a clone holds them."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-co", "--exclude-standard"], cwd=REPO, capture_output=True, text=True
+    )
+    if listed.returncode == 0:
+        names = listed.stdout.splitlines()
+    else:  # a copy that is no git checkout (make mutants): its files less the environment
+        skip = {".venv", "logs", ".git", "__pycache__", ".pytest_cache", ".ruff_cache"}
+        names = [
+            str(p.relative_to(REPO))
+            for p in REPO.rglob("*")
+            if not skip & set(p.relative_to(REPO).parts)
+        ]
+    for name in names:
+        source = REPO / name
+        if source.is_file():
+            (into / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, into / name)
+    # a clone is a git checkout: the template's files committed, the cloner's added after
+    git = ["git", "-c", "user.name=cloner", "-c", "user.email=cloner@example.invalid"]
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-q", "-m", "template"]):
+        subprocess.run([*git, *args], cwd=into, capture_output=True, check=True)
+    return into
+
+
+def venv_env() -> dict[str, str]:
+    """The environment of a shell after `source .venv/bin/activate`: nothing else set."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "PYTHONHOME")}
+    bin_dir = Path(sys.executable).parent
+    env["PATH"] = f"{bin_dir}{os.pathsep}{env.get('PATH', '')}"
+    env["VIRTUAL_ENV"] = str(bin_dir.parent)
+    env.update(PYTHONUNBUFFERED="1", WANDB_SILENT="true")
+    return env
+
+
+def run_line(root: Path, line: str, timeout: float = 600) -> subprocess.CompletedProcess:
+    """One README command line, as a user types it in the clone's root (the venv active)."""
+    return subprocess.run(
+        shlex.split(line, comments=True),
+        cwd=root,
+        env=venv_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The README section's files, written under a temp dir: myproject/ and conf/."""
-    readme = (REPO / "README.md").read_text()
-    section = readme.split("## Bring your own module", 1)[1].split("\n## ", 1)[0]
-    root = tmp_path_factory.mktemp("byo")
+    """A clone with the README section's files written where it says: myproject/ and conf/."""
+    root = clone(tmp_path_factory.mktemp("byo"))
     written = []
-    for _, name, body in FENCE.findall(section):
+    for _, body in FENCE.findall(_section("Bring your own module")):
+        first, _, rest = body.partition("\n")
+        name = first.removeprefix("# ").strip()
         if not name.startswith(("myproject/", "conf/model/my_module", "conf/data/my_data")):
             continue
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(body)
+        path.write_text(rest)
         written.append(name)
     assert sorted(written) == [
         "conf/data/my_data.yaml",
@@ -43,14 +105,42 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-def _run(project: Path, script: str, run_dir: Path, *overrides: str):
-    proc = run_script(
-        script,
-        f"hydra.searchpath=[file://{project / 'conf'}]",
-        *overrides,
-        f"hydra.run.dir={run_dir}",
-        env=with_pythonpath(project),
+def readme_commands() -> list[str]:
+    """The section's bash block: train, eval (of the run's best checkpoint) and the doctor."""
+    blocks = [
+        body for kind, body in FENCE.findall(_section("Bring your own module")) if kind == "bash"
+    ]
+    assert len(blocks) == 1, blocks
+    return [line for line in blocks[0].splitlines() if line.strip()]
+
+
+def test_the_readme_commands_run_as_written_in_a_clone(project: Path) -> None:
+    train, evaluate, doctor = readme_commands()
+    proc = run_line(project, train)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run_dir = Path(RUN_DIR.findall(proc.stdout)[-1])
+    assert (run_dir / "results.json").is_file()
+    best = run_dir / "checkpoints" / "best.ckpt"
+    proc = run_line(project, evaluate.replace("<run dir>", str(run_dir)))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (
+        "test/loss"
+        in json.loads((Path(RUN_DIR.findall(proc.stdout)[-1]) / "results.json").read_text())[
+            "metrics"
+        ]
     )
+    assert str(best) in evaluate.replace("<run dir>", str(run_dir))
+    proc = run_line(project, doctor)
+    assert proc.returncode in (0, 1), proc.stderr[-3000:]  # 1: a check failed, still a report
+    assert (
+        '"checks"'
+        in (Path(RUN_DIR.findall(proc.stdout)[-1]) / "doctor" / "report.json").read_text()
+    )
+
+
+def _run(project: Path, script: str, run_dir: Path, *overrides: str):
+    line = shlex.join(["python", f"scripts/{script}", *overrides, f"hydra.run.dir={run_dir}"])
+    proc = run_line(project, line)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 
@@ -127,15 +217,9 @@ def test_a_bad_item_count_stops_the_run_in_one_line_writing_nothing(
 ) -> None:
     (project / "myproject" / "bad.py").write_text(BAD_DECLARATION)
     run_dir = tmp_path / "run"
-    proc = run_script(
-        "train.py",
-        f"hydra.searchpath=[file://{project / 'conf'}]",
-        *USER,
-        "model._target_=myproject.bad.CountsNothing",
-        "trainer.accumulate_grad_batches=2",
-        f"hydra.run.dir={run_dir}",
-        env=with_pythonpath(project),
-    )
+    line = shlex.join(["python", "scripts/train.py", *USER, "model._target_=myproject.bad.CountsNothing",
+                       "trainer.accumulate_grad_batches=2", f"hydra.run.dir={run_dir}"])  # fmt: skip
+    proc = run_line(project, line)
     assert proc.returncode == 2, proc.stderr[-2000:]
     line = proc.stderr.strip().splitlines()[-1]
     assert line.startswith("error: CountsNothing.loss_items returned 0 for train micro-batch 0")

@@ -16,6 +16,7 @@ from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
 
 import trainwell.resolvers  # noqa: F401  (registers resolvers before Hydra composes)
+from trainwell.config_values import config_value_problem
 
 
 def _compose(config_dir: Path, config_name: str, overrides: Sequence[str]) -> DictConfig:
@@ -91,7 +92,7 @@ def check_command_line(config_dir: Path, config_name: str, argv: Sequence[str]) 
     if any(arg.startswith("-") for arg in argv):
         return None  # --multirun / --cfg / --help: Hydra's own handling
     try:
-        composed(config_dir, config_name, tuple(argv))
+        cfg = composed(config_dir, config_name, tuple(argv))
     except MissingConfigException as err:
         return _explain_missing_config(err)
     except HydraException as err:
@@ -104,7 +105,7 @@ def check_command_line(config_dir: Path, config_name: str, argv: Sequence[str]) 
         return _one_line(text)
     except ValueError as err:  # Hydra's override parser raises plain ValueErrors too
         return _one_line(str(err))
-    return None
+    return config_value_problem(cfg)
 
 
 def without_null_groups(config_dir: Path, argv: Sequence[str]) -> list[str]:

@@ -781,4 +781,35 @@ MUTANTS: list[Mutant] = [
         (f"{DEPLOY_T}::test_the_export_reproduces_eval_with_only_onnxruntime_and_numpy",),
         "the exported graph takes raw samples: the preprocessing is inside it",
     ),
+    Mutant(
+        "config values: the range of a template key is not checked",
+        "src/trainwell/config_values.py",
+        "        if not _is(value, kind) or (low is not None and value < low):",
+        "        if not _is(value, kind):",
+        (
+            "tests/test_config_values.py::test_the_command_line_check_names_key_value_and_expectation",
+        ),
+        "trainer.accumulate_grad_batches=0 is one line naming the key, exit 2, before data loads",
+    ),
+    Mutant(
+        "config values: a _target_'s arguments are not checked against its annotations",
+        "src/trainwell/config_values.py",
+        "        if allowed is None or any(_is(value, kind) for kind in allowed):",
+        "        if True:",
+        (
+            "tests/test_config_values.py::test_the_command_line_check_names_key_value_and_expectation",
+        ),
+        "a wrong type for a datamodule's or net's argument is one line naming the key, exit 2",
+    ),
+    Mutant(
+        "not a checkpoint: any weights-only refusal read as pickled code",
+        "src/trainwell/io/checkpoint_read.py",
+        "        if _GLOBAL.search(str(err)):",
+        '        if "weights only" in str(err).lower():',
+        (
+            "tests/io/test_not_a_checkpoint.py::"
+            "test_the_loader_says_not_a_readable_checkpoint_and_what_it_found",
+        ),
+        "a file that is not a checkpoint is named so, not sent to the pickled-code converter",
+    ),
 ]

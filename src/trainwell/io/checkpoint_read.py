@@ -44,9 +44,13 @@ def load_checkpoint_file(
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as err:
-        if "weights only" in str(err).lower() or "weights_only" in str(err):
+        # Only a pickle that names a class or function holds code; any other refusal of the
+        # weights-only unpickler ("Unsupported operand") is a file that is no checkpoint at all,
+        # and the re-save advice would end in a traceback.
+        if _GLOBAL.search(str(err)):
             raise _pickled(path, err) from err
-        raise _corrupt(path, err) from err
+        refused = re.search(r"WeightsUnpickler error:\s*(.+)", str(err))
+        raise _corrupt(path, err, refused.group(1) if refused else None) from err
     except (RuntimeError, EOFError, zipfile.BadZipFile, ValueError, OSError) as err:
         raise _corrupt(path, err) from err
     if not isinstance(checkpoint, dict) or (
@@ -132,8 +136,24 @@ def _pickled(path: Path, err: BaseException) -> CheckpointError:
     )
 
 
-def _corrupt(path: Path, err: BaseException) -> CheckpointError:
-    reason = f"corrupt or truncated: {first_line(err)}"
+def found_in(path: Path) -> str:
+    """What the file holds, for a message: its size and first bytes."""
+    try:
+        with path.open("rb") as f:
+            head = f.read(16)
+        size = path.stat().st_size
+    except OSError as err:
+        return f"unreadable ({err.strerror})"
+    if not size:
+        return "an empty file"
+    return f"a {size}-byte file starting with {head!r}"
+
+
+def _corrupt(path: Path, err: BaseException, detail: str | None = None) -> CheckpointError:
+    reason = (
+        f"not a readable checkpoint (corrupt or truncated: {found_in(path)}; "
+        f"{(detail or first_line(err))[:120]})"
+    )
     return CheckpointError(
         f"checkpoint {path} is {reason}; pass an earlier checkpoint with ckpt_path=<file> or "
         "resume=auto (which skips unreadable files)",

@@ -15,19 +15,23 @@ omegaconf containers become plain dicts and lists. Weights and every other state
 
 from __future__ import annotations
 
+import argparse
 import enum
 import functools
 import inspect
 import sys
 from collections import OrderedDict
 from collections.abc import Mapping
-from pathlib import PurePath
+from pathlib import Path, PurePath
 from typing import Any
 
 import torch
 from lightning.pytorch import LightningDataModule, LightningModule
 from omegaconf import Container, OmegaConf
 from torch import nn
+
+from trainwell.errors import first_line
+from trainwell.io.checkpoint_read import found_in
 
 # (checkpoint key holding the hparams, key holding their type, config section they came from)
 SECTIONS = (
@@ -162,13 +166,41 @@ def _join(path: str) -> str:
     return "." if path and not path.endswith(".") else ""
 
 
+HELP = """Re-save a checkpoint that holds pickled objects in its hparams (a net, an optimizer
+partial, an omegaconf container) with plain hparams, so that it loads with weights_only=True.
+
+This converter UNPICKLES its input (torch.load with weights_only=False): a pickle can run any code,
+so run it only on files you trust."""
+
+
+def _fail(line: str) -> int:
+    print(f"error: {line}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str]) -> int:
-    if len(argv) != 2:
-        print("usage: python -m trainwell.io.hparams IN.ckpt OUT.ckpt", file=sys.stderr)
-        return 2
-    source, target = argv
+    parser = argparse.ArgumentParser(
+        prog="python -m trainwell.io.hparams",
+        description=HELP,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("source", metavar="IN.ckpt", help="the checkpoint to convert (trusted)")
+    parser.add_argument("target", metavar="OUT.ckpt", help="where to write the plain copy")
+    args = parser.parse_args(argv)
+    source, target = Path(args.source), Path(args.target)
+    if not source.is_file():
+        return _fail(f"checkpoint not found: {source}")
     # The one weights_only=False load in trainwell: the user asked to convert a file they trust.
-    checkpoint = torch.load(source, map_location="cpu", weights_only=False)
+    try:
+        checkpoint = torch.load(source, map_location="cpu", weights_only=False)
+    except Exception as err:  # garbage, a cut-short file, a pickle naming code that is gone
+        return _fail(
+            f"{source} is not a readable checkpoint ({found_in(source)}; {first_line(err)[:160]})"
+        )
+    if not isinstance(checkpoint, dict):
+        return _fail(
+            f"{source} is not a readable checkpoint (it holds a {type(checkpoint).__name__}, not a dict)"
+        )
     plain, converted = plain_checkpoint(checkpoint)
     torch.save(plain, target)
     try:

@@ -1,0 +1,77 @@
+"""A file that is not a checkpoint, or one cut short, is "not a readable checkpoint" naming what was
+found (exit 2) in eval and in the converter, never the pickled-code advice or a traceback."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from tests.helpers.scripts import run_script
+from trainwell.io.checkpoint_read import CheckpointError, load_checkpoint_file
+
+
+def _garbage(tmp_path: Path) -> Path:
+    path = tmp_path / "x.ckpt"
+    path.write_text("garbage\n")
+    return path
+
+
+def _cut_short(tmp_path: Path) -> Path:
+    path = tmp_path / "cut.ckpt"
+    torch.save({"state_dict": {"w": torch.zeros(1000)}}, path)
+    data = path.read_bytes()
+    path.write_bytes(data[: len(data) // 2])
+    return path
+
+
+@pytest.mark.parametrize("make", [_garbage, _cut_short])
+def test_the_loader_says_not_a_readable_checkpoint_and_what_it_found(make, tmp_path: Path) -> None:
+    path = make(tmp_path)
+    with pytest.raises(CheckpointError) as err:
+        load_checkpoint_file(path)
+    message = str(err.value)
+    assert f"checkpoint {path} is not a readable checkpoint" in message, message
+    assert f"-byte file starting with {path.read_bytes()[:16]!r}" in message, message
+    assert "pickled" not in message and "trainwell.io.hparams" not in message
+
+
+def test_eval_of_a_garbage_file_is_one_line_exit_2(tmp_path: Path) -> None:
+    path = _garbage(tmp_path)
+    proc = run_script("eval.py", f"ckpt_path={path}", f"hydra.run.dir={tmp_path / 'eval'}")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: checkpoint") and "is not a readable checkpoint" in last
+    assert "Traceback" not in proc.stderr and "pickled" not in proc.stderr
+
+
+def _convert(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "trainwell.io.hparams", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_the_converter_gives_one_line_errors_with_exit_2(tmp_path: Path) -> None:
+    out = tmp_path / "out.ckpt"
+    for source, expected in (
+        (tmp_path / "missing.ckpt", "error: checkpoint not found"),
+        (_garbage(tmp_path), "is not a readable checkpoint (a 8-byte file"),
+        (_cut_short(tmp_path), "is not a readable checkpoint"),
+    ):
+        proc = _convert(str(source), str(out))
+        assert proc.returncode == 2, proc.stderr
+        assert proc.stderr.count("\n") == 1 and expected in proc.stderr, proc.stderr
+        assert not out.exists()
+
+
+def test_the_converter_help_says_what_it_does_and_that_it_unpickles() -> None:
+    proc = _convert("--help")
+    assert proc.returncode == 0
+    assert "weights_only=True" in proc.stdout and "UNPICKLES its input" in proc.stdout
+    assert "only on files you trust" in proc.stdout
