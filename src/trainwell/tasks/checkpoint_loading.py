@@ -3,7 +3,8 @@
 The example tasks take objects (`net`, the optimizer partial) that a checkpoint stores as their
 config nodes, so Lightning's own rebuild from `hyper_parameters` cannot construct them (it stops
 saying `net` and `optimizer` are missing). trainwell.deploy.load_trained rebuilds the module from
-those config nodes, the same way prediction and export do."""
+the run's saved config and loads the checkpoint weights-only, the same way prediction and export
+do."""
 
 from __future__ import annotations
 
