@@ -40,7 +40,7 @@ TRAIN_BATCHES = [f"data_batch_{i}" for i in range(1, 6)]
 def write_cifar10(root: Path, images: int, seed: int = 0) -> dict[str, str]:
     """`images` train images over the 5 real batch files + a test file of images/10; file -> md5.
 
-    The same format torchvision reads (tests/data/cifar_fixture.py writes a tiny one for tests).
+    The same format torchvision reads (tests/helpers/cifar_fixture.py writes a tiny one for tests).
     """
     from torchvision.datasets import CIFAR10
 

@@ -57,7 +57,7 @@ FEATURES: dict[str, list[str]] = {
 
 # The files holding `gpu` tests: collecting all of tests/ would import what a GPU box may lack
 # (nbclient for the notebook tests).
-GPU_TESTS = ["tests/data/test_on_device.py", "tests/callbacks/test_host_syncs.py"]
+GPU_TESTS = ["tests/loading/test_on_device.py", "tests/callbacks/test_host_syncs.py"]
 
 
 class Suite:

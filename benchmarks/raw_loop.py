@@ -229,7 +229,7 @@ def run_from_config(
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
-    from trainwell.data.sharding import install_loader_policy
+    from trainwell.loading.sharding import install_loader_policy
     from trainwell.training.builders import build_trainer
     from trainwell.training.plan_callback import plan_for
     from trainwell.training.precision import resolve_precision

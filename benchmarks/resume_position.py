@@ -129,7 +129,7 @@ def loader_first_batch(step: int, args: argparse.Namespace, scratch: Path) -> fl
     from hydra.utils import instantiate
 
     from trainwell import compat
-    from trainwell.data.sharding import install_loader_policy
+    from trainwell.loading.sharding import install_loader_policy
 
     cfg = compose(overrides(args.samples, args.batch), scratch / "in-process")
     datamodule = instantiate(cfg.data)

@@ -20,9 +20,9 @@ from tests.helpers.torchrun import run_torchrun
 from tests.helpers.trainers import quiet_trainer
 from trainwell import compat
 from trainwell.callbacks import LastCheckpoint
-from trainwell.data.resumable import ResumableDataLoader
-from trainwell.data.samplers import EpochShuffle, ShardedBatchSampler
 from trainwell.errors import TrainwellError
+from trainwell.loading.resumable import ResumableDataLoader
+from trainwell.loading.samplers import EpochShuffle, ShardedBatchSampler
 
 
 class Linear(L.LightningModule):
@@ -155,7 +155,7 @@ def test_a_resumed_epoch_iterator_is_built_before_its_epoch_is_set(
 
 class EpochTagged(torch.utils.data.Dataset):
     """Sample i of epoch e is 100 * e + i: what a per-sample augmentation keyed by the epoch
-    (data/per_sample.py) would draw differently each epoch."""
+    (loading/per_sample.py) would draw differently each epoch."""
 
     def __init__(self) -> None:
         self.epoch = 0

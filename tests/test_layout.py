@@ -1,5 +1,7 @@
-"""Imports point one way: data, models -> tasks -> io -> callbacks -> training -> doctor -> cli;
-deploy (predict, export, serve) sits beside the doctor, over training, and neither imports the other.
+"""Imports point one way: loading -> data, models -> tasks -> io -> callbacks -> training -> doctor
+-> cli; deploy (predict, export, serve) sits beside the doctor, over training, and neither imports
+the other. The loading engine imports nothing from data/ (a cloner's datamodules may use the
+engine; the engine never depends on an example datamodule).
 
 Read from the source (every import statement, module-level or inside a function), so a cycle
 or a shortcut (training reaching into the doctor, a callback into training) fails here.
@@ -18,13 +20,16 @@ SRC = Path(__file__).resolve().parents[1] / "src" / "trainwell"
 BASE = {"errors", "compat", "resolvers"}
 ALLOWED = {
     "models": BASE | {"models"},
-    "data": BASE | {"data"},
-    "tasks": BASE | {"tasks", "models", "data"},
+    "loading": BASE | {"loading"},
+    "data": BASE | {"data", "loading"},
+    "tasks": BASE | {"tasks", "models", "data", "loading"},
     "io": BASE | {"io"},
-    "callbacks": BASE | {"callbacks", "io", "tasks", "models", "data"},
-    "training": BASE | {"training", "callbacks", "io", "tasks", "models", "data"},
-    "doctor": BASE | {"doctor", "training", "callbacks", "io", "tasks", "models", "data"},
-    "deploy": BASE | {"deploy", "training", "callbacks", "io", "tasks", "models", "data"},
+    "callbacks": BASE | {"callbacks", "io", "tasks", "models", "data", "loading"},
+    "training": BASE | {"training", "callbacks", "io", "tasks", "models", "data", "loading"},
+    "doctor": BASE
+    | {"doctor", "training", "callbacks", "io", "tasks", "models", "data", "loading"},
+    "deploy": BASE
+    | {"deploy", "training", "callbacks", "io", "tasks", "models", "data", "loading"},
 }
 
 

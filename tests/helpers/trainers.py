@@ -33,7 +33,7 @@ def template_trainer(**kwargs) -> L.Trainer:
 
 def templated(datamodule: L.LightningDataModule, seed: int = 0) -> L.LightningDataModule:
     """The datamodule with the template's loader policy (sharding, order, resumable train)."""
-    from trainwell.data.sharding import install_loader_policy
+    from trainwell.loading.sharding import install_loader_policy
 
     install_loader_policy(datamodule, seed=seed)
     return datamodule

@@ -42,14 +42,14 @@ PLAN_FAST = (  # the arithmetic, not the subprocess run that prints the plan
     f"{PLAN_T}::test_max_steps_beyond_what_the_epochs_allow_ends_with_the_epochs",
     f"{PLAN_T}::test_a_fractional_limit_rounds_down_like_lightning",
 )
-SAMP = "src/trainwell/data/samplers.py"
-SHARD_T = "tests/data/test_sharding.py"
+SAMP = "src/trainwell/loading/samplers.py"
+SHARD_T = "tests/loading/test_sharding.py"
 SEARCH = "src/hydra_plugins/trainwell_optuna_sweeper/_search.py"
 SWEEP_T = (
     "tests/training/test_search.py::test_a_maximized_sweep_of_another_metric_picks_the_largest"
 )
 MUSEUM_T = "tests/doctor/test_museum.py::test_planted_bug_is_caught"
-WEIGHTED_T = "tests/data/test_weighted_sampler.py"
+WEIGHTED_T = "tests/loading/test_weighted_sampler.py"
 BALANCE_T = "tests/tasks/test_class_balance.py"
 CLASS_BALANCE = "src/trainwell/doctor/checks/class_balance.py"
 CLASS_BALANCE_T = "tests/doctor/test_class_balance.py"
@@ -161,7 +161,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "resumable loader: the saved position is dropped",
-        "src/trainwell/data/resumable.py",
+        "src/trainwell/loading/resumable.py",
         "self._pending = dict(state_dict)",
         "self._pending = None",
         (f"{RESUME_T}::test_resume_from_a_step_checkpoint_is_bitwise_exact",),
@@ -525,7 +525,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "weighted sampler: uniform weights instead of inverse class frequency",
-        "src/trainwell/data/sharding.py",
+        "src/trainwell/loading/sharding.py",
         "weights = 1.0 / class_counts(labels).double()[labels]",
         "weights = torch.ones(len(labels), dtype=torch.float64)",
         (
@@ -536,7 +536,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "weighted sampler: a resume replays the consumed batches",
-        "src/trainwell/data/resumable.py",
+        "src/trainwell/loading/resumable.py",
         "            start_at(skip)\n            replay = 0",
         "            start_at(0)",
         (f"{WEIGHTED_T}::test_a_mid_epoch_resume_continues_bitwise_and_loads_only_what_is_left",),
@@ -811,5 +811,16 @@ MUTANTS: list[Mutant] = [
             "test_the_loader_says_not_a_readable_checkpoint_and_what_it_found",
         ),
         "a file that is not a checkpoint is named so, not sent to the pickled-code converter",
+    ),
+    Mutant(
+        "resumable loader: the saved position pickles the sampler object",
+        "src/trainwell/loading/resumable.py",
+        '"epoch_batches": len(self)}',
+        '"epoch_batches": len(self), "sampler": self.batch_sampler}',
+        (
+            "tests/io/test_checkpoint_names_no_module.py::"
+            "test_every_checkpoint_of_a_run_names_no_trainwell_module",
+        ),
+        "a checkpoint holds plain data: moving a module never orphans an old checkpoint",
     ),
 ]

@@ -23,7 +23,7 @@ from tests.helpers.state import assert_bitwise_equal
 from tests.helpers.trainers import template_trainer
 from trainwell.callbacks.step_checkpoint import StepCheckpoint
 from trainwell.callbacks.training_state import ExactResume
-from trainwell.data.resumable import ResumableDataLoader
+from trainwell.loading.resumable import ResumableDataLoader
 
 EPOCHS = 3  # 4 batches an epoch
 

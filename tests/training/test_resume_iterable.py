@@ -16,7 +16,7 @@ from tests.helpers.streams import PlainStreamData, RestartableStreamData
 from tests.helpers.trainers import template_trainer, templated
 from trainwell.callbacks.step_checkpoint import StepCheckpoint
 from trainwell.callbacks.training_state import ExactResume
-from trainwell.data.sharding import LoaderPolicyWarning
+from trainwell.loading.sharding import LoaderPolicyWarning
 
 
 def fit(run_dir: Path, data: type[L.LightningDataModule], ckpt: Path | None = None) -> dict:

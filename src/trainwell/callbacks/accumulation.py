@@ -38,8 +38,8 @@ import torch
 from torch.distributed.tensor import DTensor
 
 from trainwell import compat
-from trainwell.data.batch_size import batch_size
 from trainwell.errors import TrainwellError
+from trainwell.loading.batch_size import batch_size
 
 ITEMS_HOOK = "loss_items"
 
@@ -230,7 +230,7 @@ class ExactAccumulation(L.Callback):
 
 
 def _is_padding(trainer: L.Trainer, batch_idx: int) -> bool:
-    """Whether this rank's micro-batch is a zero-weight copy (data/sharding.py)."""
+    """Whether this rank's micro-batch is a zero-weight copy (loading/sharding.py)."""
     loader = trainer.train_dataloader
     check = getattr(getattr(loader, "batch_sampler", None), "is_padding", None)
     return bool(check(batch_idx)) if callable(check) else False

@@ -35,7 +35,7 @@ from torch.distributed.tensor import DTensor
 
 from trainwell.callbacks.accumulation import ITEMS_HOOK, count_items
 from trainwell.callbacks.cadence import is_reading_step
-from trainwell.data.batch_size import batch_size
+from trainwell.loading.batch_size import batch_size
 
 _COMPUTE_DTYPES = {
     "bf16-mixed": torch.bfloat16,

@@ -1,7 +1,7 @@
 """ExactResume: what Lightning leaves out of a checkpoint and a resume needs.
 
 Lightning writes model, optimizer, scheduler, loop progress, precision-scaler state, callback
-states and (through a stateful loader, data/resumable.py) the train loader's position. Missing, and
+states and (through a stateful loader, loading/resumable.py) the train loader's position. Missing, and
 added here:
 
 * RNG states (python, numpy, torch, CUDA) of *every rank*: without them dropout and augmentation

@@ -27,7 +27,7 @@ def lightning_loss_divisor(trainer: L.Trainer) -> int:
 # (Lightning-AI/pytorch-lightning#21938, open; 2.5.3-2.6.6), so a resumed epoch is drawn in the
 # order of epoch 0 whenever the loader fixes its order when the iterator is created (worker
 # processes, or the template's sharded batch sampler), and a dataset whose augmentation follows
-# the epoch (data/per_sample.py) is told epoch 0. The same holds for a checkpoint written at the
+# the epoch (loading/per_sample.py) is told epoch 0. The same holds for a checkpoint written at the
 # end of an epoch (last.ckpt), which Lightning does not count as a restart at all.
 # ---------------------------------------------------------------------------------------------
 
@@ -47,7 +47,7 @@ def restore_train_loader_position(trainer: L.Trainer) -> None:
         # Before iter(): with workers the sampler is consumed when the iterator is built.
         set_sampler_epoch(loader, epoch)
         resume_at = getattr(loader, "resume_at", None)
-        if callable(resume_at):  # a restartable stream (data/resumable.py) starts where it left
+        if callable(resume_at):  # a restartable stream (loading/resumable.py) starts where it left
             resume_at(epoch, consumed)
     iter(fit_loop._data_fetcher)
 

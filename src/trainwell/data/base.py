@@ -2,7 +2,7 @@
 
 Subclasses only build `train_set`, `val_set` and `test_set` in `setup`. Nothing here is required of
 a user's datamodule: any LightningDataModule works, and the template shards, orders and resumes
-its loaders the same way (data/sharding.py).
+its loaders the same way (loading/sharding.py).
 """
 
 from __future__ import annotations
@@ -48,7 +48,7 @@ class SplitDataModule(L.LightningDataModule):
         self.persistent_workers = persistent_workers and num_workers > 0
         self.drop_last = drop_last
         self.seed = seed
-        # Read by the template's loader policy (data/sharding.py), which builds the sampler:
+        # Read by the template's loader policy (loading/sharding.py), which builds the sampler:
         # "weighted" draws with replacement, by `sample_weights()` if a subclass defines it, else
         # by inverse class frequency; `samples_per_epoch` (None: the train split's size).
         if sampler not in ("shuffle", "weighted"):

@@ -2,7 +2,7 @@
 
 Two data paths, same splits: per-image PIL transforms in DataLoader workers (default), or
 `data.on_device=true`, the whole dataset as uint8 on the training device with crop, flip and
-normalisation applied per batch there (data/on_device.py): what keeps a GPU fed.
+normalisation applied per batch there (loading/on_device.py): what keeps a GPU fed.
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from torchvision import transforms
 from torchvision.datasets import CIFAR10
 
 from trainwell.data.base import ClassificationDataModule
-from trainwell.data.on_device import DeviceImages, keep_batch, placement
-from trainwell.data.per_sample import PerSampleRandom
 from trainwell.errors import TrainwellError
+from trainwell.loading.on_device import DeviceImages, keep_batch, placement
+from trainwell.loading.per_sample import PerSampleRandom
 
 # Per-channel statistics of the 50,000 CIFAR-10 training images (train split only).
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
@@ -36,7 +36,7 @@ class CIFAR10DataModule(ClassificationDataModule):
     workers (there is no per-image host work to spread). Augmentations differ per sample and epoch,
     are a function of (data.seed, epoch, sample), and evaluation images equal the CPU path's bit for
     bit. On the default path the crop and flip are a function of (data.seed, epoch, sample) too
-    (data/per_sample.py): the same weights with any `num_workers`.
+    (loading/per_sample.py): the same weights with any `num_workers`.
     """
 
     num_classes = 10

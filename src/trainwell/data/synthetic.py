@@ -5,9 +5,9 @@ random colour pattern; a sample is its class pattern at a random contrast plus p
 network has to learn something real but a ResNet gets well above chance within an epoch.
 
 `on_device=true` stores the images as uint8 on the training device and serves them through the
-same batch pipeline as CIFAR-10's (data/on_device.py; `augment=true` adds its crop + flip), so a
+same batch pipeline as CIFAR-10's (loading/on_device.py; `augment=true` adds its crop + flip), so a
 throughput run on synthetic data does the per-batch work a CIFAR-10 run does. Off the device,
-`augment=true` applies the same crop + flip per sample on the host (data/per_sample.py).
+`augment=true` applies the same crop + flip per sample on the host (loading/per_sample.py).
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from torch.utils.data import TensorDataset
 from torchvision import transforms
 
 from trainwell.data.base import ClassificationDataModule
-from trainwell.data.on_device import DeviceImages, keep_batch, placement
-from trainwell.data.per_sample import PerSampleRandom
+from trainwell.loading.on_device import DeviceImages, keep_batch, placement
+from trainwell.loading.per_sample import PerSampleRandom
 
 # uint8 storage of the float images: pixel = round(x * QUANT_SCALE + QUANT_ZERO), clamped. The
 # samples have unit-scale noise, so 1/32 steps lose nothing a network could learn, and +-4 covers
@@ -114,7 +114,7 @@ class SyntheticDataModule(ClassificationDataModule):
                 )
                 if self.augment:
                     # CIFAR-10's crop + flip on the float images, per sample from (seed, epoch,
-                    # index): the same weights with any num_workers (data/per_sample.py).
+                    # index): the same weights with any num_workers (loading/per_sample.py).
                     crop_flip = transforms.Compose(
                         [transforms.RandomCrop(32, padding=4), transforms.RandomHorizontalFlip()]
                     )

@@ -13,8 +13,8 @@ from torch import nn
 from torchmetrics import MaxMetric, MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
-from trainwell.data.labels import balanced_class_weights, class_counts, dataset_labels
 from trainwell.errors import TrainwellError
+from trainwell.loading.labels import balanced_class_weights, class_counts, dataset_labels
 from trainwell.tasks.checkpoint_loading import PointsToLoadTrained
 from trainwell.tasks.metrics import (
     BalancedAccuracy,

@@ -100,7 +100,7 @@ def build_trainer(cfg: DictConfig, **overrides: Any) -> L.Trainer:
     template_callbacks for a training run).
 
     * `use_distributed_sampler=False`: the template shards loaders itself, without the padding
-      Lightning's DistributedSampler adds (data/sharding.py);
+      Lightning's DistributedSampler adds (loading/sharding.py);
     * every checkpoint read or written goes through AtomicCheckpointIO: atomic writes, off the
       training thread during the training loop (io/checkpoint_write.py), and loads with
       weights_only=True whatever a caller asks for (io/checkpoint_read.py);

@@ -10,9 +10,9 @@ from hydra.utils import instantiate
 from lightning.pytorch.utilities.model_helpers import is_overridden
 from omegaconf import DictConfig
 
-from trainwell.data.sharding import install_loader_policy
 from trainwell.errors import TrainwellError
 from trainwell.io.results import write_results
+from trainwell.loading.sharding import install_loader_policy
 from trainwell.training.builders import build_trainer
 
 

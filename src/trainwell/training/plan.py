@@ -3,7 +3,7 @@
 "3 epochs at batch 32" means a precise number of forward passes and optimizer steps; getting it
 wrong fires the LR schedule at the wrong time or trains for a fraction of what was meant. The
 plan is computed inside `fit`, after Lightning ran `prepare_data` and the datamodule's `setup`,
-from the loader each rank will really iterate (data/sharding.py): dataset length, batch size,
+from the loader each rank will really iterate (loading/sharding.py): dataset length, batch size,
 drop_last, world size, accumulation and the Trainer's limits. What it cannot know (an iterable
 dataset without a length, a batch sampler without a batch size) it says.
 """
@@ -16,7 +16,7 @@ from typing import Any
 
 from torch.utils.data import BatchSampler, DataLoader
 
-from trainwell.data.samplers import ShardedBatchSampler
+from trainwell.loading.samplers import ShardedBatchSampler
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,6 @@ from omegaconf import DictConfig, OmegaConf
 
 from trainwell.callbacks.last_checkpoint import LastCheckpoint
 from trainwell.callbacks.training_state import ExactResume
-from trainwell.data.sharding import install_loader_policy
 from trainwell.io.announce import announce
 from trainwell.io.checkpoint_read import load_checkpoint_file
 from trainwell.io.checkpoint_write import AtomicCheckpointIO
@@ -25,6 +24,7 @@ from trainwell.io.config_tree import print_config_tree
 from trainwell.io.redact import redact
 from trainwell.io.results import write_results
 from trainwell.io.run_dir import prepare_run_dir
+from trainwell.loading.sharding import install_loader_policy
 from trainwell.training.builders import (
     build_loggers,
     build_trainer,

@@ -14,12 +14,12 @@ from typing import Any
 
 import torch
 
-from trainwell.data.labels import class_counts, dataset_labels
 from trainwell.doctor.harness.batches import replay_loader
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.observe import ConstantLR
 from trainwell.doctor.report.verdict import Check
 from trainwell.errors import TrainwellError, error_line
+from trainwell.loading.labels import class_counts, dataset_labels
 
 ID = "data.class_balance"
 IMBALANCE_RATIO = 5.0

@@ -145,7 +145,7 @@ def _rng_use_warning(dataset: Any, use: str, workers: int, evidence: dict[str, A
         f"depends on num_workers (now {workers}) and on which worker loads it, and a mid-epoch "
         "resume (which skips consumed batches without loading them) is not exact; draw it from a "
         "torch.Generator seeded by (seed, epoch, index), e.g. wrap the dataset and its transform "
-        "in trainwell.data.per_sample.PerSampleRandom",
+        "in trainwell.loading.per_sample.PerSampleRandom",
         evidence,
     )
 

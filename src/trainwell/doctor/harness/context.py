@@ -24,11 +24,11 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from omegaconf import DictConfig, OmegaConf, open_dict
 from torch.utils.data import DataLoader
 
-from trainwell.data.sharding import install_loader_policy
 from trainwell.doctor.harness.batches import replay_loader, size_of
 from trainwell.doctor.harness.samples import TrainSamples
 from trainwell.doctor.harness.settings import ProbeSettings
 from trainwell.errors import TrainwellError, error_line
+from trainwell.loading.sharding import install_loader_policy
 from trainwell.training.builders import build_trainer, probe_callbacks
 from trainwell.training.plan import TrainingPlan
 from trainwell.training.plan_callback import TrainingPlanner, plan_for, planner_settings

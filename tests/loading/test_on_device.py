@@ -15,9 +15,9 @@ import torchvision.transforms.functional as TF
 from tests.helpers.cifar_fixture import trust_fixture, write_cifar10
 from tests.helpers.config import compose_config
 from trainwell.data import CIFAR10DataModule, SyntheticDataModule
-from trainwell.data.on_device import DeviceImages, crop_and_flip, mix32, placement
-from trainwell.data.resumable import ResumableDataLoader
-from trainwell.data.sharding import install_loader_policy, shard_loader
+from trainwell.loading.on_device import DeviceImages, crop_and_flip, mix32, placement
+from trainwell.loading.resumable import ResumableDataLoader
+from trainwell.loading.sharding import install_loader_policy, shard_loader
 
 
 def synthetic(**kwargs) -> SyntheticDataModule:

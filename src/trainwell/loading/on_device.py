@@ -7,7 +7,7 @@ that trains a CIFAR ResNet-18 at tens of thousands of images/s would otherwise w
 
 The dataset is an ordinary map-style dataset with `__getitems__`: the DataLoader hands it a whole
 batch of indices at once, so the template's loader policy (sharding, epoch order, mid-epoch resume;
-data/sharding.py) applies to it unchanged.
+loading/sharding.py) applies to it unchanged.
 
 Randomness without generator state: a sample's crop offsets and flip are a pure function of
 (seed, epoch, sample index), a counter-based hash computed with integer tensor ops. So the

@@ -12,7 +12,7 @@ import torch
 from lightning.pytorch.utilities.data import extract_batch_size
 from torch import nn
 
-from trainwell.data.batch_size import batch_size
+from trainwell.loading.batch_size import batch_size
 
 
 @dataclasses.dataclass

@@ -16,7 +16,7 @@ from typing import Any
 import torch
 from torch.utils.data import Dataset
 
-from trainwell.data.on_device import MASK32, epoch_key, mix32
+from trainwell.loading.on_device import MASK32, epoch_key, mix32
 
 
 def sample_seed(seed: int, epoch: int, index: int) -> int:

@@ -1,4 +1,4 @@
-"""The samplers behind the loader policy (data/sharding.py): the 1-process order as a function of
+"""The samplers behind the loader policy (loading/sharding.py): the 1-process order as a function of
 the seed and the epoch, and each rank's share of it."""
 
 from __future__ import annotations

@@ -12,9 +12,9 @@ import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
 from trainwell.data import DigitsDataModule
-from trainwell.data.samplers import WeightedEpochDraw
-from trainwell.data.sharding import EpochDraw, install_loader_policy, shard_loader
 from trainwell.errors import TrainwellError
+from trainwell.loading.samplers import WeightedEpochDraw
+from trainwell.loading.sharding import EpochDraw, install_loader_policy, shard_loader
 
 N_MAJOR, N_MINOR = 90, 10  # "90% dogs and 10% cats"
 

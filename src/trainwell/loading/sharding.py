@@ -35,19 +35,19 @@ from torch.utils.data import (
     Sampler,
 )
 
-from trainwell.data.labels import class_counts, dataset_labels
-from trainwell.data.resumable import (
+from trainwell.errors import TrainwellError
+from trainwell.loading.labels import class_counts, dataset_labels
+from trainwell.loading.resumable import (
     ResumableDataLoader,
     ResumableStreamLoader,
     restartable_stream,
 )
-from trainwell.data.samplers import (
+from trainwell.loading.samplers import (
     EpochShuffle,
     EvenSplitBatchSampler,
     ShardedBatchSampler,
     WeightedEpochDraw,
 )
-from trainwell.errors import TrainwellError
 
 
 def _loader_kwargs(loader: DataLoader) -> dict[str, Any]:

@@ -8,9 +8,9 @@ import pytest
 import torch
 from torch.utils.data import BatchSampler, DataLoader, SequentialSampler, TensorDataset
 
-from trainwell.data.resumable import ResumableDataLoader
-from trainwell.data.samplers import EpochShuffle, EvenSplitBatchSampler, ShardedBatchSampler
-from trainwell.data.sharding import LoaderPolicyWarning, install_loader_policy, shard_loader
+from trainwell.loading.resumable import ResumableDataLoader
+from trainwell.loading.samplers import EpochShuffle, EvenSplitBatchSampler, ShardedBatchSampler
+from trainwell.loading.sharding import LoaderPolicyWarning, install_loader_policy, shard_loader
 
 
 @pytest.mark.parametrize(("n", "batch", "world"), [(83, 4, 2), (79, 4, 3), (5, 4, 3), (64, 8, 2)])

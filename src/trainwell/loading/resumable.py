@@ -15,7 +15,7 @@ from torch.utils.data import DataLoader, IterableDataset
 
 
 class ResumableDataLoader(DataLoader):
-    """A DataLoader over a batch sampler with an `epoch` (data/sharding.py) that remembers how many
+    """A DataLoader over a batch sampler with an `epoch` (loading/sharding.py) that remembers how many
     batches of the current epoch it yielded.
 
     The batch order is a function of (seed, epoch), and so is the generator that seeds the worker
@@ -23,8 +23,8 @@ class ResumableDataLoader(DataLoader):
     epoch to a dataset that has `set_epoch`. Resuming mid-epoch starts the batch sampler at the
     saved position (`start_at`): the consumed batches' indices are dropped, their samples are never
     loaded, so a resume at 95% of an epoch starts as fast as one at 5%. That is exact because a
-    sample's augmentation is a function of (seed, epoch, sample) (data/per_sample.py,
-    data/on_device.py), not of a worker's RNG stream. A batch sampler without `start_at` is
+    sample's augmentation is a function of (seed, epoch, sample) (loading/per_sample.py,
+    loading/on_device.py), not of a worker's RNG stream. A batch sampler without `start_at` is
     replayed instead (its batches loaded and discarded).
     """
 
@@ -46,8 +46,8 @@ class ResumableDataLoader(DataLoader):
     def __iter__(self) -> Iterator[Any]:
         if self.generator is not None:
             self.generator.manual_seed((self.seed * 100_003 + self.epoch) % 2**63)
-        # A dataset whose random augmentation is a function of the epoch (data/per_sample.py,
-        # data/on_device.py) learns it here, where the epoch is always the one whose batches are
+        # A dataset whose random augmentation is a function of the epoch (loading/per_sample.py,
+        # loading/on_device.py) learns it here, where the epoch is always the one whose batches are
         # about to be drawn.
         set_epoch = getattr(self.dataset, "set_epoch", None)
         if callable(set_epoch):
