@@ -36,6 +36,16 @@ CASES = [
     ("sigmoid_before_bce_with_logits", "model", "loss.logits", "fail"),
     ("eval_hook_without_train", "model", "train.mode", "fail"),
     ("module_requires_grad_attribute", "model", "optimizer.coverage", "fail"),
+    ("mse_target_broadcast", "model", "targets.contract", "fail"),
+    ("optimizer_before_head_replaced", "model", "optimizer.coverage", "fail"),
+    ("tensor_attribute_not_checkpointed", "model", "checkpoint.roundtrip", "fail"),
+    ("epoch_end_mean_per_rank", "model", "metrics.reduction", "warn"),
+    ("strict_false_prefix", "model", "checkpoint.partial_load", "fail"),
+    ("sampler_without_set_epoch", "data", "data.epoch_order", "warn"),
+    ("fp16_params_adam", "model", "precision.master_weights", "fail"),
+    ("scheduler_sized_by_dataset_length", "model", "schedule.interval", "warn"),
+    ("batchnorm_without_running_stats", "model", "eval.batch_independence", "warn"),
+    ("manual_step_without_zero_grad", "model", "grad.zeroing", "fail"),
 ]
 
 

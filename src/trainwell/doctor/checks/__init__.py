@@ -11,13 +11,16 @@ from trainwell.doctor.checks.accumulation import accumulation_equivalence
 from trainwell.doctor.checks.class_balance import data_class_balance
 from trainwell.doctor.checks.data import data_finite, data_leakage
 from trainwell.doctor.checks.device import device_placement
+from trainwell.doctor.checks.epoch_order import data_epoch_order
 from trainwell.doctor.checks.gradients import grad_flow, grad_zeroing
 from trainwell.doctor.checks.graph_leak import memory_graph_leak
 from trainwell.doctor.checks.loading import data_throughput, data_worker_seeding
 from trainwell.doctor.checks.loss import loss_logits, targets_contract
 from trainwell.doctor.checks.metrics import metrics_reduction
-from trainwell.doctor.checks.modes import eval_determinism, train_mode
+from trainwell.doctor.checks.modes import eval_batch_independence, eval_determinism, train_mode
 from trainwell.doctor.checks.overfit import overfit_one_batch
+from trainwell.doctor.checks.partial_load import checkpoint_partial_load
+from trainwell.doctor.checks.precision import precision_master_weights
 from trainwell.doctor.checks.schedule import schedule_interval
 from trainwell.doctor.checks.state import checkpoint_roundtrip
 from trainwell.doctor.checks.structure import optimizer_coverage, params_registered
@@ -36,14 +39,18 @@ CHECKS: dict[str, Callable[[DoctorContext], Check]] = {
     "grad.zeroing": grad_zeroing,
     "overfit.one_batch": overfit_one_batch,
     "eval.determinism": eval_determinism,
+    "eval.batch_independence": eval_batch_independence,
     "metrics.reduction": metrics_reduction,
     "train.mode": train_mode,
     "checkpoint.roundtrip": checkpoint_roundtrip,
+    "checkpoint.partial_load": checkpoint_partial_load,
+    "precision.master_weights": precision_master_weights,
     "accumulation.equivalence": accumulation_equivalence,
     "memory.graph_leak": memory_graph_leak,
     "schedule.interval": schedule_interval,
     "device.placement": device_placement,
     "data.throughput": data_throughput,
     "data.worker_seeding": data_worker_seeding,
+    "data.epoch_order": data_epoch_order,
 }
 CHECK_IDS: tuple[str, ...] = tuple(CHECKS)

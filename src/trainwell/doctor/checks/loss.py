@@ -174,6 +174,9 @@ def _probe_target_fault(
     floats to cross_entropy, class ids regressed, or class indices out of range."""
     t = call.target
     evidence |= {"loss": call.name, "target_dtype": str(t.dtype), "target_shape": list(t.shape)}
+    broadcast = _broadcast_fault(call, evidence)
+    if broadcast is not None:
+        return broadcast
     if call.name == "cross_entropy" and t.is_floating_point() and t.shape == call.input.shape:
         binary = bool(((t == 0) | (t == 1)).all())
         if binary and bool((t.sum(dim=1) == 1).all()):
@@ -210,6 +213,33 @@ def _probe_target_fault(
                 evidence,
             )
     return None
+
+
+ELEMENTWISE = (*REGRESSION, "binary_cross_entropy", "binary_cross_entropy_with_logits")
+
+
+def _broadcast_fault(call: LossCall, evidence: dict) -> Check | None:
+    """A fail when an elementwise loss gets input and target of different shapes that broadcast
+    to more elements than either holds: (N, 1) against (N,) becomes (N, N), every prediction
+    scored against every target (torch only warns, and only for some losses)."""
+    if call.name not in ELEMENTWISE or call.input.shape == call.target.shape:
+        return None
+    try:
+        shape = torch.broadcast_shapes(call.input.shape, call.target.shape)
+    except RuntimeError:  # the loss call itself raised: the run's error says so
+        return None
+    evidence["broadcast_shape"] = list(shape)
+    if shape.numel() <= max(call.input.numel(), call.target.numel()):
+        return None  # one side is a true broadcast of the other (a scalar or per-row target)
+    return Check(
+        "targets.contract",
+        "fail",
+        f"{call.name} gets input {list(call.input.shape)} and target {list(call.target.shape)}, "
+        f"which broadcast to {list(shape)}: every prediction is scored against every target "
+        "and the model learns their mean; make the shapes equal (output.squeeze(-1) or "
+        "target.unsqueeze(-1))",
+        evidence,
+    )
 
 
 def _scanned_labels_fault(

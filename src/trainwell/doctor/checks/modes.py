@@ -4,6 +4,10 @@ from __future__ import annotations
 
 from typing import Any
 
+import torch
+from torch import nn
+
+from trainwell.doctor.harness.batches import replay_loader
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.observe import crashed_message, observation
 from trainwell.doctor.harness.outputs import evaluation_outputs, output_differences
@@ -92,5 +96,95 @@ def eval_determinism(ctx: DoctorContext) -> Check:
         "eval.determinism",
         "pass",
         "two validation passes give identical outputs, with every module in eval mode",
+        evidence,
+    )
+
+
+# Outputs of one sample computed in batches of different sizes differ by float rounding only
+# (another kernel blocking); a layer that normalises over the batch moves them by far more.
+BATCH_RTOL = 1e-4
+# InstanceNorm is left out: its eval statistics are each sample's own, never the batch's.
+BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
+
+
+def _batch_statistics_layers(task: nn.Module) -> list[str]:
+    """Norm layers that normalise with the batch's own statistics in eval mode."""
+    return [
+        name
+        for name, m in task.named_modules()
+        if isinstance(m, BATCH_NORMS) and (not m.track_running_stats or m.running_mean is None)
+    ]
+
+
+def _sample_shift(full: list[torch.Tensor], part: list[torch.Tensor], n: int, k: int) -> float:
+    """Max change of the first k samples' outputs when they are evaluated without the rest."""
+    shifts = [
+        float((p[:k].double() - q.double()).abs().max() / (1.0 + p[:k].double().abs().max()))
+        for p, q in zip(full, part, strict=False)
+        if p.dim()
+        and q.dim()
+        and p.shape[0] == n
+        and q.shape[0] == k
+        and p.shape[1:] == q.shape[1:]
+        and p.is_floating_point()
+    ]
+    return max(shifts, default=-1.0)
+
+
+def eval_batch_independence(ctx: DoctorContext) -> Check:
+    """Evaluate the probe batch, then its first half alone: in eval mode a sample's outputs
+    must not depend on which other samples share its batch."""
+    cid = "eval.batch_independence"
+    if not ctx.has_hook("validation_step"):
+        return Check(cid, "skip", "the task defines no validation_step, so no evaluation to check")
+    indices = ctx.probe_indices
+    if indices is None or len(indices) < 4:
+        return Check(cid, "skip", "the probe batch cannot be rebuilt at a smaller size")
+    n, k = len(indices), len(indices) // 2
+    task = observation(ctx).task
+    half = replay_loader([ctx.samples.collate(indices[:k])])
+    runs = [evaluation_outputs(ctx, task)[0], evaluation_outputs(ctx, task)[0]]
+    part, error = evaluation_outputs(ctx, task, loader=half)
+    if runs[0] is None or runs[1] is None or part is None:
+        return Check(cid, "skip", f"validation could not run: {error or 'see eval.determinism'}")
+    repeat = max(output_differences(runs[0].outputs, runs[1].outputs), default=0.0)
+    if repeat > 0:
+        return Check(
+            cid,
+            "skip",
+            "two validation passes over one batch already differ (eval.determinism reports "
+            "it), so the batch's influence cannot be told apart",
+        )
+    shift = _sample_shift(runs[0].outputs, part.outputs, n, k)
+    layers = _batch_statistics_layers(task)
+    evidence: dict[str, Any] = {
+        "batch": n,
+        "half_batch": k,
+        "max_relative_shift": shift,
+        "batch_statistics_layers": layers[:10],
+    }
+    if shift < 0:
+        return Check(
+            cid, "skip", "no per-sample output of the evaluation could be compared", evidence
+        )
+    if shift > BATCH_RTOL:
+        cause = (
+            f"{len(layers)} norm layer(s) (first: `{layers[0]}`) keep no running statistics "
+            "(track_running_stats=False), so eval normalises with each batch's own"
+            if layers
+            else "a layer mixes information across the batch in eval mode"
+        )
+        return Check(
+            cid,
+            "warn",
+            f"in eval mode the first {k} samples' outputs change by {shift:.3g} (relative) when "
+            f"evaluated without the other {n - k}: {cause}; predictions depend on batch size "
+            "and neighbours (keep track_running_stats=True, or use GroupNorm/LayerNorm)",
+            evidence,
+        )
+    return Check(
+        cid,
+        "pass",
+        f"each sample's eval outputs are the same in a batch of {n} and of {k}",
         evidence,
     )

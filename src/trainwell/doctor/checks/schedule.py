@@ -9,6 +9,10 @@ from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.recorder import Recorder
 from trainwell.doctor.report.verdict import Check
 
+# A step-sized schedule this many times longer than the run is cut off early. Below it, a
+# longer schedule may be deliberate (a run stopped before the schedule's end by design).
+LONG = 2
+
 
 def schedule_interval(ctx: DoctorContext) -> Check:
     """Run 3 optimizer steps with the configured accumulation and count scheduler steps."""
@@ -101,6 +105,17 @@ def _judge_scheduler(
             "schedule ends early (OneCycleLR raises past its end); size it from the plan "
             "(the `total_steps` the template's scheduler `_partial_` receives) or from "
             "trainer.estimated_stepping_batches",
+            evidence,
+        )
+    if stepwise and length >= LONG * total and length != probe_estimate:
+        return Check(
+            "schedule.interval",
+            "warn",
+            f"{name} is sized for {length} optimizer steps but the run takes {total} "
+            f"({length / total:.1f}x longer): the run stops at {100 * total / length:.0f}% of "
+            "its schedule (OneCycleLR still warming up, a decay barely started); size it in "
+            "optimizer steps (len(train_loader) per epoch, not len(dataset), or "
+            "trainer.estimated_stepping_batches)",
             evidence,
         )
     return None

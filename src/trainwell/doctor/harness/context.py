@@ -102,6 +102,11 @@ class DoctorContext:
     def _reference_task(self) -> L.LightningModule:
         return self.make_task()
 
+    @property
+    def reference_task(self) -> L.LightningModule:
+        """The task as the config builds it, never trained (shared: do not modify it)."""
+        return self._reference_task
+
     def has_hook(self, name: str) -> bool:
         """Whether the task overrides a LightningModule hook (validation_step, ...)."""
         return is_overridden(name, self._reference_task)

@@ -50,9 +50,13 @@ class OutputWatch(L.Callback):
 
 
 def evaluation_outputs(
-    ctx: DoctorContext, task: L.LightningModule, borrow_training_step: bool = False
+    ctx: DoctorContext,
+    task: L.LightningModule,
+    borrow_training_step: bool = False,
+    loader: Any = None,
 ) -> tuple[OutputWatch | None, str]:
-    """Validate `task` on the probe batch; (the watch, '') or (None, why it could not run).
+    """Validate `task` on the probe batch (or on `loader`); (the watch, '') or (None, why it
+    could not run).
 
     `borrow_training_step`: a task without validation_step is evaluated through its
     training_step (under no_grad, in eval mode, nothing stepped) instead.
@@ -67,7 +71,12 @@ def evaluation_outputs(
     trainer = ctx.trainer(callbacks=[watch], limit_val_batches=1.0)
     try:
         with quiet():
-            trainer.validate(task, dataloaders=ctx.fixed_loader(), verbose=False, weights_only=True)
+            trainer.validate(
+                task,
+                dataloaders=ctx.fixed_loader() if loader is None else loader,
+                verbose=False,
+                weights_only=True,
+            )
     except Exception as err:  # the user's evaluation code failed: the caller reports it
         via = "training_step run as an evaluation step" if borrowed else "validation"
         return None, f"{via} raised {error_line(err)}"
