@@ -462,3 +462,88 @@ class AttributeFreezeTask(ClassificationTask):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
         self.net.features.requires_grad = False
+
+
+class NoRunningStatsNet(DigitsCNN):
+    """BatchNorm without running statistics: eval normalises with each batch's own."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        for name, module in list(self.features.named_children()):
+            if isinstance(module, nn.BatchNorm2d):
+                self.features[int(name)] = nn.BatchNorm2d(
+                    module.num_features, track_running_stats=False
+                )
+
+
+class _FixedSeedSampler(torch.utils.data.Sampler[int]):
+    """Shuffles from `seed + epoch` but has no set_epoch: the same order every epoch."""
+
+    def __init__(self, size: int) -> None:
+        self.size, self.epoch = size, 0
+
+    def __iter__(self):
+        generator = torch.Generator().manual_seed(self.epoch)
+        return iter(torch.randperm(self.size, generator=generator).tolist())
+
+    def __len__(self) -> int:
+        return self.size
+
+
+class RepeatedOrderDigits(DigitsDataModule):
+    def train_dataloader(self):
+        train = self._require("train")
+        return torch.utils.data.DataLoader(
+            train, batch_size=self.batch_size, sampler=_FixedSeedSampler(len(train))
+        )
+
+
+class HalfWeightsTask(ClassificationTask):
+    """`.half()` on the net: float16 weights updated with no float32 copy."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.net.half()
+
+
+class PrefixedWeightsTask(ClassificationTask):
+    """Loads `model.`-prefixed weights into the net with strict=False: nothing matches."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        saved = {f"model.{k}": v.clone() for k, v in self.net.state_dict().items()}
+        self.net.load_state_dict(saved, strict=False)
+
+
+class BroadcastRegressionTask(ClassificationTask):
+    """An (N, 1) prediction regressed on (N,) targets: MSE broadcasts them to (N, N)."""
+
+    def training_step(self, batch, batch_idx):
+        x, _ = batch
+        return F.mse_loss(self(x)[:, :1], x.mean(dim=(1, 2, 3)))
+
+
+class OverlongOneCycleTask(ClassificationTask):
+    """OneCycleLR sized for 100000 steps, stepped per step: the run ends in its warm-up."""
+
+    def configure_optimizers(self):
+        opt = torch.optim.SGD(self.parameters(), lr=0.01)
+        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=0.1, total_steps=100_000)
+        return {"optimizer": opt, "lr_scheduler": {"scheduler": sched, "interval": "step"}}
+
+
+class SchedulerFirstTask(ClassificationTask):
+    """Manual optimization that steps the scheduler before the optimizer."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.automatic_optimization = False
+
+    def training_step(self, batch, batch_idx):
+        opt, sched = self.optimizers(), self.lr_schedulers()
+        loss = super().training_step(batch, batch_idx)
+        opt.zero_grad()
+        self.manual_backward(loss)
+        sched.step()
+        opt.step()
+        return loss.detach()

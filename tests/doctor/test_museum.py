@@ -130,6 +130,43 @@ EXHIBITS = [
         "metrics.reduction",
         "warn",
     ),
+    (
+        "BatchNorm without running statistics",
+        [f"{NET}.NoRunningStatsNet"],
+        "eval.batch_independence",
+        "warn",
+    ),
+    (
+        "sampler without set_epoch",
+        [f"{DATA}.RepeatedOrderDigits"],
+        "data.epoch_order",
+        "warn",
+    ),
+    ("weights cast to float16", [f"{TASK}.HalfWeightsTask"], "precision.master_weights", "fail"),
+    (
+        "strict=False load that matches nothing",
+        [f"{TASK}.PrefixedWeightsTask"],
+        "checkpoint.partial_load",
+        "fail",
+    ),
+    (
+        "MSE on (N, 1) against (N,)",
+        [f"{TASK}.BroadcastRegressionTask"],
+        "targets.contract",
+        "fail",
+    ),
+    (
+        "scheduler stepped before the optimizer",
+        [f"{TASK}.SchedulerFirstTask"],
+        "schedule.interval",
+        "warn",
+    ),
+    (
+        "OneCycleLR sized far past the run",
+        [f"{TASK}.OverlongOneCycleTask", "model.scheduler=null"],
+        "schedule.interval",
+        "warn",
+    ),
 ]
 
 # Exhibits in the language-model experiment (LM_FAST instead of FAST).

@@ -46,6 +46,7 @@ CASES = [
     ("scheduler_sized_by_dataset_length", "model", "schedule.interval", "warn"),
     ("batchnorm_without_running_stats", "model", "eval.batch_independence", "warn"),
     ("manual_step_without_zero_grad", "model", "grad.zeroing", "fail"),
+    ("scheduler_before_optimizer", "model", "schedule.interval", "warn"),
 ]
 
 

@@ -117,17 +117,18 @@ def _batch_statistics_layers(task: nn.Module) -> list[str]:
 
 
 def _sample_shift(full: list[torch.Tensor], part: list[torch.Tensor], n: int, k: int) -> float:
-    """Max change of the first k samples' outputs when they are evaluated without the rest."""
-    shifts = [
-        float((p[:k].double() - q.double()).abs().max() / (1.0 + p[:k].double().abs().max()))
-        for p, q in zip(full, part, strict=False)
-        if p.dim()
-        and q.dim()
-        and p.shape[0] == n
-        and q.shape[0] == k
-        and p.shape[1:] == q.shape[1:]
-        and p.is_floating_point()
-    ]
+    """Max change of the first k samples' outputs when they are evaluated without the rest.
+    An output of n * m rows (per-token logits flattened to (batch * tokens, vocab)) holds the
+    first k samples in its first k * m rows."""
+    shifts = []
+    for p, q in zip(full, part, strict=False):
+        if not (p.dim() and q.dim() and p.is_floating_point() and p.shape[1:] == q.shape[1:]):
+            continue
+        rows = p.shape[0] // n * k
+        if p.shape[0] % n or q.shape[0] != rows or rows == 0:
+            continue
+        head = p[:rows].double()
+        shifts.append(float((head - q.double()).abs().max() / (1.0 + head.abs().max())))
     return max(shifts, default=-1.0)
 
 

@@ -46,14 +46,12 @@ def watched_loads() -> Iterator[list[Load]]:
         finally:
             depth[0] -= 1
         if depth[0] == 0:
+            # Matched keys are counted from what was given: BatchNorm fills a missing
+            # num_batches_tracked itself, so missing_keys under-reports what was skipped.
             expected = set(self.state_dict().keys())
             given = [str(k) for k in state_dict]
-            missing = set(getattr(result, "missing_keys", ()))
-            loads.append(
-                Load(
-                    type(self).__name__, bool(strict), given, len(expected), len(expected - missing)
-                )
-            )
+            matched = len(expected & set(given))
+            loads.append(Load(type(self).__name__, bool(strict), given, len(expected), matched))
         return result
 
     nn.Module.load_state_dict = load_state_dict  # type: ignore[method-assign]

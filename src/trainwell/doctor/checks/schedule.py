@@ -64,6 +64,8 @@ def schedule_interval(ctx: DoctorContext) -> Check:
         per_step = [b - a for a, b in pairwise(counts)]
         evidence[f"scheduler_{index}_steps_per_optimizer_step"] = per_step
         verdict = _judge_scheduler(ctx, config, per_step, k, probe_estimate, evidence)
+        if verdict is None:
+            verdict = _stepped_before_optimizer(recorder, index, config, evidence)
         if verdict is not None:
             return verdict
     return _stepping_passes(ctx, recorder.scheduler_configs, k, probe_estimate, evidence)
@@ -119,6 +121,30 @@ def _judge_scheduler(
             evidence,
         )
     return None
+
+
+def _stepped_before_optimizer(
+    recorder: Recorder, index: int, config: dict[str, Any], evidence: dict[str, Any]
+) -> Check | None:
+    """A warning when the scheduler had stepped before its optimizer's first step: a
+    scheduler.step() ahead of optimizer.step() skips the schedule's first value (torch warns
+    "Detected call of lr_scheduler.step() before optimizer.step()")."""
+    first = next((s for s, owners in enumerate(recorder.scheduler_owners) if owners[index]), None)
+    if first is None:
+        return None
+    early = recorder.scheduler_counts[first][index]
+    evidence[f"scheduler_{index}_steps_before_its_optimizer"] = early
+    if early <= 0:
+        return None
+    return Check(
+        "schedule.interval",
+        "warn",
+        f"{config['class']} had already stepped {early} time(s) when its optimizer took its "
+        "first step (scheduler.step() before optimizer.step()): the schedule's first learning "
+        "rate is skipped and every step uses the next one; call optimizer.step() first, then "
+        "scheduler.step()",
+        evidence,
+    )
 
 
 def _declares_per_step(ctx: DoctorContext) -> bool:

@@ -106,6 +106,8 @@ class Recorder(L.Callback):
         self.eval_modules: list[tuple[int, list[str]]] = []
         self.scheduler_counts: list[list[int]] = []  # scheduler.last_epoch at each optimizer step
         self.scheduler_configs: list[dict[str, Any]] = []  # as Lightning registered them
+        # At each optimizer step, for each scheduler: whether it drives the optimizer stepping.
+        self.scheduler_owners: list[list[bool]] = []
         self.live_graph_tensors: list[int] = []
         self.live_graph_nodes: list[int] = []
         self.retained_saved_bytes: list[int] = []
@@ -214,6 +216,13 @@ class Recorder(L.Callback):
         self.micro_batches_per_step.append(self._since_step + 1)
         self.scheduler_counts.append(
             [int(getattr(c.scheduler, "last_epoch", -1)) for c in trainer.lr_scheduler_configs]
+        )
+        stepping = getattr(optimizer, "optimizer", optimizer)  # a LightningOptimizer's own
+        self.scheduler_owners.append(
+            [
+                getattr(c.scheduler, "optimizer", None) in (optimizer, stepping)
+                for c in trainer.lr_scheduler_configs
+            ]
         )
         self._since_step = -1  # the batch-end hook brings it back to 0
 
