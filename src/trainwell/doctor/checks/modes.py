@@ -119,10 +119,16 @@ def _batch_statistics_layers(task: nn.Module) -> list[str]:
 def _sample_shift(full: list[torch.Tensor], part: list[torch.Tensor], n: int, k: int) -> float:
     """Max change of the first k samples' outputs when they are evaluated without the rest.
     An output of n * m rows (per-token logits flattened to (batch * tokens, vocab)) holds the
-    first k samples in its first k * m rows."""
+    first k samples in its first k * m rows; a (batch, tokens, ...) output padded to a longer
+    batch is compared over the half batch's tokens."""
     shifts = []
     for p, q in zip(full, part, strict=False):
-        if not (p.dim() and q.dim() and p.is_floating_point() and p.shape[1:] == q.shape[1:]):
+        if not (p.dim() and p.dim() == q.dim() and p.is_floating_point()):
+            continue
+        if p.dim() > 1 and p.shape[1] > q.shape[1] and p.shape[2:] == q.shape[2:]:
+            # Sequences padded to each batch's longest: the half batch's positions are a prefix.
+            p = p[:, : q.shape[1]]
+        if p.shape[1:] != q.shape[1:]:
             continue
         rows = p.shape[0] // n * k
         if p.shape[0] % n or q.shape[0] != rows or rows == 0:
