@@ -146,3 +146,15 @@ def test_max_steps_ending_before_the_first_validation(tmp_path: Path) -> None:
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["plan"]["total_optimizer_steps"] == 5 and "test/acc" in results["metrics"]
     assert results["stop_reason"] == "max_steps"
+
+
+def test_long_paths_are_printed_whole_through_a_pipe(tmp_path: Path) -> None:
+    """Off a terminal (here a pipe) the printed config keeps every path on one line, uncut: a log
+    file holds the real path."""
+    run_dir = tmp_path / ("a_long_directory_name_" * 8) / "run"
+    proc = run_script("train.py", "trainer.max_steps=1", "test=false", f"hydra.run.dir={run_dir}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(str(run_dir)) > 200
+    lines = proc.stdout.splitlines()
+    assert any(line.rstrip().endswith(f"output_dir: {run_dir}") for line in lines), proc.stdout
+    assert any(line.rstrip().endswith(f"dirpath: {run_dir}/checkpoints") for line in lines)
