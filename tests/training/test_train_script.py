@@ -66,6 +66,11 @@ def test_eval_reproduces_the_best_checkpoint_test_metric(digits_run: Path, tmp_p
     evaluated = json.loads((tmp_path / "results.json").read_text())
     assert evaluated["metrics"]["test/acc"] == trained["metrics"]["test/acc"]
     assert evaluated["metrics"]["test/loss"] == trained["metrics"]["test/loss"]
+    # Lightning's advert and its warning about the training callbacks eval leaves out on purpose
+    # are not printed; its real notices are.
+    printed = proc.stdout + proc.stderr
+    assert "litlogger" not in printed and "Be aware" not in printed, printed[-3000:]
+    assert "Restoring states from the checkpoint path" in printed
 
 
 def test_eval_without_checkpoint_is_a_one_line_usage_error(tmp_path: Path) -> None:
