@@ -823,4 +823,26 @@ MUTANTS: list[Mutant] = [
         ),
         "a checkpoint holds plain data: moving a module never orphans an old checkpoint",
     ),
+    Mutant(
+        "num_classes: the model's default ignores the datamodule",
+        "src/trainwell/resolvers.py",
+        "    return declared\n",
+        "    return 10\n",
+        (
+            "tests/doctor/test_head_width.py::"
+            "test_the_models_num_classes_defaults_from_the_datamodule",
+        ),
+        "num_classes is written once, in the datamodule; the model's default follows it",
+    ),
+    Mutant(
+        "doctor model.head_width: a wider head passes",
+        "src/trainwell/doctor/checks/head_width.py",
+        "    if head == declared:",
+        "    if head >= declared:",
+        (
+            "tests/doctor/test_head_width.py::"
+            "test_a_head_wider_than_the_declared_classes_is_warned_with_both_numbers",
+        ),
+        "a head whose width differs from the datamodule's declared classes gets a warning",
+    ),
 ]
