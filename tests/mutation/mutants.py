@@ -845,4 +845,15 @@ MUTANTS: list[Mutant] = [
         ),
         "a head whose width differs from the datamodule's declared classes gets a warning",
     ),
+    Mutant(
+        "notebook: the newest run is the last name",
+        "notebooks/run_curves.ipynb",
+        "run_dir = max(runs, key=lambda r: started[r])",
+        "run_dir = sorted(runs)[-1]",
+        (
+            "tests/test_notebooks.py::"
+            "test_the_newest_run_is_the_one_that_started_last_not_the_last_name",
+        ),
+        "the notebook plots the run that started last, whatever the runs are named",
+    ),
 ]

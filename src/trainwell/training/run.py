@@ -103,7 +103,7 @@ def train(cfg: DictConfig, doctor_report: str | None = None) -> dict[str, Any]:
     """
     run_dir = Path(cfg.paths.output_dir)
     # When this attempt started (UTC): what picks "the newest run", whatever the runs are named.
-    started_at = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
     ckpt_path = _open_run_dir(cfg, run_dir)
     done = (
         completed_results(run_dir, ckpt_path, cfg.trainer) if cfg.get("resume") == "auto" else None
