@@ -856,4 +856,23 @@ MUTANTS: list[Mutant] = [
         ),
         "the notebook plots the run that started last, whatever the runs are named",
     ),
+    Mutant(
+        "doctor report: the overfit check's time leaves out the probe fit it judges",
+        "src/trainwell/doctor/checks/overfit.py",
+        "    check.seconds = obs.seconds if ran_before else 0.0",
+        "    check.seconds = 0.0",
+        ("tests/doctor/test_report.py::test_default_experiment_is_clean_and_fully_reported",),
+        "the doctor's report times are real: the overfit check counts the fit it ran",
+    ),
+    Mutant(
+        "noise: Lightning's logger advert printed by every run",
+        "src/trainwell/training/builders.py",
+        "    compat.drop_logger_advert()\n",
+        "",
+        (
+            "tests/training/test_train_script.py::"
+            "test_eval_reproduces_the_best_checkpoint_test_metric",
+        ),
+        "third-party noise the template knows to be expected is not printed",
+    ),
 ]
