@@ -23,8 +23,10 @@ def cfg_factory(tmp_path: Path) -> Callable[..., DictConfig]:
 @pytest.fixture(scope="session")
 def digits_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One real run of the default experiment (`python scripts/train.py`), shared by the tests that
-    read its outputs (results, checkpoints, eval, notebook). Returns the run dir."""
+    read its outputs (results, checkpoints, eval, notebook). Returns the run dir; what the run
+    printed is beside it, in `train.stdout` (outside the run dir, which holds only run outputs)."""
     run_dir = tmp_path_factory.mktemp("digits") / "run"
     proc = run_script("train.py", f"hydra.run.dir={run_dir}")
     assert proc.returncode == 0, proc.stderr[-3000:]
+    (run_dir.parent / "train.stdout").write_text(proc.stdout)
     return run_dir

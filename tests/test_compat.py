@@ -4,6 +4,7 @@ behaviour the workaround corrects. When upstream fixes it, the test fails: delet
 from __future__ import annotations
 
 import os
+import warnings
 from contextlib import nullcontext
 from pathlib import Path
 from typing import Any
@@ -20,6 +21,7 @@ from tests.helpers.torchrun import run_torchrun
 from tests.helpers.trainers import quiet_trainer
 from trainwell import compat
 from trainwell.callbacks import LastCheckpoint
+from trainwell.compat import noise
 from trainwell.errors import TrainwellError
 from trainwell.loading.resumable import ResumableDataLoader
 from trainwell.loading.samplers import EpochShuffle, ShardedBatchSampler
@@ -815,3 +817,53 @@ def test_a_checkpoint_before_a_mid_epoch_validation_resumes_past_it(tmp_path: Pa
 
     assert fit(None) == [2, 4]
     assert fit(tmp_path / "s2.ckpt") == [4]  # the validation after step 2 never runs
+
+
+def test_lightning_still_advertises_its_logger_and_warns_of_missing_callbacks(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """compat.noise: the two messages it silences are still what Lightning emits, through the
+    logger and with the text the filters match (delete the entry once they are gone)."""
+    import logging
+
+    caplog.set_level(logging.INFO, logger=noise.RANK_ZERO_LOGGER)
+    logger = logging.getLogger(noise.RANK_ZERO_LOGGER)
+    saved = logger.filters[:]
+    logger.filters.clear()  # the template's filter may already be installed in this process
+    try:
+        L.Trainer(logger=False, enable_progress_bar=False, enable_model_summary=False)
+    finally:
+        logger.filters[:] = saved
+    assert any(noise.ADVERTS[0] in r.getMessage() for r in caplog.records)
+
+    class Counting(L.Callback):
+        def state_dict(self) -> dict[str, Any]:
+            return {"n": 1}
+
+    from lightning.pytorch.demos.boring_classes import BoringModel
+
+    model = BoringModel()
+    fit = L.Trainer(
+        default_root_dir=tmp_path,
+        max_steps=1,
+        callbacks=[Counting()],
+        logger=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+    )
+    saved = logger.filters[:]
+    logger.filters.clear()
+    try:
+        fit.fit(model)
+    finally:
+        logger.filters[:] = saved
+    assert any(noise.ADVERTS[1] in r.getMessage() for r in caplog.records)
+    fit.save_checkpoint(tmp_path / "c.ckpt")
+    test = L.Trainer(default_root_dir=tmp_path, logger=False, enable_progress_bar=False)
+    with pytest.warns(UserWarning, match=noise.MISSING_CALLBACKS.replace("`", ".")):
+        test.test(model, ckpt_path=tmp_path / "c.ckpt", weights_only=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UserWarning)
+        warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+        with compat.callbacks_left_out_on_purpose():
+            test.test(model, ckpt_path=tmp_path / "c.ckpt", weights_only=False)

@@ -7,8 +7,12 @@ import re
 import secrets
 import time
 from pathlib import Path
+from typing import Any
 
-from omegaconf import OmegaConf
+from hydra.utils import get_class
+from omegaconf import DictConfig, OmegaConf
+
+from trainwell.errors import TrainwellError
 
 # Computed once per process: every interpolation of the run id in one run agrees.
 _LOCAL_RUN_ID = f"{time.strftime('%Y-%m-%d_%H-%M-%S')}_{os.getpid():x}{secrets.token_hex(2)}"
@@ -69,6 +73,29 @@ def sweep_job_suffix() -> str:
     return f"-{job[1]}" if job else ""
 
 
+def num_classes(data: Any) -> int:
+    """The classes the datamodule declares: its config's `num_classes` (a datamodule that takes
+    the number as an argument), else a positive int `num_classes` attribute of its class. The
+    classification task's `model.num_classes` defaults to it, so the number is written once."""
+    declared = data.get("num_classes") if isinstance(data, DictConfig) else None
+    target = str(data.get("_target_", "")) if isinstance(data, DictConfig) else ""
+    if declared is None and target:
+        try:
+            declared = getattr(get_class(target), "num_classes", None)
+        except Exception as err:  # an unimportable class: said by key here, as it resolves first
+            raise TrainwellError(
+                f"model.num_classes: cannot read num_classes from data._target_={target} "
+                f"({type(err).__name__}); set model.num_classes=<number of classes>"
+            ) from err
+    if isinstance(declared, bool) or not isinstance(declared, int) or declared < 1:
+        raise TrainwellError(
+            f"model.num_classes: the datamodule {target or '(no _target_)'} declares no "
+            f"num_classes (found {declared!r}); give it a `num_classes = <n>` class attribute "
+            "or set model.num_classes=<n>"
+        )
+    return declared
+
+
 def register() -> None:
     if not OmegaConf.has_resolver("tw.launch_dir"):
         OmegaConf.register_new_resolver("tw.launch_dir", launch_dir, use_cache=True)
@@ -78,6 +105,8 @@ def register() -> None:
         OmegaConf.register_new_resolver("tw.wandb_id", wandb_id)
     if not OmegaConf.has_resolver("tw.sweep_name"):
         OmegaConf.register_new_resolver("tw.sweep_name", sweep_name)
+    if not OmegaConf.has_resolver("tw.num_classes"):
+        OmegaConf.register_new_resolver("tw.num_classes", num_classes)
     if not OmegaConf.has_resolver("tw.sweep_job_suffix"):
         OmegaConf.register_new_resolver("tw.sweep_job_suffix", sweep_job_suffix)
 

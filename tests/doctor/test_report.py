@@ -40,6 +40,12 @@ def test_default_experiment_is_clean_and_fully_reported(tmp_path: Path) -> None:
     assert set(skipped) <= {"device.placement", "data.worker_seeding"}
     assert all(len(m) > 20 for m in skipped.values())
     assert all(c["seconds"] >= 0 for c in report["checks"])
+    # The overfit probe runs before the checks (several read it); its check still reports the
+    # time of the fit it judges, which covers every step that fit trained.
+    overfit = next(c for c in report["checks"] if c["id"] == "overfit.one_batch")
+    assert overfit["evidence"]["steps"] >= 60
+    assert overfit["evidence"]["seconds"] > 0
+    assert overfit["seconds"] >= overfit["evidence"]["seconds"] - 0.005  # evidence: 2 decimals
     for png in ("overfit_one_batch.png", "grad_norms.png", "lr_schedule.png"):
         assert (out / png).stat().st_size > 1000
     note = (out / "report.md").read_text()

@@ -879,4 +879,56 @@ MUTANTS: list[Mutant] = [
         (f"{MUSEUM_T}[scheduler stepped before the optimizer]",),
         "schedule.interval warns scheduler.step() called before optimizer.step()",
     ),
+    Mutant(
+        "num_classes: the model's default ignores the datamodule",
+        "src/trainwell/resolvers.py",
+        "    return declared\n",
+        "    return 10\n",
+        (
+            "tests/doctor/test_head_width.py::"
+            "test_the_models_num_classes_defaults_from_the_datamodule",
+        ),
+        "num_classes is written once, in the datamodule; the model's default follows it",
+    ),
+    Mutant(
+        "doctor model.head_width: a wider head passes",
+        "src/trainwell/doctor/checks/head_width.py",
+        "    if head == declared:",
+        "    if head >= declared:",
+        (
+            "tests/doctor/test_head_width.py::"
+            "test_a_head_wider_than_the_declared_classes_is_warned_with_both_numbers",
+        ),
+        "a head whose width differs from the datamodule's declared classes gets a warning",
+    ),
+    Mutant(
+        "notebook: the newest run is the last name",
+        "notebooks/run_curves.ipynb",
+        "run_dir = max(runs, key=lambda r: started[r])",
+        "run_dir = sorted(runs)[-1]",
+        (
+            "tests/test_notebooks.py::"
+            "test_the_newest_run_is_the_one_that_started_last_not_the_last_name",
+        ),
+        "the notebook plots the run that started last, whatever the runs are named",
+    ),
+    Mutant(
+        "doctor report: the overfit check's time leaves out the probe fit it judges",
+        "src/trainwell/doctor/checks/overfit.py",
+        "    check.seconds = obs.seconds if ran_before else 0.0",
+        "    check.seconds = 0.0",
+        ("tests/doctor/test_report.py::test_default_experiment_is_clean_and_fully_reported",),
+        "the doctor's report times are real: the overfit check counts the fit it ran",
+    ),
+    Mutant(
+        "noise: Lightning's logger advert printed by every run",
+        "src/trainwell/training/builders.py",
+        "    compat.drop_logger_advert()\n",
+        "",
+        (
+            "tests/training/test_train_script.py::"
+            "test_eval_reproduces_the_best_checkpoint_test_metric",
+        ),
+        "third-party noise the template knows to be expected is not printed",
+    ),
 ]

@@ -5,6 +5,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import torch
+
 from tests.helpers.config import REPO
 from tests.helpers.scripts import run_script
 
@@ -35,6 +37,23 @@ def test_default_run_reaches_accuracy_and_writes_the_contract(digits_run: Path) 
     assert (digits_run / "csv" / "metrics.csv").is_file()
 
 
+def test_early_stopping_says_so_and_results_record_why(digits_run: Path) -> None:
+    """The default run stops early (patience 10 on val/acc): one line says when, on which metric,
+    and the best value with its epoch; results.json records the reason."""
+    results = json.loads((digits_run / "results.json").read_text())
+    assert results["stop_reason"] == "early_stopping"
+    stdout = (digits_run.parent / "train.stdout").read_text()
+    lines = [line for line in stdout.splitlines() if line.startswith("early stopping:")]
+    assert len(lines) == 1, stdout[-3000:]
+    stopped = results["finished_at"]["epoch"]
+    best = torch.load(digits_run / "checkpoints" / "best.ckpt", weights_only=True)
+    assert f"after epoch {stopped} of 20" in lines[0]
+    assert (
+        f"best val/acc={results['metrics']['val/acc_best']:.4f} at epoch {best['epoch'] + 1}"
+        in lines[0]
+    )
+
+
 def test_eval_reproduces_the_best_checkpoint_test_metric(digits_run: Path, tmp_path: Path) -> None:
     trained = json.loads((digits_run / "results.json").read_text())
     proc = run_script(
@@ -47,6 +66,11 @@ def test_eval_reproduces_the_best_checkpoint_test_metric(digits_run: Path, tmp_p
     evaluated = json.loads((tmp_path / "results.json").read_text())
     assert evaluated["metrics"]["test/acc"] == trained["metrics"]["test/acc"]
     assert evaluated["metrics"]["test/loss"] == trained["metrics"]["test/loss"]
+    # Lightning's advert and its warning about the training callbacks eval leaves out on purpose
+    # are not printed; its real notices are.
+    printed = proc.stdout + proc.stderr
+    assert "litlogger" not in printed and "Be aware" not in printed, printed[-3000:]
+    assert "Restoring states from the checkpoint path" in printed
 
 
 def test_eval_without_checkpoint_is_a_one_line_usage_error(tmp_path: Path) -> None:
@@ -63,7 +87,8 @@ def test_run_dir_is_announced_and_chosen_by_hydra_run_dir(tmp_path: Path) -> Non
     assert "effective batch 128" in proc.stdout  # micro-batch 32 x accumulate 4
     results = json.loads((run_dir / "results.json").read_text())
     assert results["plan"]["accumulate"] == 4 and results["plan"]["iterations_per_epoch"] == 8
-    assert "test/acc" in results["metrics"]
+    assert "test/acc" in results["metrics"] and results["stop_reason"] == "max_epochs"
+    assert "early stopping:" not in proc.stdout
 
 
 def test_wandb_logger_writes_an_offline_run(tmp_path: Path) -> None:
@@ -86,7 +111,7 @@ def test_fast_dev_run_tests_in_memory_weights(tmp_path: Path) -> None:
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["best_ckpt"] == "" and "test/acc" in results["metrics"]
     # debug=fdr promises no checkpoints: a throwaway run leaves nothing to resume from.
-    assert results["last_ckpt"] == ""
+    assert results["last_ckpt"] == "" and results["stop_reason"] == "fast_dev_run"
     assert not list((tmp_path / "checkpoints").glob("*.ckpt"))
 
 
@@ -125,3 +150,16 @@ def test_max_steps_ending_before_the_first_validation(tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads((tmp_path / "results.json").read_text())
     assert results["plan"]["total_optimizer_steps"] == 5 and "test/acc" in results["metrics"]
+    assert results["stop_reason"] == "max_steps"
+
+
+def test_long_paths_are_printed_whole_through_a_pipe(tmp_path: Path) -> None:
+    """Off a terminal (here a pipe) the printed config keeps every path on one line, uncut: a log
+    file holds the real path."""
+    run_dir = tmp_path / ("a_long_directory_name_" * 8) / "run"
+    proc = run_script("train.py", "trainer.max_steps=1", "test=false", f"hydra.run.dir={run_dir}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert len(str(run_dir)) > 200
+    lines = proc.stdout.splitlines()
+    assert any(line.rstrip().endswith(f"output_dir: {run_dir}") for line in lines), proc.stdout
+    assert any(line.rstrip().endswith(f"dirpath: {run_dir}/checkpoints") for line in lines)

@@ -13,6 +13,8 @@ touch:
 * schedulers: plateau schedulers a resume would not step;
 * launchers: Hydra multirun + DDP, torchrun restarts, wandb runs in sweeps;
 * callback_hooks: the per-hook cost of callbacks that do not implement the hook;
+* noise: Lightning's advertisement and its missing-callbacks warning where eval leaves them out
+  on purpose;
 * module_hooks: the per-step cost of Lightning's module and strategy hook dispatch and of its
   training_step signature check.
 """
@@ -56,6 +58,7 @@ from trainwell.compat.loops import (
     skip_per_batch_sigterm_broadcast,
 )
 from trainwell.compat.module_hooks import cache_training_step_signature, lean_module_hooks
+from trainwell.compat.noise import callbacks_left_out_on_purpose, drop_logger_advert
 from trainwell.compat.schedulers import (
     end_fit_restart,
     plateau_steps_due,
@@ -68,7 +71,9 @@ __all__ = [
     "LoggedValue",
     "at_epoch_last_batch",
     "cache_training_step_signature",
+    "callbacks_left_out_on_purpose",
     "csv_filesystem",
+    "drop_logger_advert",
     "end_fit_restart",
     "end_job",
     "epoch_end_pending",

@@ -28,7 +28,8 @@ from trainwell.training.precision import resolve_precision
 
 def shared_probes(ctx: DoctorContext) -> dict[str, float | str]:
     """Run the probes several checks read (the one-batch training run, the data scan) up front,
-    so each check's `seconds` is its own work. A probe that raises is left for its checks to
+    so each check's `seconds` is its own work (the overfit check, which reports the probe fit,
+    counts that fit's time too). A probe that raises is left for its checks to
     report (they call it again and turn the error into a verdict)."""
     timings: dict[str, float | str] = {}
     for name, probe in (("observe_run", observation), ("data_scan", scan)):
@@ -63,7 +64,9 @@ def run_checks(ctx: DoctorContext, only: list[str] | None = None) -> list[Check]
                 f"the probe itself raised {error_line(err)}; run with "
                 "HYDRA_FULL_ERROR=1 and report it if your code is not the cause",
             )
-        check.seconds = round(time.perf_counter() - start, 3)
+        # A check that reports a shared probe run up front (the overfit check reports the probe
+        # fit) sets `seconds` to that probe's time, which would otherwise show as ~0 s here.
+        check.seconds = round(check.seconds + time.perf_counter() - start, 3)
         checks.append(check)
     return checks
 
@@ -220,7 +223,8 @@ def diagnose(cfg: DictConfig) -> tuple[list[Check], Path]:
     summary["probe time"] = (
         f"{report['seconds']} s in all; shared probes "
         + ", ".join(f"{k} {v} s" for k, v in shared.items())
-        + " (the per-check seconds below exclude them)"
+        + " (overfit.one_batch's seconds below include observe_run, the fit it reports; the "
+        "other checks' seconds exclude the shared probes)"
     )
     (out / "report.md").write_text(render(name, summary, ctx.plan.lines(), checks, made))
     return checks, out

@@ -10,6 +10,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.utilities.model_helpers import is_overridden
 from omegaconf import DictConfig
 
+from trainwell import compat
 from trainwell.errors import TrainwellError
 from trainwell.io.results import write_results
 from trainwell.loading.sharding import install_loader_policy
@@ -53,7 +54,9 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     trainer = build_trainer(cfg, logger=False, callbacks=[], enable_checkpointing=False)
     # Trainer.test puts the task in eval() and runs under torch.inference_mode; weights_only=True
     # refuses checkpoints that would execute pickled code on load.
-    tested = trainer.test(task, datamodule=datamodule, ckpt_path=ckpt, weights_only=True)
+    # The checkpoint holds the training callbacks' state, which testing does not need.
+    with compat.callbacks_left_out_on_purpose():
+        tested = trainer.test(task, datamodule=datamodule, ckpt_path=ckpt, weights_only=True)
     results = {
         "metrics": {k: float(v) for k, v in tested[0].items()},
         "ckpt": str(Path(ckpt).resolve()),

@@ -7,6 +7,7 @@ guarantees are callbacks and loader policies installed around them, never base c
 from __future__ import annotations
 
 import json
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from trainwell.training.class_recall import zero_recall_line
 from trainwell.training.evaluate import cannot_test
 from trainwell.training.plan_callback import PlannedFactory, TrainingPlanner, planner_settings
 from trainwell.training.resume import check_architecture, resolve_ckpt_path
+from trainwell.training.stop_reason import early_stop_line, stop_reason
 
 
 def _resolved(cfg: DictConfig) -> dict[str, Any]:
@@ -100,6 +102,8 @@ def train(cfg: DictConfig, doctor_report: str | None = None) -> dict[str, Any]:
     5. results.json.
     """
     run_dir = Path(cfg.paths.output_dir)
+    # When this attempt started (UTC): what picks "the newest run", whatever the runs are named.
+    started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
     ckpt_path = _open_run_dir(cfg, run_dir)
     done = (
         completed_results(run_dir, ckpt_path, cfg.trainer) if cfg.get("resume") == "auto" else None
@@ -122,6 +126,11 @@ def train(cfg: DictConfig, doctor_report: str | None = None) -> dict[str, Any]:
     _record_config(cfg, trainer, loggers)
 
     trainer.fit(module, datamodule=datamodule, ckpt_path=ckpt_path, weights_only=True)
+    # Read before testing: trainer.test(ckpt_path=best) restores the callbacks' state as the
+    # best checkpoint saved it, when early stopping had not yet stopped the run.
+    why_stopped, stopped_early = stop_reason(trainer), early_stop_line(trainer)
+    if stopped_early:
+        announce(stopped_early)
     state = next(c for c in callbacks if isinstance(c, ExactResume))
     # A run resumed after its last training step logs nothing new: the metrics it had logged
     # come back from the checkpoint, and whatever the resumed run logged overrides them.
@@ -141,6 +150,8 @@ def train(cfg: DictConfig, doctor_report: str | None = None) -> dict[str, Any]:
         "test": tested_what,
         "plan": plan.plan.as_dict() if plan.plan is not None else {},
         "finished_at": {"global_step": trainer.global_step, "epoch": trainer.current_epoch},
+        "stop_reason": why_stopped,
+        "started_at": started_at,
     }
     if doctor_report:
         results["doctor_report"] = doctor_report

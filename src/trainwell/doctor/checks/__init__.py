@@ -14,6 +14,7 @@ from trainwell.doctor.checks.device import device_placement
 from trainwell.doctor.checks.epoch_order import data_epoch_order
 from trainwell.doctor.checks.gradients import grad_flow, grad_zeroing
 from trainwell.doctor.checks.graph_leak import memory_graph_leak
+from trainwell.doctor.checks.head_width import model_head_width
 from trainwell.doctor.checks.loading import data_throughput, data_worker_seeding
 from trainwell.doctor.checks.loss import loss_logits, targets_contract
 from trainwell.doctor.checks.metrics import metrics_reduction
@@ -32,6 +33,7 @@ CHECKS: dict[str, Callable[[DoctorContext], Check]] = {
     "optimizer.coverage": optimizer_coverage,
     "loss.logits": loss_logits,
     "targets.contract": targets_contract,
+    "model.head_width": model_head_width,
     "data.finite": data_finite,
     "data.leakage": data_leakage,
     "data.class_balance": data_class_balance,
