@@ -63,8 +63,10 @@ def test_language_model_experiment_is_clean(tmp_path: Path) -> None:
         "device.placement",
         "data.worker_seeding",
         "data.class_balance",  # token sequences: no class per sample to count
+        "model.head_width",  # a vocabulary, not classes: nothing declares a class count
     }
     assert "not (input, label) pairs" in by_id["data.class_balance"].message
+    assert "declares no num_classes" in by_id["model.head_width"].message
     # dict batches: the doctor found the targets inside them and compared real windows by tokens
     assert by_id["targets.contract"].evidence["target_in_batch"] == "batch['targets']"
     assert by_id["accumulation.equivalence"].evidence["item_unit"] == "LanguageModelTask.loss_items"
