@@ -3,8 +3,9 @@
 Columns: index, prediction, p_<class> for every class, target (when the samples have labels).
 - `split=test` (default): that split of the run's own data, through the datamodule's own batches
   (the path `eval.py` measures), so accuracy from the file equals results.json's `test/acc`.
-- `input=<file>.npy`: raw samples (digits: float (N, 8, 8) 0-16 as load_digits().images) through
-  the checkpoint's preprocessing; `index` is the row in the file.
+- `input=<file>.npy` (or PNGs for uint8 image data): raw samples (deploy/raw.py says the form per
+  datamodule) through the checkpoint's preprocessing; `index` is the row in the file (or the
+  place of the PNG in name order).
 Prediction runs in one process whatever `trainer=` says (ddp_sim included): every sample appears
 exactly once, in index order, and the file is the same byte for byte on any world size.
 """
@@ -20,7 +21,7 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from trainwell.deploy.loading import load_run, run_dir_of
-from trainwell.deploy.raw import RawModel, raw_data
+from trainwell.deploy.raw import RawModel, load_raw_input, raw_data
 from trainwell.errors import TrainwellError
 
 PREDICTIONS = "predictions.csv"
@@ -65,10 +66,7 @@ def predict_checkpoint(cfg: DictConfig) -> Path:
     outs = []
     with torch.inference_mode():
         if source:
-            path = Path(str(source))
-            if path.suffix != ".npy" or not path.is_file():
-                raise TrainwellError(f"input={source}: pass an existing .npy file of raw samples")
-            samples = np.load(path, allow_pickle=False).astype(np.float32)
+            samples = load_raw_input(source, raw.input_spec)
             model = RawModel(raw.preprocess, run.module).eval()
             for start in tqdm(range(0, len(samples), 256), desc="predict"):
                 outs.append(model(torch.from_numpy(samples[start : start + 256])).numpy())

@@ -2,17 +2,25 @@
 
 digits: float32 (N, 8, 8), values 0-16, as `sklearn.datasets.load_digits().images`; the graph
 normalises with the checkpoint's train-split mean and std and adds the channel axis.
+CIFAR-10: uint8 (N, 32, 32, 3) HWC, as torchvision's `CIFAR10(...).data`; the graph scales to
+[0, 1], normalises per channel with the checkpoint's mean and std and permutes to NCHW: the
+datamodule's eval transform (ToTensor + Normalize) as tensor ops.
+
+`load_raw_input` reads `input=` files for predict: a .npy array of that form, or for uint8 image
+data a PNG file or a folder of PNGs (sorted by name; a sample's index is its place in that order).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from trainwell.data.cifar10 import CIFAR10DataModule
 from trainwell.data.digits import DigitsDataModule
 from trainwell.errors import TrainwellError
 
@@ -29,6 +37,24 @@ class Normalize(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         x = (x.to(torch.float32) - self.mean) / self.std
         return x.reshape(x.shape[0], *self.sample_shape)
+
+
+class ImageNormalize(nn.Module):
+    """uint8 NHWC -> float NCHW in [0, 1] -> per-channel (x - mean) / std.
+
+    The same operations, in the same order, as torchvision's ToTensor (float, then / 255) and
+    Normalize (subtract, then divide), so the graph sees what evaluation saw.
+    """
+
+    def __init__(self, mean: tuple[float, ...], std: tuple[float, ...]) -> None:
+        super().__init__()
+        shape = (1, len(mean), 1, 1)
+        self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32).reshape(shape))
+        self.register_buffer("std", torch.tensor(std, dtype=torch.float32).reshape(shape))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.permute(0, 3, 1, 2).to(torch.float32).div(255)
+        return (x - self.mean) / self.std
 
 
 class RawModel(nn.Module):
@@ -54,32 +80,125 @@ class RawData:
     )
 
 
+def _digits(datamodule: DigitsDataModule) -> RawData:
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    images = digits.images.astype(np.float32)
+    labels = digits.target.astype(np.int64)
+    splits = {
+        name: (images[idx], np.asarray(idx, dtype=np.int64), labels[idx])
+        for name, idx in datamodule.split_indices.items()
+    }
+    return RawData(
+        preprocess=Normalize(datamodule.mean, datamodule.std, (1, 8, 8)),
+        input_spec={
+            "name": "inputs",
+            "dtype": "float32",
+            "shape": [None, 8, 8],
+            "dynamic_axes": {"0": "batch"},
+            "range": [0.0, 16.0],
+            "description": "8x8 grey digits as sklearn.datasets.load_digits().images",
+        },
+        classes=[str(i) for i in range(10)],
+        splits=splits,
+    )
+
+
+def _cifar10(datamodule: CIFAR10DataModule) -> RawData:
+    train, test = datamodule.raw_dataset(train=True), datamodule.raw_dataset(train=False)
+    splits = {}
+    for name, idx in datamodule.split_indices.items():
+        files = test if name == "test" else train
+        labels = np.asarray(files.targets, dtype=np.int64)
+        splits[name] = (files.data[idx], idx, labels[idx])
+    return RawData(
+        preprocess=ImageNormalize(datamodule.mean, datamodule.std),
+        input_spec={
+            "name": "inputs",
+            "dtype": "uint8",
+            "shape": [None, 32, 32, 3],
+            "dynamic_axes": {"0": "batch"},
+            "range": [0, 255],
+            "description": "32x32 RGB images, uint8 HWC, as torchvision's CIFAR10(...).data",
+        },
+        classes=list(train.classes),
+        splits=splits,
+    )
+
+
 def raw_data(datamodule: Any) -> RawData:
     """The raw form of `datamodule`'s samples and the preprocessing that maps it to model inputs."""
     if isinstance(datamodule, DigitsDataModule):
-        from sklearn.datasets import load_digits
-
-        digits = load_digits()
-        images = digits.images.astype(np.float32)
-        labels = digits.target.astype(np.int64)
-        splits = {
-            name: (images[idx], np.asarray(idx, dtype=np.int64), labels[idx])
-            for name, idx in datamodule.split_indices.items()
-        }
-        return RawData(
-            preprocess=Normalize(datamodule.mean, datamodule.std, (1, 8, 8)),
-            input_spec={
-                "name": "inputs",
-                "dtype": "float32",
-                "shape": [None, 8, 8],
-                "dynamic_axes": {"0": "batch"},
-                "range": [0.0, 16.0],
-                "description": "8x8 grey digits as sklearn.datasets.load_digits().images",
-            },
-            classes=[str(i) for i in range(10)],
-            splits=splits,
-        )
+        return _digits(datamodule)
+    if isinstance(datamodule, CIFAR10DataModule):
+        return _cifar10(datamodule)
     raise TrainwellError(
         f"{type(datamodule).__name__}: raw-sample prediction/export is not supported yet "
-        "(supported: data=digits)"
+        "(supported: data=digits, data=cifar10)"
     )
+
+
+def _png_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix.lower() == ".png")
+        if not files:
+            raise TrainwellError(f"input={path}: the folder holds no .png files")
+        return files
+    return [path]
+
+
+def _read_pngs(path: Path, spec: dict[str, Any]) -> np.ndarray:
+    from PIL import Image
+
+    height, width, channels = spec["shape"][1:]
+    images = []
+    for file in _png_files(path):
+        with Image.open(file) as image:
+            # No silent conversion: a grey or RGBA image is not what the model was trained on.
+            if image.mode != "RGB" or image.size != (width, height) or channels != 3:
+                raise TrainwellError(
+                    f"input={file}: expected a {width}x{height} RGB PNG, got {image.size[0]}x"
+                    f"{image.size[1]} {image.mode}"
+                )
+            images.append(np.asarray(image, dtype=np.uint8))
+    return np.stack(images)
+
+
+def load_raw_input(source: str | Path, spec: dict[str, Any]) -> np.ndarray:
+    """Samples in `source` (.npy, or PNG file/folder for uint8 images) checked against `spec`."""
+    path = Path(str(source))
+    if not path.exists():
+        raise TrainwellError(f"input={source}: no such file or folder")
+    image_data = spec["dtype"] == "uint8" and len(spec["shape"]) == 4
+    if path.is_dir() or path.suffix.lower() == ".png":
+        if not image_data:
+            raise TrainwellError(
+                f"input={source}: PNG input is for uint8 image data; this model takes "
+                f"{spec['dtype']} {spec['shape']}: pass a .npy file"
+            )
+        return _read_pngs(path, spec)
+    if path.suffix != ".npy":
+        raise TrainwellError(f"input={source}: pass a .npy file" + (" or PNGs" * image_data))
+    samples = np.load(path, allow_pickle=False)
+    fixed = [(axis, size) for axis, size in enumerate(spec["shape"]) if size is not None]
+    if samples.ndim != len(spec["shape"]) or any(samples.shape[a] != s for a, s in fixed):
+        want = ["N" if s is None else s for s in spec["shape"]]
+        raise TrainwellError(
+            f"input={source}: samples have shape {list(samples.shape)}, expected {want} "
+            f"({spec['description']})"
+        )
+    dtype = np.dtype(spec["dtype"])
+    if np.issubdtype(dtype, np.integer) and not np.issubdtype(samples.dtype, np.integer):
+        raise TrainwellError(
+            f"input={source}: samples are {samples.dtype}, expected integers ({spec['dtype']})"
+        )
+    if np.issubdtype(samples.dtype, np.floating) and not np.isfinite(samples).all():
+        raise TrainwellError(f"input={source}: samples contain NaN or infinity")
+    low, high = spec["range"] or (-np.inf, np.inf)
+    if samples.size and (samples.min() < low or samples.max() > high):
+        raise TrainwellError(
+            f"input={source}: values lie in [{samples.min()}, {samples.max()}], expected "
+            f"[{low}, {high}] ({spec['description']})"
+        )
+    return samples.astype(dtype)
