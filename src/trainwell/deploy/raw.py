@@ -5,6 +5,9 @@ normalises with the checkpoint's train-split mean and std and adds the channel a
 CIFAR-10: uint8 (N, 32, 32, 3) HWC, as torchvision's `CIFAR10(...).data`; the graph scales to
 [0, 1], normalises per channel with the checkpoint's mean and std and permutes to NCHW: the
 datamodule's eval transform (ToTensor + Normalize) as tensor ops.
+synthetic: float32 (N, 3, 32, 32) as `make_synthetic` generates them (the model's input as is);
+with `data.on_device=true` the uint8 (N, 32, 32, 3) HWC the device stores, normalised back in
+the graph.
 
 `load_raw_input` reads `input=` files for predict: a .npy array of that form, or for uint8 image
 data a PNG file or a folder of PNGs (sorted by name; a sample's index is its place in that order).
@@ -22,6 +25,13 @@ from torch import nn
 
 from trainwell.data.cifar10 import CIFAR10DataModule
 from trainwell.data.digits import DigitsDataModule
+from trainwell.data.synthetic import (
+    QUANT_MEAN,
+    QUANT_STD,
+    SyntheticDataModule,
+    make_synthetic,
+    quantize,
+)
 from trainwell.errors import TrainwellError
 
 
@@ -127,15 +137,55 @@ def _cifar10(datamodule: CIFAR10DataModule) -> RawData:
     )
 
 
+def _synthetic(datamodule: SyntheticDataModule) -> RawData:
+    dm = datamodule
+    total = dm.num_samples + dm.num_val + dm.num_test
+    # The data is a function of the run's config (seed, sizes, noise): generated again, exactly.
+    images, labels = make_synthetic(total, dm.num_classes, dm.seed, dm.noise).tensors
+    cuts = {"train": (0, dm.num_samples), "val": (dm.num_samples, dm.num_samples + dm.num_val)}
+    cuts["test"] = (dm.num_samples + dm.num_val, total)
+    if dm.on_device:
+        samples = quantize(images).numpy()
+        preprocess: nn.Module = ImageNormalize((QUANT_MEAN,) * 3, (QUANT_STD,) * 3)
+        spec = {
+            "dtype": "uint8",
+            "shape": [None, 32, 32, 3],
+            "range": [0, 255],
+            "description": "synthetic images stored on the device: uint8 HWC, "
+            "round(x * 32 + 128) of the float images (data.on_device=true)",
+        }
+    else:
+        samples, preprocess = images.numpy(), nn.Identity()
+        spec = {
+            "dtype": "float32",
+            "shape": [None, 3, 32, 32],
+            "range": None,
+            "description": "synthetic float images (N, 3, 32, 32) as "
+            "trainwell.data.synthetic.make_synthetic generates them; no preprocessing",
+        }
+    splits = {}
+    for name, (start, stop) in cuts.items():
+        idx = np.arange(start, stop, dtype=np.int64)
+        splits[name] = (samples[idx], idx, labels.numpy()[idx].astype(np.int64))
+    return RawData(
+        preprocess=preprocess,
+        input_spec={"name": "inputs", "dynamic_axes": {"0": "batch"}, **spec},
+        classes=[str(i) for i in range(dm.num_classes)],
+        splits=splits,
+    )
+
+
 def raw_data(datamodule: Any) -> RawData:
     """The raw form of `datamodule`'s samples and the preprocessing that maps it to model inputs."""
     if isinstance(datamodule, DigitsDataModule):
         return _digits(datamodule)
     if isinstance(datamodule, CIFAR10DataModule):
         return _cifar10(datamodule)
+    if isinstance(datamodule, SyntheticDataModule):
+        return _synthetic(datamodule)
     raise TrainwellError(
         f"{type(datamodule).__name__}: raw-sample prediction/export is not supported yet "
-        "(supported: data=digits, data=cifar10)"
+        "(supported: data=digits, data=cifar10, data=synthetic)"
     )
 
 
