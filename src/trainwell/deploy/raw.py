@@ -8,6 +8,13 @@ datamodule's eval transform (ToTensor + Normalize) as tensor ops.
 synthetic: float32 (N, 3, 32, 32) as `make_synthetic` generates them (the model's input as is);
 with `data.on_device=true` the uint8 (N, 32, 32, 3) HWC the device stores, normalised back in
 the graph.
+sequences (token models): int64 token ids (N, T), T up to data.max_len, each row starting with
+<bos> and right-padded with <pad> (id 0) where rows differ in length; the graph maps them to
+next-token logits (N, T, vocab) with batch and sequence length dynamic (no preprocessing: the
+ids are the model's input; the vocabulary that made them travels in the checkpoint).
+
+A datamodule of the user's own declares its raw form with a `raw_form()` method (`from_hook`
+says what it returns); without one, predict and export stop with one line saying so.
 
 `load_raw_input` reads `input=` files for predict: a .npy array of that form, or for uint8 image
 data a PNG file or a folder of PNGs (sorted by name; a sample's index is its place in that order).
@@ -25,6 +32,7 @@ from torch import nn
 
 from trainwell.data.cifar10 import CIFAR10DataModule
 from trainwell.data.digits import DigitsDataModule
+from trainwell.data.sequences import PAD, SequenceDataModule, pad_batch
 from trainwell.data.synthetic import (
     QUANT_MEAN,
     QUANT_STD,
@@ -79,15 +87,21 @@ class RawModel(nn.Module):
         return self.model(self.preprocess(inputs))
 
 
+CLASS_SCORES = "unnormalised class scores (softmax gives probabilities)"
+
+
 @dataclass
 class RawData:
     preprocess: nn.Module
     input_spec: dict[str, Any]
     classes: list[str] | None
-    # split name -> (raw samples, dataset indices, targets)
+    # split name -> (raw samples, dataset indices, targets); token models: targets (N, T) per
+    # position, IGNORE_INDEX at the padding
     splits: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = field(
         default_factory=dict
     )
+    tokens: bool = False  # a token model: outputs (N, T, vocab), one prediction per position
+    output_meaning: str = CLASS_SCORES
 
 
 def _digits(datamodule: DigitsDataModule) -> RawData:
@@ -175,17 +189,98 @@ def _synthetic(datamodule: SyntheticDataModule) -> RawData:
     )
 
 
+def _sequences(datamodule: SequenceDataModule) -> RawData:
+    splits = {}
+    for name in ("train", "val", "test"):
+        sequences = getattr(datamodule, f"{name}_set").sequences
+        # The datamodule's own padding: inputs are a sequence without its last token.
+        batch = pad_batch(sequences)
+        index = np.arange(len(sequences), dtype=np.int64)
+        splits[name] = (batch["tokens"].numpy(), index, batch["targets"].numpy())
+    return RawData(
+        preprocess=nn.Identity(),
+        input_spec={
+            "name": "inputs",
+            "dtype": "int64",
+            "shape": [None, None],
+            "dynamic_axes": {"0": "batch", "1": "sequence"},
+            "range": [0, datamodule.vocab_size - 1],
+            "max_sequence": datamodule.max_len,
+            "description": "token ids (N, T) as data=sequences encodes them (0 <pad>, 1 <bos>, "
+            f"2 <eos>, 3 <unk>), T <= {datamodule.max_len}, each row starting with <bos>, "
+            "right-padded with <pad> where rows differ in length",
+        },
+        classes=datamodule.token_names(),
+        splits=splits,
+        tokens=True,
+        output_meaning="next-token scores (N, T, vocab) at every position (softmax over the "
+        "last axis gives probabilities); a row's next token is read at its last non-<pad> "
+        "position",
+    )
+
+
+def sequence_lengths(samples: np.ndarray) -> np.ndarray:
+    """Real tokens per row of right-padded token ids: up to the first <pad>."""
+    padded = samples == PAD
+    return np.where(padded.any(axis=1), padded.argmax(axis=1), samples.shape[1])
+
+
+HOOK = "raw_form"
+
+
+def from_hook(datamodule: Any) -> RawData:
+    """RawData from `datamodule.raw_form()`, a plain dict (no trainwell import needed):
+
+        {"input": {"dtype": "float32", "shape": [None, 8], "range": None | [low, high],
+                   "description": "what a raw sample is"},
+         "splits": {"test": (samples, indices, targets or None), ...},   # numpy arrays
+         "preprocess": None | nn.Module,   # raw batch -> model input, as evaluation does it
+         "classes": None | ["name", ...]}
+
+    The split's samples must be, row for row, the samples its dataloader yields in order.
+    """
+    name = type(datamodule).__name__
+    form = getattr(datamodule, HOOK)()
+    if not isinstance(form, dict) or "input" not in form or "splits" not in form:
+        raise TrainwellError(
+            f"{name}.{HOOK}() must return a dict with 'input' and 'splits' (README: Bring your "
+            "own module)"
+        )
+    spec = dict(form["input"])
+    missing = [key for key in ("dtype", "shape", "description") if key not in spec]
+    if missing:
+        raise TrainwellError(f"{name}.{HOOK}()['input'] lacks {', '.join(missing)}")
+    spec.setdefault("range", None)
+    spec.setdefault("name", "inputs")
+    spec.setdefault("dynamic_axes", {"0": "batch"})
+    splits = {
+        split: (np.asarray(x), np.asarray(i, dtype=np.int64), None if y is None else np.asarray(y))
+        for split, (x, i, y) in form["splits"].items()
+    }
+    return RawData(
+        preprocess=form.get("preprocess") or nn.Identity(),
+        input_spec=spec,
+        classes=None if form.get("classes") is None else [str(c) for c in form["classes"]],
+        splits=splits,
+    )
+
+
 def raw_data(datamodule: Any) -> RawData:
     """The raw form of `datamodule`'s samples and the preprocessing that maps it to model inputs."""
+    if callable(getattr(datamodule, HOOK, None)):
+        return from_hook(datamodule)
     if isinstance(datamodule, DigitsDataModule):
         return _digits(datamodule)
     if isinstance(datamodule, CIFAR10DataModule):
         return _cifar10(datamodule)
     if isinstance(datamodule, SyntheticDataModule):
         return _synthetic(datamodule)
+    if isinstance(datamodule, SequenceDataModule):
+        return _sequences(datamodule)
     raise TrainwellError(
-        f"{type(datamodule).__name__}: raw-sample prediction/export is not supported yet "
-        "(supported: data=digits, data=cifar10, data=synthetic)"
+        f"{type(datamodule).__name__} has no {HOOK}() method: predict and export need its raw "
+        "sample form and eval-time preprocessing (README: Bring your own module); built in: "
+        "data=digits, cifar10, synthetic, sequences"
     )
 
 
@@ -245,6 +340,11 @@ def load_raw_input(source: str | Path, spec: dict[str, Any]) -> np.ndarray:
         )
     if np.issubdtype(samples.dtype, np.floating) and not np.isfinite(samples).all():
         raise TrainwellError(f"input={source}: samples contain NaN or infinity")
+    longest = spec.get("max_sequence")
+    if longest is not None and not 1 <= samples.shape[1] <= longest:
+        raise TrainwellError(
+            f"input={source}: rows of {samples.shape[1]} tokens; the model takes 1 to {longest}"
+        )
     low, high = spec["range"] or (-np.inf, np.inf)
     if samples.size and (samples.min() < low or samples.max() > high):
         raise TrainwellError(
