@@ -25,27 +25,20 @@ import numpy as np
 import torch
 from torch import nn
 
-
-class _HWCUint8(nn.Module):
-    """uint8 (N, 32, 32, 3) -> normalised float NCHW (CIFAR-10's eval-time preprocessing)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.register_buffer("mean", torch.tensor([0.4914, 0.4822, 0.4465]).view(1, 3, 1, 1))
-        self.register_buffer("std", torch.tensor([0.2470, 0.2435, 0.2616]).view(1, 3, 1, 1))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.permute(0, 3, 1, 2).to(torch.float32) / 255.0
-        return (x - self.mean) / self.std
+# Only the batch axis is dynamic for both nets (what export_checkpoint gives an image model).
+BATCH_ONLY = {"dynamic_axes": {"0": "batch"}}
 
 
 def models(resnet_width: int) -> dict[str, tuple[nn.Module, np.ndarray]]:
-    from trainwell.deploy.raw import Normalize, RawModel
+    from trainwell.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
+    from trainwell.deploy.raw import ImageNormalize, Normalize, RawModel
     from trainwell.models import DigitsCNN, ResNet18
 
     rng = np.random.default_rng(0)
     digits = RawModel(Normalize(4.9, 6.0, (1, 8, 8)), DigitsCNN(num_classes=10)).eval()
-    resnet = RawModel(_HWCUint8(), ResNet18(num_classes=10, width=resnet_width)).eval()
+    # CIFAR-10's eval-time preprocessing of raw uint8 HWC images, as the CIFAR export has it.
+    preprocess = ImageNormalize(CIFAR10_MEAN, CIFAR10_STD)
+    resnet = RawModel(preprocess, ResNet18(num_classes=10, width=resnet_width)).eval()
     return {
         "digits_cnn": (digits, rng.uniform(0, 16, (256, 8, 8)).astype(np.float32)),
         "resnet18": (resnet, rng.integers(0, 256, (256, 32, 32, 3), dtype=np.uint8)),
@@ -79,7 +72,7 @@ def main(argv: list[str] | None = None) -> None:
             times = []
             for _ in range(args.reps):
                 start = time.perf_counter()
-                _export_graphs(model, torch.from_numpy(raw[:4]), out)
+                _export_graphs(model, torch.from_numpy(raw[:4]), out, BATCH_ONLY)
                 times.append(time.perf_counter() - start)
             print(harness.describe(f"{name} export_s", times, "s"), flush=True)
             session = ort.InferenceSession(

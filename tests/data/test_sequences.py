@@ -83,6 +83,21 @@ def test_text_file_splits_in_file_order_with_a_train_only_vocabulary(tmp_path: P
     assert _all(again.test_set) == _all(dm.test_set)
 
 
+def test_the_vocabulary_travels_in_the_checkpoint_and_is_never_refitted(tmp_path: Path) -> None:
+    path = tmp_path / "text.txt"
+    path.write_text("abc\ncab\nbca\nzzz\nqqq\n", encoding="utf-8")
+    dm = _setup(path=str(path), vocab_size=16, max_len=8, val_fraction=0.2, test_fraction=0.2)
+    assert dm.state_dict() == {"vocabulary": dm.vocabulary}
+    assert SequenceDataModule().state_dict() == {"vocabulary": None}  # synthetic: fits nothing
+    saved = [*dm.vocabulary[:4], "c", "b", "a"]  # another order than fitting gives
+    other = SequenceDataModule(path=str(path), vocab_size=16, max_len=8, val_fraction=0.2,
+                               test_fraction=0.2)  # fmt: skip
+    other.load_state_dict({"vocabulary": saved})
+    other.setup("test")
+    assert other.vocabulary == saved
+    assert other.test_set[0].tolist() == [1, 3, 3, 3, 2]  # "qqq": unknown to that vocabulary
+
+
 def test_long_lines_are_cut_into_pieces_in_order(tmp_path: Path) -> None:
     path = tmp_path / "text.txt"
     path.write_text("abcdefghij\nxy\n" * 5, encoding="utf-8")

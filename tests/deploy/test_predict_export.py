@@ -59,6 +59,32 @@ def test_predictions_match_the_test_metric_once_each_in_index_order(
     assert accuracy == pytest.approx(test_acc, abs=1e-6)
 
 
+WORLDS = [("trainer=ddp_sim",), ("trainer=ddp_sim", "trainer.devices=3")]
+
+
+def test_any_world_size_gives_the_same_file_byte_for_byte(
+    run: Path, predictions: bytes, tmp_path: Path
+) -> None:
+    """trainer=ddp_sim with 2 and 3 processes: the same predictions.csv as 1 process, also for
+    367 raw samples, which neither world size divides (prediction runs in one process)."""
+    for n, world in enumerate(WORLDS):
+        run_ok("predict.py", tmp_path / f"split{n}", _ckpt(run), *world)
+        assert (run / "predictions.csv").read_bytes() == predictions, world
+    from sklearn.datasets import load_digits
+
+    np.save(tmp_path / "raw.npy", load_digits().images[:367].astype(np.float32))
+    raw = f"input={tmp_path / 'raw.npy'}"
+    run_ok("predict.py", tmp_path / "raw1", _ckpt(run), raw)
+    single = (run / "predictions.csv").read_bytes()
+    assert [int(line.split(",")[0]) for line in single.decode().splitlines()[1:]] == list(
+        range(367)
+    )
+    for n, world in enumerate(WORLDS):
+        run_ok("predict.py", tmp_path / f"raw{n + 2}", _ckpt(run), raw, *world)
+        assert (run / "predictions.csv").read_bytes() == single, world
+    (run / "predictions.csv").write_bytes(predictions)  # as the other tests expect it
+
+
 def test_statistics_come_from_the_checkpoint_never_refitted(run: Path, tmp_path: Path) -> None:
     ckpt = torch.load(run / "checkpoints" / "best.ckpt", weights_only=True)
     ckpt["DigitsDataModule"] = {"mean": 1.25, "std": 3.5}

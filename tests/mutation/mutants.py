@@ -29,6 +29,9 @@ LAST_T = "tests/training/test_last_checkpoint_during_run.py"
 STATE = "src/trainwell/callbacks/training_state.py"
 RESUME_T = "tests/training/test_resume_inprocess.py"
 DEPLOY_T = "tests/deploy/test_predict_export.py"
+CIFAR_DEPLOY_T = "tests/deploy/test_cifar10.py"
+LM_DEPLOY_T = "tests/deploy/test_language_model.py"
+RAW = "src/trainwell/deploy/raw.py"
 PRE = "src/trainwell/callbacks/preemption.py"
 PRE_T = "tests/callbacks/test_preemption_inprocess.py"
 NONFIN = "src/trainwell/callbacks/non_finite.py"
@@ -780,6 +783,111 @@ MUTANTS: list[Mutant] = [
         "x = x.to(torch.float32)",
         (f"{DEPLOY_T}::test_the_export_reproduces_eval_with_only_onnxruntime_and_numpy",),
         "the exported graph takes raw samples: the preprocessing is inside it",
+    ),
+    Mutant(
+        "export: CIFAR-10's raw uint8 pixels are not scaled to [0, 1] in the graph",
+        RAW,
+        "x = x.permute(0, 3, 1, 2).to(torch.float32).div(255)",
+        "x = x.permute(0, 3, 1, 2).to(torch.float32)",
+        (f"{CIFAR_DEPLOY_T}::test_the_raw_graph_equals_the_eval_transform_exactly",),
+        "the exported graph maps raw uint8 HWC images to exactly what evaluation feeds the model",
+    ),
+    Mutant(
+        "cifar10: the checkpoint's mean and std are ignored",
+        "src/trainwell/data/cifar10.py",
+        '        if "mean" in state_dict and "std" in state_dict:',
+        "        if False:",
+        (f"{CIFAR_DEPLOY_T}::test_the_raw_graph_equals_the_eval_transform_exactly",),
+        "prediction and export normalise with the statistics the checkpoint carries",
+    ),
+    Mutant(
+        "cifar10: the normalisation does not travel in the checkpoint",
+        "src/trainwell/data/cifar10.py",
+        '        return {"mean": list(self.mean), "std": list(self.std)}',
+        "        return {}",
+        (f"{CIFAR_DEPLOY_T}::test_the_normalisation_travels_in_the_checkpoint",),
+        "whatever evaluation normalises with is saved in every checkpoint",
+    ),
+    Mutant(
+        "predict: a grey or RGBA PNG is taken for an RGB image",
+        RAW,
+        'if image.mode != "RGB" or image.size != (width, height) or channels != 3:',
+        "if image.size != (width, height):",
+        (f"{CIFAR_DEPLOY_T}::test_bad_raw_input_gets_one_line_and_exit_2",),
+        "input= PNGs must be what the model was trained on; anything else is one line, exit 2",
+    ),
+    Mutant(
+        "export: synthetic on-device images normalised with CIFAR-10's statistics",
+        RAW,
+        "preprocess: nn.Module = ImageNormalize((QUANT_MEAN,) * 3, (QUANT_STD,) * 3)",
+        "preprocess: nn.Module = ImageNormalize((0.4914, 0.4822, 0.4465), (0.247, 0.2435, 0.2616))",
+        (
+            "tests/deploy/test_synthetic.py::test_the_raw_graph_input_is_what_evaluation_sees_bit_for_bit",
+        ),
+        "synthetic raw samples through the graph's preprocessing equal evaluation's input",
+    ),
+    Mutant(
+        "predict: raw input outside the declared value range is accepted",
+        RAW,
+        "    if samples.size and (samples.min() < low or samples.max() > high):",
+        "    if False:",
+        ("tests/deploy/test_raw_form.py::test_the_hook_gives_spec_splits_preprocess_and_classes",),
+        "input= with values outside the raw form's range is one line and exit 2",
+    ),
+    Mutant(
+        "deploy: a user datamodule's preprocess is left out of the graph",
+        RAW,
+        'preprocess=form.get("preprocess") or nn.Identity(),',
+        "preprocess=nn.Identity(),",
+        ("tests/deploy/test_raw_form.py::test_the_hook_gives_spec_splits_preprocess_and_classes",),
+        "raw_form()'s preprocessing is part of what predict and export run",
+    ),
+    Mutant(
+        "deploy: a datamodule without raw_form() is asked for it anyway",
+        RAW,
+        "    if callable(getattr(datamodule, HOOK, None)):\n        return from_hook(datamodule)",
+        "    if True:\n        return from_hook(datamodule)",
+        (
+            "tests/deploy/test_raw_form.py::test_an_unknown_datamodule_gets_one_line_naming_the_hook",
+        ),
+        "a datamodule without raw_form() gets one line naming the method",
+    ),
+    Mutant(
+        "predict: a token model's next token read at the padding, not the last real position",
+        "src/trainwell/deploy/predict.py",
+        "pick = mask.sum(dim=1) - 1",
+        "pick = mask.sum(dim=1) * 0 + mask.shape[1] - 1",
+        (f"{LM_DEPLOY_T}::test_next_token_top_k_per_sequence_and_the_test_loss_from_the_file",),
+        "each sequence's next-token top-k follows its last real token",
+    ),
+    Mutant(
+        "predict: a token model's log-likelihood counts the padding",
+        "src/trainwell/deploy/predict.py",
+        "ll.append(torch.where(mask, taken, 0.0).sum(dim=1).numpy())",
+        "ll.append(taken.sum(dim=1).numpy())",
+        (f"{LM_DEPLOY_T}::test_next_token_top_k_per_sequence_and_the_test_loss_from_the_file",),
+        "-sum(log_likelihood) / sum(tokens) from predictions.csv equals the run's test/loss",
+    ),
+    Mutant(
+        "export: a token model's sequence length is fixed at the example's",
+        "src/trainwell/deploy/export.py",
+        '    for axis, name in spec["dynamic_axes"].items():',
+        '    for axis, name in list(spec["dynamic_axes"].items())[:1]:',
+        (
+            f"{LM_DEPLOY_T}::test_the_export_takes_any_batch_and_sequence_length_through_onnxruntime",
+        ),
+        "the token model's ONNX graph takes any batch and any sequence length",
+    ),
+    Mutant(
+        "sequences: the vocabulary is fitted again over the checkpoint's",
+        "src/trainwell/data/sequences.py",
+        "            if self.vocabulary is None:",
+        "            if True:",
+        (
+            "tests/data/test_sequences.py::"
+            "test_the_vocabulary_travels_in_the_checkpoint_and_is_never_refitted",
+        ),
+        "the character vocabulary fitted on train travels in the checkpoint and is never refitted",
     ),
     Mutant(
         "config values: the range of a template key is not checked",
