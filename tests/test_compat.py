@@ -815,3 +815,25 @@ def test_a_checkpoint_before_a_mid_epoch_validation_resumes_past_it(tmp_path: Pa
 
     assert fit(None) == [2, 4]
     assert fit(tmp_path / "s2.ckpt") == [4]  # the validation after step 2 never runs
+
+
+def test_litserve_drains_for_uvicorn_graceful_timeout_seconds() -> None:
+    """compat.set_litserve_drain_timeout: LitServer keeps the drain timeout in a public-looking
+    attribute it hands to each uvicorn server; once this fails, pass upstream's argument instead."""
+    import inspect
+
+    import litserve as ls
+
+    class Echo(ls.LitAPI):
+        def setup(self, device: str) -> None:
+            self.ready = True
+
+        def predict(self, x: object) -> object:
+            return x
+
+    server = ls.LitServer(Echo(), accelerator="cpu")
+    assert server.uvicorn_graceful_timeout == 30
+    source = inspect.getsource(ls.LitServer._start_server)
+    assert "timeout_graceful_shutdown=self.uvicorn_graceful_timeout" in source
+    compat.set_litserve_drain_timeout(server, 8.0)
+    assert server.uvicorn_graceful_timeout == 8.0

@@ -13,6 +13,7 @@ touch:
 * schedulers: plateau schedulers a resume would not step;
 * launchers: Hydra multirun + DDP, torchrun restarts, wandb runs in sweeps;
 * callback_hooks: the per-hook cost of callbacks that do not implement the hook;
+* serving: LitServe's shutdown (how long requests in flight may finish);
 * module_hooks: the per-step cost of Lightning's module and strategy hook dispatch and of its
   training_step signature check.
 """
@@ -61,6 +62,7 @@ from trainwell.compat.schedulers import (
     plateau_steps_due,
     step_plateau_schedulers,
 )
+from trainwell.compat.serving import set_litserve_drain_timeout
 
 __all__ = [
     "LAUNCHER_ENV",
@@ -93,6 +95,7 @@ __all__ = [
     "restore_train_loader_position",
     "save_unmonitored",
     "saves_per_batch",
+    "set_litserve_drain_timeout",
     "set_sampler_epoch",
     "skip_empty_callback_hooks",
     "skip_per_batch_sigterm_broadcast",
