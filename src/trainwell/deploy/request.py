@@ -63,4 +63,8 @@ def parse_inputs(body: bytes | str, spec: dict[str, Any], max_bytes: int = 1 << 
         raise BadRequest(
             f"inputs must lie in [{low}, {high}], got values in [{array.min()}, {array.max()}]"
         )
-    return array.astype(spec["dtype"])
+    dtype = np.dtype(spec["dtype"])
+    # A uint8 image sent as 3.7 would otherwise be truncated to 3 without a word.
+    if np.issubdtype(dtype, np.integer) and not (array == np.floor(array)).all():
+        raise BadRequest(f"inputs must be whole numbers (the model takes {dtype.name})")
+    return array.astype(dtype)
