@@ -2,9 +2,9 @@
 
 litserve 0.2.19: `LitServer.__init__` sets `uvicorn_graceful_timeout = 30` and takes no argument
 for it. On shutdown each HTTP process gets that long to finish its requests in flight before it
-is killed, so a server told to stop waits up to 30 s on a stuck request: past the 10 s that
-Kubernetes' default grace period leaves before SIGKILL, which kills children without a join. The
-attribute is public in name but not in LitServer's signature; tests/test_compat.py fails if it
+is killed, so a server told to stop waits up to 30 s on a stuck request: past the 10 s within
+which deploy/serve.py promises to exit, and as long as Kubernetes' whole default grace period
+before its SIGKILL, which kills children without a join. The attribute is public in name but not in LitServer's signature; tests/test_compat.py fails if it
 disappears or stops reaching uvicorn (then pass the new argument instead).
 """
 
