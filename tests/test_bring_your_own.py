@@ -241,3 +241,37 @@ def test_user_metrics_of_one_checkpoint_are_the_same_on_1_2_and_3_ranks(
         _run(project, "eval.py", out, f"ckpt_path={best}", *extra)
         losses.append(json.loads((out / "results.json").read_text())["metrics"]["test/loss"])
     assert max(losses) - min(losses) <= 1e-6, losses
+
+
+def test_user_module_predicts_and_exports_through_its_raw_form(
+    project: Path, tmp_path: Path
+) -> None:
+    """MyModule.forward and MyData.raw_form, as the README shows them, are all predict and export
+    need: the file matches the run's test/loss, the export passes parity."""
+    run = tmp_path / "train"
+    _run(project, "train.py", run, *USER, "trainer.max_epochs=2")
+    ckpt = f"ckpt_path={run / 'checkpoints' / 'best.ckpt'}"
+    _run(project, "predict.py", tmp_path / "p", ckpt)
+    lines = (run / "predictions.csv").read_text().splitlines()
+    assert lines[0] == "index,prediction,p_0,p_1,target"
+    rows = [line.split(",") for line in lines[1:]]
+    assert [int(r[0]) for r in rows] == list(range(150, 190))
+    proc = _run(project, "export.py", tmp_path / "e", ckpt)
+    assert "onnxruntime: agreement 1" in proc.stdout
+    manifest = json.loads((run / "export" / "manifest.json").read_text())
+    assert manifest["input"]["shape"] == [None, 8]
+    assert manifest["parity"]["paths"]["torch_export"]["max_abs_diff"] <= 1e-4
+    # A datamodule without raw_form(): one line naming the method, exit 2, no export.
+    (project / "myproject" / "plain.py").write_text(
+        "from myproject.lit import MyData\n\n\nclass PlainData(MyData):\n    raw_form = None\n"
+    )
+    plain = tmp_path / "plain"
+    _run(project, "train.py", plain, *USER, "data._target_=myproject.plain.PlainData",
+         "trainer.max_epochs=1")  # fmt: skip
+    line = shlex.join(["python", "scripts/export.py", f"ckpt_path={plain / 'checkpoints' / 'best.ckpt'}",
+                       f"hydra.run.dir={tmp_path / 'e2'}"])  # fmt: skip
+    proc = run_line(project, line)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    last = proc.stderr.strip().splitlines()[-1]
+    assert "PlainData has no raw_form() method" in last, last
+    assert not (plain / "export").exists()

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import hashlib
+import json
+import os
 import pickle
+import runpy
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -11,6 +16,7 @@ import pytest
 from torchvision.datasets import CIFAR10
 
 BATCHES = [f"data_batch_{i}" for i in range(1, 6)]
+SCRIPTS = Path(__file__).resolve().parents[2] / "scripts"
 
 
 def _write(path: Path, obj: dict) -> str:
@@ -50,3 +56,32 @@ def trust_fixture(monkeypatch: pytest.MonkeyPatch, md5: dict[str, str]) -> None:
     monkeypatch.setattr(CIFAR10, "train_list", [[n, md5[n]] for n in BATCHES])
     monkeypatch.setattr(CIFAR10, "test_list", [["test_batch", md5["test_batch"]]])
     monkeypatch.setattr(CIFAR10, "meta", {**CIFAR10.meta, "md5": md5["batches.meta"]})
+
+
+def run_script_on_fixture(
+    script: str, md5: dict[str, str], *overrides: str
+) -> subprocess.CompletedProcess:
+    """scripts/<script> in a subprocess, as a user runs it, with torchvision trusting the
+    fixture's md5 sums (this module's __main__ patches them, then runs the script)."""
+    from tests.helpers.scripts import TESTS_IMPORTABLE
+
+    argv = ["-m", "tests.helpers.cifar_fixture", json.dumps(md5), str(SCRIPTS / script)]
+    full = {**os.environ, "PYTHONUNBUFFERED": "1", **TESTS_IMPORTABLE}
+    return subprocess.run(
+        [sys.executable, *argv, *overrides],
+        cwd=SCRIPTS.parent,
+        env=full,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+if __name__ == "__main__":
+    md5_sums, script_path = json.loads(sys.argv[1]), sys.argv[2]
+    CIFAR10.train_list = [[n, md5_sums[n]] for n in BATCHES]
+    CIFAR10.test_list = [["test_batch", md5_sums["test_batch"]]]
+    CIFAR10.meta = {**CIFAR10.meta, "md5": md5_sums["batches.meta"]}
+    sys.argv = [script_path, *sys.argv[3:]]
+    sys.path.insert(0, str(Path(script_path).parent))  # as `python scripts/x.py` puts it first
+    runpy.run_path(script_path, run_name="__main__")

@@ -8,7 +8,9 @@ normalisation applied per batch there (loading/on_device.py): what keeps a GPU f
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import torch
 from torch.utils.data import Subset
 from torchvision import transforms
@@ -59,6 +61,11 @@ class CIFAR10DataModule(ClassificationDataModule):
         self.on_device = on_device
         self.channels_last = channels_last
         self.device: torch.device | None = None
+        # The eval-time normalisation, saved in every checkpoint (state_dict): prediction and
+        # export read the numbers the model was trained with, not what this file says later.
+        self.mean: tuple[float, ...] = CIFAR10_MEAN
+        self.std: tuple[float, ...] = CIFAR10_STD
+        self.split_indices: dict[str, np.ndarray] = {}
         if on_device:
             self.num_workers, self.persistent_workers, self.pin_memory = 0, False, False
             self.collate_fn = keep_batch
@@ -87,13 +94,34 @@ class CIFAR10DataModule(ClassificationDataModule):
         order = torch.randperm(size, generator=torch.Generator().manual_seed(self.seed))
         return order[: self.val_size].tolist(), order[self.val_size :].tolist()
 
+    def raw_dataset(self, train: bool) -> CIFAR10:
+        """The train or test files without transforms: `.data` is uint8 (N, 32, 32, 3)."""
+        return self._dataset(train=train, transform=None)
+
+    def _record_splits(self, val_idx: list[int], train_idx: list[int], test_size: int) -> None:
+        # A sample's index is its row in the train files (train, val) or the test file (test).
+        self.split_indices = {
+            "train": np.asarray(train_idx, dtype=np.int64),
+            "val": np.asarray(val_idx, dtype=np.int64),
+            "test": np.arange(test_size, dtype=np.int64),
+        }
+
+    def state_dict(self) -> dict[str, Any]:
+        """The eval-time normalisation: Lightning writes it into every checkpoint."""
+        return {"mean": list(self.mean), "std": list(self.std)}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if "mean" in state_dict and "std" in state_dict:
+            self.mean = tuple(float(v) for v in state_dict["mean"])
+            self.std = tuple(float(v) for v in state_dict["std"])
+
     def setup(self, stage: str | None = None) -> None:
         if self.on_device:
             self._setup_on_device()
             return
         if self.train_set is not None:
             return
-        normalize = transforms.Normalize(CIFAR10_MEAN, CIFAR10_STD)
+        normalize = transforms.Normalize(self.mean, self.std)
         eval_tf = transforms.Compose([transforms.ToTensor(), normalize])
         train_plain = self._dataset(train=True, transform=eval_tf)
         val_idx, train_idx = self._split(len(train_plain))
@@ -114,6 +142,7 @@ class CIFAR10DataModule(ClassificationDataModule):
             self.train_set = Subset(train_plain, train_idx)
         self.val_set = Subset(train_plain, val_idx)
         self.test_set = self._dataset(train=False, transform=eval_tf)
+        self._record_splits(val_idx, train_idx, len(self.test_set))
 
     def _setup_on_device(self) -> None:
         device = placement(self)
@@ -125,13 +154,14 @@ class CIFAR10DataModule(ClassificationDataModule):
 
             def split(x: torch.Tensor, y: torch.Tensor, augment: bool) -> DeviceImages:
                 return DeviceImages(
-                    x, y, CIFAR10_MEAN, CIFAR10_STD, augment=augment, pad=4, seed=self.seed,
+                    x, y, self.mean, self.std, augment=augment, pad=4, seed=self.seed,
                     channels_last=self.channels_last,
                 )  # fmt: skip
 
             self.train_set = split(images[train_idx], labels[train_idx], self.augment)
             self.val_set = split(images[val_idx], labels[val_idx], False)
             self.test_set = split(torch.from_numpy(test.data), torch.tensor(test.targets), False)
+            self._record_splits(val_idx, train_idx, len(test))
         # Also when a split was built before a Trainer was attached (on the CPU): follow the device.
         for dataset in (self.train_set, self.val_set, self.test_set):
             dataset.to(device)  # type: ignore[union-attr]

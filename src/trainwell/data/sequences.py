@@ -17,7 +17,7 @@ from __future__ import annotations
 import string
 from collections import Counter
 from pathlib import Path
-from typing import TypeVar
+from typing import Any, TypeVar
 
 import numpy as np
 import torch
@@ -213,12 +213,30 @@ class SequenceDataModule(SplitDataModule):
             splits = self._split(sequences)
         else:
             parts = self._split(read_lines(Path(self.path).expanduser(), self.max_len - 1))
-            self.vocabulary = char_vocabulary(parts["train"], self.vocab_size)
+            if self.vocabulary is None:
+                # Fitted on the train split only; a checkpoint's vocabulary (load_state_dict) wins.
+                self.vocabulary = char_vocabulary(parts["train"], self.vocab_size)
             index = {ch: i for i, ch in enumerate(self.vocabulary)}
             splits = {name: [encode(line, index) for line in part] for name, part in parts.items()}
         self.train_set = TokenSequences(splits["train"])
         self.val_set = TokenSequences(splits["val"])
         self.test_set = TokenSequences(splits["test"])
+
+    def token_names(self) -> list[str]:
+        """The name of every token id (text mode: its character), specials first."""
+        names = self.vocabulary or [*SPECIALS, *string.ascii_letters]
+        return [names[i] if i < len(names) else f"<{i}>" for i in range(self.vocab_size)]
+
+    def state_dict(self) -> dict[str, Any]:
+        """The character vocabulary fitted on the train split (None for the synthetic language,
+        which fits nothing): Lightning writes it into every checkpoint, so prediction and export
+        read the ids the model was trained with."""
+        return {"vocabulary": self.vocabulary}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        if "vocabulary" in state_dict:
+            vocabulary = state_dict["vocabulary"]
+            self.vocabulary = None if vocabulary is None else list(vocabulary)
 
     def decode(self, tokens: torch.Tensor) -> str:
         """Token ids back to text (text mode), specials shown by name."""

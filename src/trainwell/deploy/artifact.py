@@ -22,7 +22,10 @@ manifest.json (version 1):
      "config": {"model": {...}, "data": {...}, "seed": 42},
      "versions": {"torch": "...", "onnx": "...", "onnxruntime": "...", "trainwell": "..."},
      "parity": {...figures measured at export...}}
-`shape` uses null for a dynamic axis; `dynamic_axes` names each one by its position.
+`shape` uses null for a dynamic axis; `dynamic_axes` names each one by its position ("batch", and
+"sequence" for a token model, whose input also has "max_sequence"); `range` is null where values
+are unbounded. `parity.unit` says what `parity.samples` counts: samples, or a token model's real
+(unpadded) tokens.
 """
 
 from __future__ import annotations

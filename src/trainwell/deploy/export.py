@@ -20,6 +20,7 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 import trainwell
+from trainwell.data.sequences import IGNORE_INDEX
 from trainwell.deploy import artifact
 from trainwell.deploy.loading import load_run, run_dir_of
 from trainwell.deploy.raw import RawModel, raw_data
@@ -35,14 +36,27 @@ def _batches(n: int, size: int) -> list[slice]:
 
 
 def eager_outputs(module: torch.nn.Module, loader: Any) -> np.ndarray:
-    """The module in eval() + inference_mode over the datamodule's own batches."""
+    """The module in eval() + inference_mode over the datamodule's own batches.
+
+    Token batches ({"tokens", "mask", ...}, padded per batch): the logits at the real positions,
+    (tokens, vocab) in sequence then position order, which is what `real_positions` takes from
+    the raw path's outputs.
+    """
     module.eval()
     outs = []
     with torch.inference_mode():
         for batch in loader:
+            if isinstance(batch, dict):
+                outs.append(module(batch["tokens"])[batch["mask"]].float().numpy())
+                continue
             x = batch[0] if isinstance(batch, list | tuple) else batch
             outs.append(module(x).float().numpy())
     return np.concatenate(outs)
+
+
+def real_positions(outputs: np.ndarray, targets: np.ndarray) -> np.ndarray:
+    """(N, T, vocab) outputs of padded token rows -> (real tokens, vocab), padding dropped."""
+    return outputs[targets != IGNORE_INDEX]
 
 
 def onnx_outputs(path: Path, raw: np.ndarray, batch: int = 256) -> np.ndarray:
@@ -89,9 +103,19 @@ def check_parity(figures: dict[str, Any], tolerance: float) -> None:
             )
 
 
-def _export_graphs(model: torch.nn.Module, example: torch.Tensor, out: Path) -> None:
-    batch = torch.export.Dim("batch", min=1, max=1 << 20)
-    dynamic = {"inputs": {0: batch}}
+def _dynamic_shapes(spec: dict[str, Any]) -> dict[str, dict[int, Any]]:
+    """torch.export's dynamic axes from the input spec: batch, and a token model's sequence."""
+    axes = {}
+    for axis, name in spec["dynamic_axes"].items():
+        high = spec.get("max_sequence") if name == "sequence" else 1 << 20
+        axes[int(axis)] = torch.export.Dim(name, min=1, max=int(high or 1 << 20))
+    return {"inputs": axes}
+
+
+def _export_graphs(
+    model: torch.nn.Module, example: torch.Tensor, out: Path, spec: dict[str, Any]
+) -> None:
+    dynamic = _dynamic_shapes(spec)
     where = type(model.model).__name__
     try:
         program = torch.export.export(model, (example,), dynamic_shapes=dynamic, strict=False)
@@ -147,6 +171,8 @@ def export_checkpoint(cfg: DictConfig) -> Path:
     run = load_run(ckpt, cfg)
     raw = raw_data(run.datamodule)
     split = str(cfg.get("split", "test"))
+    if split not in raw.splits:
+        raise TrainwellError(f"split={split}: choose one of {', '.join(raw.splits)}")
     samples, _, targets = raw.splits[split]
     model = RawModel(raw.preprocess, run.module).eval()
     final = run_dir / "export"
@@ -155,19 +181,21 @@ def export_checkpoint(cfg: DictConfig) -> Path:
     scratch.mkdir(parents=True)
     try:
         example = torch.from_numpy(samples[: min(len(samples), 4)].copy())
-        _export_graphs(model, example, scratch)
+        _export_graphs(model, example, scratch, raw.input_spec)
         _save_weights(run.module, scratch / artifact.WEIGHTS)
         loader = getattr(run.datamodule, f"{split}_dataloader")()
         eager = eager_outputs(run.module, loader)
-        figures = parity_figures(
-            eager,
-            {
-                "onnxruntime": onnx_outputs(scratch / artifact.ONNX, samples),
-                "torch_export": program_outputs(scratch / artifact.PROGRAM, samples),
-            },
-            targets,
-        )
+        others = {
+            "onnxruntime": onnx_outputs(scratch / artifact.ONNX, samples),
+            "torch_export": program_outputs(scratch / artifact.PROGRAM, samples),
+        }
+        if raw.tokens:  # compared per real token; right padding changes no real position
+            assert targets is not None
+            others = {name: real_positions(out, targets) for name, out in others.items()}
+            targets = targets[targets != IGNORE_INDEX]
+        figures = parity_figures(eager, others, targets)
         figures.update(split=split, tolerance=float(cfg.get("parity_tolerance", 1e-4)))
+        figures["unit"] = "token" if raw.tokens else "sample"
         check_parity(figures, figures["tolerance"])
         manifest = {
             "format": artifact.FORMAT,
@@ -180,7 +208,7 @@ def export_checkpoint(cfg: DictConfig) -> Path:
             "input": raw.input_spec,
             "output": {
                 "name": "logits",
-                "meaning": "unnormalised class scores (softmax gives probabilities)",
+                "meaning": raw.output_meaning,
                 "classes": raw.classes,
             },
             "config": OmegaConf.to_container(

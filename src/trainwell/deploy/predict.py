@@ -1,10 +1,18 @@
 """`scripts/predict.py ckpt_path=...`: <run dir>/predictions.csv, one row per sample, index order.
 
-Columns: index, prediction, p_<class> for every class, target (when the samples have labels).
+Classification columns: index, prediction, p_<class> for every class, target (when the samples
+have labels).
+Token models: one row per sequence with its next-token top-k (`top_k=`, conf/predict.yaml):
+index, prediction (the top token id), top_1..top_k (ids), p_top_1..p_top_k (probabilities), and
+on a split also log_likelihood (the sum of log p over the sequence's target tokens), tokens (how
+many) and target (the true next token: <eos>); -sum(log_likelihood) / sum(tokens) is the split's
+token-level loss, results.json's `test/loss` on the test split.
 - `split=test` (default): that split of the run's own data, through the datamodule's own batches
-  (the path `eval.py` measures), so accuracy from the file equals results.json's `test/acc`.
-- `input=<file>.npy`: raw samples (digits: float (N, 8, 8) 0-16 as load_digits().images) through
-  the checkpoint's preprocessing; `index` is the row in the file.
+  (the path `eval.py` measures), so accuracy (loss for a token model) from the file equals
+  results.json's `test/acc` (`test/loss`).
+- `input=<file>.npy` (or PNGs for uint8 image data): raw samples (deploy/raw.py says the form per
+  datamodule) through the checkpoint's preprocessing; `index` is the row in the file (or the
+  place of the PNG in name order).
 Prediction runs in one process whatever `trainer=` says (ddp_sim included): every sample appears
 exactly once, in index order, and the file is the same byte for byte on any world size.
 """
@@ -19,8 +27,8 @@ import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from trainwell.deploy.loading import load_run, run_dir_of
-from trainwell.deploy.raw import RawModel, raw_data
+from trainwell.deploy.loading import TrainedRun, load_run, run_dir_of
+from trainwell.deploy.raw import RawData, RawModel, load_raw_input, raw_data, sequence_lengths
 from trainwell.errors import TrainwellError
 
 PREDICTIONS = "predictions.csv"
@@ -44,10 +52,87 @@ def _rows(
     return lines
 
 
+def _token_rows(
+    index: np.ndarray,
+    last: np.ndarray,
+    k: int,
+    likelihood: tuple[np.ndarray, np.ndarray, np.ndarray] | None,
+) -> list[str]:
+    """Rows of a token model: `last` holds each sequence's next-token logits (N, vocab);
+    `likelihood`: (log-likelihood, target token count, next token) per sequence, on a split."""
+    probs = torch.softmax(torch.from_numpy(last).double(), dim=-1)
+    # Ties broken by the lower id (a stable sort), so the file never depends on topk's order.
+    order_k = torch.sort(probs, dim=-1, descending=True, stable=True).indices[:, :k].numpy()
+    top_p = np.take_along_axis(probs.numpy(), order_k, axis=-1)
+    header = ["index", "prediction", *(f"top_{j}" for j in range(1, k + 1))]
+    header += [f"p_top_{j}" for j in range(1, k + 1)]
+    if likelihood is not None:
+        header += ["log_likelihood", "tokens", "target"]
+    lines = [",".join(header)]
+    for i in np.argsort(index, kind="stable"):
+        cells = [str(int(index[i])), str(int(order_k[i, 0]))]
+        cells += [str(int(t)) for t in order_k[i]] + [f"{p:.6f}" for p in top_p[i]]
+        if likelihood is not None:
+            ll, count, target = likelihood
+            cells += [f"{ll[i]:.9g}", str(int(count[i])), str(int(target[i]))]
+        lines.append(",".join(cells))
+    return lines
+
+
 def write_csv(path: Path, lines: list[str]) -> None:
     tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
     tmp.write_text("\n".join(lines) + "\n")
     os.replace(tmp, path)
+
+
+def _top_k(cfg: DictConfig, vocab: int) -> int:
+    k = cfg.get("top_k", 5)
+    if isinstance(k, bool) or not isinstance(k, int) or not 1 <= k <= vocab:
+        raise TrainwellError(f"top_k={k}: choose an integer from 1 to the vocabulary size {vocab}")
+    return k
+
+
+def _predict_tokens(run: TrainedRun, raw: RawData, cfg: DictConfig, source: object) -> list[str]:
+    """Next-token top-k per sequence (and its log-likelihood on a split)."""
+    module = run.module
+    k = _top_k(cfg, len(raw.classes or []))
+    last, ll, counts, nexts = [], [], [], []
+    with torch.inference_mode():
+        if source:
+            samples = load_raw_input(source, raw.input_spec)
+            lengths = sequence_lengths(samples)
+            after_pad = np.arange(samples.shape[1]) >= lengths[:, None]
+            if (lengths < 1).any() or (samples[after_pad] != 0).any():
+                raise TrainwellError(
+                    f"input={source}: each row must start with a real token and end in its "
+                    "<pad> (id 0) run, if any: right padding only"
+                )
+            model = RawModel(raw.preprocess, module).eval()
+            for start in tqdm(range(0, len(samples), 256), desc="predict"):
+                rows = slice(start, start + 256)
+                logits = model(torch.from_numpy(samples[rows]))
+                pick = torch.from_numpy(lengths[rows] - 1)
+                last.append(logits[torch.arange(len(logits)), pick].float().numpy())
+            index = np.arange(len(samples))
+            return _token_rows(index, np.concatenate(last), k, None)
+        split = str(cfg.get("split", "test"))
+        if split not in raw.splits:
+            raise TrainwellError(f"split={split}: choose one of {', '.join(raw.splits)}")
+        _, index, _ = raw.splits[split]
+        loader = getattr(run.datamodule, f"{split}_dataloader")()
+        for batch in tqdm(loader, desc=f"predict {split}"):
+            logits = module(batch["tokens"]).double()
+            mask, targets = batch["mask"], batch["targets"]
+            pick = mask.sum(dim=1) - 1  # the last real position predicts the sequence's last token
+            rows = torch.arange(len(logits))
+            last.append(logits[rows, pick].numpy())
+            logp = torch.log_softmax(logits, dim=-1)
+            taken = logp.gather(-1, targets.clamp(min=0).unsqueeze(-1)).squeeze(-1)
+            ll.append(torch.where(mask, taken, 0.0).sum(dim=1).numpy())
+            counts.append(mask.sum(dim=1).numpy())
+            nexts.append(targets[rows, pick].numpy())
+    likelihood = (np.concatenate(ll), np.concatenate(counts), np.concatenate(nexts))
+    return _token_rows(index, np.concatenate(last), k, likelihood)
 
 
 def predict_checkpoint(cfg: DictConfig) -> Path:
@@ -60,15 +145,17 @@ def predict_checkpoint(cfg: DictConfig) -> Path:
     print(f"run dir: {run_dir}", flush=True)
     run = load_run(ckpt, cfg)
     raw = raw_data(run.datamodule)
-    classes = raw.classes or [str(i) for i in range(int(cfg.model.num_classes))]
     source = cfg.get("input")
+    out = run_dir / PREDICTIONS
+    if raw.tokens:
+        write_csv(out, _predict_tokens(run, raw, cfg, source))
+        print(f"predictions: {out}", flush=True)
+        print(f"run dir: {run_dir}", flush=True)
+        return out
     outs = []
     with torch.inference_mode():
         if source:
-            path = Path(str(source))
-            if path.suffix != ".npy" or not path.is_file():
-                raise TrainwellError(f"input={source}: pass an existing .npy file of raw samples")
-            samples = np.load(path, allow_pickle=False).astype(np.float32)
+            samples = load_raw_input(source, raw.input_spec)
             model = RawModel(raw.preprocess, run.module).eval()
             for start in tqdm(range(0, len(samples), 256), desc="predict"):
                 outs.append(model(torch.from_numpy(samples[start : start + 256])).numpy())
@@ -82,7 +169,7 @@ def predict_checkpoint(cfg: DictConfig) -> Path:
             for batch in tqdm(loader, desc=f"predict {split}"):
                 outs.append(run.module(batch[0]).float().numpy())
     logits = np.concatenate(outs)
-    out = run_dir / PREDICTIONS
+    classes = raw.classes or [str(i) for i in range(logits.shape[-1])]
     write_csv(out, _rows(index, logits, targets, classes))
     print(f"predictions: {out}", flush=True)
     print(f"run dir: {run_dir}", flush=True)

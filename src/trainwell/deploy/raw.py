@@ -2,18 +2,44 @@
 
 digits: float32 (N, 8, 8), values 0-16, as `sklearn.datasets.load_digits().images`; the graph
 normalises with the checkpoint's train-split mean and std and adds the channel axis.
+CIFAR-10: uint8 (N, 32, 32, 3) HWC, as torchvision's `CIFAR10(...).data`; the graph scales to
+[0, 1], normalises per channel with the checkpoint's mean and std and permutes to NCHW: the
+datamodule's eval transform (ToTensor + Normalize) as tensor ops.
+synthetic: float32 (N, 3, 32, 32) as `make_synthetic` generates them (the model's input as is);
+with `data.on_device=true` the uint8 (N, 32, 32, 3) HWC the device stores, normalised back in
+the graph.
+sequences (token models): int64 token ids (N, T), T up to data.max_len, each row starting with
+<bos> and right-padded with <pad> (id 0) where rows differ in length; the graph maps them to
+next-token logits (N, T, vocab) with batch and sequence length dynamic (no preprocessing: the
+ids are the model's input; the vocabulary that made them travels in the checkpoint).
+
+A datamodule of the user's own declares its raw form with a `raw_form()` method (`from_hook`
+says what it returns); without one, predict and export stop with one line saying so.
+
+`load_raw_input` reads `input=` files for predict: a .npy array of that form, or for uint8 image
+data a PNG file or a folder of PNGs (sorted by name; a sample's index is its place in that order).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 from torch import nn
 
+from trainwell.data.cifar10 import CIFAR10DataModule
 from trainwell.data.digits import DigitsDataModule
+from trainwell.data.sequences import PAD, SequenceDataModule, pad_batch
+from trainwell.data.synthetic import (
+    QUANT_MEAN,
+    QUANT_STD,
+    SyntheticDataModule,
+    make_synthetic,
+    quantize,
+)
 from trainwell.errors import TrainwellError
 
 
@@ -31,6 +57,24 @@ class Normalize(nn.Module):
         return x.reshape(x.shape[0], *self.sample_shape)
 
 
+class ImageNormalize(nn.Module):
+    """uint8 NHWC -> float NCHW in [0, 1] -> per-channel (x - mean) / std.
+
+    The same operations, in the same order, as torchvision's ToTensor (float, then / 255) and
+    Normalize (subtract, then divide), so the graph sees what evaluation saw.
+    """
+
+    def __init__(self, mean: tuple[float, ...], std: tuple[float, ...]) -> None:
+        super().__init__()
+        shape = (1, len(mean), 1, 1)
+        self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32).reshape(shape))
+        self.register_buffer("std", torch.tensor(std, dtype=torch.float32).reshape(shape))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        x = x.permute(0, 3, 1, 2).to(torch.float32).div(255)
+        return (x - self.mean) / self.std
+
+
 class RawModel(nn.Module):
     """preprocess -> the trained module's forward: what the exported graph computes."""
 
@@ -43,43 +87,268 @@ class RawModel(nn.Module):
         return self.model(self.preprocess(inputs))
 
 
+CLASS_SCORES = "unnormalised class scores (softmax gives probabilities)"
+
+
 @dataclass
 class RawData:
     preprocess: nn.Module
     input_spec: dict[str, Any]
     classes: list[str] | None
-    # split name -> (raw samples, dataset indices, targets)
+    # split name -> (raw samples, dataset indices, targets); token models: targets (N, T) per
+    # position, IGNORE_INDEX at the padding
     splits: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray | None]] = field(
         default_factory=dict
+    )
+    tokens: bool = False  # a token model: outputs (N, T, vocab), one prediction per position
+    output_meaning: str = CLASS_SCORES
+
+
+def _digits(datamodule: DigitsDataModule) -> RawData:
+    from sklearn.datasets import load_digits
+
+    digits = load_digits()
+    images = digits.images.astype(np.float32)
+    labels = digits.target.astype(np.int64)
+    splits = {
+        name: (images[idx], np.asarray(idx, dtype=np.int64), labels[idx])
+        for name, idx in datamodule.split_indices.items()
+    }
+    return RawData(
+        preprocess=Normalize(datamodule.mean, datamodule.std, (1, 8, 8)),
+        input_spec={
+            "name": "inputs",
+            "dtype": "float32",
+            "shape": [None, 8, 8],
+            "dynamic_axes": {"0": "batch"},
+            "range": [0.0, 16.0],
+            "description": "8x8 grey digits as sklearn.datasets.load_digits().images",
+        },
+        classes=[str(i) for i in range(10)],
+        splits=splits,
+    )
+
+
+def _cifar10(datamodule: CIFAR10DataModule) -> RawData:
+    train, test = datamodule.raw_dataset(train=True), datamodule.raw_dataset(train=False)
+    splits = {}
+    for name, idx in datamodule.split_indices.items():
+        files = test if name == "test" else train
+        labels = np.asarray(files.targets, dtype=np.int64)
+        splits[name] = (files.data[idx], idx, labels[idx])
+    return RawData(
+        preprocess=ImageNormalize(datamodule.mean, datamodule.std),
+        input_spec={
+            "name": "inputs",
+            "dtype": "uint8",
+            "shape": [None, 32, 32, 3],
+            "dynamic_axes": {"0": "batch"},
+            "range": [0, 255],
+            "description": "32x32 RGB images, uint8 HWC, as torchvision's CIFAR10(...).data",
+        },
+        classes=list(train.classes),
+        splits=splits,
+    )
+
+
+def _synthetic(datamodule: SyntheticDataModule) -> RawData:
+    dm = datamodule
+    total = dm.num_samples + dm.num_val + dm.num_test
+    # The data is a function of the run's config (seed, sizes, noise): generated again, exactly.
+    images, labels = make_synthetic(total, dm.num_classes, dm.seed, dm.noise).tensors
+    cuts = {"train": (0, dm.num_samples), "val": (dm.num_samples, dm.num_samples + dm.num_val)}
+    cuts["test"] = (dm.num_samples + dm.num_val, total)
+    if dm.on_device:
+        samples = quantize(images).numpy()
+        preprocess: nn.Module = ImageNormalize((QUANT_MEAN,) * 3, (QUANT_STD,) * 3)
+        spec = {
+            "dtype": "uint8",
+            "shape": [None, 32, 32, 3],
+            "range": [0, 255],
+            "description": "synthetic images stored on the device: uint8 HWC, "
+            "round(x * 32 + 128) of the float images (data.on_device=true)",
+        }
+    else:
+        samples, preprocess = images.numpy(), nn.Identity()
+        spec = {
+            "dtype": "float32",
+            "shape": [None, 3, 32, 32],
+            "range": None,
+            "description": "synthetic float images (N, 3, 32, 32) as "
+            "trainwell.data.synthetic.make_synthetic generates them; no preprocessing",
+        }
+    splits = {}
+    for name, (start, stop) in cuts.items():
+        idx = np.arange(start, stop, dtype=np.int64)
+        splits[name] = (samples[idx], idx, labels.numpy()[idx].astype(np.int64))
+    return RawData(
+        preprocess=preprocess,
+        input_spec={"name": "inputs", "dynamic_axes": {"0": "batch"}, **spec},
+        classes=[str(i) for i in range(dm.num_classes)],
+        splits=splits,
+    )
+
+
+def _sequences(datamodule: SequenceDataModule) -> RawData:
+    splits = {}
+    for name in ("train", "val", "test"):
+        sequences = getattr(datamodule, f"{name}_set").sequences
+        # The datamodule's own padding: inputs are a sequence without its last token.
+        batch = pad_batch(sequences)
+        index = np.arange(len(sequences), dtype=np.int64)
+        splits[name] = (batch["tokens"].numpy(), index, batch["targets"].numpy())
+    return RawData(
+        preprocess=nn.Identity(),
+        input_spec={
+            "name": "inputs",
+            "dtype": "int64",
+            "shape": [None, None],
+            "dynamic_axes": {"0": "batch", "1": "sequence"},
+            "range": [0, datamodule.vocab_size - 1],
+            "max_sequence": datamodule.max_len,
+            "description": "token ids (N, T) as data=sequences encodes them (0 <pad>, 1 <bos>, "
+            f"2 <eos>, 3 <unk>), T <= {datamodule.max_len}, each row starting with <bos>, "
+            "right-padded with <pad> where rows differ in length",
+        },
+        classes=datamodule.token_names(),
+        splits=splits,
+        tokens=True,
+        output_meaning="next-token scores (N, T, vocab) at every position (softmax over the "
+        "last axis gives probabilities); a row's next token is read at its last non-<pad> "
+        "position",
+    )
+
+
+def sequence_lengths(samples: np.ndarray) -> np.ndarray:
+    """Real tokens per row of right-padded token ids: up to the first <pad>."""
+    padded = samples == PAD
+    return np.where(padded.any(axis=1), padded.argmax(axis=1), samples.shape[1])
+
+
+HOOK = "raw_form"
+
+
+def from_hook(datamodule: Any) -> RawData:
+    """RawData from `datamodule.raw_form()`, a plain dict (no trainwell import needed):
+
+        {"input": {"dtype": "float32", "shape": [None, 8], "range": None | [low, high],
+                   "description": "what a raw sample is"},
+         "splits": {"test": (samples, indices, targets or None), ...},   # numpy arrays
+         "preprocess": None | nn.Module,   # raw batch -> model input, as evaluation does it
+         "classes": None | ["name", ...]}
+
+    The split's samples must be, row for row, the samples its dataloader yields in order.
+    """
+    name = type(datamodule).__name__
+    form = getattr(datamodule, HOOK)()
+    if not isinstance(form, dict) or "input" not in form or "splits" not in form:
+        raise TrainwellError(
+            f"{name}.{HOOK}() must return a dict with 'input' and 'splits' (README: Bring your "
+            "own module)"
+        )
+    spec = dict(form["input"])
+    missing = [key for key in ("dtype", "shape", "description") if key not in spec]
+    if missing:
+        raise TrainwellError(f"{name}.{HOOK}()['input'] lacks {', '.join(missing)}")
+    spec.setdefault("range", None)
+    spec.setdefault("name", "inputs")
+    spec.setdefault("dynamic_axes", {"0": "batch"})
+    splits = {
+        split: (np.asarray(x), np.asarray(i, dtype=np.int64), None if y is None else np.asarray(y))
+        for split, (x, i, y) in form["splits"].items()
+    }
+    return RawData(
+        preprocess=form.get("preprocess") or nn.Identity(),
+        input_spec=spec,
+        classes=None if form.get("classes") is None else [str(c) for c in form["classes"]],
+        splits=splits,
     )
 
 
 def raw_data(datamodule: Any) -> RawData:
     """The raw form of `datamodule`'s samples and the preprocessing that maps it to model inputs."""
+    if callable(getattr(datamodule, HOOK, None)):
+        return from_hook(datamodule)
     if isinstance(datamodule, DigitsDataModule):
-        from sklearn.datasets import load_digits
-
-        digits = load_digits()
-        images = digits.images.astype(np.float32)
-        labels = digits.target.astype(np.int64)
-        splits = {
-            name: (images[idx], np.asarray(idx, dtype=np.int64), labels[idx])
-            for name, idx in datamodule.split_indices.items()
-        }
-        return RawData(
-            preprocess=Normalize(datamodule.mean, datamodule.std, (1, 8, 8)),
-            input_spec={
-                "name": "inputs",
-                "dtype": "float32",
-                "shape": [None, 8, 8],
-                "dynamic_axes": {"0": "batch"},
-                "range": [0.0, 16.0],
-                "description": "8x8 grey digits as sklearn.datasets.load_digits().images",
-            },
-            classes=[str(i) for i in range(10)],
-            splits=splits,
-        )
+        return _digits(datamodule)
+    if isinstance(datamodule, CIFAR10DataModule):
+        return _cifar10(datamodule)
+    if isinstance(datamodule, SyntheticDataModule):
+        return _synthetic(datamodule)
+    if isinstance(datamodule, SequenceDataModule):
+        return _sequences(datamodule)
     raise TrainwellError(
-        f"{type(datamodule).__name__}: raw-sample prediction/export is not supported yet "
-        "(supported: data=digits)"
+        f"{type(datamodule).__name__} has no {HOOK}() method: predict and export need its raw "
+        "sample form and eval-time preprocessing (README: Bring your own module); built in: "
+        "data=digits, cifar10, synthetic, sequences"
     )
+
+
+def _png_files(path: Path) -> list[Path]:
+    if path.is_dir():
+        files = sorted(p for p in path.iterdir() if p.suffix.lower() == ".png")
+        if not files:
+            raise TrainwellError(f"input={path}: the folder holds no .png files")
+        return files
+    return [path]
+
+
+def _read_pngs(path: Path, spec: dict[str, Any]) -> np.ndarray:
+    from PIL import Image
+
+    height, width, channels = spec["shape"][1:]
+    images = []
+    for file in _png_files(path):
+        with Image.open(file) as image:
+            # No silent conversion: a grey or RGBA image is not what the model was trained on.
+            if image.mode != "RGB" or image.size != (width, height) or channels != 3:
+                raise TrainwellError(
+                    f"input={file}: expected a {width}x{height} RGB PNG, got {image.size[0]}x"
+                    f"{image.size[1]} {image.mode}"
+                )
+            images.append(np.asarray(image, dtype=np.uint8))
+    return np.stack(images)
+
+
+def load_raw_input(source: str | Path, spec: dict[str, Any]) -> np.ndarray:
+    """Samples in `source` (.npy, or PNG file/folder for uint8 images) checked against `spec`."""
+    path = Path(str(source))
+    if not path.exists():
+        raise TrainwellError(f"input={source}: no such file or folder")
+    image_data = spec["dtype"] == "uint8" and len(spec["shape"]) == 4
+    if path.is_dir() or path.suffix.lower() == ".png":
+        if not image_data:
+            raise TrainwellError(
+                f"input={source}: PNG input is for uint8 image data; this model takes "
+                f"{spec['dtype']} {spec['shape']}: pass a .npy file"
+            )
+        return _read_pngs(path, spec)
+    if path.suffix != ".npy":
+        raise TrainwellError(f"input={source}: pass a .npy file" + (" or PNGs" * image_data))
+    samples = np.load(path, allow_pickle=False)
+    fixed = [(axis, size) for axis, size in enumerate(spec["shape"]) if size is not None]
+    if samples.ndim != len(spec["shape"]) or any(samples.shape[a] != s for a, s in fixed):
+        want = ["N" if s is None else s for s in spec["shape"]]
+        raise TrainwellError(
+            f"input={source}: samples have shape {list(samples.shape)}, expected {want} "
+            f"({spec['description']})"
+        )
+    dtype = np.dtype(spec["dtype"])
+    if np.issubdtype(dtype, np.integer) and not np.issubdtype(samples.dtype, np.integer):
+        raise TrainwellError(
+            f"input={source}: samples are {samples.dtype}, expected integers ({spec['dtype']})"
+        )
+    if np.issubdtype(samples.dtype, np.floating) and not np.isfinite(samples).all():
+        raise TrainwellError(f"input={source}: samples contain NaN or infinity")
+    longest = spec.get("max_sequence")
+    if longest is not None and not 1 <= samples.shape[1] <= longest:
+        raise TrainwellError(
+            f"input={source}: rows of {samples.shape[1]} tokens; the model takes 1 to {longest}"
+        )
+    low, high = spec["range"] or (-np.inf, np.inf)
+    if samples.size and (samples.min() < low or samples.max() > high):
+        raise TrainwellError(
+            f"input={source}: values lie in [{samples.min()}, {samples.max()}], expected "
+            f"[{low}, {high}] ({spec['description']})"
+        )
+    return samples.astype(dtype)
