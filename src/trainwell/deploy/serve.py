@@ -229,12 +229,17 @@ def _sigterm_drains() -> None:
 def build_server(export_dir: Path, manifest: dict[str, Any], cfg: DictConfig) -> Any:
     import litserve as ls
 
-    batching = int(cfg.max_batch_size) > 1
+    max_batch = int(cfg.max_batch_size)
+    if any(size is None for size in manifest["input"]["shape"][1:]) and max_batch > 1:
+        # Requests of different lengths cannot be stacked into one batch.
+        print("serve: the input has a dynamic axis besides the batch: batching off", flush=True)
+        max_batch = 1
+    batching = max_batch > 1
     api = OnnxAPI(
         export_dir,
         manifest,
         threads=int(cfg.threads),
-        max_batch_size=int(cfg.max_batch_size),
+        max_batch_size=max_batch,
         batch_timeout=float(cfg.batch_timeout) if batching else 0.0,
     )
     server = ls.LitServer(
