@@ -86,28 +86,36 @@ def serve_command(export: Path, port: int, *overrides: str, run_dir: Path) -> li
 
 def start_server(export: Path, run_dir: Path, *overrides: str) -> tuple[subprocess.Popen, str]:
     """scripts/serve.py in its own session (so its whole process group can be stopped), once
-    /health answers 200. Returns the process and its base URL."""
+    /health answers 200. Returns the process and its base URL. Its output goes to files in
+    `run_dir` (server.out, server.err): a pipe would block a reader for as long as any orphaned
+    child holds it open."""
     port = free_port()
-    proc = subprocess.Popen(
-        serve_command(export, port, *overrides, run_dir=run_dir),
-        cwd=REPO,
-        env={**os.environ, "PYTHONUNBUFFERED": "1"},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    run_dir.mkdir(parents=True, exist_ok=True)
+    with open(run_dir / "server.out", "w") as out, open(run_dir / "server.err", "w") as err:
+        proc = subprocess.Popen(
+            serve_command(export, port, *overrides, run_dir=run_dir),
+            cwd=REPO,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
     url = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + STARTUP_TIMEOUT_S
     while time.monotonic() < deadline:
         if proc.poll() is not None:
-            raise AssertionError(f"server exited {proc.returncode}: {proc.stderr.read()[-3000:]}")
+            stop_group(proc)
+            raise AssertionError(f"server exited {proc.returncode}: {server_errors(run_dir)}")
         with contextlib.suppress(httpx.HTTPError):
             if httpx.get(f"{url}/health", timeout=2).status_code == 200:
                 return proc, url
         time.sleep(0.2)
     stop_group(proc)
     raise AssertionError("server did not become healthy")
+
+
+def server_errors(run_dir: Path) -> str:
+    return (run_dir / "server.err").read_text()[-3000:]
 
 
 def stop_group(proc: subprocess.Popen) -> None:

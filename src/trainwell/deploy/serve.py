@@ -215,8 +215,8 @@ def _sigterm_drains() -> None:
     """SIGTERM in the main process: LitServe's interrupt shutdown (drain, join every child).
 
     Processes LitServe forks (its ZeroMQ broker, its HTTP servers) get the default action back at
-    once: the broker blocks in C, where a Python handler never runs, so it would outlive the main
-    process; the HTTP servers install uvicorn's own graceful handlers.
+    once: the broker, stopped with SIGTERM at exit, would otherwise die of this handler's
+    KeyboardInterrupt with a traceback; the HTTP servers install uvicorn's own graceful handlers.
     """
 
     def on_sigterm(signum: int, frame: Any) -> None:
