@@ -79,7 +79,9 @@ def main(argv: list[str] | None = None) -> None:
             times = []
             for _ in range(args.reps):
                 start = time.perf_counter()
-                _export_graphs(model, torch.from_numpy(raw[:4]), out)
+                _export_graphs(
+                    model, torch.from_numpy(raw[:4]), out, {"dynamic_axes": {"0": "batch"}}
+                )
                 times.append(time.perf_counter() - start)
             print(harness.describe(f"{name} export_s", times, "s"), flush=True)
             session = ort.InferenceSession(

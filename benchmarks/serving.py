@@ -54,19 +54,20 @@ def build_export(name: str, directory: Path, resnet_width: int) -> np.ndarray:
 
     model, raw = models(resnet_width)[name]
     directory.mkdir(parents=True)
-    _export_graphs(model, torch.from_numpy(raw[:4]), directory)
     uint8 = raw.dtype == np.uint8
+    spec = {
+        "name": "inputs",
+        "dtype": str(raw.dtype),
+        "shape": [None, *raw.shape[1:]],
+        "dynamic_axes": {"0": "batch"},
+        "range": [0, 255] if uint8 else [0.0, 16.0],
+    }
+    _export_graphs(model, torch.from_numpy(raw[:4]), directory, spec)
     manifest = {
         "format": artifact.FORMAT,
         "version": artifact.VERSION,
         "files": artifact.file_entries(directory, (artifact.ONNX, artifact.PROGRAM)),
-        "input": {
-            "name": "inputs",
-            "dtype": str(raw.dtype),
-            "shape": [None, *raw.shape[1:]],
-            "dynamic_axes": {"0": "batch"},
-            "range": [0, 255] if uint8 else [0.0, 16.0],
-        },
+        "input": spec,
         "output": {"name": "logits", "classes": [str(i) for i in range(10)]},
     }
     write_results(directory / artifact.MANIFEST, manifest)
