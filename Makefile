@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: setup train predict export test test-slow test-all mutants lint format doctor bench clean
+.PHONY: setup train predict export serve test test-slow test-all mutants lint format doctor bench clean
 
 # The stamp depends on what defines the environment: edit either file and the next make reinstalls.
 $(STAMP): pyproject.toml constraints.txt
@@ -60,3 +60,8 @@ predict: $(STAMP)
 # make export ARGS="ckpt_path=<run dir>/checkpoints/best.ckpt": <run dir>/export/
 export: $(STAMP)
 	$(PY) scripts/export.py $(ARGS)
+
+# make serve: the export under logs/ whose manifest.json was written last (ARGS="port=8080" ...);
+# make serve ARGS="artifact=<run dir>/export" serves another one.
+serve: $(STAMP)
+	$(PY) scripts/serve.py artifact=latest $(ARGS)

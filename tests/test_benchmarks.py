@@ -290,3 +290,22 @@ def test_doctor_time_runs_both_sides() -> None:
     out = run_benchmark("doctor_time.py", "--baseline", "HEAD", "--reps", "1")
     assert set(out) == {"before_s", "after_s", "ratio"}
     assert 0 < float(out["before_s"]) < 600 and 0 < float(out["after_s"]) < 600
+
+
+@pytest.mark.slow
+def test_serving_benchmark_loses_no_request() -> None:
+    out = run_benchmark(
+        "serving.py", "--models", "digits_cnn", "--requests", "20", "--load-requests", "64",
+        "--concurrency", "8",
+    )  # fmt: skip
+    assert int(out["digits_cnn_failed"]) == 0
+    for side in ("nobatch", "batch"):
+        assert float(out[f"digits_cnn_{side}_rps"]) > 0
+        assert float(out[f"digits_cnn_{side}_p50_ms"]) > 0
+
+
+@pytest.mark.slow
+def test_serving_shutdown_leaves_no_process_behind_serve() -> None:
+    out = run_benchmark("serving_shutdown.py")
+    assert int(out["serve_exit_code"]) == 0 and int(out["serve_left"]) == 0
+    assert int(out["stock_children"]) > 0  # the stock side was measured, whatever it did

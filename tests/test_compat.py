@@ -867,3 +867,25 @@ def test_lightning_still_advertises_its_logger_and_warns_of_missing_callbacks(
         warnings.filterwarnings("ignore", message=".*does not have many workers.*")
         with compat.callbacks_left_out_on_purpose():
             test.test(model, ckpt_path=tmp_path / "c.ckpt", weights_only=False)
+
+
+def test_litserve_drains_for_uvicorn_graceful_timeout_seconds() -> None:
+    """compat.set_litserve_drain_timeout: LitServer keeps the drain timeout in a public-looking
+    attribute it hands to each uvicorn server; once this fails, pass upstream's argument instead."""
+    import inspect
+
+    import litserve as ls
+
+    class Echo(ls.LitAPI):
+        def setup(self, device: str) -> None:
+            self.ready = True
+
+        def predict(self, x: object) -> object:
+            return x
+
+    server = ls.LitServer(Echo(), accelerator="cpu")
+    assert server.uvicorn_graceful_timeout == 30
+    source = inspect.getsource(ls.LitServer._start_server)
+    assert "timeout_graceful_shutdown=self.uvicorn_graceful_timeout" in source
+    compat.set_litserve_drain_timeout(server, 8.0)
+    assert server.uvicorn_graceful_timeout == 8.0

@@ -44,3 +44,21 @@ def test_bad_request_is_one_4xx_line(body, status, words):
         parse_inputs(body, SPEC, max_bytes=4096)
     assert err.value.status == status and 400 <= status < 500
     assert words in str(err.value) and "\n" not in str(err.value)
+
+
+def test_an_integer_input_refuses_fractions_and_keeps_whole_numbers_exact():
+    spec = {"name": "inputs", "dtype": "uint8", "shape": [None, 2, 3], "range": [0, 255]}
+    good = parse_inputs(json.dumps({"inputs": [[[0, 1, 2], [253, 254, 255]]]}), spec)
+    assert good.dtype == np.uint8 and good[0, 1].tolist() == [253, 254, 255]
+    with pytest.raises(BadRequest, match="whole numbers") as err:
+        parse_inputs(json.dumps({"inputs": [[[0, 1, 2], [3, 4.5, 5]]]}), spec)
+    assert err.value.status == 400
+
+
+def test_a_dynamic_axis_takes_any_length_up_to_the_limit():
+    spec = {"dtype": "int64", "shape": [None, None], "range": [0, 99], "max_sequence": 6}
+    assert parse_inputs(json.dumps({"inputs": [[1, 5, 7]]}), spec).shape == (1, 3)
+    assert parse_inputs(json.dumps({"inputs": [[1, 5, 7, 9, 2, 0]]}), spec).shape == (1, 6)
+    for body, words in [([[1] * 7], "limit of 6"), ([[[1, 2]]], "shape"), ([1, 2], "shape")]:
+        with pytest.raises(BadRequest, match=words):
+            parse_inputs(json.dumps({"inputs": body}), spec)

@@ -32,6 +32,12 @@ DEPLOY_T = "tests/deploy/test_predict_export.py"
 CIFAR_DEPLOY_T = "tests/deploy/test_cifar10.py"
 LM_DEPLOY_T = "tests/deploy/test_language_model.py"
 RAW = "src/trainwell/deploy/raw.py"
+SERVE = "src/trainwell/deploy/serve.py"
+SERVE_T = "tests/deploy/test_serve.py"
+SERVE_BAD_T = (
+    f"{SERVE_T}::test_a_bad_request_is_one_json_4xx_line_and_the_next_good_one_is_answered"
+)
+SERVE_TERM_T = f"{SERVE_T}::test_sigterm_finishes_the_request_in_flight_and_leaves_no_process"
 PRE = "src/trainwell/callbacks/preemption.py"
 PRE_T = "tests/callbacks/test_preemption_inprocess.py"
 NONFIN = "src/trainwell/callbacks/non_finite.py"
@@ -742,6 +748,95 @@ MUTANTS: list[Mutant] = [
         "    if False:",
         ("tests/deploy/test_request.py",),
         "a /predict body with NaN is a one-line 4xx, not a prediction",
+    ),
+    Mutant(
+        "serve request validation: a fractional value is truncated into a uint8 input",
+        "src/trainwell/deploy/request.py",
+        "    if np.issubdtype(dtype, np.integer) and not (array == np.floor(array)).all():",
+        "    if False:",
+        ("tests/deploy/test_request.py",),
+        "a uint8 model's request with 3.5 in it is a one-line 4xx, not a silently truncated image",
+    ),
+    # -- serve (deploy/serve.py) ------------------------------------------------------------------
+    Mutant(
+        "serve: the export's files are read without checking their sha256",
+        SERVE,
+        "    manifest = artifact.verify_export(export_dir)",
+        "    manifest = artifact.read_manifest(export_dir)",
+        (f"{SERVE_T}::test_a_tampered_or_missing_file_exits_2_naming_it_before_any_server",),
+        "a changed or missing export file: exit 2 naming it, no server",
+    ),
+    Mutant(
+        "serve: the worker builds its session from bytes it did not check",
+        SERVE,
+        "        if hashlib.sha256(data).hexdigest() != self.onnx_sha256:",
+        "        if False:",
+        (f"{SERVE_T}::test_a_worker_refuses_an_onnx_file_changed_after_the_check",),
+        "model.onnx changed between the main process's check and a worker's load is refused",
+    ),
+    Mutant(
+        "serve: /predict bodies bypass the request checks",
+        SERVE,
+        '        if scope["type"] != "http" or scope["path"] != self.path or scope["method"] != "POST":',
+        "        if True:",
+        (SERVE_BAD_T,),
+        "a bad request is a one-line JSON 4xx and the next good one is answered, never a 500",
+    ),
+    Mutant(
+        "serve: a batch of requests is split back by the first request's size",
+        SERVE,
+        "        return np.concatenate(inputs), [len(x) for x in inputs]",
+        "        return np.concatenate(inputs), [len(inputs[0])] * len(inputs)",
+        (f"{SERVE_T}::test_concurrent_requests_of_different_sizes_each_get_their_own_answers",),
+        "under dynamic batching each request gets the answers for its own samples",
+    ),
+    Mutant(
+        "serve: probabilities normalised over the whole batch, not per sample",
+        SERVE,
+        "    return z / z.sum(axis=-1, keepdims=True)",
+        "    return z / z.sum()",
+        (f"{SERVE_T}::test_health_and_a_batch_answered_as_onnxruntime_in_process",),
+        "the server's probabilities equal softmax of ONNX Runtime's logits, sample by sample",
+    ),
+    Mutant(
+        "serve: SIGTERM keeps Python's default (main dies, workers keep serving)",
+        SERVE,
+        "    signal.signal(signal.SIGTERM, on_sigterm)",
+        "    signal.signal(signal.SIGTERM, signal.SIG_DFL)",
+        (SERVE_TERM_T,),
+        "SIGTERM finishes the request in flight, exits 0 within 10 s, leaves no process",
+    ),
+    Mutant(
+        "serve: forked children keep the main process's SIGTERM handler",
+        SERVE,
+        "    os.register_at_fork(after_in_child=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))",
+        "    pass",
+        (SERVE_TERM_T,),
+        "a SIGTERM stops every LitServe child cleanly: no KeyboardInterrupt traceback from the broker",
+    ),
+    Mutant(
+        "serve: the drain timeout is left at LitServe's 30 s",
+        "src/trainwell/compat/serving.py",
+        "    server.uvicorn_graceful_timeout = float(seconds)",
+        "    pass",
+        ("tests/test_compat.py::test_litserve_drains_for_uvicorn_graceful_timeout_seconds",),
+        "requests in flight get drain_timeout (8 s) after SIGTERM, inside Kubernetes' 10 s",
+    ),
+    Mutant(
+        "serve: artifact=latest picks the oldest export",
+        SERVE,
+        "    return manifests[-1].parent",
+        "    return manifests[0].parent",
+        (f"{SERVE_T}::test_latest_is_the_export_whose_manifest_was_written_last",),
+        "make serve serves the export whose manifest.json was written last",
+    ),
+    Mutant(
+        "serve: the server listens on every interface by default",
+        "conf/serve.yaml",
+        "host: 127.0.0.1",
+        "host: 0.0.0.0",
+        (f"{SERVE_T}::test_it_listens_on_localhost_only",),
+        "the model is reachable from localhost only unless host= says otherwise",
     ),
     # -- predict and export (deploy/) -------------------------------------------------------------
     Mutant(

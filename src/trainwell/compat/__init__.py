@@ -15,6 +15,7 @@ touch:
 * callback_hooks: the per-hook cost of callbacks that do not implement the hook;
 * noise: Lightning's advertisement and its missing-callbacks warning where eval leaves them out
   on purpose;
+* serving: LitServe's shutdown (how long requests in flight may finish);
 * module_hooks: the per-step cost of Lightning's module and strategy hook dispatch and of its
   training_step signature check.
 """
@@ -64,6 +65,7 @@ from trainwell.compat.schedulers import (
     plateau_steps_due,
     step_plateau_schedulers,
 )
+from trainwell.compat.serving import set_litserve_drain_timeout
 
 __all__ = [
     "LAUNCHER_ENV",
@@ -98,6 +100,7 @@ __all__ = [
     "restore_train_loader_position",
     "save_unmonitored",
     "saves_per_batch",
+    "set_litserve_drain_timeout",
     "set_sampler_epoch",
     "skip_empty_callback_hooks",
     "skip_per_batch_sigterm_broadcast",

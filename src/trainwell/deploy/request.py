@@ -52,10 +52,17 @@ def parse_inputs(body: bytes | str, spec: dict[str, Any], max_bytes: int = 1 << 
         array = np.asarray(inputs, dtype=np.float64)
     except ValueError:
         raise BadRequest(f"samples are ragged; each must have shape {list(sample_shape)}") from None
-    if array.shape[1:] != sample_shape:
+    # None in the spec is a dynamic axis (a token model's sequence length): any size fits.
+    got_shape = array.shape[1:]
+    if len(got_shape) != len(sample_shape) or any(
+        want is not None and want != got for want, got in zip(sample_shape, got_shape, strict=True)
+    ):
         raise BadRequest(
             f"each sample must have shape {list(sample_shape)}, got {list(array.shape[1:])}"
         )
+    longest = spec.get("max_sequence")
+    if longest is not None and array.ndim > 1 and array.shape[1] > int(longest):
+        raise BadRequest(f"sequences are {array.shape[1]} long, over the limit of {longest}")
     if not np.isfinite(array).all():
         raise BadRequest("inputs contain NaN or infinity")
     low, high = spec.get("range") or (-math.inf, math.inf)
@@ -63,4 +70,8 @@ def parse_inputs(body: bytes | str, spec: dict[str, Any], max_bytes: int = 1 << 
         raise BadRequest(
             f"inputs must lie in [{low}, {high}], got values in [{array.min()}, {array.max()}]"
         )
-    return array.astype(spec["dtype"])
+    dtype = np.dtype(spec["dtype"])
+    # A uint8 image sent as 3.7 would otherwise be truncated to 3 without a word.
+    if np.issubdtype(dtype, np.integer) and not (array == np.floor(array)).all():
+        raise BadRequest(f"inputs must be whole numbers (the model takes {dtype.name})")
+    return array.astype(dtype)

@@ -1,0 +1,279 @@
+"""`scripts/serve.py artifact=<export dir>`: the exported ONNX graph behind LitServe.
+
+    POST /predict {"inputs": [<raw sample>, ...]}
+      -> {"predictions": [int, ...], "probabilities": [[float, ...], ...],
+          "labels": [<class name>, ...], "classes": [<class name>, ...]}   (names when the manifest
+                                                                          has them)
+    GET /health -> 200 once every inference worker has loaded the model
+
+What the server trusts: every file of the export is checked against manifest.json's sha256 before
+anything starts (a changed or missing file: exit 2 naming it), and the inference worker builds its
+ONNX Runtime session from bytes it checked again itself; nothing is read through pickle.
+
+Where a request is checked: `ValidateRequests`, an ASGI middleware in the HTTP process, reads the
+body (stopping at the size limit), parses the JSON once and checks it against the manifest's input
+spec (deploy/request.py). A bad body gets one JSON line and a 4xx there, before it reaches a queue
+or a worker. A good one travels on as a small envelope holding the float32 bytes: LitServe parses
+the request body itself, and handing it the user's JSON again would parse every request twice
+(which halved the batched throughput of a 32x32x3 model).
+
+SIGTERM (what Kubernetes and SLURM send): LitServe leaves SIGTERM to Python's default, which kills
+the main process at once and leaves its HTTP and inference processes serving as orphans. The main
+process here turns SIGTERM into LitServe's own interrupt shutdown: the HTTP processes stop
+accepting, finish the requests in flight, and every child is joined before the process exits.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import signal
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig
+
+from trainwell import compat
+from trainwell.deploy import artifact
+from trainwell.deploy.request import BadRequest, parse_inputs
+from trainwell.errors import TrainwellError
+
+ENVELOPE = "float32_b64"  # the key of the checked batch on its way from the middleware to a worker
+
+
+def newest_export(log_dir: str | Path) -> Path:
+    """The export under `log_dir` whose manifest.json was written last.
+
+    manifest.json is the last file export writes (atomically), so its mtime is when that export
+    became complete; an interrupted export has none and is never chosen.
+    """
+    manifests = sorted(
+        Path(log_dir).glob("**/export/manifest.json"), key=lambda p: p.stat().st_mtime
+    )
+    if not manifests:
+        raise TrainwellError(
+            f"no export under {log_dir}: run scripts/export.py ckpt_path=<ckpt> first, or pass "
+            "artifact=<export dir>"
+        )
+    return manifests[-1].parent
+
+
+def softmax(logits: np.ndarray) -> np.ndarray:
+    """Class probabilities in float64, as predict.py computes them for predictions.csv."""
+    z = logits.astype(np.float64)
+    z = np.exp(z - z.max(axis=-1, keepdims=True))
+    return z / z.sum(axis=-1, keepdims=True)
+
+
+class ValidateRequests:
+    """ASGI middleware: POST /predict bodies checked against the input spec, answered 4xx with one
+    JSON line when bad; good ones forwarded as the float32 envelope the worker decodes."""
+
+    def __init__(self, app: Any, spec: dict[str, Any], max_bytes: int, path: str = "/predict"):
+        self.app, self.spec, self.max_bytes, self.path = app, spec, int(max_bytes), path
+
+    async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
+        if scope["type"] != "http" or scope["path"] != self.path or scope["method"] != "POST":
+            await self.app(scope, receive, send)
+            return
+        try:
+            body = await self._read_body(scope, receive)
+            array = parse_inputs(body, self.spec, self.max_bytes)
+        except BadRequest as err:
+            await _answer(send, err.status, {"error": str(err)})
+            return
+        envelope = json.dumps(
+            {ENVELOPE: base64.b64encode(array.tobytes()).decode(), "shape": list(array.shape)}
+        ).encode()
+        headers = [
+            (k, v) for k, v in scope["headers"] if k not in (b"content-length", b"content-type")
+        ]
+        headers += [
+            (b"content-type", b"application/json"),
+            (b"content-length", b"%d" % len(envelope)),
+        ]
+        sent = False
+
+        async def replay() -> dict:
+            nonlocal sent
+            if sent:  # the body was consumed: what follows is the client's disconnect
+                return await receive()
+            sent = True
+            return {"type": "http.request", "body": envelope, "more_body": False}
+
+        await self.app({**scope, "headers": headers}, replay, send)
+
+    async def _read_body(self, scope: dict, receive: Any) -> bytes:
+        declared = dict(scope["headers"]).get(b"content-length")
+        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
+            raise BadRequest(
+                f"request body is {int(declared)} bytes, over the limit of {self.max_bytes}", 413
+            )
+        chunks, size = [], 0
+        while True:
+            message = await receive()
+            if message["type"] == "http.disconnect":
+                raise BadRequest("client disconnected before the body was complete")
+            chunk = message.get("body", b"")
+            size += len(chunk)
+            if size > self.max_bytes:  # a chunked body without a length: stop reading at the limit
+                raise BadRequest(f"request body is over the limit of {self.max_bytes} bytes", 413)
+            chunks.append(chunk)
+            if not message.get("more_body", False):
+                return b"".join(chunks)
+
+
+async def _answer(send: Any, status: int, payload: dict[str, Any]) -> None:
+    body = json.dumps(payload).encode()
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [
+                (b"content-type", b"application/json"),
+                (b"content-length", b"%d" % len(body)),
+            ],
+        }
+    )
+    await send({"type": "http.response.body", "body": body})
+
+
+def _lit_api_base() -> type:
+    import litserve as ls
+
+    return ls.LitAPI
+
+
+class OnnxAPI(_lit_api_base()):  # type: ignore[misc]
+    """One inference worker: an ONNX Runtime session over the export's model.onnx.
+
+    Pickled into each worker by LitServe (spawn): it carries only the export's path, the manifest's
+    sha256 for model.onnx and plain settings, never the model itself.
+    """
+
+    def __init__(
+        self, export_dir: Path, manifest: dict[str, Any], threads: int, **kwargs: Any
+    ) -> None:
+        super().__init__(**kwargs)
+        self.export_dir = Path(export_dir)
+        self.onnx_sha256 = manifest["files"][artifact.ONNX]["sha256"]
+        self.input_name = manifest["input"]["name"]
+        self.dtype = manifest["input"]["dtype"]
+        self.classes = (manifest.get("output") or {}).get("classes")
+        self.threads = int(threads)
+
+    def setup(self, device: str) -> None:
+        import hashlib
+
+        import onnxruntime as ort
+
+        data = (self.export_dir / artifact.ONNX).read_bytes()
+        # Checked again here, on the bytes the session is built from: the file could have changed
+        # between the main process's check and this worker's start.
+        if hashlib.sha256(data).hexdigest() != self.onnx_sha256:
+            raise TrainwellError(f"{self.export_dir / artifact.ONNX} changed after it was verified")
+        options = ort.SessionOptions()
+        if self.threads > 0:
+            options.intra_op_num_threads = self.threads
+        self.session = ort.InferenceSession(data, options, providers=["CPUExecutionProvider"])
+
+    # No annotation on `request`: LitServe reads it to choose how the endpoint receives the body
+    # (none: the JSON as a dict; `Any` would make FastAPI expect a query parameter).
+    def decode_request(self, request) -> np.ndarray:
+        raw = base64.b64decode(request[ENVELOPE])
+        return np.frombuffer(raw, dtype=self.dtype).reshape(request["shape"])
+
+    def batch(self, inputs: list[np.ndarray]) -> tuple[np.ndarray, list[int]]:
+        # A request may hold several samples: the batch is their concatenation, and the sizes
+        # split the answers back per request, in order.
+        return np.concatenate(inputs), [len(x) for x in inputs]
+
+    def predict(self, x: Any) -> tuple[np.ndarray, list[int]]:
+        array, sizes = x if isinstance(x, tuple) else (x, [len(x)])
+        return self.session.run(None, {self.input_name: array})[0], sizes
+
+    def unbatch(self, output: tuple[np.ndarray, list[int]]) -> list[np.ndarray]:
+        logits, sizes = output
+        return np.split(logits, np.cumsum(sizes)[:-1])
+
+    def encode_response(self, output: Any) -> dict[str, Any]:
+        logits = output[0] if isinstance(output, tuple) else output
+        predictions = logits.argmax(-1)
+        answer: dict[str, Any] = {
+            "predictions": predictions.tolist(),
+            "probabilities": softmax(logits).tolist(),
+        }
+        if self.classes:
+            answer["labels"] = [self.classes[int(i)] for i in predictions]
+            answer["classes"] = list(self.classes)
+        return answer
+
+
+def _sigterm_drains() -> None:
+    """SIGTERM in the main process: LitServe's interrupt shutdown (drain, join every child).
+
+    Processes LitServe forks (its ZeroMQ broker, its HTTP servers) get the default action back at
+    once: the broker, stopped with SIGTERM at exit, would otherwise die of this handler's
+    KeyboardInterrupt with a traceback; the HTTP servers install uvicorn's own graceful handlers.
+    """
+
+    def on_sigterm(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+
+    signal.signal(signal.SIGTERM, on_sigterm)
+    os.register_at_fork(after_in_child=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+
+
+def build_server(export_dir: Path, manifest: dict[str, Any], cfg: DictConfig) -> Any:
+    import litserve as ls
+
+    max_batch = int(cfg.max_batch_size)
+    if any(size is None for size in manifest["input"]["shape"][1:]) and max_batch > 1:
+        # Requests of different lengths cannot be stacked into one batch.
+        print("serve: the input has a dynamic axis besides the batch: batching off", flush=True)
+        max_batch = 1
+    batching = max_batch > 1
+    api = OnnxAPI(
+        export_dir,
+        manifest,
+        threads=int(cfg.threads),
+        max_batch_size=max_batch,
+        batch_timeout=float(cfg.batch_timeout) if batching else 0.0,
+    )
+    server = ls.LitServer(
+        api,
+        accelerator="cpu",
+        devices=1,
+        workers_per_device=int(cfg.workers),
+        fast_queue=bool(cfg.fast_queue),
+        middlewares=[
+            (ValidateRequests, {"spec": manifest["input"], "max_bytes": int(cfg.max_body_bytes)})
+        ],
+    )
+    compat.set_litserve_drain_timeout(server, float(cfg.drain_timeout))
+    return server
+
+
+def serve(cfg: DictConfig) -> int:
+    """Verify the export, then serve it until SIGTERM / SIGINT."""
+    source = cfg.get("artifact")
+    if not source:
+        raise TrainwellError(
+            "serve.py needs an export: pass artifact=<run dir>/export (or artifact=latest)"
+        )
+    export_dir = newest_export(cfg.paths.log_dir) if source == "latest" else Path(str(source))
+    manifest = artifact.verify_export(export_dir)
+    if artifact.ONNX not in manifest["files"]:
+        raise TrainwellError(f"{export_dir / artifact.MANIFEST} lists no {artifact.ONNX}")
+    server = build_server(export_dir, manifest, cfg)
+    print(f"serving: {export_dir} on http://{cfg.host}:{int(cfg.port)}", flush=True)
+    _sigterm_drains()
+    server.run(
+        host=str(cfg.host),
+        port=int(cfg.port),
+        generate_client_file=False,
+        log_level=str(cfg.log_level),
+    )
+    return 0

@@ -1,0 +1,261 @@
+"""scripts/serve.py as a real process on a free localhost port, over a tiny export (no training):
+answers equal ONNX Runtime in-process, bad requests are one 4xx line and the server keeps serving,
+a tampered export never starts, and SIGTERM drains requests in flight and leaves no process."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from pathlib import Path
+
+import httpx
+import numpy as np
+import psutil
+import pytest
+
+from tests.helpers.serving import (
+    free_port,
+    serve_command,
+    server_errors,
+    start_server,
+    stop_group,
+    tiny_export,
+)
+from trainwell.deploy.serve import OnnxAPI, newest_export
+from trainwell.errors import TrainwellError
+
+LIMIT = 64 * 1024
+
+
+@pytest.fixture(scope="module")
+def export(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tiny_export(tmp_path_factory.mktemp("tiny") / "export")
+
+
+@pytest.fixture(scope="module")
+def served(export: Path, tmp_path_factory: pytest.TempPathFactory):
+    # A 50 ms batch window: concurrent requests of the tests below are run as one batch.
+    run_dir = tmp_path_factory.mktemp("serve") / "run"
+    proc, url = start_server(export, run_dir, f"max_body_bytes={LIMIT}", "batch_timeout=0.05")
+    try:
+        yield proc, url
+    finally:
+        stop_group(proc)
+
+
+@pytest.fixture
+def server(served: tuple[subprocess.Popen, str]) -> str:
+    return served[1]
+
+
+def test_it_listens_on_localhost_only(served: tuple[subprocess.Popen, str]) -> None:
+    main = psutil.Process(served[0].pid)
+    listening = {
+        conn.laddr.ip
+        for process in [main, *main.children(recursive=True)]
+        for conn in process.net_connections(kind="inet")
+        if conn.status == psutil.CONN_LISTEN
+    }
+    assert listening == {"127.0.0.1"}
+
+
+def samples(n: int, seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 17, size=(n, 8, 8)).astype(np.float32)
+
+
+def expected(export: Path, x: np.ndarray) -> np.ndarray:
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(str(export / "model.onnx"), providers=["CPUExecutionProvider"])
+    logits = np.concatenate([session.run(None, {"inputs": s[None]})[0] for s in x])
+    # Written out here, not the server's softmax: a bug there would be on both sides.
+    e = np.exp(logits.astype(np.float64) - logits.max(axis=1, keepdims=True))
+    return e / e.sum(axis=1, keepdims=True)
+
+
+def ask(url: str, x: np.ndarray) -> dict:
+    answer = httpx.post(f"{url}/predict", json={"inputs": x.tolist()}, timeout=60)
+    assert answer.status_code == 200, answer.text
+    return answer.json()
+
+
+def check_answer(answer: dict, want: np.ndarray) -> None:
+    assert answer["predictions"] == want.argmax(-1).tolist()
+    np.testing.assert_allclose(answer["probabilities"], want, rtol=0, atol=1e-6)
+    assert answer["labels"] == [f"c{i}" for i in want.argmax(-1)]
+    assert answer["classes"] == [f"c{i}" for i in range(10)]
+
+
+def test_health_and_a_batch_answered_as_onnxruntime_in_process(server: str, export: Path) -> None:
+    assert httpx.get(f"{server}/health", timeout=10).status_code == 200
+    x = samples(5, seed=1)
+    check_answer(ask(server, x), expected(export, x))
+
+
+def test_concurrent_requests_of_different_sizes_each_get_their_own_answers(
+    server: str, export: Path
+) -> None:
+    # Dynamic batching concatenates requests; each answer must be its own request's samples.
+    requests = [samples(1 + i % 4, seed=10 + i) for i in range(24)]
+    answers: list[dict | None] = [None] * len(requests)
+
+    def send(i: int) -> None:
+        answers[i] = ask(server, requests[i])
+
+    threads = [threading.Thread(target=send, args=(i,)) for i in range(len(requests))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    for x, answer in zip(requests, answers, strict=True):
+        assert answer is not None
+        check_answer(answer, expected(export, x))
+
+
+GOOD = samples(1, seed=2)
+
+
+def _with(value: object) -> bytes:
+    bad = GOOD.tolist()
+    bad[0][3][4] = value
+    return json.dumps({"inputs": bad}).encode()
+
+
+BAD = {
+    "malformed JSON": (b'{"inputs": [[[1.0,', 400),
+    "not an object": (b"[1, 2, 3]", 400),
+    "missing inputs": (json.dumps({"input": GOOD.tolist()}).encode(), 400),
+    "empty list": (b'{"inputs": []}', 400),
+    "wrong shape": (json.dumps({"inputs": GOOD[:, :7].tolist()}).encode(), 400),
+    "ragged": (json.dumps({"inputs": [GOOD[0].tolist(), GOOD[0, :7].tolist()]}).encode(), 400),
+    "a string": (_with("3"), 400),
+    "a boolean": (_with(True), 400),
+    "a null": (_with(None), 400),
+    "NaN": (_with(float("nan")), 400),
+    "Infinity": (_with(float("inf")), 400),
+    "above range": (_with(16.5), 400),
+    "below range": (_with(-0.5), 400),
+    "over the size limit": (json.dumps({"inputs": samples(200, 3).tolist()}).encode(), 413),
+    "not UTF-8": (b'{"inputs": "\xff"}', 400),
+}
+
+
+@pytest.mark.parametrize("kind", list(BAD))
+def test_a_bad_request_is_one_json_4xx_line_and_the_next_good_one_is_answered(
+    server: str, export: Path, kind: str
+) -> None:
+    body, status = BAD[kind]
+    answer = httpx.post(
+        f"{server}/predict", content=body, headers={"content-type": "application/json"}, timeout=60
+    )
+    assert answer.status_code == status, answer.text
+    assert "\n" not in answer.text.strip()
+    error = answer.json()["error"]
+    assert isinstance(error, str) and error and "Traceback" not in error
+    check_answer(ask(server, GOOD), expected(export, GOOD))
+
+
+def test_a_body_without_a_declared_length_stops_at_the_limit(server: str, export: Path) -> None:
+    def chunks():
+        yield b'{"inputs": ['
+        for _ in range(LIMIT // 100):
+            yield b"[" + b"1.0, " * 24 + b"1.0],"
+        yield b"[]]}"
+
+    answer = httpx.post(f"{server}/predict", content=chunks(), timeout=60)
+    assert answer.status_code == 413 and "limit" in answer.json()["error"]
+    check_answer(ask(server, GOOD), expected(export, GOOD))
+
+
+@pytest.mark.parametrize("damage", ["changed", "missing"])
+def test_a_tampered_or_missing_file_exits_2_naming_it_before_any_server(
+    export: Path, tmp_path: Path, damage: str
+) -> None:
+    copy = tmp_path / "export"
+    shutil.copytree(export, copy)
+    target = copy / "weights.npy"
+    if damage == "changed":
+        data = bytearray(target.read_bytes())
+        data[-1] ^= 1
+        target.write_bytes(bytes(data))
+    else:
+        target.unlink()
+    proc = subprocess.Popen(
+        serve_command(copy, free_port(), run_dir=tmp_path / "run"),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+    try:
+        # Refusing takes seconds; a server that started on the damaged export never exits.
+        out, err = proc.communicate(timeout=120)
+    finally:
+        stop_group(proc)
+    assert proc.returncode == 2, err[-2000:]
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "weights.npy" in lines[0], err
+    assert "serving:" not in out
+
+
+def test_a_worker_refuses_an_onnx_file_changed_after_the_check(export: Path) -> None:
+    manifest = json.loads((export / "manifest.json").read_text())
+    manifest["files"]["model.onnx"]["sha256"] = "0" * 64
+    api = OnnxAPI(export, manifest, threads=1)
+    with pytest.raises(TrainwellError, match="changed after it was verified"):
+        api.setup("cpu")
+
+
+def test_sigterm_finishes_the_request_in_flight_and_leaves_no_process(
+    export: Path, tmp_path: Path
+) -> None:
+    # A long batch window holds the request inside the server when SIGTERM arrives.
+    proc, url = start_server(export, tmp_path / "run", "max_batch_size=64", "batch_timeout=3.0")
+    try:
+        family = [psutil.Process(proc.pid), *psutil.Process(proc.pid).children(recursive=True)]
+        assert len(family) > 1  # HTTP and inference processes exist to be left behind
+        # The request is on the wire before SIGTERM, sent by hand so that nothing in the client
+        # can delay it; the 3 s batch window then holds it inside the server.
+        body = json.dumps({"inputs": GOOD.tolist()}).encode()
+        port = int(url.rsplit(":", 1)[1])
+        with socket.create_connection(("127.0.0.1", port), timeout=60) as conn:
+            conn.sendall(
+                b"POST /predict HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+                b"Connection: close\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+            )
+            time.sleep(1.0)
+            os.kill(proc.pid, signal.SIGTERM)
+            answer = b""
+            while chunk := conn.recv(65536):
+                answer += chunk
+        # A bound, not a timing figure: the server promises to exit within 10 s.
+        try:
+            code = proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            code = None
+        assert code == 0, f"exit code {code}: {server_errors(tmp_path / 'run')}"
+        assert "Traceback" not in server_errors(tmp_path / "run")  # every process stopped cleanly
+        head, _, payload = answer.partition(b"\r\n\r\n")
+        assert head.startswith(b"HTTP/1.1 200"), answer[:500]
+        check_answer(json.loads(payload), expected(export, GOOD))
+        left = [p.pid for p in family if p.is_running() and p.status() != psutil.STATUS_ZOMBIE]
+        assert not left, f"processes left after SIGTERM: {left}"
+    finally:
+        stop_group(proc)
+
+
+def test_latest_is_the_export_whose_manifest_was_written_last(tmp_path: Path) -> None:
+    older = tiny_export(tmp_path / "logs" / "train" / "runs" / "b" / "export")
+    newer = tiny_export(tmp_path / "logs" / "train" / "runs" / "a" / "export", seed=1)
+    os.utime(older / "manifest.json", (1e9, 1e9))
+    assert newest_export(tmp_path / "logs") == newer
+    (tmp_path / "logs" / "train" / "runs" / "c" / "export").mkdir(parents=True)  # interrupted
+    assert newest_export(tmp_path / "logs") == newer
+    with pytest.raises(TrainwellError, match="no export under"):
+        newest_export(tmp_path / "empty")
