@@ -243,6 +243,7 @@ def test_user_metrics_of_one_checkpoint_are_the_same_on_1_2_and_3_ranks(
     assert max(losses) - min(losses) <= 1e-6, losses
 
 
+@pytest.mark.slow  # a clone, a training run, predict and export
 def test_user_module_predicts_and_exports_through_its_raw_form(
     project: Path, tmp_path: Path
 ) -> None:

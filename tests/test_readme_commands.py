@@ -29,6 +29,10 @@ RUN = (
 )
 
 DEFAULT_VARIANT = "a full default-length run again (about a minute each on 2 cores)"
+SERVER = (
+    "a server that runs until it is stopped: tests/deploy/test_serve.py starts the real one on a "
+    "free port, sends requests and stops it"
+)
 EXCLUDED = {
     "make train": "the same run as `python scripts/train.py`, which is run",
     "make test": "the test suite itself",
@@ -85,6 +89,14 @@ EXCLUDED = {
     "python scripts/train.py -m launcher=slurm trainer=ddp seed=1,2,3": "a SLURM cluster",
     "torchrun --nproc-per-node=4 scripts/train.py trainer=ddp trainer.devices=4 "
     "hydra.run.dir=<dir> resume=auto": "four GPUs",
+    "make serve": SERVER,
+    "python scripts/serve.py artifact=logs/train/runs/<run>/export port=8000": SERVER,
+    "curl -s localhost:8000/predict -d '{\"inputs\": [[[0,0,5,13,9,1,0,0], ...8 rows...]]}'": (
+        "a request to that server, its body shortened for the page"
+    ),
+    'make test-slow ARGS="tests/deploy/test_serve_parity.py -s"': (
+        "a test of the slow suite, which CI runs"
+    ),
 }
 
 
@@ -122,6 +134,7 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.slow  # six real runs of the scripts, about a minute on 2 cores
 def test_the_cpu_command_blocks_run_as_written(project: Path) -> None:
     train, fdr, evaluate, predict, export, doctor = RUN
     proc = run_line(project, train)

@@ -62,6 +62,7 @@ def test_predictions_match_the_test_metric_once_each_in_index_order(
 WORLDS = [("trainer=ddp_sim",), ("trainer=ddp_sim", "trainer.devices=3")]
 
 
+@pytest.mark.slow  # two ddp_sim predictions besides the 1-process one
 def test_any_world_size_gives_the_same_file_byte_for_byte(
     run: Path, predictions: bytes, tmp_path: Path
 ) -> None:

@@ -42,6 +42,7 @@ def _ckpt(run: Path) -> str:
     return f"ckpt_path={run / 'checkpoints' / 'best.ckpt'}"
 
 
+@pytest.mark.slow  # predict and export with parity on two data paths
 def test_synthetic_mlp_predicts_and_exports_raw_float_images(run: Path, tmp_path: Path) -> None:
     run_ok("predict.py", tmp_path / "p", _ckpt(run))
     lines = (run / "predictions.csv").read_text().splitlines()
