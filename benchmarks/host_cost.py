@@ -94,6 +94,8 @@ def task_optimization(params: Any, total_steps: int) -> tuple[Any, Any]:
 class VectorData(L.LightningDataModule):
     """Seeded Gaussian features with a learnable label; train / val / test splits."""
 
+    num_classes = CLASSES  # the task's model.num_classes defaults to the datamodule's
+
     def __init__(self, num_samples: int = 4096, num_val: int = 64, batch_size: int = 16,
                  seed: int = 0) -> None:  # fmt: skip
         super().__init__()

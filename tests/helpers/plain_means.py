@@ -80,13 +80,10 @@ def plain_means_cfg(run_dir: Path, *overrides: str) -> DictConfig:
 # The same run through scripts/train.py (DDP re-executes the script, so not in-process).
 PLAIN_MEANS_CLI = (
     *QUIET,
-    f"model._target_={__name__}.PlainMeans",
-    "~model.net",
-    "~model.optimizer",
-    "~model.scheduler",
-    "~model.num_classes",
-    "~model.label_smoothing",
-    "~model.compile",
+    # Whole groups swapped, as plain_means_cfg does: the classification config's keys (its
+    # num_classes reads the data group) have no meaning for a plain module.
+    "~model",
+    f"+model._target_={__name__}.PlainMeans",
     "~data",
     f"+data._target_={__name__}.Points",
 )
