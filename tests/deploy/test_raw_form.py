@@ -8,7 +8,8 @@ import pytest
 import torch
 from torch import nn
 
-from trainwell.deploy.raw import load_raw_input, raw_data
+from trainwell.deploy.raw import raw_data
+from trainwell.deploy.raw_input import load_raw_input
 from trainwell.errors import TrainwellError
 
 

@@ -905,7 +905,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "predict: a grey or RGBA PNG is taken for an RGB image",
-        RAW,
+        "src/trainwell/deploy/raw_input.py",
         'if image.mode != "RGB" or image.size != (width, height) or channels != 3:',
         "if image.size != (width, height):",
         (f"{CIFAR_DEPLOY_T}::test_bad_raw_input_gets_one_line_and_exit_2",),
@@ -923,7 +923,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "predict: raw input outside the declared value range is accepted",
-        RAW,
+        "src/trainwell/deploy/raw_input.py",
         "    if samples.size and (samples.min() < low or samples.max() > high):",
         "    if False:",
         ("tests/deploy/test_raw_form.py::test_the_hook_gives_spec_splits_preprocess_and_classes",),

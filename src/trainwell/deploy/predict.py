@@ -28,7 +28,8 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from trainwell.deploy.loading import TrainedRun, load_run, run_dir_of
-from trainwell.deploy.raw import RawData, RawModel, load_raw_input, raw_data, sequence_lengths
+from trainwell.deploy.raw import RawData, RawModel, raw_data, sequence_lengths
+from trainwell.deploy.raw_input import load_raw_input
 from trainwell.errors import TrainwellError
 
 PREDICTIONS = "predictions.csv"
@@ -115,9 +116,7 @@ def _predict_tokens(run: TrainedRun, raw: RawData, cfg: DictConfig, source: obje
                 last.append(logits[torch.arange(len(logits)), pick].float().numpy())
             index = np.arange(len(samples))
             return _token_rows(index, np.concatenate(last), k, None)
-        split = str(cfg.get("split", "test"))
-        if split not in raw.splits:
-            raise TrainwellError(f"split={split}: choose one of {', '.join(raw.splits)}")
+        split = _split(raw, cfg)
         _, index, _ = raw.splits[split]
         loader = getattr(run.datamodule, f"{split}_dataloader")()
         for batch in tqdm(loader, desc=f"predict {split}"):
@@ -133,6 +132,14 @@ def _predict_tokens(run: TrainedRun, raw: RawData, cfg: DictConfig, source: obje
             nexts.append(targets[rows, pick].numpy())
     likelihood = (np.concatenate(ll), np.concatenate(counts), np.concatenate(nexts))
     return _token_rows(index, np.concatenate(last), k, likelihood)
+
+
+def _split(raw: RawData, cfg: DictConfig) -> str:
+    """The `split=` to predict (test by default), one the datamodule's raw form has."""
+    split = str(cfg.get("split", "test"))
+    if split not in raw.splits:
+        raise TrainwellError(f"split={split}: choose one of {', '.join(raw.splits)}")
+    return split
 
 
 def predict_checkpoint(cfg: DictConfig) -> Path:
@@ -161,9 +168,7 @@ def predict_checkpoint(cfg: DictConfig) -> Path:
                 outs.append(model(torch.from_numpy(samples[start : start + 256])).numpy())
             index, targets = np.arange(len(samples)), None
         else:
-            split = str(cfg.get("split", "test"))
-            if split not in raw.splits:
-                raise TrainwellError(f"split={split}: choose one of {', '.join(raw.splits)}")
+            split = _split(raw, cfg)
             _, index, targets = raw.splits[split]
             loader = getattr(run.datamodule, f"{split}_dataloader")()
             for batch in tqdm(loader, desc=f"predict {split}"):
