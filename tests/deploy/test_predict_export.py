@@ -113,6 +113,16 @@ def test_a_checkpoint_without_statistics_gets_one_line(run: Path, tmp_path: Path
     assert not (old / "export").exists()
 
 
+def test_an_unknown_split_gets_one_line_and_no_file(run: Path, tmp_path: Path) -> None:
+    before = sorted(p.name for p in run.iterdir())
+    proc = run_script("predict.py", _ckpt(run), "split=nope", f"hydra.run.dir={tmp_path / 'p'}")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert (
+        proc.stderr.strip().splitlines()[-1].endswith("split=nope: choose one of train, val, test")
+    )
+    assert sorted(p.name for p in run.iterdir()) == before
+
+
 @pytest.fixture(scope="module")
 def exported(run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     proc = run_ok("export.py", tmp_path_factory.mktemp("e1"), _ckpt(run))
