@@ -91,8 +91,13 @@ def hydra_entry(
     job: Callable[[DictConfig], Any],
     prepare_argv: Callable[[list[str]], list[str]] | None = None,
     lock_run_dir: bool = False,
+    check_paths: Callable[[DictConfig], object] | None = None,
 ) -> Callable[[], Any]:
     """Wrap `job` in hydra.main: exit 0 / the job's int, 2 on bad input, 1 on a crash.
+
+    Before Hydra starts the job the command line is checked (keys, values, and the paths
+    `check_paths` checks on the composed config), without importing torch: a mistake is one
+    line, exit 2, and nothing written.
 
     Users see one line naming the cause; the full traceback goes to <run dir>/error.log
     (HYDRA_FULL_ERROR=1 re-raises it instead). Under multirun a failed job raises JobFailed (the
@@ -129,7 +134,7 @@ def hydra_entry(
         argv = without_null_groups(config_dir, sys.argv[1:])
         sys.argv = [sys.argv[0], *(prepare_argv(argv) if prepare_argv is not None else argv)]
         if os.environ.get("HYDRA_FULL_ERROR") != "1":
-            problem = check_command_line(config_dir, config_name, sys.argv[1:])
+            problem = check_command_line(config_dir, config_name, sys.argv[1:], check_paths)
             if problem is not None:
                 print(f"error: {problem}", file=sys.stderr)
                 raise SystemExit(EXIT_USAGE)
