@@ -95,9 +95,10 @@ def hydra_entry(
 ) -> Callable[[], Any]:
     """Wrap `job` in hydra.main: exit 0 / the job's int, 2 on bad input, 1 on a crash.
 
-    Before Hydra starts the job the command line is checked (keys, values, and the paths
-    `check_paths` checks on the composed config), without importing torch: a mistake is one
-    line, exit 2, and nothing written.
+    Before Hydra starts the job the command line is checked: keys, the template's values and
+    what `check_paths` checks on the composed config (the checkpoint the command reads) come
+    before torch is imported, so such a mistake is one line, exit 2, within a second, and
+    nothing is written.
 
     Users see one line naming the cause; the full traceback goes to <run dir>/error.log
     (HYDRA_FULL_ERROR=1 re-raises it instead). Under multirun a failed job raises JobFailed (the
