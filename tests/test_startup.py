@@ -39,6 +39,12 @@ CASES = [
         "error: unknown config key 'trainer.max_epoch'; did you mean 'trainer.max_epochs'? "
         "(add a new key with +trainer.max_epoch=...)",
     ),
+    (  # the suggestion never resolves model.num_classes (that imports the datamodule's class)
+        "train.py",
+        ["model.num_clases=3"],
+        "error: unknown config key 'model.num_clases'; did you mean 'model.num_classes'? "
+        "(add a new key with +model.num_clases=...)",
+    ),
     (
         "train.py",
         ["data.batch_size=0"],

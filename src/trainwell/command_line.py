@@ -45,7 +45,8 @@ def _explain_unknown_key(key: str, config_dir: Path, config_name: str, rest: lis
     except HydraException:
         node = None
     corrected: list[str] = []
-    for part in key.lstrip("+~").split("."):
+    parts = key.lstrip("+~").split(".")
+    for depth, part in enumerate(parts, start=1):
         if node is None or not OmegaConf.is_dict(node):
             corrected = []
             break
@@ -56,7 +57,8 @@ def _explain_unknown_key(key: str, config_dir: Path, config_name: str, rest: lis
                 corrected = []
                 break
         corrected.append(part)
-        node = node.get(part)
+        if depth < len(parts):  # the last value is never read: resolving `model.num_classes`
+            node = node.get(part)  # would import the datamodule's class (and torch)
     line = f"unknown config key '{key}'"
     if corrected and ".".join(corrected) != key:
         return f"{line}; did you mean '{'.'.join(corrected)}'? (add a new key with +{key}=...)"
