@@ -1,10 +1,22 @@
-"""P5: `make train` wall time split into start-up and training, and what start-up is made of.
+"""P5: `make train` wall time split into start-up and training, what start-up is made of, and how
+long a mistake on the command line takes to be answered.
 
     .venv/bin/python benchmarks/startup.py                  # default experiment, 5 epochs, 3 reps
     .venv/bin/python benchmarks/startup.py --epochs 1 --reps 1
+    .venv/bin/python benchmarks/startup.py --errors-only    # the mistakes alone (under a minute)
+    .venv/bin/python benchmarks/startup.py --errors-only --baseline main   # ... beside main's
 
-Runs the real `scripts/train.py` (what `make train` runs) in a subprocess with a phase-marker
-callback and splits its wall time into:
+Mistakes (measured first): the wall time from starting `scripts/train.py` to its exit with the
+one-line error (exit 2), for a mistyped key (`trainer.max_epoch=1`), a bad value
+(`data.batch_size=0`) and a checkpoint that does not exist (`ckpt_path=<missing>`), beside the
+wall time of a bare `python -c 'import hydra'` (the floor: every script composes its config with
+Hydra), each a fresh process, every side once per repetition. With `--baseline <git ref>` the
+same mistakes run on that ref's scripts, configs and src/ in the same rotation (`before_*`).
+Then each mistake once more under `python -X importtime`: whether torch, Lightning or torchvision
+was imported before the error (independent of the machine's load; 0 is the goal).
+
+Training: runs the real `scripts/train.py` (what `make train` runs) in a subprocess with a
+phase-marker callback and splits its wall time into:
   start-up: process start -> Lightning's fit setup hook (interpreter, imports, Hydra compose,
             config print, datamodule/task/Trainer construction, training plan)
   training: fit setup -> end of fit (sanity check, epochs, validation, checkpoints)
@@ -13,7 +25,10 @@ Then the import time of torch / lightning / hydra / trainwell.training.run / wan
 interpreter, and whether wandb was imported by the logger=csv run (it must not be).
 
 Last line: `startup_s=.. training_s=.. test_exit_s=.. total_s=.. import_trainwell_s=..
-import_lightning_s=.. import_wandb_s=.. wandb_imported=0|1`.
+import_lightning_s=.. import_wandb_s=.. wandb_imported=0|1` then the mistakes' figures:
+`bad_key_s=.. bad_value_s=.. missing_ckpt_s=.. python_import_hydra_s=.. <mistake>_vs_hydra=..
+heavy_imported_on_error=0|1` (with --baseline also `before_<mistake>_s`, `<mistake>_vs_before`
+and `before_heavy_imported_on_error`). --errors-only prints the mistakes' figures alone.
 """
 
 from __future__ import annotations
@@ -29,8 +44,15 @@ from pathlib import Path
 from harness import REPO, child_env, figure, final_line, interleaved, parse_args
 from phase_marker import MARK
 
-TITLE = "P5 start-up: make train (scripts/train.py, default experiment) split into phases"
+TITLE = "P5 start-up: mistakes answered, and make train (scripts/train.py) split into phases"
 IMPORTS = ["torch", "lightning", "hydra", "trainwell.cli", "trainwell.training.run", "wandb"]
+HEAVY = {"torch", "lightning", "pytorch_lightning", "torchvision"}
+# Mistakes on the command line, each answered in one line with exit 2 ({tmp}: a scratch dir).
+MISTAKES = {
+    "bad_key": ["trainer.max_epoch=1"],
+    "bad_value": ["data.batch_size=0"],
+    "missing_ckpt": ["ckpt_path={tmp}/missing/best.ckpt"],
+}
 
 
 def run_train(epochs: int, threads: int, run_dir: Path) -> dict[str, float]:
@@ -95,12 +117,111 @@ def import_seconds(module: str, threads: int) -> float:
     return float(out.stdout.strip().splitlines()[-1])
 
 
+def process_seconds(cmd: list[str], threads: int, expected: int) -> tuple[float, str]:
+    """(wall seconds from start to exit, stderr) of a fresh process running `cmd`."""
+    start = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=REPO, env=child_env(threads), capture_output=True, text=True)
+    seconds = time.perf_counter() - start
+    if proc.returncode != expected:
+        raise RuntimeError(f"{cmd}: exit {proc.returncode}, expected {expected}:\n{proc.stderr}")
+    return seconds, proc.stderr
+
+
+def export_checkout(ref: str, into: Path) -> Path:
+    """`ref`'s scripts, configs and src/ unpacked from git: its scripts/train.py imports its own
+    src/ (scripts put their checkout's src/ first), so the baseline side runs the baseline's code."""
+    archive = subprocess.run(
+        ["git", "archive", ref, "src", "scripts", "conf"], cwd=REPO, check=True, capture_output=True
+    ).stdout
+    into.mkdir(parents=True)
+    subprocess.run(["tar", "-x", "-C", str(into)], input=archive, check=True)
+    return into
+
+
+def mistake_cmd(root: Path, name: str, tmp: Path, *options: str) -> list[str]:
+    overrides = [o.format(tmp=tmp) for o in MISTAKES[name]]
+    script = str(root / "scripts" / "train.py")
+    return [sys.executable, *options, script, *overrides, f"hydra.run.dir={tmp}/run"]
+
+
+def time_to_error(root: Path, name: str, tmp: Path, threads: int) -> float:
+    """Seconds from starting train.py with the mistake to its exit with the one-line error."""
+    seconds, stderr = process_seconds(mistake_cmd(root, name, tmp), threads, expected=2)
+    lines = stderr.strip().splitlines()
+    if len(lines) != 1 or not lines[0].startswith("error: "):
+        raise RuntimeError(f"{name}: not a one-line error:\n{stderr}")
+    return seconds
+
+
+def heavy_imported(root: Path, name: str, tmp: Path, threads: int) -> list[str]:
+    """The heavy packages the mistake's process imported before exiting (from -X importtime)."""
+    cmd = mistake_cmd(root, name, tmp, "-X", "importtime")
+    _, stderr = process_seconds(cmd, threads, expected=2)
+    names = {
+        line.rsplit("|", 1)[-1].strip().split(".")[0]
+        for line in stderr.splitlines()
+        if line.startswith("import time:")
+    }
+    if "hydra" not in names:
+        raise RuntimeError(f"{name}: no import log read:\n{stderr[-2000:]}")
+    return sorted(names & HEAVY)
+
+
+def measure_mistakes(
+    reps: int, threads: int, baseline: str | None, figures: dict[str, float | int | str]
+) -> None:
+    """The mistakes' figures (see the module docstring) into `figures`; with a baseline ref also
+    the baseline's (`before_<mistake>_s`), interleaved with this checkout's."""
+    with tempfile.TemporaryDirectory(prefix="tw-bench-mistakes-") as scratch:
+        tmp = Path(scratch)
+        checkouts = {"": REPO}
+        if baseline:
+            checkouts["before_"] = export_checkout(baseline, tmp / "baseline")
+        sides = {
+            f"{prefix}{name}": (lambda r=root, n=name: time_to_error(r, n, tmp, threads))
+            for prefix, root in checkouts.items()
+            for name in MISTAKES
+        }
+        hydra = [sys.executable, "-c", "import hydra"]
+        sides["python_import_hydra"] = lambda: process_seconds(hydra, threads, expected=0)[0]
+        for side, values in interleaved(sides, reps).items():
+            what = "python -c 'import hydra'" if side == "python_import_hydra" else side
+            figure(figures, f"{side}_s", values, f"{what}: start -> exit", "s", spread=True)
+        floor = figures["python_import_hydra_s"]
+        for side in sides:
+            if side != "python_import_hydra":
+                figures[f"{side}_vs_hydra"] = figures[f"{side}_s"] / floor
+                print(f"{side} / python -c 'import hydra': {figures[f'{side}_vs_hydra']:.2f}")
+        if baseline:
+            for name in MISTAKES:
+                figures[f"{name}_vs_before"] = figures[f"{name}_s"] / figures[f"before_{name}_s"]
+                print(f"{name} / before ({baseline}): {figures[f'{name}_vs_before']:.3f}")
+        for prefix, root in checkouts.items():
+            found = {name: heavy_imported(root, name, tmp, threads) for name in MISTAKES}
+            for name, heavy in found.items():
+                print(f"{prefix}{name}: imported before the error: {', '.join(heavy) or 'none'}")
+            figures[f"{prefix}heavy_imported_on_error"] = int(any(found.values()))
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--epochs", type=int, default=5, help="trainer.max_epochs (make train: 20)")
     parser.add_argument("--reps", type=int, default=3)
     parser.add_argument("--import-reps", type=int, default=2)
+    parser.add_argument("--error-reps", type=int, default=5, help="repetitions of each mistake")
+    parser.add_argument(
+        "--errors-only", action="store_true", help="only the mistakes (no training run)"
+    )
+    parser.add_argument(
+        "--baseline", default=None, help="git ref whose mistakes are timed beside this checkout's"
+    )
     args = parse_args(parser, argv, TITLE)
+    figures: dict[str, float | int | str] = {}
+    measure_mistakes(args.error_reps, args.threads, args.baseline, figures)
+    mistakes = dict(figures)
+    if args.errors_only:
+        final_line(**mistakes)
+        return 0
     with tempfile.TemporaryDirectory(prefix="tw-bench-startup-") as tmp:
 
         def report(rep: int, results: dict[str, dict[str, float]]) -> None:
@@ -114,7 +235,6 @@ def main(argv: list[str] | None = None) -> int:
             return run_train(args.epochs, args.threads, next(run_dirs))
 
         runs = interleaved({"train": train_once}, args.reps, report)["train"]
-    figures: dict[str, float | int | str] = {}
     for key in ("startup", "to_run_dir", "build", "training", "test_exit", "total"):
         values = [r[key] for r in runs]
         figure(figures, f"{key}_s", values, f"train.py {key}", "s", spread=key == "startup")
@@ -136,6 +256,7 @@ def main(argv: list[str] | None = None) -> int:
         import_lightning_s=figures["lightning"],
         import_wandb_s=figures["wandb"],
         wandb_imported=wandb_imported,
+        **mistakes,
     )
     return 0
 

@@ -5,6 +5,7 @@ from pathlib import Path
 import _bootstrap  # noqa: F401  (project root on the import path; a one-line error without the venv)
 
 from trainwell.cli import hydra_entry
+from trainwell.io.named_paths import deployed_checkpoint
 from trainwell.training.run_config import with_training_overrides
 
 
@@ -16,7 +17,11 @@ def predict_job(cfg):
 
 
 main = hydra_entry(
-    Path(__file__).resolve().parents[1] / "conf", "predict", predict_job, with_training_overrides
+    Path(__file__).resolve().parents[1] / "conf",
+    "predict",
+    predict_job,
+    with_training_overrides,
+    check_paths=lambda cfg: deployed_checkpoint(cfg, "predict.py"),
 )
 
 if __name__ == "__main__":

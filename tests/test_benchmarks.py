@@ -192,9 +192,14 @@ def test_data_pipeline_runs_on_a_real_format_fixture() -> None:
 
 @pytest.mark.slow
 def test_startup_runs_and_csv_run_does_not_import_wandb() -> None:
-    out = run_benchmark("startup.py", "--epochs", "1", "--reps", "1", "--import-reps", "1")
+    out = run_benchmark(
+        "startup.py", "--epochs", "1", "--reps", "1", "--import-reps", "1", "--error-reps", "1"
+    )
     assert float(out["startup_s"]) > 0 and float(out["training_s"]) > 0
     assert out["wandb_imported"] == "0"
+    # the mistakes are answered, each in one line, before torch is imported
+    assert float(out["bad_key_s"]) > 0 and float(out["missing_ckpt_s"]) > 0
+    assert out["heavy_imported_on_error"] == "0"
 
 
 @pytest.mark.slow

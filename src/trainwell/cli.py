@@ -91,8 +91,14 @@ def hydra_entry(
     job: Callable[[DictConfig], Any],
     prepare_argv: Callable[[list[str]], list[str]] | None = None,
     lock_run_dir: bool = False,
+    check_paths: Callable[[DictConfig], object] | None = None,
 ) -> Callable[[], Any]:
     """Wrap `job` in hydra.main: exit 0 / the job's int, 2 on bad input, 1 on a crash.
+
+    Before Hydra starts the job the command line is checked: keys, the template's values and
+    what `check_paths` checks on the composed config (the checkpoint the command reads) come
+    before torch is imported, so such a mistake is one line, exit 2, within a second, and
+    nothing is written.
 
     Users see one line naming the cause; the full traceback goes to <run dir>/error.log
     (HYDRA_FULL_ERROR=1 re-raises it instead). Under multirun a failed job raises JobFailed (the
@@ -129,7 +135,7 @@ def hydra_entry(
         argv = without_null_groups(config_dir, sys.argv[1:])
         sys.argv = [sys.argv[0], *(prepare_argv(argv) if prepare_argv is not None else argv)]
         if os.environ.get("HYDRA_FULL_ERROR") != "1":
-            problem = check_command_line(config_dir, config_name, sys.argv[1:])
+            problem = check_command_line(config_dir, config_name, sys.argv[1:], check_paths)
             if problem is not None:
                 print(f"error: {problem}", file=sys.stderr)
                 raise SystemExit(EXIT_USAGE)

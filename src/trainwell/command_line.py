@@ -7,16 +7,18 @@ from __future__ import annotations
 import difflib
 import functools
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import OmegaConfBaseException
 
 import trainwell.resolvers  # noqa: F401  (registers resolvers before Hydra composes)
-from trainwell.config_values import config_value_problem
+from trainwell.config_values import target_value_problem, template_value_problem
+from trainwell.errors import TrainwellError, first_line
 
 
 def _compose(config_dir: Path, config_name: str, overrides: Sequence[str]) -> DictConfig:
@@ -43,7 +45,8 @@ def _explain_unknown_key(key: str, config_dir: Path, config_name: str, rest: lis
     except HydraException:
         node = None
     corrected: list[str] = []
-    for part in key.lstrip("+~").split("."):
+    parts = key.lstrip("+~").split(".")
+    for depth, part in enumerate(parts, start=1):
         if node is None or not OmegaConf.is_dict(node):
             corrected = []
             break
@@ -54,7 +57,8 @@ def _explain_unknown_key(key: str, config_dir: Path, config_name: str, rest: lis
                 corrected = []
                 break
         corrected.append(part)
-        node = node.get(part)
+        if depth < len(parts):  # the last value is never read: resolving `model.num_classes`
+            node = node.get(part)  # would import the datamodule's class (and torch)
     line = f"unknown config key '{key}'"
     if corrected and ".".join(corrected) != key:
         return f"{line}; did you mean '{'.'.join(corrected)}'? (add a new key with +{key}=...)"
@@ -86,9 +90,20 @@ def _one_line(text: str) -> str:
     return "; ".join(lines)[:400] if lines else "invalid command line"
 
 
-def check_command_line(config_dir: Path, config_name: str, argv: Sequence[str]) -> str | None:
+def check_command_line(
+    config_dir: Path,
+    config_name: str,
+    argv: Sequence[str],
+    check_paths: Callable[[DictConfig], object] | None = None,
+) -> str | None:
     """Compose the config the way Hydra will; on a mistake return one line naming the cause and
-    the fix (Hydra's own message is several lines and exits 1, which reads as a crash)."""
+    the fix (Hydra's own message is several lines and exits 1, which reads as a crash).
+
+    In order: keys, the template's values, the paths the command names (`check_paths` raises a
+    TrainwellError), then the values a `_target_`'s annotations refuse. The last imports the
+    user's classes, and with them torch and Lightning; everything before it imports neither, so
+    those mistakes are answered within a second.
+    """
     if any(arg.startswith("-") for arg in argv):
         return None  # --multirun / --cfg / --help: Hydra's own handling
     try:
@@ -105,7 +120,23 @@ def check_command_line(config_dir: Path, config_name: str, argv: Sequence[str]) 
         return _one_line(text)
     except ValueError as err:  # Hydra's override parser raises plain ValueErrors too
         return _one_line(str(err))
-    return config_value_problem(cfg)
+    return (
+        template_value_problem(cfg) or _path_problem(cfg, check_paths) or target_value_problem(cfg)
+    )
+
+
+def _path_problem(
+    cfg: DictConfig, check_paths: Callable[[DictConfig], object] | None
+) -> str | None:
+    if check_paths is None:
+        return None
+    try:
+        check_paths(cfg)
+    except TrainwellError as err:
+        return first_line(err)
+    except OmegaConfBaseException:
+        return None  # a path that resolves only inside the job (${hydra:...}): the job checks it
+    return None
 
 
 def without_null_groups(config_dir: Path, argv: Sequence[str]) -> list[str]:

@@ -49,7 +49,8 @@ def _is(value: Any, kind: type) -> bool:
     return isinstance(value, kind)
 
 
-def _template_problem(cfg: DictConfig) -> str | None:
+def template_value_problem(cfg: DictConfig) -> str | None:
+    """One line naming the first bad value of the template's own knobs (TEMPLATE_KEYS), or None."""
     for key, (kind, low, expected) in TEMPLATE_KEYS.items():
         value = _value(cfg, key)
         if value is _MISSING or value is None:
@@ -107,11 +108,10 @@ def _targets(node: Any, path: str) -> list[tuple[DictConfig, str]]:
     return found
 
 
-def config_value_problem(cfg: DictConfig) -> str | None:
-    """One line naming the first bad value (key, value, what is expected), or None."""
-    problem = _template_problem(cfg)
-    if problem is not None:
-        return problem
+def target_value_problem(cfg: DictConfig) -> str | None:
+    """One line naming the first value under `data` and `model` that its `_target_`'s annotations
+    refuse, or None. Reading the annotations imports each class, and with it torch and Lightning:
+    the checks that need no import come first (check_command_line)."""
     for root in ("data", "model"):
         node = cfg.get(root) if root in cfg else None
         for target, path in _targets(node, root):

@@ -24,12 +24,17 @@ TESTS_IMPORTABLE = with_pythonpath(REPO)
 
 
 def run_script(
-    script: str, *overrides: str, env: dict[str, str] | None = None, timeout: float = 600
+    script: str,
+    *overrides: str,
+    env: dict[str, str] | None = None,
+    timeout: float = 600,
+    python_options: tuple[str, ...] = (),
 ) -> subprocess.CompletedProcess:
-    """Run scripts/<script> as a user would, in a subprocess, capturing output."""
+    """Run scripts/<script> as a user would, in a subprocess, capturing output.
+    `python_options`: interpreter options before the script (`-X importtime`)."""
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "WANDB_SILENT": "true", **(env or {})}
     return subprocess.run(
-        [sys.executable, str(REPO / "scripts" / script), *overrides],
+        [sys.executable, *python_options, str(REPO / "scripts" / script), *overrides],
         cwd=REPO,
         env=full_env,
         capture_output=True,

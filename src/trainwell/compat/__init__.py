@@ -20,90 +20,65 @@ touch:
   training_step signature check.
 """
 
-from trainwell.compat.callback_hooks import skip_empty_callback_hooks
-from trainwell.compat.checkpoints import (
-    at_epoch_last_batch,
-    hold_saves_before_validation,
-    last_saved_step,
-    load_model_parallel_checkpoint,
-    save_unmonitored,
-    saves_per_batch,
-    validation_follows,
-)
-from trainwell.compat.csv_logs import csv_filesystem
-from trainwell.compat.launchers import (
-    LAUNCHER_ENV,
-    TORCHRUN_FRESH_STORE,
-    end_job,
-    finish_wandb_run,
-    launcher_env,
-    pin_multirun_job_for_ddp_children,
-    refuse_torchrun_restart_on_shared_store,
-)
-from trainwell.compat.logged_results import (
-    LoggedValue,
-    epoch_end_pending,
-    epoch_logged_metrics,
-    epoch_sums,
-    exact_logged_means,
-    logged_values,
-    metric_states,
-    restore_epoch_sums,
-    restore_metric_states,
-)
-from trainwell.compat.loops import (
-    lightning_loss_divisor,
-    mul_tensors_,
-    restore_train_loader_position,
-    set_sampler_epoch,
-    skip_per_batch_sigterm_broadcast,
-)
-from trainwell.compat.module_hooks import cache_training_step_signature, lean_module_hooks
-from trainwell.compat.noise import callbacks_left_out_on_purpose, drop_logger_advert
-from trainwell.compat.schedulers import (
-    end_fit_restart,
-    plateau_steps_due,
-    step_plateau_schedulers,
-)
-from trainwell.compat.serving import set_litserve_drain_timeout
+import importlib
+from typing import Any
 
-__all__ = [
-    "LAUNCHER_ENV",
-    "TORCHRUN_FRESH_STORE",
-    "LoggedValue",
-    "at_epoch_last_batch",
-    "cache_training_step_signature",
-    "callbacks_left_out_on_purpose",
-    "csv_filesystem",
-    "drop_logger_advert",
-    "end_fit_restart",
-    "end_job",
-    "epoch_end_pending",
-    "epoch_logged_metrics",
-    "epoch_sums",
-    "exact_logged_means",
-    "finish_wandb_run",
-    "hold_saves_before_validation",
-    "last_saved_step",
-    "launcher_env",
-    "lean_module_hooks",
-    "lightning_loss_divisor",
-    "load_model_parallel_checkpoint",
-    "logged_values",
-    "metric_states",
-    "mul_tensors_",
-    "pin_multirun_job_for_ddp_children",
-    "plateau_steps_due",
-    "refuse_torchrun_restart_on_shared_store",
-    "restore_epoch_sums",
-    "restore_metric_states",
-    "restore_train_loader_position",
-    "save_unmonitored",
-    "saves_per_batch",
-    "set_litserve_drain_timeout",
-    "set_sampler_epoch",
-    "skip_empty_callback_hooks",
-    "skip_per_batch_sigterm_broadcast",
-    "step_plateau_schedulers",
-    "validation_follows",
-]
+# Each name's module, imported on first use: `from trainwell import compat` costs nothing, and a
+# script answers a mistyped key or path without importing torch and Lightning (five seconds on
+# two cores) for workarounds it never reaches.
+_HOMES = {
+    "skip_empty_callback_hooks": "callback_hooks",
+    "at_epoch_last_batch": "checkpoints",
+    "hold_saves_before_validation": "checkpoints",
+    "last_saved_step": "checkpoints",
+    "load_model_parallel_checkpoint": "checkpoints",
+    "save_unmonitored": "checkpoints",
+    "saves_per_batch": "checkpoints",
+    "validation_follows": "checkpoints",
+    "csv_filesystem": "csv_logs",
+    "LAUNCHER_ENV": "launchers",
+    "TORCHRUN_FRESH_STORE": "launchers",
+    "end_job": "launchers",
+    "finish_wandb_run": "launchers",
+    "launcher_env": "launchers",
+    "pin_multirun_job_for_ddp_children": "launchers",
+    "refuse_torchrun_restart_on_shared_store": "launchers",
+    "LoggedValue": "logged_results",
+    "epoch_end_pending": "logged_results",
+    "epoch_logged_metrics": "logged_results",
+    "epoch_sums": "logged_results",
+    "exact_logged_means": "logged_results",
+    "logged_values": "logged_results",
+    "metric_states": "logged_results",
+    "restore_epoch_sums": "logged_results",
+    "restore_metric_states": "logged_results",
+    "lightning_loss_divisor": "loops",
+    "mul_tensors_": "loops",
+    "restore_train_loader_position": "loops",
+    "set_sampler_epoch": "loops",
+    "skip_per_batch_sigterm_broadcast": "loops",
+    "cache_training_step_signature": "module_hooks",
+    "lean_module_hooks": "module_hooks",
+    "callbacks_left_out_on_purpose": "noise",
+    "drop_logger_advert": "noise",
+    "end_fit_restart": "schedulers",
+    "plateau_steps_due": "schedulers",
+    "step_plateau_schedulers": "schedulers",
+    "set_litserve_drain_timeout": "serving",
+}
+
+
+def __getattr__(name: str) -> Any:
+    home = _HOMES.get(name)
+    if home is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{home}"), name)
+    globals()[name] = value  # the next access is a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_HOMES})
+
+
+__all__ = sorted(_HOMES)

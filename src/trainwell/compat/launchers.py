@@ -7,8 +7,6 @@ import gc
 import os
 import sys
 
-import torch
-
 # ---------------------------------------------------------------------------------------------
 # Lightning's DDP launcher under a Hydra multirun (Lightning 2.6.6, `_hydra_subprocess_cmd`):
 # ranks > 0 are started with the parent's sys.argv plus `hydra.run.dir=<hydra.run.dir>`. In a
@@ -63,7 +61,10 @@ def release_process_group() -> None:
     a gloo worker thread can abort the finished process ("terminate called without an active
     exception", SIGABRT): a run that trained and saved everything exits non-zero.
     """
-    if not (torch.distributed.is_available() and torch.distributed.is_initialized()):
+    torch = sys.modules.get("torch")  # a job that never imported torch holds no process group
+    if torch is None or not (
+        torch.distributed.is_available() and torch.distributed.is_initialized()
+    ):
         return
     gc.collect()  # the reference cycles that still hold the wrapped model
     torch.distributed.destroy_process_group()

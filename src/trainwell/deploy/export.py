@@ -25,6 +25,7 @@ from trainwell.deploy import artifact
 from trainwell.deploy.loading import load_run, run_dir_of
 from trainwell.deploy.raw import RawModel, raw_data
 from trainwell.errors import TrainwellError
+from trainwell.io.named_paths import deployed_checkpoint
 
 
 class ExportFailed(TrainwellError):
@@ -161,11 +162,7 @@ def _versions() -> dict[str, str]:
 
 
 def export_checkpoint(cfg: DictConfig) -> Path:
-    ckpt = cfg.get("ckpt_path")
-    if not ckpt:
-        raise TrainwellError(
-            "export.py needs a checkpoint: pass ckpt_path=<run dir>/checkpoints/best.ckpt"
-        )
+    ckpt = deployed_checkpoint(cfg, "export.py")
     run_dir = run_dir_of(ckpt)
     print(f"run dir: {run_dir}", flush=True)
     run = load_run(ckpt, cfg)

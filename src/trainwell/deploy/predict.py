@@ -31,6 +31,7 @@ from trainwell.deploy.loading import TrainedRun, load_run, run_dir_of
 from trainwell.deploy.raw import RawData, RawModel, raw_data, sequence_lengths
 from trainwell.deploy.raw_input import load_raw_input
 from trainwell.errors import TrainwellError
+from trainwell.io.named_paths import deployed_checkpoint
 
 PREDICTIONS = "predictions.csv"
 
@@ -143,11 +144,7 @@ def _split(raw: RawData, cfg: DictConfig) -> str:
 
 
 def predict_checkpoint(cfg: DictConfig) -> Path:
-    ckpt = cfg.get("ckpt_path")
-    if not ckpt:
-        raise TrainwellError(
-            "predict.py needs a checkpoint: pass ckpt_path=<run dir>/checkpoints/best.ckpt"
-        )
+    ckpt = deployed_checkpoint(cfg, "predict.py")
     run_dir = run_dir_of(ckpt)
     print(f"run dir: {run_dir}", flush=True)
     run = load_run(ckpt, cfg)

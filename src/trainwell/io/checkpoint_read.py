@@ -11,8 +11,6 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
-import torch
-
 from trainwell.errors import TrainwellError, first_line
 
 
@@ -36,11 +34,12 @@ def load_checkpoint_file(
     weights_only=True refuses pickles that would import and call arbitrary code on load; a
     checkpoint is something a user (or an attacker) can point us at.
     """
+    import torch  # here, not at the top: a command checks its ckpt_path before importing torch
+
     path = Path(path)
     if is_sharded_checkpoint(path):
         return _load_sharded(path, map_location)
-    if not path.is_file():
-        raise CheckpointError(f"checkpoint not found: {path}; pass ckpt_path=<an existing .ckpt>")
+    require_checkpoint(path)
     try:
         checkpoint = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as err:
@@ -96,10 +95,17 @@ def is_sharded_checkpoint(path: Path) -> bool:
     return path.is_dir() and (path / SHARDED_META).is_file()
 
 
+def require_checkpoint(path: Path) -> None:
+    """Refuse a path that is neither a checkpoint file nor a sharded checkpoint directory."""
+    if not (path.is_file() or is_sharded_checkpoint(path)):
+        raise CheckpointError(f"checkpoint not found: {path}; pass ckpt_path=<an existing .ckpt>")
+
+
 def _load_sharded(path: Path, map_location: Any) -> dict[str, Any]:
     """A sharded checkpoint as one dict: `meta.pt` (weights-only) and, for the weights, empty
     tensors of the saved shapes (the shards are read by the strategy when training resumes;
     what a reader here needs is progress, state and shapes)."""
+    import torch
     from torch.distributed.checkpoint import FileSystemReader
 
     checkpoint = load_checkpoint_file(path / SHARDED_META, map_location=map_location)

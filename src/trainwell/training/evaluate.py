@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 
 from trainwell import compat
 from trainwell.errors import TrainwellError
+from trainwell.io.named_paths import eval_checkpoint
 from trainwell.io.results import write_results
 from trainwell.loading.sharding import install_loader_policy
 from trainwell.training.builders import build_trainer
@@ -29,15 +30,7 @@ def cannot_test(module: L.LightningModule, datamodule: Any) -> str | None:
 
 
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
-    ckpt = cfg.get("ckpt_path")
-    if not ckpt:
-        raise TrainwellError(
-            "eval.py needs a checkpoint: pass ckpt_path=<run dir>/checkpoints/best.ckpt"
-        )
-    if not Path(ckpt).is_file():
-        raise TrainwellError(
-            f"checkpoint not found: {ckpt}; pass ckpt_path=<path to an existing .ckpt>"
-        )
+    ckpt = eval_checkpoint(cfg)
     run_dir = Path(cfg.paths.output_dir)
     print(f"run dir: {run_dir}", flush=True)
     L.seed_everything(cfg.seed, workers=True)

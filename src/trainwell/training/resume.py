@@ -14,16 +14,14 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainwell.errors import TrainwellError
 from trainwell.io.checkpoint_read import (
     RESAVE,
     CheckpointError,
     PickledCheckpointError,
-    is_sharded_checkpoint,
     load_checkpoint_file,
 )
+from trainwell.io.named_paths import train_checkpoint
 
-RESUME_MODES = (None, "auto", "never")
 _MAX_LISTED_KEYS = 6
 
 
@@ -83,18 +81,10 @@ def _none_loads(directory: Path, refused: list[tuple[Path, Any]]) -> CheckpointE
 
 def resolve_ckpt_path(cfg: Any, run_dir: Path) -> str | None:
     """The checkpoint `trainer.fit` resumes from (None: start fresh)."""
-    mode = cfg.get("resume")
-    if mode not in RESUME_MODES:
-        raise TrainwellError(f"resume={mode} is not a mode; use resume=auto (or leave it unset)")
-    explicit = cfg.get("ckpt_path")
+    explicit = train_checkpoint(cfg)  # the mode and a named checkpoint, checked at start-up too
     if explicit:
-        if not (Path(explicit).is_file() or is_sharded_checkpoint(Path(explicit))):
-            raise CheckpointError(
-                f"checkpoint not found: {explicit}; pass ckpt_path=<an existing .ckpt> "
-                "or resume=auto to continue from the run dir's newest checkpoint"
-            )
-        return str(explicit)
-    if mode != "auto":
+        return explicit
+    if cfg.get("resume") != "auto":
         return None
     ranked, refused = _scan(run_dir / "checkpoints")
     if not ranked and refused:
