@@ -21,11 +21,10 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from trainwell.errors import TrainwellError
 from trainwell.io.announce import announce
 from trainwell.io.results import write_results
+from trainwell.training.cv.collect import UNTESTED
 from trainwell.training.cv.data_hook import refuse_leaks, require_hook, samples
 from trainwell.training.cv.folds import Folds, assign_folds, write_folds
 from trainwell.training.cv.oof import assemble, cv_metrics, write_fold_predictions
-
-UNTESTED = "skipped: a cross-validation run leaves the test split untouched"
 
 
 def _writes_files() -> bool:
