@@ -7,6 +7,7 @@ from pathlib import Path
 import numpy as np
 
 from tests.helpers.config import QUIET_RUN
+from tests.helpers.killer import KillAt
 from trainwell.data.digits import DigitsDataModule
 
 # 4 folds over digits' 1437 train+val samples (folds of 360, 359, 359, 359: unequal sizes, so a
@@ -53,3 +54,13 @@ class TrainValDigits(DigitsDataModule):
             seen = images[np.concatenate(self.cv_fold)]
             self.mean, self.std = float(seen.mean()), float(seen.std())
         super().setup(stage)
+
+
+class KillInFold(KillAt):
+    """KillAt in one fold only: `where` is `${paths.output_dir}`, which resolves to each fold's
+    run dir when the fold's callbacks are built; in every other fold it never fires."""
+
+    def __init__(self, fold: int, where: str, batch: int, phase: str = "batch_end") -> None:
+        super().__init__(batch=batch, phase=phase)
+        if Path(where).name != f"fold_{fold}":
+            self.batch = 10**9

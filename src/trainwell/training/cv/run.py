@@ -60,6 +60,8 @@ def _chosen_folds(cfg: DictConfig, k: int) -> list[int]:
     only = OmegaConf.select(cfg, "cv.fold")
     if only is None:
         return list(range(k))
+    if isinstance(only, str) and only.isdigit():
+        only = int(only)  # cv.fold='${oc.env:SLURM_ARRAY_TASK_ID}' resolves to a string
     if isinstance(only, bool) or not isinstance(only, int) or not 0 <= only < k:
         raise TrainwellError(f"cv.fold={only}: choose a fold from 0 to {k - 1} (cv.folds={k})")
     return [only]
