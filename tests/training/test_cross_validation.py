@@ -168,3 +168,12 @@ def test_resume_reruns_no_finished_fold_and_continues_the_interrupted_one_exactl
 def test_default_run_has_no_cross_validation() -> None:
     cfg = compose_config([])
     assert cfg.cv.folds is None and cfg.cv.fold is None
+
+
+def test_eval_refuses_a_folds_checkpoint_in_one_line(cv_run: Path) -> None:
+    from trainwell.training.evaluate import evaluate
+
+    ckpt = cv_run / "fold_1" / "checkpoints" / "best.ckpt"
+    cfg = compose_config([f"ckpt_path={ckpt}"], cv_run / "eval", config_name="eval")
+    with pytest.raises(TrainwellError, match="is a cross-validation fold's checkpoint"):
+        evaluate(cfg)

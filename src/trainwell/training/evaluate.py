@@ -38,6 +38,14 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
         raise TrainwellError(
             f"checkpoint not found: {ckpt}; pass ckpt_path=<path to an existing .ckpt>"
         )
+    fold_dir = Path(ckpt).resolve().parent.parent
+    if (fold_dir.parent / "folds.json").is_file() and fold_dir.name.startswith("fold_"):
+        # A fold trained on part of train+val with statistics fitted there: tested on the
+        # default split its inputs would be normalised with the wrong statistics, silently.
+        raise TrainwellError(
+            f"{ckpt} is a cross-validation fold's checkpoint; eval.py tests plain runs: train "
+            "the chosen config without cv.folds and evaluate that run's best.ckpt"
+        )
     run_dir = Path(cfg.paths.output_dir)
     print(f"run dir: {run_dir}", flush=True)
     L.seed_everything(cfg.seed, workers=True)
