@@ -95,12 +95,13 @@ def cross_validate(cfg: DictConfig, doctor_report: str | None = None) -> dict[st
     results: dict[str, Any] = {"test": UNTESTED, "best_ckpt": best, "started_at": started_at}
     if doctor_report:
         results["doctor_report"] = doctor_report
+    if not _writes_files():
+        return results  # ranks > 0: rank 0 writes the files and the figures
     if len(chosen) == folds.k:
         cv = assemble(run_dir, {f: fold_dir(run_dir, f) for f in chosen}, folds)
         results |= {"cv": cv, "metrics": cv_metrics(cv)}
     else:  # one fold of a split run: scripts/cv_assemble.py joins the folds' run dirs
         results |= {"cv": {"folds": folds.k, "fold": chosen[0]}, "metrics": {}}
-    if _writes_files():
-        write_results(run_dir / "results.json", results)
+    write_results(run_dir / "results.json", results)
     announce(f"run dir: {run_dir}")
     return results
