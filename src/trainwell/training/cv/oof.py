@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 from pathlib import Path
 from typing import Any
 
@@ -23,15 +22,14 @@ from omegaconf import DictConfig
 
 from trainwell.errors import TrainwellError
 from trainwell.io.checkpoint_read import load_checkpoint_file
+from trainwell.io.results import write_text
 from trainwell.training.cv.folds import Folds
 
 OOF_FILE = "oof_predictions.csv"
 
 
 def _write_lines(path: Path, lines: list[str]) -> None:
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    tmp.write_text("\n".join(lines) + "\n")
-    os.replace(tmp, path)  # a reader never sees half a file, a kill leaves the old one
+    write_text(path, "\n".join(lines) + "\n")
 
 
 def _fold_logits(
