@@ -99,6 +99,8 @@ EXCLUDED = {
         "five default runs; the fold jobs and their joining are tested in tests/training"
     ),
     "python scripts/cv_assemble.py logs/train/multiruns/<id>": "joins the fold jobs above",
+    "python scripts/train.py -m hparams_search=digits_optuna cv.folds=5 "
+    "optimized_metric=cv/acc_mean hydra.sweeper.direction=maximize": "100 runs (20 trials x 5 folds)",
     "make serve": SERVER,
     "python scripts/serve.py artifact=logs/train/runs/<run>/export port=8000": SERVER,
     "curl -s localhost:8000/predict -d '{\"inputs\": [[[0,0,5,13,9,1,0,0], ...8 rows...]]}'": (
