@@ -68,6 +68,10 @@ CV_OOF_T = (
 CV_RESUME_T = (
     f"{CV_T}::test_resume_reruns_no_finished_fold_and_continues_the_interrupted_one_exactly"
 )
+PRUNE_T = "tests/training/test_pruning.py"
+PRUNE_STEP_T = f"{PRUNE_T}::test_a_trial_worse_than_the_median_at_a_step_is_pruned_there"
+PRUNE_CV_T = f"{PRUNE_T}::test_a_cv_trial_is_pruned_after_the_fold_that_makes_it_hopeless"
+PRUNE_SWEEP_T = f"{PRUNE_T}::test_the_sweeper_replays_the_reports_and_records_the_trial_as_pruned"
 MUSEUM_T = "tests/doctor/test_museum.py::test_planted_bug_is_caught"
 WEIGHTED_T = "tests/loading/test_weighted_sampler.py"
 BALANCE_T = "tests/tasks/test_class_balance.py"
@@ -1145,7 +1149,7 @@ MUTANTS: list[Mutant] = [
         ),
         "third-party noise the template knows to be expected is not printed",
     ),
-    # Cross-validation (cv.folds=K): folds, leak refusal, out-of-fold outputs, resume.
+    # Cross-validation (cv.folds=K): folds, leak refusal, out-of-fold outputs, resume; pruning.
     Mutant(
         "cv: folds shuffled but not stratified by label",
         CV,
@@ -1201,5 +1205,29 @@ MUTANTS: list[Mutant] = [
         "        out.test = False\n        out.resume = None\n",
         (CV_RESUME_T,),
         "resume=auto reruns no finished fold and continues the interrupted one exactly",
+    ),
+    Mutant(
+        "pruning: the pruner is never asked",
+        "src/trainwell/callbacks/pruning.py",
+        "        pruned = math.isnan(value) or bool(pruner.prune(study, mine))",
+        "        pruned = math.isnan(value)",
+        (PRUNE_STEP_T, PRUNE_CV_T),
+        "a trial (per validation, or per fold under cv.folds) stops when the pruner says so",
+    ),
+    Mutant(
+        "pruning: the sweeper records a pruned trial as failed",
+        SEARCH,
+        "        self._record(study, trial, state=TrialState.PRUNED)",
+        "        self._record(study, trial, state=TrialState.FAIL)",
+        (PRUNE_SWEEP_T,),
+        "pruned trials are recorded as pruned",
+    ),
+    Mutant(
+        "pruning: the sweeper drops the values a trial reported",
+        SEARCH,
+        "            trial.report(value, step)\n",
+        "            pass\n",
+        (PRUNE_SWEEP_T,),
+        "later trials are pruned against the values earlier trials reported",
     ),
 ]

@@ -18,6 +18,7 @@ from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from trainwell.callbacks.last_checkpoint import LastCheckpoint
+from trainwell.callbacks.pruning import OptunaPruning, trial_pruning
 from trainwell.callbacks.training_state import ExactResume
 from trainwell.io.announce import announce
 from trainwell.io.checkpoint_read import load_checkpoint_file
@@ -136,6 +137,9 @@ def train(
         check_architecture(load_checkpoint_file(ckpt_path)["state_dict"], module, ckpt_path)
     loggers = build_loggers(cfg)
     callbacks = template_callbacks(cfg, run_dir, plan, has_logger=bool(loggers))
+    pruning = trial_pruning(cfg, run_dir)
+    if pruning is not None and fold is None:  # a search trial (a CV trial reports per fold)
+        callbacks.append(OptunaPruning(pruning))
     trainer = build_trainer(cfg, callbacks=callbacks, logger=loggers or False)
     _record_config(cfg, trainer, loggers)
 

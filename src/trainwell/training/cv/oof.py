@@ -85,6 +85,24 @@ def _read_rows(path: Path) -> tuple[str, list[list[str]]]:
     return header, [r.split(",") for r in rows]
 
 
+def fold_figures(
+    fold_dir: Path, fold: int, folds: Folds
+) -> tuple[str, list[list[str]], dict[str, Any]]:
+    """(header, rows, figures) of a finished fold: its OOF rows and per-fold figures (samples,
+    accuracy of its best checkpoint, its logged val/ metrics)."""
+    path = fold_dir / OOF_FILE
+    if not path.is_file():
+        raise TrainwellError(f"cv: {path} not found: fold {fold} has not finished")
+    header, rows = _read_rows(path)
+    if [int(r[0]) for r in rows] != list(folds.val[fold]):
+        raise TrainwellError(f"cv: {path} does not hold fold {fold} of folds.json")
+    results = json.loads((fold_dir / "results.json").read_text())
+    logged = {k: v for k, v in sorted(results["metrics"].items()) if k.startswith("val/")}
+    correct = sum(r[2] == r[-1] for r in rows)
+    figures = {"fold": fold, "samples": len(rows), "acc": correct / len(rows), **logged}
+    return header, rows, figures
+
+
 def _mean_std(values: list[float]) -> tuple[float, float]:
     mean = sum(values) / len(values)
     # The sample std (ddof=1): the spread a new fold's score would show.
@@ -101,16 +119,8 @@ def assemble(out_dir: Path, fold_dirs: dict[int, Path], folds: Folds) -> dict[st
         raise TrainwellError(f"cv: fold(s) {missing} of {folds.k} have no finished run to assemble")
     header, all_rows, per_fold = "", [], []
     for fold in range(folds.k):
-        path = fold_dirs[fold] / OOF_FILE
-        if not path.is_file():
-            raise TrainwellError(f"cv: {path} not found: fold {fold} has not finished")
-        header, rows = _read_rows(path)
-        if [int(r[0]) for r in rows] != list(folds.val[fold]):
-            raise TrainwellError(f"cv: {path} does not hold fold {fold} of folds.json")
-        results = json.loads((fold_dirs[fold] / "results.json").read_text())
-        logged = {k: v for k, v in sorted(results["metrics"].items()) if k.startswith("val/")}
-        correct = sum(r[2] == r[-1] for r in rows)
-        per_fold.append({"fold": fold, "samples": len(rows), "acc": correct / len(rows), **logged})
+        header, rows, figures = fold_figures(fold_dirs[fold], fold, folds)
+        per_fold.append(figures)
         all_rows += rows
     all_rows.sort(key=lambda r: int(r[0]))
     _write_lines(out_dir / OOF_FILE, [header, *(",".join(r) for r in all_rows)])

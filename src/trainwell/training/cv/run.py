@@ -18,13 +18,19 @@ from typing import Any
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf, open_dict
 
+from trainwell.callbacks.pruning import trial_pruning
 from trainwell.errors import TrainwellError
 from trainwell.io.announce import announce
 from trainwell.io.results import write_results
 from trainwell.training.cv.collect import UNTESTED
 from trainwell.training.cv.data_hook import refuse_leaks, require_hook, samples
 from trainwell.training.cv.folds import Folds, assign_folds, write_folds
-from trainwell.training.cv.oof import assemble, cv_metrics, write_fold_predictions
+from trainwell.training.cv.oof import (
+    assemble,
+    cv_metrics,
+    fold_figures,
+    write_fold_predictions,
+)
 
 
 def _writes_files() -> bool:
@@ -67,6 +73,16 @@ def _chosen_folds(cfg: DictConfig, k: int) -> list[int]:
     return [only]
 
 
+def _per_fold_name(metric: str) -> str:
+    """cv/<name>_mean -> <name>: the per-fold figure whose running mean a pruner sees."""
+    if not (metric.startswith("cv/") and metric.endswith("_mean")):
+        raise TrainwellError(
+            f"optimized_metric={metric}: a pruned search over folds optimizes a CV mean, "
+            "cv/<metric>_mean (e.g. cv/acc_mean)"
+        )
+    return metric[len("cv/") : -len("_mean")]
+
+
 def cross_validate(cfg: DictConfig, doctor_report: str | None = None) -> dict[str, Any]:
     from trainwell.training.run import train  # each fold is one plain run
 
@@ -80,6 +96,9 @@ def cross_validate(cfg: DictConfig, doctor_report: str | None = None) -> dict[st
         run_dir.mkdir(parents=True, exist_ok=True)
         write_folds(run_dir, folds)
     best = {}
+    pruning, so_far = trial_pruning(cfg, run_dir), []
+    if pruning is not None:
+        _per_fold_name(pruning.metric)  # refused before any fold trains
     for fold in chosen:
         announce(f"cv: fold {fold} of {folds.k} ({len(folds.val[fold])} validation samples)")
         fold_cfg = fold_config(cfg, run_dir, fold)
@@ -92,6 +111,10 @@ def cross_validate(cfg: DictConfig, doctor_report: str | None = None) -> dict[st
                     "samples with (fast_dev_run, or callbacks.model_checkpoint=null)"
                 )
             write_fold_predictions(fold_cfg, folds, fold, done["best_ckpt"])
+        if pruning is not None:  # a search trial: the pruner sees the CV mean so far
+            figures = fold_figures(fold_dir(run_dir, fold), fold, folds)[2]
+            so_far.append(float(figures[_per_fold_name(pruning.metric)]))
+            pruning.report(len(so_far) - 1, sum(so_far) / len(so_far))
     results: dict[str, Any] = {"test": UNTESTED, "best_ckpt": best, "started_at": started_at}
     if doctor_report:
         results["doctor_report"] = doctor_report
