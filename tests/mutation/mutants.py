@@ -71,6 +71,9 @@ CV_RESUME_T = (
 PRUNE_T = "tests/training/test_pruning.py"
 PRUNE_STEP_T = f"{PRUNE_T}::test_a_trial_worse_than_the_median_at_a_step_is_pruned_there"
 PRUNE_CV_T = f"{PRUNE_T}::test_a_cv_trial_is_pruned_after_the_fold_that_makes_it_hopeless"
+PRUNE_EPOCH_T = (
+    f"{PRUNE_T}::test_a_single_split_trial_is_pruned_after_the_validation_that_makes_it_hopeless"
+)
 PRUNE_SWEEP_T = f"{PRUNE_T}::test_the_sweeper_replays_the_reports_and_records_the_trial_as_pruned"
 MUSEUM_T = "tests/doctor/test_museum.py::test_planted_bug_is_caught"
 WEIGHTED_T = "tests/loading/test_weighted_sampler.py"
@@ -1229,5 +1232,13 @@ MUTANTS: list[Mutant] = [
         "            pass\n",
         (PRUNE_SWEEP_T,),
         "later trials are pruned against the values earlier trials reported",
+    ),
+    Mutant(
+        "pruning: the per-validation report is not installed in a search trial",
+        "src/trainwell/training/run.py",
+        "        callbacks.append(OptunaPruning(pruning))",
+        "        pass",
+        (PRUNE_EPOCH_T,),
+        "a single-split trial reports after every validation and stops when hopeless",
     ),
 ]

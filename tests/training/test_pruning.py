@@ -13,7 +13,7 @@ from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
 from hydra_plugins.trainwell_optuna_sweeper._search import OptunaSearch
-from tests.helpers.config import compose_config
+from tests.helpers.config import QUIET_RUN, compose_config
 from tests.helpers.cv import CV_RUN
 from trainwell.callbacks.pruning import PRUNER_ATTR, PRUNING_FILE, TrialPruned, TrialPruning
 from trainwell.training.run import train
@@ -72,3 +72,17 @@ def test_the_sweeper_replays_the_reports_and_records_the_trial_as_pruned(tmp_pat
     assert search._replay(study, trial, tmp_path)
     frozen = optuna.load_study(study_name="s", storage=storage).trials[1]
     assert frozen.state == TrialState.PRUNED and frozen.intermediate_values == {0: 3.0}
+
+
+def test_a_single_split_trial_is_pruned_after_the_validation_that_makes_it_hopeless(
+    tmp_path: Path,
+) -> None:
+    _, storage, _ = _study(tmp_path, "minimize", {0: 0.0, 1: 0.0})
+    run_dir = tmp_path / "trial"
+    pruning = ["++pruning.study=s", f"++pruning.storage='{storage}'", "++pruning.trial=1"]
+    quick = ["trainer.max_epochs=2", "trainer.limit_train_batches=2", "logger=[]"]
+    cfg = compose_config([*QUIET_RUN, *quick, *pruning, "optimized_metric=val/loss"], run_dir)
+    with pytest.raises(TrialPruned, match="trial 1 pruned at step 0: val/loss="):
+        train(cfg)
+    assert json.loads((run_dir / PRUNING_FILE).read_text())["pruned_at"] == 0
+    assert not (run_dir / "results.json").exists()  # stopped before its second epoch
