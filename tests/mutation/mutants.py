@@ -1166,7 +1166,7 @@ MUTANTS: list[Mutant] = [
         CV,
         "for j, v in enumerate(self.val) if j != fold]",
         "for j, v in enumerate(self.val)]",
-        (CV_FOLDS_T, CV_STATS_T),
+        (CV_FOLDS_T,),
         "a fold never trains on the samples it is validated on",
     ),
     Mutant(
@@ -1224,14 +1224,6 @@ MUTANTS: list[Mutant] = [
         "        self._record(study, trial, state=TrialState.FAIL)",
         (PRUNE_SWEEP_T,),
         "pruned trials are recorded as pruned",
-    ),
-    Mutant(
-        "pruning: the sweeper drops the values a trial reported",
-        SEARCH,
-        "            trial.report(value, step)\n",
-        "            pass\n",
-        (PRUNE_SWEEP_T,),
-        "later trials are pruned against the values earlier trials reported",
     ),
     Mutant(
         "pruning: the per-validation report is not installed in a search trial",
