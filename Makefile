@@ -45,7 +45,7 @@ doctor: $(STAMP)
 	$(PY) scripts/doctor.py $(ARGS)
 
 # Every benchmark with its small defaults; each prints its figures as its last line (docs/benchmarks.md).
-BENCHMARKS := overhead guard_overhead startup memory data_pipeline gpu_throughput resume_position host_cost
+BENCHMARKS := overhead guard_overhead startup memory data_pipeline gpu_throughput resume_position host_cost cv_overhead
 bench: $(STAMP)
 	@for b in $(BENCHMARKS); do echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py || exit 1; done
 

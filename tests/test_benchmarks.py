@@ -314,3 +314,11 @@ def test_serving_shutdown_leaves_no_process_behind_serve() -> None:
     out = run_benchmark("serving_shutdown.py")
     assert int(out["serve_exit_code"]) == 0 and int(out["serve_left"]) == 0
     assert int(out["stock_children"]) > 0  # the stock side was measured, whatever it did
+
+
+@pytest.mark.slow
+def test_cv_overhead_runs_both_sides() -> None:
+    out = run_benchmark("cv_overhead.py", "--folds", "2", "--reps", "1")
+    assert out["folds"] == "2"
+    assert float(out["cv_s"]) > 0 and float(out["runs_s"]) > 0
+    assert float(out["probe_s"]) > 0 and float(out["oof_per_fold_s"]) > 0

@@ -89,6 +89,18 @@ EXCLUDED = {
     "python scripts/train.py -m launcher=slurm trainer=ddp seed=1,2,3": "a SLURM cluster",
     "torchrun --nproc-per-node=4 scripts/train.py trainer=ddp trainer.devices=4 "
     "hydra.run.dir=<dir> resume=auto": "four GPUs",
+    "python scripts/train.py cv.folds=5": (
+        "five default runs, minutes; tests/training/test_cross_validation*.py run 4 short folds"
+    ),
+    "python scripts/train.py cv.folds=5 resume=auto run_id=cv1": (
+        "resumes a CV run; kills and resume=auto are tested in tests/training"
+    ),
+    "python scripts/train.py -m cv.folds=5 cv.fold=0,1,2,3,4": (
+        "five default runs; the fold jobs and their joining are tested in tests/training"
+    ),
+    "python scripts/cv_assemble.py logs/train/multiruns/<id>": "joins the fold jobs above",
+    "python scripts/train.py -m hparams_search=digits_optuna cv.folds=5 "
+    "optimized_metric=cv/acc_mean hydra.sweeper.direction=maximize": "100 runs (20 trials x 5 folds)",
     "make serve": SERVER,
     "python scripts/serve.py artifact=logs/train/runs/<run>/export port=8000": SERVER,
     "curl -s localhost:8000/predict -d '{\"inputs\": [[[0,0,5,13,9,1,0,0], ...8 rows...]]}'": (

@@ -57,6 +57,24 @@ SEARCH = "src/hydra_plugins/trainwell_optuna_sweeper/_search.py"
 SWEEP_T = (
     "tests/training/test_search.py::test_a_maximized_sweep_of_another_metric_picks_the_largest"
 )
+CV = "src/trainwell/training/cv/folds.py"
+CV_T = "tests/training/test_cross_validation.py"
+CV_FOLDS_T = f"{CV_T}::test_five_folds_hold_every_train_val_index_once_stratified_and_seeded"
+CV_STATS_T = f"{CV_T}::test_each_folds_checkpoints_carry_statistics_of_its_training_part_only"
+CV_LEAK_T = f"{CV_T}::test_statistics_fitted_beyond_the_folds_training_part_are_refused"
+CV_OOF_T = (
+    f"{CV_T}::test_oof_accuracy_is_the_size_weighted_mean_and_each_fold_matches_its_validation"
+)
+CV_RESUME_T = (
+    f"{CV_T}::test_resume_reruns_no_finished_fold_and_continues_the_interrupted_one_exactly"
+)
+PRUNE_T = "tests/training/test_pruning.py"
+PRUNE_STEP_T = f"{PRUNE_T}::test_a_trial_worse_than_the_median_at_a_step_is_pruned_there"
+PRUNE_CV_T = f"{PRUNE_T}::test_a_cv_trial_is_pruned_after_the_fold_that_makes_it_hopeless"
+PRUNE_EPOCH_T = (
+    f"{PRUNE_T}::test_a_single_split_trial_is_pruned_after_the_validation_that_makes_it_hopeless"
+)
+PRUNE_SWEEP_T = f"{PRUNE_T}::test_the_sweeper_replays_the_reports_and_records_the_trial_as_pruned"
 MUSEUM_T = "tests/doctor/test_museum.py::test_planted_bug_is_caught"
 WEIGHTED_T = "tests/loading/test_weighted_sampler.py"
 BALANCE_T = "tests/tasks/test_class_balance.py"
@@ -1142,5 +1160,86 @@ MUTANTS: list[Mutant] = [
         "from trainwell.errors import TrainwellError, first_line\n",
         ("tests/test_startup.py::test_a_mistake_is_one_line_before_torch_lightning_torchvision",),
         "a mistyped key, value or checkpoint path is answered before torch is imported (< 1 s)",
+    ),
+    # Cross-validation (cv.folds=K): folds, leak refusal, out-of-fold outputs, resume; pruning.
+    Mutant(
+        "cv: folds shuffled but not stratified by label",
+        CV,
+        "        splitter = StratifiedKFold(n_splits=k, shuffle=True, random_state=seed)",
+        "        splitter = KFold(n_splits=k, shuffle=True, random_state=seed)",
+        (CV_FOLDS_T,),
+        "each fold's class counts are within one sample of the whole's proportions",
+    ),
+    Mutant(
+        "cv: a fold trains on its own validation samples",
+        CV,
+        "for j, v in enumerate(self.val) if j != fold]",
+        "for j, v in enumerate(self.val)]",
+        (CV_FOLDS_T,),
+        "a fold never trains on the samples it is validated on",
+    ),
+    Mutant(
+        "cv: digits fits mean/std on the fold's train+val samples",
+        "src/trainwell/data/digits.py",
+        "            self.mean = float(images[train].mean())",
+        "            self.mean = float(images[np.concatenate([train, val])].mean())",
+        (CV_STATS_T,),
+        "a fold's statistics come from its training part only and travel in its checkpoints",
+    ),
+    Mutant(
+        "cv: the leak probe is skipped",
+        "src/trainwell/training/cv/data_hook.py",
+        "    if not state:\n",
+        "    if state is not None:\n",
+        (CV_LEAK_T,),
+        "a datamodule fitting statistics beyond the fold's training part is refused",
+    ),
+    Mutant(
+        "cv: the out-of-fold accuracy is a mean of per-fold means",
+        "src/trainwell/training/cv/oof.py",
+        "    oof_acc = sum(r[2] == r[-1] for r in all_rows) / len(all_rows)",
+        '    oof_acc = sum(f["acc"] for f in per_fold) / len(per_fold)',
+        (CV_OOF_T,),
+        "the OOF figure is over all samples (the size-weighted mean of the folds)",
+    ),
+    Mutant(
+        "cv: out-of-fold predictions with dropout active",
+        "src/trainwell/training/cv/oof.py",
+        "    module.eval()\n",
+        "",
+        (CV_OOF_T,),
+        "the OOF rows are the best checkpoint's validation in eval mode, sample for sample",
+    ),
+    Mutant(
+        "cv: every fold starts fresh on resume",
+        "src/trainwell/training/cv/run.py",
+        "        out.test = False\n",
+        "        out.test = False\n        out.resume = None\n",
+        (CV_RESUME_T,),
+        "resume=auto reruns no finished fold and continues the interrupted one exactly",
+    ),
+    Mutant(
+        "pruning: the pruner is never asked",
+        "src/trainwell/callbacks/pruning.py",
+        "        pruned = math.isnan(value) or bool(pruner.prune(study, mine))",
+        "        pruned = math.isnan(value)",
+        (PRUNE_STEP_T, PRUNE_CV_T),
+        "a trial (per validation, or per fold under cv.folds) stops when the pruner says so",
+    ),
+    Mutant(
+        "pruning: the sweeper records a pruned trial as failed",
+        SEARCH,
+        "        self._record(study, trial, state=TrialState.PRUNED)",
+        "        self._record(study, trial, state=TrialState.FAIL)",
+        (PRUNE_SWEEP_T,),
+        "pruned trials are recorded as pruned",
+    ),
+    Mutant(
+        "pruning: the per-validation report is not installed in a search trial",
+        "src/trainwell/training/run.py",
+        "        callbacks.append(OptunaPruning(pruning))",
+        "        pass",
+        (PRUNE_EPOCH_T,),
+        "a single-split trial reports after every validation and stops when hopeless",
     ),
 ]

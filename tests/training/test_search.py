@@ -348,3 +348,30 @@ def test_a_second_sweep_on_a_running_study_is_refused(tmp_path: Path) -> None:
     assert proc.returncode == 1
     assert f"another sweep (pid 4242) is running in {sweep_dir}; wait for it" in proc.stderr
     assert not (sweep_dir / "optuna.db").exists() and not (sweep_dir / "0").exists()
+
+
+@pytest.mark.slow
+def test_pruned_trials_are_recorded_as_pruned_and_not_rerun(tmp_path: Path) -> None:
+    # lr 0.03 first (seeded brute force), then two that barely move: the median pruner stops
+    # them after a validation, and the relaunched search finds every trial done.
+    sweep_dir = tmp_path / "sweep"
+    search = [
+        *BRUTE_FORCE,
+        "hydra.sweeper.n_trials=3",
+        "trainer.max_epochs=3",
+        "model.optimizer.lr=choice(0.03,0.00001,0.00002)",
+        "+hydra.sweeper.pruner={_target_:optuna.pruners.MedianPruner,n_startup_trials:1}",
+    ]
+    proc = _sweep(sweep_dir, *search)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    trials = _study(sweep_dir).trials
+    assert [t.state for t in trials] == [TrialState.COMPLETE, TrialState.PRUNED, TrialState.PRUNED]
+    for t in trials[1:]:
+        pruned_at = json.loads((sweep_dir / str(t.number) / "pruning.json").read_text())
+        assert t.last_step == pruned_at["pruned_at"] < 2  # stopped before its last epoch
+        assert not (sweep_dir / str(t.number) / "results.json").exists()
+    assert "3 trials (1 complete, 0 failed, 2 pruned)" in proc.stdout
+    again = _sweep(sweep_dir, *search)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "3 of 3 trials done" in again.stdout and "pruned at step" not in again.stdout
+    assert len(_study(sweep_dir).trials) == 3

@@ -9,6 +9,7 @@ running when the sweep died are marked failed (and listed in the study's user at
 from __future__ import annotations
 
 import fcntl
+import json
 import logging
 import math
 import os
@@ -23,6 +24,8 @@ from hydra.types import HydraContext, TaskFunction
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 from optuna.trial import FrozenTrial, Trial, TrialState
+
+from trainwell.callbacks.pruning import PRUNER_ATTR, PRUNING_FILE
 
 from . import _space
 from ._failures import ReportFailures, TrialFailed, failure_line
@@ -48,6 +51,7 @@ class OptunaSearch:
         n_trials: int,
         n_jobs: int,
         params: Any,
+        pruner: Any = None,
     ) -> None:
         if n_trials < 1 or n_jobs < 1:
             raise HydraException(f"n_trials and n_jobs must be >= 1 (got {n_trials}, {n_jobs})")
@@ -58,6 +62,12 @@ class OptunaSearch:
         self.n_trials = int(n_trials)
         self.n_jobs = int(n_jobs)
         self.params = {} if params is None else dict(params)
+        self.pruner = pruner
+        if pruner is not None and storage is None:
+            raise HydraException(
+                "hydra.sweeper.pruner needs hydra.sweeper.storage (e.g. sqlite:///<sweep dir>/"
+                "optuna.db): each trial reads the study to decide"
+            )
 
     def setup(
         self, hydra_context: HydraContext, task_function: TaskFunction, config: DictConfig
@@ -91,6 +101,10 @@ class OptunaSearch:
             direction=self.direction,
             load_if_exists=True,
         )
+        if self.pruner is not None:  # what each trial instantiates to decide (callbacks/pruning.py)
+            node = self.pruner
+            pruner = OmegaConf.to_container(node) if OmegaConf.is_config(node) else dict(node)
+            study.set_user_attr(PRUNER_ATTR, pruner)
         interrupted = self._fail_interrupted(study)
         done = self._finished(study)
         where = f"study '{study.study_name}' in {self.storage or 'memory'}"
@@ -123,6 +137,11 @@ class OptunaSearch:
             ]
             for trial, job in zip(trials, overrides, strict=True):
                 trial.set_user_attr("overrides", list(job))
+            if self.pruner is not None:
+                overrides = [
+                    (*job, *self._pruning(study, t))
+                    for job, t in zip(overrides, trials, strict=True)
+                ]
             # The job number is the trial number: trial N runs in <sweep dir>/N, on every launch.
             try:
                 returns = self.launcher.launch(overrides, initial_job_idx=numbers[0])
@@ -170,10 +189,20 @@ class OptunaSearch:
             if t.state.is_finished() and t.number not in interrupted
         ]
 
+    def _pruning(self, study: optuna.Study, trial: Trial) -> tuple[str, ...]:
+        """What a trial needs to ask the pruner: its study, storage and number."""
+        return (
+            f"++pruning.study={study.study_name}",
+            f"++pruning.storage='{self.storage}'",
+            f"++pruning.trial={trial.number}",
+        )
+
     def _tell(self, study: optuna.Study, trial: Trial, ret: JobReturn) -> None:
         run_dir = _output_dir(ret)
         if run_dir:
             trial.set_user_attr("run_dir", run_dir)
+        if self.pruner is not None and run_dir and self._replay(study, trial, Path(run_dir)):
+            return
         try:
             value = ret.return_value
         except Exception as err:  # a launcher that hands back the job's exception itself
@@ -199,6 +228,22 @@ class OptunaSearch:
             flush=True,
         )
 
+    def _replay(self, study: optuna.Study, trial: Trial, run_dir: Path) -> bool:
+        """Report the values the trial reported into the study (what later trials are pruned
+        against); True when the trial was pruned (then recorded as such)."""
+        path = run_dir / PRUNING_FILE
+        if not path.is_file():
+            return False
+        reported = json.loads(path.read_text())
+        for step, value in sorted((int(s), v) for s, v in reported["values"].items()):
+            trial.report(value, step)
+        step = reported.get("pruned_at")
+        if step is None:
+            return False
+        self._record(study, trial, state=TrialState.PRUNED)
+        print(f"trial {trial.number} pruned at step {step}", flush=True)
+        return True
+
     def _record(self, study: optuna.Study, trial: Trial, **outcome: Any) -> None:
         try:
             study.tell(trial, **outcome)
@@ -218,11 +263,12 @@ class OptunaSearch:
     def _summary(self, study: optuna.Study, where: str) -> None:
         finished = self._finished(study)
         complete = [t for t in finished if t.state == TrialState.COMPLETE]
-        failed = len(finished) - len(complete)
-        print(
-            f"{where}: {len(finished)} trials ({len(complete)} complete, {failed} failed)",
-            flush=True,
+        pruned = sum(t.state == TrialState.PRUNED for t in finished)
+        failed = len(finished) - len(complete) - pruned
+        counts = f"{len(complete)} complete, {failed} failed" + (
+            f", {pruned} pruned" if pruned else ""
         )
+        print(f"{where}: {len(finished)} trials ({counts})", flush=True)
         if not complete:
             first = next((t.user_attrs[_FAILURE] for t in finished if _FAILURE in t.user_attrs), "")
             raise SweepFailed(
@@ -247,7 +293,7 @@ class OptunaSearch:
                     "best_value": best.value,
                     "best_params": dict(best.params),
                     "best_run_dir": best.user_attrs.get("run_dir"),
-                    "trials": {"complete": len(complete), "failed": failed},
+                    "trials": {"complete": len(complete), "failed": failed, "pruned": pruned},
                 }
             ),
             self.sweep_dir / "optimization_results.yaml",

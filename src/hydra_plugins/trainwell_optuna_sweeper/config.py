@@ -28,6 +28,10 @@ class TrainwellOptunaSweeperConf:
     # `key: <Hydra sweep>`: choice(...), range(...), interval(...), tag(log, interval(...)); a
     # plain value is passed to every trial as is.
     params: Any = None
+    # An Optuna pruner (e.g. {_target_: optuna.pruners.MedianPruner}): each trial reports its
+    # optimized metric after every validation (per fold under cv.folds) and stops when the pruner
+    # finds it hopeless; recorded as pruned, never rerun. Needs `storage`.
+    pruner: Any = None
 
 
 ConfigStore.instance().store(

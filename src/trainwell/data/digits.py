@@ -40,21 +40,21 @@ class DigitsDataModule(ClassificationDataModule):
         self.rare_fraction = rare_fraction
         self.mean: float | None = None
         self.std: float | None = None
+        # Cross-validation (set_cv_fold): the fold's (train, val) indices replace the val split.
+        self.cv_fold: tuple[np.ndarray, np.ndarray] | None = None
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
             return
-        images, labels = load_digits(return_X_y=True)
-        images = images.astype(np.float32).reshape(-1, 1, 8, 8)
-        labels = labels.astype(np.int64)
-        index = np.arange(len(labels))
-        rest, test = train_test_split(
-            index, test_size=self.test_fraction, stratify=labels, random_state=self.seed
-        )
-        val_share = self.val_fraction / (1.0 - self.test_fraction)
-        train, val = train_test_split(
-            rest, test_size=val_share, stratify=labels[rest], random_state=self.seed
-        )
+        images, labels = self._load()
+        rest, test = self._split_test(labels)
+        if self.cv_fold is not None:
+            train, val = self.cv_fold
+        else:
+            val_share = self.val_fraction / (1.0 - self.test_fraction)
+            train, val = train_test_split(
+                rest, test_size=val_share, stratify=labels[rest], random_state=self.seed
+            )
         train = self._cut_rare(train, labels)
         if self.mean is None or self.std is None:
             # Fitted on the train split only; a checkpoint's values (load_state_dict) win.
@@ -67,6 +67,33 @@ class DigitsDataModule(ClassificationDataModule):
 
         self.train_set, self.val_set, self.test_set = split(train), split(val), split(test)
         self.split_indices = {"train": train, "val": val, "test": test}
+
+    @staticmethod
+    def _load() -> tuple[np.ndarray, np.ndarray]:
+        images, labels = load_digits(return_X_y=True)
+        return images.astype(np.float32).reshape(-1, 1, 8, 8), labels.astype(np.int64)
+
+    def _split_test(self, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(train+val, test) indices: the test split is the same with or without CV."""
+        return train_test_split(
+            np.arange(len(labels)),
+            test_size=self.test_fraction,
+            stratify=labels,
+            random_state=self.seed,
+        )
+
+    def cv_samples(self) -> tuple[np.ndarray, np.ndarray]:
+        """Cross-validation hook: the train+val samples (indices into load_digits) and labels."""
+        _, labels = self._load()
+        rest = np.sort(self._split_test(labels)[0])
+        return rest, labels[rest]
+
+    def set_cv_fold(self, train: np.ndarray, val: np.ndarray) -> None:
+        """Cross-validation hook: train on `train`, validate on `val`; mean and std are then
+        fitted on `train` only (setup), so no fold's statistics see its validation samples."""
+        self.cv_fold = (np.asarray(train, dtype=np.int64), np.asarray(val, dtype=np.int64))
+        self.train_set = self.val_set = self.test_set = None
+        self.mean = self.std = None
 
     def _cut_rare(self, train: np.ndarray, labels: np.ndarray) -> np.ndarray:
         if not self.rare_classes:

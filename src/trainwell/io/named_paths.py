@@ -45,13 +45,26 @@ def required_checkpoint(cfg: Any, command: str) -> str:
     return str(ckpt)
 
 
+def refuse_fold_checkpoint(ckpt: str, command: str) -> None:
+    """A cross-validation fold trained on part of train+val, with statistics fitted on that part:
+    tested or shipped as if it were a plain run, its inputs would be normalised with the wrong
+    statistics, silently."""
+    fold_dir = Path(ckpt).resolve().parent.parent
+    if fold_dir.name.startswith("fold_") and (fold_dir.parent / "folds.json").is_file():
+        raise TrainwellError(
+            f"{ckpt} is a cross-validation fold's checkpoint; {command} reads plain runs: train "
+            "the chosen config without cv.folds and use that run's best.ckpt"
+        )
+
+
 def eval_checkpoint(cfg: Any) -> str:
-    """eval.py: `ckpt_path=`, an existing checkpoint file."""
+    """eval.py: `ckpt_path=`, an existing checkpoint file of a plain run."""
     ckpt = required_checkpoint(cfg, "eval.py")
     if not Path(ckpt).is_file():
         raise TrainwellError(
             f"checkpoint not found: {ckpt}; pass ckpt_path=<path to an existing .ckpt>"
         )
+    refuse_fold_checkpoint(ckpt, "eval.py")
     return ckpt
 
 
@@ -59,4 +72,5 @@ def deployed_checkpoint(cfg: Any, command: str) -> str:
     """predict.py, export.py: `ckpt_path=`, an existing checkpoint (file or sharded directory)."""
     ckpt = required_checkpoint(cfg, command)
     require_checkpoint(Path(ckpt))
+    refuse_fold_checkpoint(ckpt, command)
     return ckpt

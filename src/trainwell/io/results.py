@@ -1,4 +1,4 @@
-"""results.json: the run's machine-readable outcome, written atomically."""
+"""results.json: the run's machine-readable outcome, written atomically (and other files so)."""
 
 from __future__ import annotations
 
@@ -17,6 +17,19 @@ def write_results(path: Path, results: dict[str, Any]) -> None:
         with os.fdopen(fd, "w") as f:
             json.dump(results, f, indent=2, sort_keys=True)
             f.write("\n")
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+def write_text(path: Path, text: str) -> None:
+    """Any other run-dir file a reader must never see half-written (oof_predictions.csv): a temp
+    file beside it, then a rename; a kill leaves the old file or none."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
         os.replace(tmp, path)
     except BaseException:
         Path(tmp).unlink(missing_ok=True)

@@ -12,11 +12,13 @@ from pathlib import Path
 from typing import Any
 
 import lightning as L
+import numpy as np
 from hydra.utils import instantiate
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
 from trainwell.callbacks.last_checkpoint import LastCheckpoint
+from trainwell.callbacks.pruning import OptunaPruning, trial_pruning
 from trainwell.callbacks.training_state import ExactResume
 from trainwell.io.announce import announce
 from trainwell.io.checkpoint_read import load_checkpoint_file
@@ -88,8 +90,12 @@ def completed_results(
     return results
 
 
-def train(cfg: DictConfig, doctor_report: str | None = None) -> dict[str, Any]:
-    """One training run, in its stages:
+def train(
+    cfg: DictConfig,
+    doctor_report: str | None = None,
+    fold: tuple[np.ndarray, np.ndarray] | None = None,
+) -> dict[str, Any]:
+    """One training run, in its stages (`cv.folds=K`: K of them, training/cv/run.py):
 
     1. the run dir: announced, the config printed (secrets redacted), the checkpoint to resume
        from resolved (`ckpt_path`, `resume=auto`), the dir checked; a finished run relaunched
@@ -100,7 +106,14 @@ def train(cfg: DictConfig, doctor_report: str | None = None) -> dict[str, Any]:
     3. fit;
     4. test of the best checkpoint (skipped with `test=false` or a module without a test split);
     5. results.json.
+
+    `fold`: (train, val) sample indices of one cross-validation fold, given to the datamodule's
+    `set_cv_fold` before anything is built from it.
     """
+    if fold is None and OmegaConf.select(cfg, "cv.folds") is not None:
+        from trainwell.training.cv.run import cross_validate
+
+        return cross_validate(cfg, doctor_report)
     run_dir = Path(cfg.paths.output_dir)
     # When this attempt started (UTC): what picks "the newest run", whatever the runs are named.
     started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
@@ -115,6 +128,8 @@ def train(cfg: DictConfig, doctor_report: str | None = None) -> dict[str, Any]:
 
     L.seed_everything(cfg.seed, workers=True)
     datamodule: L.LightningDataModule = instantiate(cfg.data)
+    if fold is not None:
+        datamodule.set_cv_fold(*fold)  # type: ignore[attr-defined]
     install_loader_policy(datamodule, seed=int(cfg.seed))
     plan = _plan_callback(cfg, ckpt_path)
     module: L.LightningModule = instantiate(cfg.model, **planned_factories(cfg.model, plan))
@@ -122,6 +137,9 @@ def train(cfg: DictConfig, doctor_report: str | None = None) -> dict[str, Any]:
         check_architecture(load_checkpoint_file(ckpt_path)["state_dict"], module, ckpt_path)
     loggers = build_loggers(cfg)
     callbacks = template_callbacks(cfg, run_dir, plan, has_logger=bool(loggers))
+    pruning = trial_pruning(cfg, run_dir)
+    if pruning is not None and fold is None:  # a search trial (a CV trial reports per fold)
+        callbacks.append(OptunaPruning(pruning))
     trainer = build_trainer(cfg, callbacks=callbacks, logger=loggers or False)
     _record_config(cfg, trainer, loggers)
 
