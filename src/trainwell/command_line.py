@@ -14,6 +14,7 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import InterpolationKeyError
 
 import trainwell.resolvers  # noqa: F401  (registers resolvers before Hydra composes)
 from trainwell.config_values import config_value_problem
@@ -105,7 +106,22 @@ def check_command_line(config_dir: Path, config_name: str, argv: Sequence[str]) 
         return _one_line(text)
     except ValueError as err:  # Hydra's override parser raises plain ValueErrors too
         return _one_line(str(err))
-    return config_value_problem(cfg)
+    return _missing_interpolation(cfg) or config_value_problem(cfg)
+
+
+def _missing_interpolation(cfg: DictConfig) -> str | None:
+    """A run dir naming a key the config lacks: Hydra would resolve it before the job starts and
+    stop with a traceback. Only a missing key is reported here: other interpolations (${hydra:...})
+    resolve only inside Hydra's job."""
+    for key in ("hydra.run.dir", "hydra.sweep.dir"):
+        try:
+            OmegaConf.select(cfg, key, throw_on_resolution_failure=True)
+        except InterpolationKeyError as err:
+            lines = [line for line in str(err).splitlines() if "object_type" not in line]
+            return f"{key}: {_one_line(chr(10).join(lines))}"
+        except ValueError:
+            continue
+    return None
 
 
 def without_null_groups(config_dir: Path, argv: Sequence[str]) -> list[str]:
