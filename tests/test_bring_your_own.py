@@ -253,7 +253,7 @@ def test_user_module_predicts_and_exports_through_its_raw_form(
     _run(project, "train.py", run, *USER, "trainer.max_epochs=2")
     ckpt = f"ckpt_path={run / 'checkpoints' / 'best.ckpt'}"
     _run(project, "predict.py", tmp_path / "p", ckpt)
-    lines = (run / "predictions.csv").read_text().splitlines()
+    lines = (run / "predictions" / "test.csv").read_text().splitlines()
     assert lines[0] == "index,prediction,p_0,p_1,target"
     rows = [line.split(",") for line in lines[1:]]
     assert [int(r[0]) for r in rows] == list(range(150, 190))

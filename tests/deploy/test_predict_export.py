@@ -23,7 +23,7 @@ from trainwell.errors import TrainwellError
 def run(digits_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the shared default run: predict and export write into it."""
     copy = tmp_path_factory.mktemp("deploy") / "run"
-    shutil.copytree(digits_run, copy, ignore=shutil.ignore_patterns("export", "predictions.csv"))
+    shutil.copytree(digits_run, copy, ignore=shutil.ignore_patterns("export", "predictions"))
     return copy
 
 
@@ -41,14 +41,15 @@ def _read(csv: Path) -> tuple[list[str], np.ndarray]:
 @pytest.fixture(scope="module")
 def predictions(run: Path, tmp_path_factory: pytest.TempPathFactory) -> bytes:
     proc = run_ok("predict.py", tmp_path_factory.mktemp("p1"), _ckpt(run))
-    assert f"run dir: {run}" in proc.stdout
-    return (run / "predictions.csv").read_bytes()
+    assert proc.stdout.count(f"checkpoint: {run / 'checkpoints' / 'best.ckpt'}") == 1
+    assert proc.stdout.count(f"predictions: {run / 'predictions' / 'test.csv'}") == 1
+    return (run / "predictions" / "test.csv").read_bytes()
 
 
 def test_predictions_match_the_test_metric_once_each_in_index_order(
     run: Path, predictions: bytes
 ) -> None:
-    header, rows = _read(run / "predictions.csv")
+    header, rows = _read(run / "predictions" / "test.csv")
     assert header[:2] == ["index", "prediction"] and header[-1] == "target"
     index = rows[:, 0].astype(int)
     assert list(index) == sorted(set(index.tolist()))  # each sample once, in index order
@@ -66,24 +67,24 @@ WORLDS = [("trainer=ddp_sim",), ("trainer=ddp_sim", "trainer.devices=3")]
 def test_any_world_size_gives_the_same_file_byte_for_byte(
     run: Path, predictions: bytes, tmp_path: Path
 ) -> None:
-    """trainer=ddp_sim with 2 and 3 processes: the same predictions.csv as 1 process, also for
+    """trainer=ddp_sim with 2 and 3 processes: the same predictions file as 1 process, also for
     367 raw samples, which neither world size divides (prediction runs in one process)."""
     for n, world in enumerate(WORLDS):
-        run_ok("predict.py", tmp_path / f"split{n}", _ckpt(run), *world)
-        assert (run / "predictions.csv").read_bytes() == predictions, world
+        run_ok("predict.py", tmp_path / f"split{n}", _ckpt(run), *world, "overwrite=true")
+        assert (run / "predictions" / "test.csv").read_bytes() == predictions, world
     from sklearn.datasets import load_digits
 
     np.save(tmp_path / "raw.npy", load_digits().images[:367].astype(np.float32))
     raw = f"input={tmp_path / 'raw.npy'}"
     run_ok("predict.py", tmp_path / "raw1", _ckpt(run), raw)
-    single = (run / "predictions.csv").read_bytes()
+    single = (run / "predictions" / "raw.csv").read_bytes()
     assert [int(line.split(",")[0]) for line in single.decode().splitlines()[1:]] == list(
         range(367)
     )
     for n, world in enumerate(WORLDS):
-        run_ok("predict.py", tmp_path / f"raw{n + 2}", _ckpt(run), raw, *world)
-        assert (run / "predictions.csv").read_bytes() == single, world
-    (run / "predictions.csv").write_bytes(predictions)  # as the other tests expect it
+        run_ok("predict.py", tmp_path / f"raw{n + 2}", _ckpt(run), raw, *world, "overwrite=true")
+        assert (run / "predictions" / "raw.csv").read_bytes() == single, world
+    assert (run / "predictions" / "test.csv").read_bytes() == predictions
 
 
 def test_statistics_come_from_the_checkpoint_never_refitted(run: Path, tmp_path: Path) -> None:
@@ -141,7 +142,7 @@ def test_the_export_reproduces_eval_with_only_onnxruntime_and_numpy(
     assert parity["torch_export"]["max_abs_diff"] <= 1e-4
     from sklearn.datasets import load_digits
 
-    _, rows = _read(run / "predictions.csv")
+    _, rows = _read(run / "predictions" / "test.csv")
     index = rows[:, 0].astype(int)
     np.save(tmp_path / "raw.npy", load_digits().images[index].astype(np.float32))
     script = (

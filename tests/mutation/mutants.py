@@ -943,9 +943,9 @@ MUTANTS: list[Mutant] = [
         "    if callable(getattr(datamodule, HOOK, None)):\n        return from_hook(datamodule)",
         "    if True:\n        return from_hook(datamodule)",
         (
-            "tests/deploy/test_raw_form.py::test_an_unknown_datamodule_gets_one_line_naming_the_hook",
+            "tests/deploy/test_raw_form.py::test_without_the_hook_a_split_is_its_batch_form_in_loader_order",
         ),
-        "a datamodule without raw_form() gets one line naming the method",
+        "a datamodule without raw_form() is predicted and exported in the batch form its loaders yield",
     ),
     Mutant(
         "predict: a token model's next token read at the padding, not the last real position",

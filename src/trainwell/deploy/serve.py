@@ -232,7 +232,9 @@ def _sigterm_drains() -> list[str]:
     signal.signal(signal.SIGTERM, on_sigterm)
     signal.signal(signal.SIGINT, on_sigterm)
     os.register_at_fork(after_in_child=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
-    os.register_at_fork(after_in_child=lambda: signal.signal(signal.SIGINT, signal.default_int_handler))
+    os.register_at_fork(
+        after_in_child=lambda: signal.signal(signal.SIGINT, signal.default_int_handler)
+    )
     return stopped_by
 
 
