@@ -58,6 +58,20 @@ class BlobsData(L.LightningDataModule):
         return self.test_dataloader()
 
 
+class TemplateStyleData(BlobsData):
+    """lightning-hydra-template's datamodule shape: state_dict() returns {} and load_state_dict()
+    does nothing (no state travels with checkpoints), plus a teardown hook."""
+
+    def teardown(self, stage: str | None = None) -> None:
+        pass
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        pass
+
+
 class TwoValData(BlobsData):
     """Two validation loaders (the val split, then a second held-out split): `dataloader_idx`."""
 

@@ -29,7 +29,7 @@ from trainwell.deploy.raw import (
     NO_RAW_FORM,
     RawModel,
     check_class_scores,
-    model_input,
+    forward_batch,
     raw_data,
 )
 from trainwell.errors import TrainwellError
@@ -57,7 +57,7 @@ def eager_outputs(module: torch.nn.Module, loader: Any) -> np.ndarray:
             if isinstance(batch, dict):
                 outs.append(module(batch["tokens"])[batch["mask"]].float().numpy())
                 continue
-            outs.append(module(model_input(batch, "the datamodule")[0]).float().numpy())
+            outs.append(forward_batch(module, batch, "the datamodule").float().numpy())
     return np.concatenate(outs)
 
 
@@ -222,13 +222,14 @@ def export_checkpoint(cfg: DictConfig) -> Path:
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     try:
-        example = torch.from_numpy(samples[: min(len(samples), 4)].copy())
-        _export_graphs(model, example, scratch, raw.input_spec)
-        _save_weights(run.module, scratch / artifact.WEIGHTS)
+        # Eager first: a forward that cannot run on the split is named before any tracing.
         loader = getattr(run.datamodule, f"{split}_dataloader")()
         eager = eager_outputs(run.module, loader)
         if not raw.tokens:
             check_class_scores(eager, run.module)
+        example = torch.from_numpy(samples[: min(len(samples), 4)].copy())
+        _export_graphs(model, example, scratch, raw.input_spec)
+        _save_weights(run.module, scratch / artifact.WEIGHTS)
         others = {
             "onnxruntime": onnx_outputs(scratch / artifact.ONNX, samples),
             "torch_export": program_outputs(scratch / artifact.PROGRAM, samples),

@@ -34,7 +34,7 @@ from trainwell.deploy.raw import (
     RawData,
     RawModel,
     check_class_scores,
-    model_input,
+    forward_batch,
     raw_data,
     sequence_lengths,
 )
@@ -186,7 +186,7 @@ def _predict_classes(run: TrainedRun, raw: RawData, cfg: DictConfig, source: obj
             loader = getattr(run.datamodule, f"{split}_dataloader")()
             name = type(run.datamodule).__name__
             for batch in tqdm(loader, desc=f"predict {split}"):
-                outs.append(run.module(model_input(batch, name)[0]).float().numpy())
+                outs.append(forward_batch(run.module, batch, name).float().numpy())
     logits = np.concatenate(outs)
     check_class_scores(logits, run.module)
     classes = raw.classes or [str(i) for i in range(logits.shape[-1])]

@@ -40,7 +40,7 @@ from trainwell.data.synthetic import (
     make_synthetic,
     quantize,
 )
-from trainwell.errors import TrainwellError
+from trainwell.errors import TrainwellError, first_line
 
 
 class Normalize(nn.Module):
@@ -295,6 +295,20 @@ def model_input(batch: Any, name: str) -> tuple[torch.Tensor, torch.Tensor | Non
         f"(input, label) tuple, otherwise {name}.{HOOK}() says what the model's input is "
         "(README: Bring your own module)"
     )
+
+
+def forward_batch(module: nn.Module, batch: Any, name: str) -> torch.Tensor:
+    """module(input of `batch`); a forward that cannot take what the loader yields (a GAN's
+    generator fed data samples) is one line naming both, never a traceback."""
+    x = model_input(batch, name)[0]
+    try:
+        return module(x)
+    except (RuntimeError, TypeError, ValueError, IndexError) as err:
+        raise TrainwellError(
+            f"{type(module).__name__}.forward cannot take the input {name}'s loader yields "
+            f"(shape {list(x.shape)}): {first_line(err)}; predict and export call forward on "
+            "it"
+        ) from err
 
 
 def batch_form(datamodule: Any, split: str) -> RawData:
