@@ -10,7 +10,7 @@ import torch
 from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
-from trainwell.deploy.raw import raw_data
+from trainwell.deploy.raw import forward_batch, raw_data
 from trainwell.deploy.raw_input import load_raw_input
 from trainwell.errors import TrainwellError
 
@@ -90,3 +90,12 @@ def test_a_malformed_hook_answer_is_one_line() -> None:
 
     with pytest.raises(TrainwellError, match=r"lacks shape, description"):
         raw_data(Bad())
+
+
+def test_a_forward_that_cannot_take_the_batch_is_one_line() -> None:
+    generator = nn.Linear(4, 8)  # a GAN's forward: latent vectors, not the data's 3 features
+    batch = next(iter(NoHook().test_dataloader()))
+    assert forward_batch(nn.Linear(3, 2), batch, "NoHook").shape == (4, 2)
+    with pytest.raises(TrainwellError, match=r"Linear\.forward cannot take the input") as err:
+        forward_batch(generator, batch, "NoHook")
+    assert "\n" not in str(err.value) and "[4, 3]" in str(err.value)
