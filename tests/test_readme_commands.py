@@ -249,8 +249,10 @@ def _serve_as_written(project: Path, line: str) -> None:
         out, err = proc.communicate(timeout=15)
     finally:
         stop_group(proc)
-    assert proc.returncode == 0, err[-3000:]
-    assert "Traceback" not in err and out.strip().splitlines()[-1] == "serve: stopped by SIGTERM"
+    assert "Traceback" not in err, err[-3000:]
+    assert "serve: stopped by SIGTERM" in out.strip().splitlines(), out[-2000:]
+    if not line.startswith("make"):  # make reports a SIGTERM of its own ("Interrupt", -15)
+        assert proc.returncode == 0, err[-3000:]
 
 
 @pytest.mark.slow  # six real runs of the scripts and two servers, about two minutes on 2 cores
@@ -270,13 +272,11 @@ def test_the_cpu_command_blocks_run_as_written(project: Path) -> None:
         proc = run_line(project, line.replace("<run>", run))
         assert proc.returncode == 0, f"{line}\n{proc.stderr[-3000:]}"
     assert (run_dir / "predictions" / "test.csv").is_file()
-    for line in (*DOCS_RUN, *SERVE_LINES):
-        line = line.replace("<run>", run).replace("<run dir>", str(run_dir))
-        if line in DOCS_RUN:
-            proc = run_line(project, line)
-            assert proc.returncode == 0, f"{line}\n{proc.stderr[-3000:]}"
-        else:
-            _serve_as_written(project, line)
+    for line in DOCS_RUN:
+        proc = run_line(project, line.replace("<run dir>", str(run_dir)))
+        assert proc.returncode == 0, f"{line}\n{proc.stderr[-3000:]}"
+    for line in SERVE_LINES:
+        _serve_as_written(project, line.replace("<run>", run))
     # predict and export leave no run dirs of their own
     assert (
         not (project / "logs" / "predict").exists() and not (project / "logs" / "export").exists()
