@@ -27,12 +27,29 @@ class LoadsLikeLoadTrained:
                 f"{cls.__name__}.load_from_checkpoint rebuilds the module from its run's saved "
                 f"config and takes no {', '.join(sorted(kwargs))}: change the config and retrain"
             )
-        from trainwell.deploy.loading import load_trained  # deploy reads runs; tasks never need it
-
-        module = load_trained(checkpoint_path)
+        module = _rebuild(Path(checkpoint_path))
         if not isinstance(module, cls):
             raise TrainwellError(
                 f"{checkpoint_path} holds a {type(module).__name__}, not a {cls.__name__}: use "
                 f'trainwell.deploy.load_trained("{checkpoint_path}")'
             )
         return module if map_location is None else module.to(map_location)
+
+
+def _rebuild(path: Path) -> Any:
+    """The module of <run dir>/checkpoints/<name>.ckpt from <run dir>/.hydra/config.yaml's model
+    node, its weights loaded weights-only, in eval mode: what trainwell.deploy.load_trained
+    returns (tasks sit below deploy and cannot import it; a test holds the two equal)."""
+    import torch
+    from hydra.utils import instantiate
+    from omegaconf import OmegaConf
+
+    config = path.resolve().parent.parent / ".hydra" / "config.yaml"
+    if not path.is_file() or not config.is_file():
+        raise TrainwellError(
+            f"{path} is not a checkpoint inside a run dir written by scripts/train.py "
+            "(<run dir>/checkpoints/<name>.ckpt beside <run dir>/.hydra/config.yaml)"
+        )
+    module = instantiate(OmegaConf.load(config).model)
+    module.load_state_dict(torch.load(path, map_location="cpu", weights_only=True)["state_dict"])
+    return module.eval()
