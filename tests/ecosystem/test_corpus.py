@@ -207,7 +207,6 @@ def test_foreign_module_trains_passes_the_doctor_and_predicts_and_exports(
 GAN = "TinyGAN.forward cannot take the input"  # its forward is the generator: latent vectors
 SHIPPING_REFUSALS: dict[str, tuple[str | None, str | None]] = {
     "gan": (GAN, GAN),
-    "dict_batch": ("yields dict batches",) * 2,  # which key is the input: raw_form() says
     "tokens": ("returns shape \\[16, 6, 12\\]",) * 2,  # (N, T, vocab), not class scores
     "branching": (None, "torch.export cannot export BranchingClassifier"),
 }
@@ -260,10 +259,9 @@ def check_shipping(case: Case, run_dir: Path) -> None:
 
 
 # Shipped only (their training is the corpus's own patterns): Lightning's DemoModel, a token
-# model, a module whose forward branches on the data, dict batches.
+# model and a module whose forward branches on the data (dict batches: test_raw_form.py).
 SHIPPING_ONLY = {
     "demo_model": BY_NAME["demo_model"],
-    "dict_batch": BY_NAME["dict_batch"],
     "tokens": Case(
         "tokens",
         (*foreign_model(f"{MODULES}.TinyTokenModel"), *foreign_data(f"{DATA}.TokenData")),
