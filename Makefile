@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: setup train predict export serve test test-slow test-all mutants lint format doctor bench clean
+.PHONY: setup train predict export serve test test-slow test-all mutants lint format doctor bench bench-long clean
 
 # The stamp depends on what defines the environment: edit either file and the next make reinstalls.
 $(STAMP): pyproject.toml constraints.txt
@@ -44,16 +44,22 @@ format: $(STAMP)
 doctor: $(STAMP)
 	$(PY) scripts/doctor.py $(ARGS)
 
-# Every benchmark with its small defaults; each prints its figures as its last line (docs/benchmarks.md).
+# The benchmarks with their small defaults; each prints its figures as its last line (docs/benchmarks.md).
+# make bench: the training-side figures (minutes in all); make bench-long: those that take minutes
+# each (serving, shutdown, export, imbalance, doctor time); the GPU suite needs a GPU (docs/benchmarks.md).
 BENCHMARKS := overhead guard_overhead startup memory data_pipeline gpu_throughput resume_position host_cost cv_overhead
+BENCHMARKS_LONG := serving serving_shutdown export imbalance doctor_time
 bench: $(STAMP)
 	@for b in $(BENCHMARKS); do echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py || exit 1; done
+
+bench-long: $(STAMP)
+	@for b in $(BENCHMARKS_LONG); do echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py || exit 1; done
 
 clean:
 	rm -rf $(VENV) logs .pytest_cache .ruff_cache
 	find . -name __pycache__ -type d -prune -exec rm -rf {} +
 
-# make predict ARGS="ckpt_path=<run dir>/checkpoints/best.ckpt": <run dir>/predictions.csv
+# make predict ARGS="ckpt_path=<run dir>/checkpoints/best.ckpt": <run dir>/predictions/test.csv
 predict: $(STAMP)
 	$(PY) scripts/predict.py $(ARGS)
 

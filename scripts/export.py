@@ -11,8 +11,10 @@ from trainwell.training.run_config import with_training_overrides
 
 def export_job(cfg):
     from trainwell.deploy.export import export_checkpoint
+    from trainwell.deploy.outputs import no_empty_run_dir
 
-    export_checkpoint(cfg)
+    with no_empty_run_dir():
+        export_checkpoint(cfg)
     return 0
 
 

@@ -10,9 +10,11 @@ from trainwell.training.run_config import with_training_overrides
 
 
 def predict_job(cfg):
+    from trainwell.deploy.outputs import no_empty_run_dir
     from trainwell.deploy.predict import predict_checkpoint
 
-    predict_checkpoint(cfg)
+    with no_empty_run_dir():
+        predict_checkpoint(cfg)
     return 0
 
 

@@ -322,3 +322,23 @@ def test_cv_overhead_runs_both_sides() -> None:
     assert out["folds"] == "2"
     assert float(out["cv_s"]) > 0 and float(out["runs_s"]) > 0
     assert float(out["probe_s"]) > 0 and float(out["oof_per_fold_s"]) > 0
+
+
+# Imported by the benchmarks, not run; and the GPU suite's own scripts (docs/benchmarks.md).
+NOT_A_MAKE_TARGET = {"harness", "raw_loop", "fit_timer", "phase_marker", "gpu_suite", "host_syncs"}
+
+
+def test_every_benchmark_runs_in_make_bench_or_bench_long() -> None:
+    """`make bench` and `make bench-long` together reproduce every CPU figure of
+    docs/benchmarks.md: a benchmark script added without a target fails here."""
+    lists = {}
+    for line in (REPO / "Makefile").read_text().splitlines():
+        name, sep, value = line.partition(":=")
+        if sep and name.strip() in ("BENCHMARKS", "BENCHMARKS_LONG"):
+            lists[name.strip()] = value.split()
+    assert set(lists) == {"BENCHMARKS", "BENCHMARKS_LONG"}
+    assert not set(lists["BENCHMARKS"]) & set(lists["BENCHMARKS_LONG"])
+    scripts = {p.stem for p in BENCH.glob("*.py")} - NOT_A_MAKE_TARGET
+    assert scripts == {*lists["BENCHMARKS"], *lists["BENCHMARKS_LONG"]}
+    docs = (REPO / "docs" / "benchmarks.md").read_text()
+    assert all(f"benchmarks/{name}.py" in docs for name in scripts)

@@ -1,22 +1,32 @@
 """The README's command blocks that run on CPU in seconds, run as written in a clone with the venv
-active and nothing else set; every other command line of the README is listed here with the
-reason it is not run. A command line added to the README fails this test until it is sorted
-into one of the two lists, so the README and the test cannot drift apart.
+active and nothing else set, the server lines included (started as written, asked with the
+README's own curl body, stopped by SIGTERM to the process group); every other command line of the
+README and of docs/ is listed here with the reason it is not run. A command line added to the
+README or docs/ fails this test until it is sorted into one of the lists, so the pages and the
+test cannot drift apart.
 
 "Bring your own module" has its own test (tests/test_bring_your_own.py).
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
+import shlex
+import signal
+import socket
+import subprocess
+import time
 from pathlib import Path
 
+import httpx
 import pytest
 
 from tests.helpers.config import REPO
-from tests.test_bring_your_own import FENCE, RUN_DIR, clone, run_line
+from tests.helpers.serving import STARTUP_TIMEOUT_S, stop_group
+from tests.test_bring_your_own import FENCE, RUN_DIR, clone, run_line, venv_env
 
 # Run, in this order: each a README line as written, `<run>` being the default run's id.
 RUN = (
@@ -27,12 +37,22 @@ RUN = (
     'make export ARGS="ckpt_path=logs/train/runs/<run>/checkpoints/best.ckpt"',
     "make doctor",
 )
+# Run while the export above exists: each server line as written, then the README's request to it.
+SERVE_LINES = (
+    "make serve",
+    "python scripts/serve.py artifact=logs/train/runs/<run>/export port=8000",
+)
+CURL = (
+    'curl -s localhost:8000/predict -d \'{"inputs":[[[0,0,5,13,9,1,0,0],[0,0,13,15,10,15,5,0],'
+    "[0,3,15,2,0,11,8,0],[0,4,12,0,0,8,8,0],[0,5,8,0,0,9,8,0],[0,4,11,0,1,12,7,0],"
+    "[0,2,14,5,10,12,0,0],[0,0,6,13,10,0,0,0]]]}'"
+)
+VERIFY_EXPORT = (
+    'python -c "from trainwell.deploy.artifact import verify_export; '
+    "verify_export('<run dir>/export')\""
+)
 
 DEFAULT_VARIANT = "a full default-length run again (about a minute each on 2 cores)"
-SERVER = (
-    "a server that runs until it is stopped: tests/deploy/test_serve.py starts the real one on a "
-    "free port, sends requests and stops it"
-)
 EXCLUDED = {
     "make train": "the same run as `python scripts/train.py`, which is run",
     "make test": "the test suite itself",
@@ -101,15 +121,91 @@ EXCLUDED = {
     "python scripts/cv_assemble.py logs/train/multiruns/<id>": "joins the fold jobs above",
     "python scripts/train.py -m hparams_search=digits_optuna cv.folds=5 "
     "optimized_metric=cv/acc_mean hydra.sweeper.direction=maximize": "100 runs (20 trials x 5 folds)",
-    "make serve": SERVER,
-    "python scripts/serve.py artifact=logs/train/runs/<run>/export port=8000": SERVER,
-    "curl -s localhost:8000/predict -d '{\"inputs\": [[[0,0,5,13,9,1,0,0], ...8 rows...]]}'": (
-        "a request to that server, its body shortened for the page"
-    ),
     'make test-slow ARGS="tests/deploy/test_serve_parity.py -s"': (
         "a test of the slow suite, which CI runs"
     ),
 }
+
+
+GPU_SUITE = "the GPU suite: a GPU box (docs/benchmarks.md gives its figures)"
+CPU_BENCH = "a benchmark: minutes, and its figures are docs/benchmarks.md's (tests/test_benchmarks.py runs it small)"
+WHEELS = "fetching wheels for the GPU box: a network and a GPU box"
+DOCS_EXCLUDED = {
+    "make bench": "every training-side benchmark: minutes (each runs small in test_benchmarks.py)",
+    "make bench-long": "the minute-long benchmarks (each runs small in test_benchmarks.py)",
+    **{
+        f".venv/bin/python benchmarks/{name}.py": CPU_BENCH
+        for name in (
+            "overhead",
+            "guard_overhead",
+            "memory",
+            "data_pipeline",
+            "startup",
+            "resume_position",
+            "host_cost",
+            "doctor_time",
+            "serving",
+            "serving_shutdown",
+            "export",
+            "imbalance",
+            "cv_overhead",
+        )
+    },
+    "python scripts/cv_assemble.py logs/train/cv/<array job id>": (
+        "joins a SLURM array's fold tasks; the joining is tested in tests/training"
+    ),
+    "python scripts/cv_assemble.py logs/train/multiruns/<id>": (
+        "joins a multirun's fold jobs; the joining is tested in tests/training"
+    ),
+    ".venv/bin/python benchmarks/gpu_throughput.py": GPU_SUITE,
+    ".venv/bin/python benchmarks/gpu_suite.py --part throughput|features": GPU_SUITE,
+    ".venv/bin/python benchmarks/host_syncs.py": GPU_SUITE,
+    "echo /.whl/ >> .git/info/exclude && mkdir -p .whl": WHEELS,
+    "python3 -m pip download --no-deps -d .whl hydra-core==1.3.2 omegaconf==2.3.0": WHEELS,
+    "python3 -m pip wheel --no-deps -w .whl antlr4-python3-runtime==4.9.3": WHEELS,
+    "python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export "
+    "PYTHONPATH=/tmp/site": WHEELS,
+    "PYTHONUNBUFFERED=1 python3 benchmarks/gpu_suite.py --part throughput": GPU_SUITE,
+    "PYTHONUNBUFFERED=1 python3 benchmarks/gpu_suite.py --part features": GPU_SUITE,
+    "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/host_cost.py": CPU_BENCH,
+    "mkdir -p logs/slurm": "prepares a SLURM submission",
+}
+CLUSTER = "a SLURM cluster or several GPUs"
+DOCS_RUN = (VERIFY_EXPORT,)
+
+
+def _bash_lines(text: str) -> list[str]:
+    """The commands of `text`'s bash blocks, comments cut and continuation lines joined."""
+    lines: list[str] = []
+    for kind, body in FENCE.findall(text):
+        if kind != "bash":
+            continue
+        for line in body.replace("\\\n", " ").splitlines():
+            command = re.sub(r"(^|\s+)#.*$", "", line).strip()
+            if command:
+                lines.append(re.sub(r"\s+", " ", command))
+    return lines
+
+
+def test_every_docs_command_is_run_or_excluded_with_a_reason() -> None:
+    lines = [
+        line
+        for page in sorted((REPO / "docs").glob("*.md"))
+        for line in _bash_lines(page.read_text())
+    ]
+    cluster = [
+        line
+        for line in lines
+        if re.match(
+            r"(sbatch|python scripts/train\.py -m launcher=slurm|TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun)",
+            line,
+        )
+    ]
+    excluded = {**DOCS_EXCLUDED, **dict.fromkeys(cluster, CLUSTER)}
+    unsorted = [line for line in lines if line not in excluded and line not in DOCS_RUN]
+    assert unsorted == [], f"docs/ commands neither run nor excluded here: {unsorted}"
+    stale = [line for line in (*DOCS_EXCLUDED, *DOCS_RUN) if line not in lines]
+    assert stale == [], f"listed here but no longer in docs/: {stale}"
 
 
 def _command_lines() -> list[str]:
@@ -131,9 +227,10 @@ def _command_lines() -> list[str]:
 
 def test_every_readme_command_is_run_or_excluded_with_a_reason() -> None:
     lines = _command_lines()
-    unsorted = [line for line in lines if line not in RUN and line not in EXCLUDED]
+    listed = (*RUN, *SERVE_LINES, CURL, *EXCLUDED)
+    unsorted = [line for line in lines if line not in listed]
     assert unsorted == [], f"README commands neither run nor excluded here: {unsorted}"
-    stale = [line for line in (*RUN, *EXCLUDED) if line not in lines]
+    stale = [line for line in listed if line not in lines]
     assert stale == [], f"listed here but no longer in the README: {stale}"
 
 
@@ -146,7 +243,38 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
-@pytest.mark.slow  # six real runs of the scripts, about a minute on 2 cores
+def _serve_as_written(project: Path, line: str) -> None:
+    """A README server line, started as typed in the clone (venv active, nothing added), asked
+    with the README's own curl line once /health answers, stopped by SIGTERM to its group."""
+    with socket.socket() as sock:  # the README's port: a clear message if something holds it
+        assert sock.connect_ex(("127.0.0.1", 8000)) != 0, "port 8000 is in use: free it first"
+    proc = subprocess.Popen(
+        shlex.split(line), cwd=project, env=venv_env(), stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE, text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while proc.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get("http://127.0.0.1:8000/health", timeout=2).status_code == 200:
+                    break
+            time.sleep(0.5)
+        assert proc.poll() is None, f"{line}: exited {proc.returncode}: {proc.communicate()[1]}"
+        asked = run_line(project, CURL, timeout=60)
+        assert asked.returncode == 0, asked.stderr
+        answer = json.loads(asked.stdout)
+        assert answer["predictions"] == [0] and answer["labels"] == ["0"], answer
+        os.killpg(proc.pid, signal.SIGTERM)
+        out, err = proc.communicate(timeout=15)
+    finally:
+        stop_group(proc)
+    assert "Traceback" not in err, err[-3000:]
+    assert "serve: stopped by SIGTERM" in out.strip().splitlines(), out[-2000:]
+    if not line.startswith("make"):  # make reports a SIGTERM of its own ("Interrupt", -15)
+        assert proc.returncode == 0, err[-3000:]
+
+
+@pytest.mark.slow  # six real runs of the scripts and two servers, about two minutes on 2 cores
 def test_the_cpu_command_blocks_run_as_written(project: Path) -> None:
     train, fdr, evaluate, predict, export, doctor = RUN
     proc = run_line(project, train)
@@ -162,6 +290,16 @@ def test_the_cpu_command_blocks_run_as_written(project: Path) -> None:
     for line in (evaluate, predict, export):
         proc = run_line(project, line.replace("<run>", run))
         assert proc.returncode == 0, f"{line}\n{proc.stderr[-3000:]}"
+    assert (run_dir / "predictions" / "test.csv").is_file()
+    for line in DOCS_RUN:
+        proc = run_line(project, line.replace("<run dir>", str(run_dir)))
+        assert proc.returncode == 0, f"{line}\n{proc.stderr[-3000:]}"
+    for line in SERVE_LINES:
+        _serve_as_written(project, line.replace("<run>", run))
+    # predict and export leave no run dirs of their own
+    assert (
+        not (project / "logs" / "predict").exists() and not (project / "logs" / "export").exists()
+    )
     proc = run_line(project, doctor)
     assert proc.returncode == 0, proc.stderr[-3000:]
     report = Path(RUN_DIR.findall(proc.stdout)[-1]) / "doctor" / "report.json"

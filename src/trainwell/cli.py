@@ -13,7 +13,7 @@ import hydra
 from hydra.core.hydra_config import HydraConfig
 from hydra.errors import CompactHydraException, HydraException
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import InterpolationKeyError, OmegaConfBaseException
 
 import trainwell.resolvers  # noqa: F401  (registers resolvers before Hydra composes)
 from trainwell import compat
@@ -77,6 +77,9 @@ def _report(err: Exception) -> tuple[str, int]:
     user = _user_error(err)
     if user is not None:
         line, code = first_line(user), EXIT_USAGE
+    elif isinstance(err, InterpolationKeyError):  # a config names a key it lacks: bad input
+        parts = [p.strip() for p in str(err).splitlines() if not p.strip().startswith("object_")]
+        line, code = "; ".join(p for p in parts if p), EXIT_USAGE
     else:
         where = _save_traceback(err)
         detail = f" (traceback: {where})" if where else ""

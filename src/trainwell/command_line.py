@@ -14,7 +14,7 @@ from typing import Any
 from hydra import compose, initialize_config_dir
 from hydra.errors import HydraException, MissingConfigException
 from omegaconf import DictConfig, OmegaConf
-from omegaconf.errors import OmegaConfBaseException
+from omegaconf.errors import InterpolationKeyError, OmegaConfBaseException
 
 import trainwell.resolvers  # noqa: F401  (registers resolvers before Hydra composes)
 from trainwell.config_values import target_value_problem, template_value_problem
@@ -121,7 +121,10 @@ def check_command_line(
     except ValueError as err:  # Hydra's override parser raises plain ValueErrors too
         return _one_line(str(err))
     return (
-        template_value_problem(cfg) or _path_problem(cfg, check_paths) or target_value_problem(cfg)
+        _missing_interpolation(cfg)
+        or template_value_problem(cfg)
+        or _path_problem(cfg, check_paths)
+        or target_value_problem(cfg)
     )
 
 
@@ -136,6 +139,21 @@ def _path_problem(
         return first_line(err)
     except OmegaConfBaseException:
         return None  # a path that resolves only inside the job (${hydra:...}): the job checks it
+    return None
+
+
+def _missing_interpolation(cfg: DictConfig) -> str | None:
+    """A run dir naming a key the config lacks: Hydra would resolve it before the job starts and
+    stop with a traceback. Only a missing key is reported here: other interpolations (${hydra:...})
+    resolve only inside Hydra's job."""
+    for key in ("hydra.run.dir", "hydra.sweep.dir"):
+        try:
+            OmegaConf.select(cfg, key, throw_on_resolution_failure=True)
+        except InterpolationKeyError as err:
+            lines = [line for line in str(err).splitlines() if "object_type" not in line]
+            return f"{key}: {_one_line(chr(10).join(lines))}"
+        except ValueError:
+            continue
     return None
 
 

@@ -125,8 +125,8 @@ def predictions(
 ) -> bytes:
     out = tmp_path_factory.mktemp("cifar_p1")
     proc = _ok(run_script_on_fixture("predict.py", cifar[1], _ckpt(run), f"hydra.run.dir={out}"))
-    assert f"run dir: {run}" in proc.stdout
-    return (run / "predictions.csv").read_bytes()
+    assert f"predictions: {run / 'predictions' / 'test.csv'}" in proc.stdout
+    return (run / "predictions" / "test.csv").read_bytes()
 
 
 def test_predictions_match_the_test_metric(run: Path, predictions: bytes) -> None:
@@ -158,7 +158,7 @@ def test_raw_npy_and_png_inputs_predict_what_the_split_predicts(
                 "predict.py", md5, _ckpt(run), f"input={source}", f"hydra.run.dir={out}"
             )
         )
-        assert _rows((run / "predictions.csv").read_bytes())[1] == by_split, source
+        assert _rows((run / "predictions" / f"{source.stem}.csv").read_bytes())[1] == by_split
     _ok(
         run_script_on_fixture(
             "predict.py",
@@ -168,7 +168,7 @@ def test_raw_npy_and_png_inputs_predict_what_the_split_predicts(
             f"hydra.run.dir={tmp_path / 'one'}",
         )
     )
-    assert _rows((run / "predictions.csv").read_bytes())[1] == [["0", *by_split[3][1:]]]
+    assert _rows((run / "predictions" / "003.csv").read_bytes())[1] == [["0", *by_split[3][1:]]]
 
 
 def test_bad_raw_input_gets_one_line_and_exit_2(

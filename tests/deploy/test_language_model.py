@@ -54,7 +54,7 @@ def _rows(csv: bytes) -> tuple[list[str], list[list[str]]]:
 @pytest.fixture(scope="module")
 def predictions(run: Path, tmp_path_factory: pytest.TempPathFactory) -> bytes:
     run_ok("predict.py", tmp_path_factory.mktemp("lm_p"), _ckpt(run), "top_k=3")
-    return (run / "predictions.csv").read_bytes()
+    return (run / "predictions" / "test.csv").read_bytes()
 
 
 def test_next_token_top_k_per_sequence_and_the_test_loss_from_the_file(
@@ -92,7 +92,7 @@ def test_raw_token_rows_predict_what_the_split_predicts(
     assert samples.dtype == np.int64 and (samples[:, 0] == 1).all()  # each row opens with <bos>
     np.save(tmp_path / "tokens.npy", samples)
     run_ok("predict.py", tmp_path / "p", _ckpt(run), f"input={tmp_path / 'tokens.npy'}", "top_k=3")
-    header, rows = _rows((run / "predictions.csv").read_bytes())
+    header, rows = _rows((run / "predictions" / "tokens.csv").read_bytes())
     assert header[-1] == "p_top_3"  # no target on raw input
     _, by_split = _rows(predictions)
     assert [r[:5] for r in rows] == [r[:5] for r in by_split]  # the same top-3 ids

@@ -14,8 +14,9 @@ import torch
 
 from tests.helpers.scripts import run_ok, run_script
 from trainwell.deploy import load_run, load_trained
-from trainwell.deploy.artifact import ExportInvalid, verify_export
+from trainwell.deploy.artifact import ExportInvalid, sha256_file, verify_export
 from trainwell.deploy.export import ExportFailed, check_parity, parity_figures
+from trainwell.deploy.outputs import check_export_target, prediction_name
 from trainwell.errors import TrainwellError
 
 
@@ -23,7 +24,7 @@ from trainwell.errors import TrainwellError
 def run(digits_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A copy of the shared default run: predict and export write into it."""
     copy = tmp_path_factory.mktemp("deploy") / "run"
-    shutil.copytree(digits_run, copy, ignore=shutil.ignore_patterns("export", "predictions.csv"))
+    shutil.copytree(digits_run, copy, ignore=shutil.ignore_patterns("export", "predictions"))
     return copy
 
 
@@ -40,15 +41,18 @@ def _read(csv: Path) -> tuple[list[str], np.ndarray]:
 
 @pytest.fixture(scope="module")
 def predictions(run: Path, tmp_path_factory: pytest.TempPathFactory) -> bytes:
-    proc = run_ok("predict.py", tmp_path_factory.mktemp("p1"), _ckpt(run))
-    assert f"run dir: {run}" in proc.stdout
-    return (run / "predictions.csv").read_bytes()
+    own = tmp_path_factory.mktemp("p1") / "run"
+    proc = run_ok("predict.py", own, _ckpt(run))
+    assert not own.exists()  # the command's own run dir: nothing written, none left
+    assert proc.stdout.count(f"checkpoint: {run / 'checkpoints' / 'best.ckpt'}") == 1
+    assert proc.stdout.count(f"predictions: {run / 'predictions' / 'test.csv'}") == 1
+    return (run / "predictions" / "test.csv").read_bytes()
 
 
 def test_predictions_match_the_test_metric_once_each_in_index_order(
     run: Path, predictions: bytes
 ) -> None:
-    header, rows = _read(run / "predictions.csv")
+    header, rows = _read(run / "predictions" / "test.csv")
     assert header[:2] == ["index", "prediction"] and header[-1] == "target"
     index = rows[:, 0].astype(int)
     assert list(index) == sorted(set(index.tolist()))  # each sample once, in index order
@@ -66,24 +70,24 @@ WORLDS = [("trainer=ddp_sim",), ("trainer=ddp_sim", "trainer.devices=3")]
 def test_any_world_size_gives_the_same_file_byte_for_byte(
     run: Path, predictions: bytes, tmp_path: Path
 ) -> None:
-    """trainer=ddp_sim with 2 and 3 processes: the same predictions.csv as 1 process, also for
+    """trainer=ddp_sim with 2 and 3 processes: the same predictions file as 1 process, also for
     367 raw samples, which neither world size divides (prediction runs in one process)."""
     for n, world in enumerate(WORLDS):
-        run_ok("predict.py", tmp_path / f"split{n}", _ckpt(run), *world)
-        assert (run / "predictions.csv").read_bytes() == predictions, world
+        run_ok("predict.py", tmp_path / f"split{n}", _ckpt(run), *world, "overwrite=true")
+        assert (run / "predictions" / "test.csv").read_bytes() == predictions, world
     from sklearn.datasets import load_digits
 
     np.save(tmp_path / "raw.npy", load_digits().images[:367].astype(np.float32))
     raw = f"input={tmp_path / 'raw.npy'}"
     run_ok("predict.py", tmp_path / "raw1", _ckpt(run), raw)
-    single = (run / "predictions.csv").read_bytes()
+    single = (run / "predictions" / "raw.csv").read_bytes()
     assert [int(line.split(",")[0]) for line in single.decode().splitlines()[1:]] == list(
         range(367)
     )
     for n, world in enumerate(WORLDS):
-        run_ok("predict.py", tmp_path / f"raw{n + 2}", _ckpt(run), raw, *world)
-        assert (run / "predictions.csv").read_bytes() == single, world
-    (run / "predictions.csv").write_bytes(predictions)  # as the other tests expect it
+        run_ok("predict.py", tmp_path / f"raw{n + 2}", _ckpt(run), raw, *world, "overwrite=true")
+        assert (run / "predictions" / "raw.csv").read_bytes() == single, world
+    assert (run / "predictions" / "test.csv").read_bytes() == predictions
 
 
 def test_statistics_come_from_the_checkpoint_never_refitted(run: Path, tmp_path: Path) -> None:
@@ -125,8 +129,10 @@ def test_an_unknown_split_gets_one_line_and_no_file(run: Path, tmp_path: Path) -
 
 @pytest.fixture(scope="module")
 def exported(run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
-    proc = run_ok("export.py", tmp_path_factory.mktemp("e1"), _ckpt(run))
+    own = tmp_path_factory.mktemp("e1") / "run"
+    proc = run_ok("export.py", own, _ckpt(run))
     assert "onnxruntime: agreement 1" in proc.stdout
+    assert proc.stdout.count(f"export: {run / 'export'}") == 1 and not own.exists()
     return run / "export"
 
 
@@ -134,14 +140,19 @@ def test_the_export_reproduces_eval_with_only_onnxruntime_and_numpy(
     run: Path, exported: Path, predictions: bytes, tmp_path: Path
 ) -> None:
     manifest = verify_export(exported)
-    assert manifest["input"]["shape"] == [None, 8, 8]
+    assert manifest["input"]["shape"] == [None, 8, 8] and manifest["input"]["form"] == "raw"
+    import onnx
+
+    graph = onnx.load(str(exported / "model.onnx")).graph
+    assert graph.input[0].type.tensor_type.shape.dim[0].dim_param == "batch"  # as the manifest
+    assert graph.output[0].type.tensor_type.shape.dim[0].dim_param == "batch"
     parity = manifest["parity"]["paths"]
     assert parity["onnxruntime"]["agreement"] == 1.0
     assert parity["onnxruntime"]["max_abs_diff"] <= 1e-4
     assert parity["torch_export"]["max_abs_diff"] <= 1e-4
     from sklearn.datasets import load_digits
 
-    _, rows = _read(run / "predictions.csv")
+    _, rows = _read(run / "predictions" / "test.csv")
     index = rows[:, 0].astype(int)
     np.save(tmp_path / "raw.npy", load_digits().images[index].astype(np.float32))
     script = (
@@ -193,3 +204,26 @@ def test_failed_parity_exits_2_and_leaves_no_export(run: Path, tmp_path: Path) -
     assert "parity failed" in proc.stderr.strip().splitlines()[-1]
     assert not (other / "export").exists()
     assert not list(other.glob(".export*"))
+
+
+def test_a_second_predict_never_replaces_the_first_without_the_flag(
+    run: Path, predictions: bytes, tmp_path: Path
+) -> None:
+    assert prediction_name("test", None) == "test"
+    assert prediction_name("test", "data/my.samples.npy") == "my.samples"  # input=: its stem
+    assert prediction_name("test", "pngs/") == "pngs"
+    own = tmp_path / "p"
+    proc = run_script("predict.py", _ckpt(run), f"hydra.run.dir={own}")
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "test.csv exists" in lines[0] and "overwrite=true" in lines[0]
+    assert (run / "predictions" / "test.csv").read_bytes() == predictions
+    assert not own.exists()
+
+
+def test_an_export_of_another_checkpoint_is_never_replaced_silently(exported: Path) -> None:
+    ckpt = exported.parent / "checkpoints" / "best.ckpt"
+    check_export_target(exported, sha256_file(ckpt), overwrite=False)  # the same: replaced
+    with pytest.raises(TrainwellError, match=rf"holds the export of {ckpt}.*overwrite=true"):
+        check_export_target(exported, "0" * 64, overwrite=False)
+    check_export_target(exported, "0" * 64, overwrite=True)

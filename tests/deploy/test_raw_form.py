@@ -1,4 +1,5 @@
-"""A datamodule's own raw form: the `raw_form()` hook, and the one line without it."""
+"""A datamodule's own raw form: the `raw_form()` hook, and without it the batch form its loaders
+yield."""
 
 from __future__ import annotations
 
@@ -7,14 +8,30 @@ import numpy as np
 import pytest
 import torch
 from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
 
-from trainwell.deploy.raw import raw_data
+from trainwell.deploy.raw import forward_batch, raw_data
 from trainwell.deploy.raw_input import load_raw_input
 from trainwell.errors import TrainwellError
 
 
 class NoHook(L.LightningDataModule):
-    pass
+    """No raw_form(), no state: (x, label) batches of a plain TensorDataset, as public projects
+    write them."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        g = torch.Generator().manual_seed(0)
+        self.x, self.y = torch.randn(10, 3, generator=g), torch.arange(10) % 3
+
+    def test_dataloader(self) -> DataLoader:
+        return DataLoader(TensorDataset(self.x, self.y), batch_size=4)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(TensorDataset(self.x, self.y.float()), batch_size=4)
+
+    def predict_dataloader(self) -> list[dict]:
+        return [{"x": self.x}]
 
 
 class _Half(nn.Module):
@@ -40,10 +57,19 @@ class Halves(L.LightningDataModule):
         }
 
 
-def test_an_unknown_datamodule_gets_one_line_naming_the_hook() -> None:
-    with pytest.raises(TrainwellError, match=r"NoHook has no raw_form\(\) method") as err:
-        raw_data(NoHook())
-    assert "\n" not in str(err.value)
+def test_without_the_hook_a_split_is_its_batch_form_in_loader_order() -> None:
+    raw = raw_data(NoHook(), "test")
+    samples, index, targets = raw.splits["test"]
+    assert raw.batch_form and raw.input_spec["form"] == "batch"
+    assert raw.input_spec["shape"] == [None, 3] and raw.input_spec["range"] is None
+    assert np.array_equal(samples, NoHook().x.numpy()) and index.tolist() == list(range(10))
+    assert targets.tolist() == (torch.arange(10) % 3).tolist()
+    assert isinstance(raw.preprocess, nn.Identity)
+    assert raw_data(NoHook(), "val").splits["val"][2] is None  # float second items are no labels
+    for split, words in [("predict", "dict batches"), ("train", "no train_dataloader")]:
+        with pytest.raises(TrainwellError, match=words) as err:
+            raw_data(NoHook(), split)
+        assert "\n" not in str(err.value)
 
 
 def test_the_hook_gives_spec_splits_preprocess_and_classes(tmp_path) -> None:
@@ -64,3 +90,12 @@ def test_a_malformed_hook_answer_is_one_line() -> None:
 
     with pytest.raises(TrainwellError, match=r"lacks shape, description"):
         raw_data(Bad())
+
+
+def test_a_forward_that_cannot_take_the_batch_is_one_line() -> None:
+    generator = nn.Linear(4, 8)  # a GAN's forward: latent vectors, not the data's 3 features
+    batch = next(iter(NoHook().test_dataloader()))
+    assert forward_batch(nn.Linear(3, 2), batch, "NoHook").shape == (4, 2)
+    with pytest.raises(TrainwellError, match=r"Linear\.forward cannot take the input") as err:
+        forward_batch(generator, batch, "NoHook")
+    assert "\n" not in str(err.value) and "[4, 3]" in str(err.value)

@@ -62,3 +62,20 @@ def test_a_dynamic_axis_takes_any_length_up_to_the_limit():
     for body, words in [([[1] * 7], "limit of 6"), ([[[1, 2]]], "shape"), ([1, 2], "shape")]:
         with pytest.raises(BadRequest, match=words):
             parse_inputs(json.dumps({"inputs": body}), spec)
+
+
+@pytest.mark.parametrize("depth", [5, 60, 5000])
+def test_deep_nesting_is_one_4xx_line_never_a_recursion_error(depth):
+    body = '{"inputs": ' + "[" * depth + "1.0" + "]" * depth + "}"
+    with pytest.raises(BadRequest) as err:
+        parse_inputs(body, SPEC, max_bytes=1 << 20)
+    assert err.value.status == 400 and "\n" not in str(err.value)
+    assert "nested" in str(err.value)
+
+
+def test_a_value_that_overflows_float32_is_refused_where_there_is_no_range():
+    spec = {"dtype": "float32", "shape": [None, 2], "range": None}
+    assert parse_inputs(json.dumps({"inputs": [[1e38, -3.0]]}), spec).dtype == np.float32
+    with pytest.raises(BadRequest, match="overflow float32") as err:
+        parse_inputs(json.dumps({"inputs": [[1e39, -3.0]]}), spec)
+    assert err.value.status == 400

@@ -4,12 +4,14 @@ a tampered export never starts, and SIGTERM drains requests in flight and leaves
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -19,7 +21,9 @@ import numpy as np
 import psutil
 import pytest
 
+from tests.helpers.config import REPO
 from tests.helpers.serving import (
+    STARTUP_TIMEOUT_S,
     free_port,
     serve_command,
     server_errors,
@@ -241,6 +245,8 @@ def test_sigterm_finishes_the_request_in_flight_and_leaves_no_process(
             code = None
         assert code == 0, f"exit code {code}: {server_errors(tmp_path / 'run')}"
         assert "Traceback" not in server_errors(tmp_path / "run")  # every process stopped cleanly
+        out = (tmp_path / "run" / "server.out").read_text().strip().splitlines()
+        assert out[-1] == "serve: stopped by SIGTERM"
         head, _, payload = answer.partition(b"\r\n\r\n")
         assert head.startswith(b"HTTP/1.1 200"), answer[:500]
         check_answer(json.loads(payload), expected(export, GOOD))
@@ -259,3 +265,48 @@ def test_latest_is_the_export_whose_manifest_was_written_last(tmp_path: Path) ->
     assert newest_export(tmp_path / "logs") == newer
     with pytest.raises(TrainwellError, match="no export under"):
         newest_export(tmp_path / "empty")
+
+
+def _as_the_readme_writes_it(export: Path, port: int, cwd: Path) -> subprocess.Popen:
+    """scripts/serve.py artifact=<export> port=<port>: nothing added (no hydra.run.dir=), in a
+    directory of its own, in its own process group as a terminal's foreground job is."""
+    return subprocess.Popen(
+        [sys.executable, str(REPO / "scripts" / "serve.py"), f"artifact={export}", f"port={port}"],
+        cwd=cwd,
+        env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+def test_the_readme_line_serves_and_ctrl_c_stops_it_with_one_line(
+    export: Path, tmp_path: Path
+) -> None:
+    port = free_port()
+    proc = _as_the_readme_writes_it(export, port, tmp_path)
+    try:
+        deadline = time.monotonic() + STARTUP_TIMEOUT_S
+        while proc.poll() is None and time.monotonic() < deadline:
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
+                    break
+            time.sleep(0.2)
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
+        os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole group
+        out, err = proc.communicate(timeout=30)
+    finally:
+        stop_group(proc)
+    assert proc.returncode == 0, err[-3000:]
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err[-3000:]
+    assert out.strip().splitlines()[-1] == "serve: stopped by SIGINT"
+
+
+@pytest.mark.slow  # the README line itself is started (and stopped) in the default suite
+def test_a_startup_mistake_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    proc = _as_the_readme_writes_it(tmp_path / "nothing", free_port(), tmp_path)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2, err[-3000:]
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error: export directory not found"), err

@@ -30,7 +30,7 @@ def test_every_test_sample_over_http_equals_predictions_csv_and_eval(
     digits_run: Path, tmp_path: Path
 ) -> None:
     run = tmp_path / "run"
-    shutil.copytree(digits_run, run, ignore=shutil.ignore_patterns("export", "predictions.csv"))
+    shutil.copytree(digits_run, run, ignore=shutil.ignore_patterns("export", "predictions"))
     ckpt = f"ckpt_path={run / 'checkpoints' / 'best.ckpt'}"
     run_ok("export.py", tmp_path / "e", ckpt)
     run_ok("predict.py", tmp_path / "p", ckpt)
@@ -38,7 +38,7 @@ def test_every_test_sample_over_http_equals_predictions_csv_and_eval(
     trained = load_run(run / "checkpoints" / "best.ckpt")
     samples, index, targets = raw_data(trained.datamodule).splits["test"]
     eval_probs = softmax(eager_outputs(trained.module, trained.datamodule.test_dataloader()))
-    lines = (run / "predictions.csv").read_text().splitlines()
+    lines = (run / "predictions" / "test.csv").read_text().splitlines()
     csv = {int(r[0]): r for r in (line.split(",") for line in lines[1:])}
 
     with (

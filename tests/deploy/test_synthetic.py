@@ -45,7 +45,7 @@ def _ckpt(run: Path) -> str:
 @pytest.mark.slow  # predict and export with parity on two data paths
 def test_synthetic_mlp_predicts_and_exports_raw_float_images(run: Path, tmp_path: Path) -> None:
     run_ok("predict.py", tmp_path / "p", _ckpt(run))
-    lines = (run / "predictions.csv").read_text().splitlines()
+    lines = (run / "predictions" / "test.csv").read_text().splitlines()
     rows = [line.split(",") for line in lines[1:]]
     assert [int(r[0]) for r in rows] == list(range(80, 100))  # after 64 train + 16 val samples
     accuracy = sum(r[1] == r[-1] for r in rows) / len(rows)
@@ -55,7 +55,9 @@ def test_synthetic_mlp_predicts_and_exports_raw_float_images(run: Path, tmp_path
     images = make_synthetic(100, 10, 42, 1.0)[80:][0].numpy()
     np.save(tmp_path / "raw.npy", images)
     run_ok("predict.py", tmp_path / "p2", _ckpt(run), f"input={tmp_path / 'raw.npy'}")
-    by_file = [line.split(",") for line in (run / "predictions.csv").read_text().splitlines()[1:]]
+    by_file = [
+        line.split(",") for line in (run / "predictions" / "raw.csv").read_text().splitlines()[1:]
+    ]
     assert [r[1:] for r in by_file] == [r[1:-1] for r in rows]  # same predictions, no target
 
     run_ok("export.py", tmp_path / "e", _ckpt(run))

@@ -96,7 +96,9 @@ CASES = [
         checkpoint_every=16,
     ),
     # 1 (and 3: ReduceLROnPlateau through the config's partial, monitoring val/loss).
-    Case("hydra_template", ("model=eco_template", *BLOBS)),
+    Case(
+        "hydra_template", ("model=eco_template", *BLOBS, f"data._target_={DATA}.TemplateStyleData")
+    ),
     Case("gan", (*foreign_model(f"{MODULES}.TinyGAN"), *BLOBS), monitor=None, has_test_step=False),
     # No step checkpoints: the resume starts from the end-of-epoch-0 checkpoint, written before
     # Lightning steps ReduceLROnPlateau for that epoch.

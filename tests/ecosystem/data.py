@@ -58,6 +58,20 @@ class BlobsData(L.LightningDataModule):
         return self.test_dataloader()
 
 
+class TemplateStyleData(BlobsData):
+    """lightning-hydra-template's datamodule shape: state_dict() returns {} and load_state_dict()
+    does nothing (no state travels with checkpoints), plus a teardown hook."""
+
+    def teardown(self, stage: str | None = None) -> None:
+        pass
+
+    def state_dict(self) -> dict[str, Any]:
+        return {}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        pass
+
+
 class TwoValData(BlobsData):
     """Two validation loaders (the val split, then a second held-out split): `dataloader_idx`."""
 
@@ -90,3 +104,30 @@ class DictBatchData(BlobsData):
         self.train_set = DictDataset(*self._split(self.hparams.train_size, 1))
         self.val_set = DictDataset(*self._split(self.hparams.val_size, 2))
         self.test_set = DictDataset(*self._split(self.hparams.test_size, 3))
+
+
+class TokenData(L.LightningDataModule):
+    """(tokens, next tokens) batches of a counting language: token t is followed by t + 1."""
+
+    def __init__(self, batch_size: int = 8, length: int = 6, vocab: int = 12) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+
+    def _split(self, size: int, seed: int) -> TensorDataset:
+        g = torch.Generator().manual_seed(seed)
+        start = torch.randint(0, self.hparams.vocab, (size, 1), generator=g)
+        seq = (start + torch.arange(self.hparams.length + 1)) % self.hparams.vocab
+        return TensorDataset(seq[:, :-1], seq[:, 1:])
+
+    def setup(self, stage: str | None = None) -> None:
+        self.train_set, self.val_set = self._split(64, 1), self._split(16, 2)
+        self.test_set = self._split(16, 3)
+
+    def train_dataloader(self) -> DataLoader:
+        return DataLoader(self.train_set, batch_size=self.hparams.batch_size, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader:
+        return DataLoader(self.val_set, batch_size=self.hparams.batch_size)
+
+    def test_dataloader(self) -> DataLoader:
+        return DataLoader(self.test_set, batch_size=self.hparams.batch_size)

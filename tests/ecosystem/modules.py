@@ -382,3 +382,44 @@ class TinyGAN(L.LightningModule):
         opt_g = torch.optim.Adam(self.generator.parameters(), lr=lr, betas=(0.5, 0.999))
         opt_d = torch.optim.Adam(self.discriminator.parameters(), lr=lr, betas=(0.5, 0.999))
         return [opt_g, opt_d], []
+
+
+class BranchingClassifier(SimpleClassifier):
+    """forward branches on the data (a Python `if` on a tensor value), as hand-written research
+    code does: it trains and predicts, but no graph can hold the branch."""
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if x.mean() > 0:
+            return self.net(x)
+        return self.net(-x)
+
+
+class TinyTokenModel(L.LightningModule):
+    """A next-token model over (tokens, targets) batches: forward gives (N, T, vocab) scores."""
+
+    def __init__(self, vocab: int = 12, width: int = 16, lr: float = 0.05) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.embed = nn.Embedding(vocab, width)
+        self.head = nn.Linear(width, vocab)
+
+    def forward(self, tokens: torch.Tensor) -> torch.Tensor:
+        return self.head(torch.relu(self.embed(tokens)))
+
+    def step(self, batch: Any) -> torch.Tensor:
+        tokens, targets = batch
+        return F.cross_entropy(self(tokens).flatten(0, 1), targets.flatten())
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        loss = self.step(batch)
+        self.log("train/loss", loss, on_step=False, on_epoch=True)
+        return loss
+
+    def validation_step(self, batch: Any, batch_idx: int) -> None:
+        self.log("val/loss", self.step(batch))
+
+    def test_step(self, batch: Any, batch_idx: int) -> None:
+        self.log("test/loss", self.step(batch))
+
+    def configure_optimizers(self) -> Any:
+        return torch.optim.Adam(self.parameters(), lr=self.hparams.lr)

@@ -876,8 +876,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "deploy: a checkpoint without datamodule statistics is accepted",
         "src/trainwell/deploy/loading.py",
-        "needs = type(datamodule).state_dict is not L.LightningDataModule.state_dict",
-        "needs = False",
+        "    if datamodule.state_dict():\n        key = type(datamodule).__qualname__",
+        "    if False:\n        key = type(datamodule).__qualname__",
         (f"{DEPLOY_T}::test_a_checkpoint_without_statistics_gets_one_line",),
         "an old checkpoint gets one line, never silently refitted statistics",
     ),
@@ -961,9 +961,9 @@ MUTANTS: list[Mutant] = [
         "    if callable(getattr(datamodule, HOOK, None)):\n        return from_hook(datamodule)",
         "    if True:\n        return from_hook(datamodule)",
         (
-            "tests/deploy/test_raw_form.py::test_an_unknown_datamodule_gets_one_line_naming_the_hook",
+            "tests/deploy/test_raw_form.py::test_without_the_hook_a_split_is_its_batch_form_in_loader_order",
         ),
-        "a datamodule without raw_form() gets one line naming the method",
+        "a datamodule without raw_form() is predicted and exported in the batch form its loaders yield",
     ),
     Mutant(
         "predict: a token model's next token read at the padding, not the last real position",
@@ -1241,5 +1241,122 @@ MUTANTS: list[Mutant] = [
         "        pass",
         (PRUNE_EPOCH_T,),
         "a single-split trial reports after every validation and stops when hopeless",
+    ),
+    # -- shipping as the README writes it, on code we did not write -----------------------------
+    Mutant(
+        "serve: the run dir needs a run_id that serve's config lacks",
+        "conf/hydra/default.yaml",
+        "  dir: ${paths.log_dir}/${task_name}/runs/${tw.run_id:${oc.select:run_id,null}}",
+        "  dir: ${paths.log_dir}/${task_name}/runs/${tw.run_id:${run_id}}",
+        (f"{SERVE_T}::test_the_readme_line_serves_and_ctrl_c_stops_it_with_one_line",),
+        "python scripts/serve.py artifact=<export> port=8000, as the README writes it, serves",
+    ),
+    Mutant(
+        "serve: an inference worker dies of Ctrl-C with a traceback",
+        SERVE,
+        "        signal.signal(signal.SIGINT, signal.SIG_IGN)",
+        "        pass",
+        (f"{SERVE_T}::test_the_readme_line_serves_and_ctrl_c_stops_it_with_one_line",),
+        "Ctrl-C stops the server with one line and no traceback",
+    ),
+    Mutant(
+        "serve request validation: nesting deeper than a sample is not refused",
+        "src/trainwell/deploy/request.py",
+        "        if depth == 0:",
+        "        if False:",
+        (
+            "tests/deploy/test_request.py::test_deep_nesting_is_one_4xx_line_never_a_recursion_error",
+        ),
+        "deeply nested JSON is a one-line 4xx, never a 500 or a RecursionError",
+    ),
+    Mutant(
+        "serve request validation: JSON nested past the recursion limit is a 500",
+        "src/trainwell/deploy/request.py",
+        "    except RecursionError:",
+        "    except MemoryError:",
+        (
+            "tests/deploy/test_request.py::test_deep_nesting_is_one_4xx_line_never_a_recursion_error",
+        ),
+        "deeply nested JSON is a one-line 4xx, never a 500 or a RecursionError",
+    ),
+    Mutant(
+        "serve request validation: 1e39 reaches a float32 model as infinity",
+        "src/trainwell/deploy/request.py",
+        "    if np.issubdtype(dtype, np.floating) and not np.isfinite(cast).all():",
+        "    if False:",
+        (
+            "tests/deploy/test_request.py::"
+            "test_a_value_that_overflows_float32_is_refused_where_there_is_no_range",
+        ),
+        "a value that float32 cannot hold is a one-line 4xx even without a value range",
+    ),
+    Mutant(
+        "predict: an earlier predictions file is replaced without the flag",
+        "src/trainwell/deploy/outputs.py",
+        "    if path.exists() and not overwrite:",
+        "    if False:",
+        (
+            "tests/deploy/test_outputs.py::"
+            "test_a_prediction_file_is_named_after_its_data_and_never_replaced_without_the_flag",
+        ),
+        "an existing predictions file is replaced only with overwrite=true",
+    ),
+    Mutant(
+        "export: another checkpoint's export is replaced silently",
+        "src/trainwell/deploy/outputs.py",
+        '    if source.get("sha256") == checkpoint_sha256:',
+        "    if True:",
+        (
+            "tests/deploy/test_outputs.py::"
+            "test_only_the_same_checkpoint_replaces_an_export_without_the_flag",
+        ),
+        "only an export of the same checkpoint replaces export/ without overwrite=true",
+    ),
+    Mutant(
+        "predict/export: empty run dirs pile up under logs/",
+        "src/trainwell/deploy/outputs.py",
+        "    for directory in (run_dir, above, above.parent) if layout else (run_dir,):",
+        "    for directory in ():",
+        (
+            "tests/deploy/test_outputs.py::"
+            "test_an_empty_run_dir_of_predict_or_export_is_removed_and_nothing_else",
+        ),
+        "predict and export leave no empty run dir of their own",
+    ),
+    Mutant(
+        "export: the ONNX graph's axes keep torch.export's symbol names",
+        "src/trainwell/deploy/export.py",
+        "                dim.dim_param = names[dim.dim_param]",
+        "                pass",
+        ("tests/deploy/test_outputs.py::test_the_onnx_axes_carry_the_manifest_names",),
+        "the ONNX input's dynamic axes carry the manifest's names (batch, sequence)",
+    ),
+    Mutant(
+        "deploy: a datamodule without state is refused as missing its statistics",
+        "src/trainwell/deploy/loading.py",
+        "    if datamodule.state_dict():\n        key = type(datamodule).__qualname__",
+        "    if type(datamodule).state_dict is not L.LightningDataModule.state_dict:\n"
+        "        key = type(datamodule).__qualname__",
+        (
+            "tests/ecosystem/test_corpus.py::"
+            "test_foreign_module_trains_passes_the_doctor_and_predicts_and_exports[hydra_template]",
+        ),
+        "a datamodule whose state_dict() is empty predicts and exports without an error",
+    ),
+    Mutant(
+        "deploy: a forward that cannot take the split's batches is a traceback",
+        RAW,
+        "    except (RuntimeError, TypeError, ValueError, IndexError) as err:",
+        "    except KeyError as err:",
+        ("tests/deploy/test_raw_form.py::test_a_forward_that_cannot_take_the_batch_is_one_line",),
+        "a module whose forward cannot take the data is refused at predict/export in one line",
+    ),
+    Mutant(
+        "load_from_checkpoint: the module comes back in training mode",
+        "src/trainwell/tasks/checkpoint_loading.py",
+        "        return module if map_location is None else module.to(map_location)",
+        "        return module.train()",
+        ("tests/tasks/test_load_from_checkpoint.py",),
+        "Task.load_from_checkpoint(path) returns load_trained(path)'s module, in eval mode",
     ),
 ]

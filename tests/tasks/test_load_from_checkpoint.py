@@ -1,18 +1,29 @@
-"""The Lightning reflex `Task.load_from_checkpoint(path)` gets one line naming the way on."""
+"""The Lightning reflex `Task.load_from_checkpoint(path)` returns what load_trained returns."""
 
 from __future__ import annotations
 
-import pytest
+from pathlib import Path
 
+import pytest
+import torch
+
+from trainwell.deploy import load_trained
 from trainwell.errors import TrainwellError
 from trainwell.tasks import ClassificationTask, LanguageModelTask
 
 
-@pytest.mark.parametrize("task", [ClassificationTask, LanguageModelTask])
-def test_load_from_checkpoint_names_load_trained(task: type) -> None:
-    with pytest.raises(TrainwellError) as err:
-        task.load_from_checkpoint("run/checkpoints/best.ckpt")
-    message = str(err.value)
-    assert "\n" not in message
-    assert 'use trainwell.deploy.load_trained("run/checkpoints/best.ckpt")' in message
-    assert message.startswith(f"{task.__name__}.load_from_checkpoint")
+def test_load_from_checkpoint_is_load_trained_in_eval_mode(digits_run: Path) -> None:
+    ckpt = digits_run / "checkpoints" / "best.ckpt"
+    module = ClassificationTask.load_from_checkpoint(ckpt)
+    assert isinstance(module, ClassificationTask) and not module.training
+    assert not any(m.training for m in module.modules())
+    expected = load_trained(ckpt).state_dict()
+    got = module.state_dict()
+    assert got.keys() == expected.keys()
+    assert all(torch.equal(got[k], expected[k]) for k in expected)
+    with pytest.raises(
+        TrainwellError, match=r"holds a ClassificationTask, not a LanguageModelTask"
+    ):
+        LanguageModelTask.load_from_checkpoint(ckpt)
+    with pytest.raises(TrainwellError, match="takes no lr"):
+        ClassificationTask.load_from_checkpoint(ckpt, lr=0.1)

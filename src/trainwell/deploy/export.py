@@ -23,7 +23,15 @@ import trainwell
 from trainwell.data.sequences import IGNORE_INDEX
 from trainwell.deploy import artifact
 from trainwell.deploy.loading import load_run, run_dir_of
-from trainwell.deploy.raw import RawModel, raw_data
+from trainwell.deploy.outputs import EXPORT_DIR, check_export_target
+from trainwell.deploy.raw import (
+    HOOK,
+    NO_RAW_FORM,
+    RawModel,
+    check_class_scores,
+    forward_batch,
+    raw_data,
+)
 from trainwell.errors import TrainwellError
 from trainwell.io.named_paths import deployed_checkpoint
 
@@ -50,8 +58,7 @@ def eager_outputs(module: torch.nn.Module, loader: Any) -> np.ndarray:
             if isinstance(batch, dict):
                 outs.append(module(batch["tokens"])[batch["mask"]].float().numpy())
                 continue
-            x = batch[0] if isinstance(batch, list | tuple) else batch
-            outs.append(module(x).float().numpy())
+            outs.append(forward_batch(module, batch, "the datamodule").float().numpy())
     return np.concatenate(outs)
 
 
@@ -141,6 +148,27 @@ def _export_graphs(
         onnx_program.save(str(out / artifact.ONNX))
     except Exception as err:
         raise ExportFailed(f"ONNX cannot export {where}: {str(err).splitlines()[0]}") from err
+    name_dynamic_axes(out / artifact.ONNX, spec)
+
+
+def name_dynamic_axes(path: Path, spec: dict[str, Any]) -> None:
+    """The ONNX graph's symbolic axes named as the manifest names them ("batch", "sequence"):
+    the exporter calls them after torch.export's symbols (s0, s85), which a reader of the graph
+    cannot match to the manifest."""
+    import onnx
+
+    model = onnx.load(str(path))
+    dims = model.graph.input[0].type.tensor_type.shape.dim
+    names = {
+        dims[int(axis)].dim_param: name
+        for axis, name in spec["dynamic_axes"].items()
+        if dims[int(axis)].dim_param
+    }
+    for value in [*model.graph.input, *model.graph.output, *model.graph.value_info]:
+        for dim in value.type.tensor_type.shape.dim:
+            if dim.dim_param in names:
+                dim.dim_param = names[dim.dim_param]
+    onnx.save(model, str(path))
 
 
 def _save_weights(module: torch.nn.Module, path: Path) -> None:
@@ -161,27 +189,44 @@ def _versions() -> dict[str, str]:
     }
 
 
+def _swap_in(scratch: Path, final: Path) -> None:
+    """The complete export into place: an earlier one (checked by check_export_target) is moved
+    aside first and removed after, so `final` is never a mix of two exports."""
+    old = final.with_name(f".{final.name}.old-{os.getpid()}")
+    if final.exists():
+        os.replace(final, old)
+    os.replace(scratch, final)
+    shutil.rmtree(old, ignore_errors=True)
+
+
 def export_checkpoint(cfg: DictConfig) -> Path:
     ckpt = deployed_checkpoint(cfg, "export.py")
     run_dir = run_dir_of(ckpt)
-    print(f"run dir: {run_dir}", flush=True)
+    final = run_dir / EXPORT_DIR
+    ckpt_sha256 = artifact.sha256_file(Path(ckpt)) if Path(ckpt).is_file() else ""
+    check_export_target(final, ckpt_sha256, bool(cfg.get("overwrite", False)))
+    print(f"checkpoint: {Path(ckpt).resolve()}", flush=True)
     run = load_run(ckpt, cfg)
-    raw = raw_data(run.datamodule)
     split = str(cfg.get("split", "test"))
+    raw = raw_data(run.datamodule, split)
+    if raw.batch_form:
+        print(NO_RAW_FORM.format(name=type(run.datamodule).__name__, hook=HOOK), flush=True)
     if split not in raw.splits:
         raise TrainwellError(f"split={split}: choose one of {', '.join(raw.splits)}")
     samples, _, targets = raw.splits[split]
     model = RawModel(raw.preprocess, run.module).eval()
-    final = run_dir / "export"
     scratch = run_dir / f".export.partial-{os.getpid()}"
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
     try:
+        # Eager first: a forward that cannot run on the split is named before any tracing.
+        loader = getattr(run.datamodule, f"{split}_dataloader")()
+        eager = eager_outputs(run.module, loader)
+        if not raw.tokens:
+            check_class_scores(eager, run.module)
         example = torch.from_numpy(samples[: min(len(samples), 4)].copy())
         _export_graphs(model, example, scratch, raw.input_spec)
         _save_weights(run.module, scratch / artifact.WEIGHTS)
-        loader = getattr(run.datamodule, f"{split}_dataloader")()
-        eager = eager_outputs(run.module, loader)
         others = {
             "onnxruntime": onnx_outputs(scratch / artifact.ONNX, samples),
             "torch_export": program_outputs(scratch / artifact.PROGRAM, samples),
@@ -200,9 +245,9 @@ def export_checkpoint(cfg: DictConfig) -> Path:
             "files": artifact.file_entries(scratch),
             "source_checkpoint": {
                 "path": str(Path(ckpt).resolve()),
-                "sha256": artifact.sha256_file(Path(ckpt)),
+                "sha256": ckpt_sha256,
             },
-            "input": raw.input_spec,
+            "input": {"form": "raw", **raw.input_spec},
             "output": {
                 "name": "logits",
                 "meaning": raw.output_meaning,
@@ -217,13 +262,10 @@ def export_checkpoint(cfg: DictConfig) -> Path:
         tmp = scratch / (artifact.MANIFEST + ".tmp")
         tmp.write_text(json.dumps(manifest, indent=2, sort_keys=True))
         os.replace(tmp, scratch / artifact.MANIFEST)
-        if final.exists():
-            shutil.rmtree(final)
-        os.replace(scratch, final)
+        _swap_in(scratch, final)
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
     for name, entry in figures["paths"].items():
         print(f"{name}: " + ", ".join(f"{k} {v:.6g}" for k, v in entry.items()), flush=True)
     print(f"export: {final}", flush=True)
-    print(f"run dir: {run_dir}", flush=True)
     return final

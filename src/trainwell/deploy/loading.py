@@ -3,8 +3,8 @@
 The run's own config builds the model and the datamodule (never today's defaults), the weights
 come from a weights-only load, and whatever the datamodule fitted on the training split (digits'
 mean and std) comes from the checkpoint: Lightning writes `datamodule.state_dict()` into every
-checkpoint under the datamodule's class name. A checkpoint without it is refused in one line;
-the statistics are never fitted again.
+checkpoint under the datamodule's class name (when it is not empty). A checkpoint without it is
+refused in one line, the statistics are never fitted again; a datamodule without state needs none.
 """
 
 from __future__ import annotations
@@ -49,18 +49,25 @@ def saved_config(ckpt_path: str | Path) -> DictConfig:
     return cfg
 
 
-def _datamodule_state(checkpoint: dict[str, Any], datamodule: Any, path: Path) -> None:
-    needs = type(datamodule).state_dict is not L.LightningDataModule.state_dict
-    if not needs:
-        return
-    key = type(datamodule).__qualname__
-    state = checkpoint.get(key)
-    if not state:
+def _load_datamodule_state(checkpoint: dict[str, Any], datamodule: Any) -> bool:
+    """The datamodule's state from the checkpoint, where Lightning wrote one; True if it did."""
+    state = checkpoint.get(type(datamodule).__qualname__)
+    if state:
+        datamodule.load_state_dict(state)
+    return bool(state)
+
+
+def _refuse_missing_state(datamodule: Any, path: Path) -> None:
+    """After setup: a datamodule with state (statistics fitted on the training split) whose
+    checkpoint carries none would now use values fitted again. Lightning writes a datamodule's
+    state only when `state_dict()` is not empty, so a datamodule without state (its state_dict()
+    empty after setup too, as in lightning-hydra-template's MNISTDataModule) is fine."""
+    if datamodule.state_dict():
+        key = type(datamodule).__qualname__
         raise TrainwellError(
             f"{path} holds no datamodule statistics ('{key}' missing: written before they "
             "travelled with checkpoints); retrain to get a checkpoint predict/export can use"
         )
-    datamodule.load_state_dict(state)
 
 
 def load_run(ckpt_path: str | Path, cfg: DictConfig | None = None) -> TrainedRun:
@@ -70,11 +77,13 @@ def load_run(ckpt_path: str | Path, cfg: DictConfig | None = None) -> TrainedRun
     checkpoint = load_checkpoint_file(path)
     cfg = saved_config(path) if cfg is None else cfg
     datamodule = instantiate(cfg.data)
-    _datamodule_state(checkpoint, datamodule, path)
+    carried = _load_datamodule_state(checkpoint, datamodule)
     module = instantiate(cfg.model)
     module.load_state_dict(checkpoint["state_dict"])
     module.eval()
     datamodule.setup("test")
+    if not carried:
+        _refuse_missing_state(datamodule, path)
     return TrainedRun(cfg=cfg, module=module, datamodule=datamodule, checkpoint_path=path)
 
 

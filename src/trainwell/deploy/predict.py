@@ -1,4 +1,5 @@
-"""`scripts/predict.py ckpt_path=...`: <run dir>/predictions.csv, one row per sample, index order.
+"""`scripts/predict.py ckpt_path=...`: <run dir>/predictions/<split or input stem>.csv (an existing
+one is replaced only with overwrite=true: deploy/outputs.py), one row per sample, index order.
 
 Classification columns: index, prediction, p_<class> for every class, target (when the samples
 have labels).
@@ -28,12 +29,18 @@ from omegaconf import DictConfig
 from tqdm import tqdm
 
 from trainwell.deploy.loading import TrainedRun, load_run, run_dir_of
-from trainwell.deploy.raw import RawData, RawModel, raw_data, sequence_lengths
+from trainwell.deploy.outputs import prediction_path
+from trainwell.deploy.raw import (
+    RawData,
+    RawModel,
+    check_class_scores,
+    forward_batch,
+    raw_data,
+    sequence_lengths,
+)
 from trainwell.deploy.raw_input import load_raw_input
 from trainwell.errors import TrainwellError
 from trainwell.io.named_paths import deployed_checkpoint
-
-PREDICTIONS = "predictions.csv"
 
 
 def _rows(
@@ -145,17 +152,23 @@ def _split(raw: RawData, cfg: DictConfig) -> str:
 
 def predict_checkpoint(cfg: DictConfig) -> Path:
     ckpt = deployed_checkpoint(cfg, "predict.py")
-    run_dir = run_dir_of(ckpt)
-    print(f"run dir: {run_dir}", flush=True)
-    run = load_run(ckpt, cfg)
-    raw = raw_data(run.datamodule)
     source = cfg.get("input")
-    out = run_dir / PREDICTIONS
+    split = str(cfg.get("split", "test"))
+    out = prediction_path(run_dir_of(ckpt), split, source, bool(cfg.get("overwrite", False)))
+    print(f"checkpoint: {Path(ckpt).resolve()}", flush=True)
+    run = load_run(ckpt, cfg)
+    raw = raw_data(run.datamodule, split)
     if raw.tokens:
-        write_csv(out, _predict_tokens(run, raw, cfg, source))
-        print(f"predictions: {out}", flush=True)
-        print(f"run dir: {run_dir}", flush=True)
-        return out
+        lines = _predict_tokens(run, raw, cfg, source)
+    else:
+        lines = _predict_classes(run, raw, cfg, source)
+    out.parent.mkdir(exist_ok=True)
+    write_csv(out, lines)
+    print(f"predictions: {out}", flush=True)
+    return out
+
+
+def _predict_classes(run: TrainedRun, raw: RawData, cfg: DictConfig, source: object) -> list[str]:
     outs = []
     with torch.inference_mode():
         if source:
@@ -168,11 +181,10 @@ def predict_checkpoint(cfg: DictConfig) -> Path:
             split = _split(raw, cfg)
             _, index, targets = raw.splits[split]
             loader = getattr(run.datamodule, f"{split}_dataloader")()
+            name = type(run.datamodule).__name__
             for batch in tqdm(loader, desc=f"predict {split}"):
-                outs.append(run.module(batch[0]).float().numpy())
+                outs.append(forward_batch(run.module, batch, name).float().numpy())
     logits = np.concatenate(outs)
+    check_class_scores(logits, run.module)
     classes = raw.classes or [str(i) for i in range(logits.shape[-1])]
-    write_csv(out, _rows(index, logits, targets, classes))
-    print(f"predictions: {out}", flush=True)
-    print(f"run dir: {run_dir}", flush=True)
-    return out
+    return _rows(index, logits, targets, classes)

@@ -14,7 +14,9 @@ next-token logits (N, T, vocab) with batch and sequence length dynamic (no prepr
 ids are the model's input; the vocabulary that made them travels in the checkpoint).
 
 A datamodule of the user's own declares its raw form with a `raw_form()` method (`from_hook`
-says what it returns); without one, predict and export stop with one line saying so.
+says what it returns). Without one, predict and export take the **batch form**: the model input
+its loaders yield (`batch_form`), the preprocessing staying outside the graph (`input.form:
+batch` in the manifest) and `index` being the position in the split.
 
 Reading `input=` files in that form is deploy/raw_input.py's job.
 """
@@ -38,7 +40,7 @@ from trainwell.data.synthetic import (
     make_synthetic,
     quantize,
 )
-from trainwell.errors import TrainwellError
+from trainwell.errors import TrainwellError, first_line
 
 
 class Normalize(nn.Module):
@@ -100,6 +102,7 @@ class RawData:
     )
     tokens: bool = False  # a token model: outputs (N, T, vocab), one prediction per position
     output_meaning: str = CLASS_SCORES
+    batch_form: bool = False  # samples are what the loaders yield: preprocessing stays outside
 
 
 def _digits(datamodule: DigitsDataModule) -> RawData:
@@ -263,8 +266,101 @@ def from_hook(datamodule: Any) -> RawData:
     )
 
 
-def raw_data(datamodule: Any) -> RawData:
-    """The raw form of `datamodule`'s samples and the preprocessing that maps it to model inputs."""
+def check_class_scores(outputs: np.ndarray, module: nn.Module) -> None:
+    """Predict and export read a classifier's output as class scores, one row per sample."""
+    if outputs.ndim != 2:
+        raise TrainwellError(
+            f"{type(module).__name__}.forward returns shape {list(outputs.shape)}: predict and "
+            "export take class scores (N, classes) from forward"
+        )
+
+
+def model_input(batch: Any, name: str) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """(model input, labels or None) of one batch: a tensor, or a tuple/list whose first item is
+    the input and whose second, if any, holds one integer label per sample."""
+    if isinstance(batch, torch.Tensor):
+        return batch, None
+    if isinstance(batch, list | tuple) and batch and isinstance(batch[0], torch.Tensor):
+        x = batch[0]
+        y = batch[1] if len(batch) > 1 else None
+        labels = (
+            isinstance(y, torch.Tensor)
+            and y.ndim == 1
+            and len(y) == len(x)
+            and not torch.is_floating_point(y)
+        )
+        return x, y if labels else None
+    raise TrainwellError(
+        f"{name} yields {type(batch).__name__} batches: predict and export take a tensor or a "
+        f"(input, label) tuple, otherwise {name}.{HOOK}() says what the model's input is "
+        "(README: Bring your own module)"
+    )
+
+
+def forward_batch(module: nn.Module, batch: Any, name: str) -> torch.Tensor:
+    """module(input of `batch`); a forward that cannot take what the loader yields (a GAN's
+    generator fed data samples) is one line naming both, never a traceback."""
+    x = model_input(batch, name)[0]
+    try:
+        return module(x)
+    except (RuntimeError, TypeError, ValueError, IndexError) as err:
+        raise TrainwellError(
+            f"{type(module).__name__}.forward cannot take the input {name}'s loader yields "
+            f"(shape {list(x.shape)}): {first_line(err)}; predict and export call forward on "
+            "it"
+        ) from err
+
+
+def batch_form(datamodule: Any, split: str) -> RawData:
+    """RawData of `split` as its loader yields it: the samples are the model's own input, in
+    loader order (index = position in the split), no preprocessing in the graph."""
+    name = type(datamodule).__name__
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+
+    make_loader = getattr(datamodule, f"{split}_dataloader", None)
+    try:  # LightningDataModule's own <split>_dataloader raises: the user did not define it
+        loader = make_loader() if callable(make_loader) else None
+    except MisconfigurationException:
+        loader = None
+    if loader is None:
+        raise TrainwellError(f"split={split}: {name} has no {split}_dataloader()")
+    xs, ys = [], []
+    for batch in loader:
+        x, y = model_input(batch, name)
+        if xs and x.shape[1:] != xs[0].shape[1:]:
+            raise TrainwellError(
+                f"{name}.{split}_dataloader() yields inputs of shapes {list(xs[0].shape[1:])} and "
+                f"{list(x.shape[1:])}: one graph needs one sample shape; {name}.{HOOK}() can say "
+                "what a raw sample is"
+            )
+        xs.append(x.detach().cpu())
+        ys.append(y)
+    if not xs:
+        raise TrainwellError(f"split={split}: {name}.{split}_dataloader() yields no batches")
+    samples = torch.cat(xs).numpy()
+    targets = None if any(y is None for y in ys) else torch.cat(ys).numpy().astype(np.int64)
+    index = np.arange(len(samples), dtype=np.int64)
+    return RawData(
+        preprocess=nn.Identity(),
+        input_spec={
+            "name": "inputs",
+            "dtype": samples.dtype.name,
+            "shape": [None, *samples.shape[1:]],
+            "dynamic_axes": {"0": "batch"},
+            "range": None,
+            "form": "batch",
+            "description": f"the model input as {name}'s loaders yield it (preprocessing "
+            "outside the graph)",
+        },
+        classes=None,
+        splits={split: (samples, index, targets)},
+        batch_form=True,
+    )
+
+
+def raw_data(datamodule: Any, split: str = "test") -> RawData:
+    """The raw form of `datamodule`'s samples and the preprocessing that maps it to model inputs;
+    without a raw form, `split`'s batch form."""
     if callable(getattr(datamodule, HOOK, None)):
         return from_hook(datamodule)
     if isinstance(datamodule, DigitsDataModule):
@@ -275,8 +371,11 @@ def raw_data(datamodule: Any) -> RawData:
         return _synthetic(datamodule)
     if isinstance(datamodule, SequenceDataModule):
         return _sequences(datamodule)
-    raise TrainwellError(
-        f"{type(datamodule).__name__} has no {HOOK}() method: predict and export need its raw "
-        "sample form and eval-time preprocessing (README: Bring your own module); built in: "
-        "data=digits, cifar10, synthetic, sequences"
-    )
+    return batch_form(datamodule, split)
+
+
+NO_RAW_FORM = (
+    "{name} has no {hook}(): the graph takes the batch form its loaders yield (input.form: "
+    "batch); a {hook}() would put the eval preprocessing inside the graph and let input= and "
+    "the server take raw samples"
+)

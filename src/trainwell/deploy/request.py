@@ -23,10 +23,14 @@ class BadRequest(ValueError):
         self.status = status
 
 
-def _check_numbers(value: Any, where: str) -> None:
+def _check_numbers(value: Any, where: str, depth: int) -> None:
+    """Every leaf a number, lists nested at most `depth` deep (a batch of samples): deeper nesting
+    is refused here, never left to a recursion limit."""
     if isinstance(value, list):
+        if depth == 0:
+            raise BadRequest(f"{where} is a list nested deeper than the input's shape allows")
         for i, item in enumerate(value):
-            _check_numbers(item, f"{where}[{i}]")
+            _check_numbers(item, f"{where}[{i}]", depth - 1)
     elif isinstance(value, bool) or not isinstance(value, (int, float)):
         raise BadRequest(f"{where} is {type(value).__name__}, expected a number")
 
@@ -39,6 +43,8 @@ def parse_inputs(body: bytes | str, spec: dict[str, Any], max_bytes: int = 1 << 
         payload = json.loads(body)
     except (ValueError, UnicodeDecodeError) as err:
         raise BadRequest(f"body is not valid JSON: {err}") from None
+    except RecursionError:  # JSON nested ~1000 deep: no batch of samples is
+        raise BadRequest("body is nested too deep for a batch of samples") from None
     if not isinstance(payload, dict) or "inputs" not in payload:
         raise BadRequest('body must be a JSON object with "inputs": [<sample>, ...]')
     inputs = payload["inputs"]
@@ -46,7 +52,7 @@ def parse_inputs(body: bytes | str, spec: dict[str, Any], max_bytes: int = 1 << 
         raise BadRequest('"inputs" must be a list of samples')
     if not inputs:
         raise BadRequest('"inputs" is an empty list; send at least one sample')
-    _check_numbers(inputs, "inputs")
+    _check_numbers(inputs, "inputs", len(spec["shape"]))
     sample_shape = tuple(spec["shape"][1:])
     try:
         array = np.asarray(inputs, dtype=np.float64)
@@ -74,4 +80,9 @@ def parse_inputs(body: bytes | str, spec: dict[str, Any], max_bytes: int = 1 << 
     # A uint8 image sent as 3.7 would otherwise be truncated to 3 without a word.
     if np.issubdtype(dtype, np.integer) and not (array == np.floor(array)).all():
         raise BadRequest(f"inputs must be whole numbers (the model takes {dtype.name})")
-    return array.astype(dtype)
+    with np.errstate(over="ignore"):  # checked just below
+        cast = array.astype(dtype)
+    # 1e39 is finite in float64 and infinite in float32: the model would see infinity.
+    if np.issubdtype(dtype, np.floating) and not np.isfinite(cast).all():
+        raise BadRequest(f"inputs overflow {dtype.name} (|value| up to {np.abs(array).max():g})")
+    return cast

@@ -174,6 +174,9 @@ class OnnxAPI(_lit_api_base()):  # type: ignore[misc]
         # between the main process's check and this worker's start.
         if hashlib.sha256(data).hexdigest() != self.onnx_sha256:
             raise TrainwellError(f"{self.export_dir / artifact.ONNX} changed after it was verified")
+        # Ctrl-C reaches every process of the terminal's group: the main process stops and joins
+        # this worker; left to Python's default, the worker dies of a KeyboardInterrupt traceback.
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
         options = ort.SessionOptions()
         if self.threads > 0:
             options.intra_op_num_threads = self.threads
@@ -211,19 +214,28 @@ class OnnxAPI(_lit_api_base()):  # type: ignore[misc]
         return answer
 
 
-def _sigterm_drains() -> None:
+def _sigterm_drains() -> list[str]:
     """SIGTERM in the main process: LitServe's interrupt shutdown (drain, join every child).
+    Returns a list that will hold the name of the signal that stopped the server.
 
     Processes LitServe forks (its ZeroMQ broker, its HTTP servers) get the default action back at
     once: the broker, stopped with SIGTERM at exit, would otherwise die of this handler's
     KeyboardInterrupt with a traceback; the HTTP servers install uvicorn's own graceful handlers.
     """
 
+    stopped_by: list[str] = []
+
     def on_sigterm(signum: int, frame: Any) -> None:
+        stopped_by.append(signal.Signals(signum).name)
         raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_sigterm)
+    signal.signal(signal.SIGINT, on_sigterm)
     os.register_at_fork(after_in_child=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
+    os.register_at_fork(
+        after_in_child=lambda: signal.signal(signal.SIGINT, signal.default_int_handler)
+    )
+    return stopped_by
 
 
 def build_server(export_dir: Path, manifest: dict[str, Any], cfg: DictConfig) -> Any:
@@ -269,11 +281,12 @@ def serve(cfg: DictConfig) -> int:
         raise TrainwellError(f"{export_dir / artifact.MANIFEST} lists no {artifact.ONNX}")
     server = build_server(export_dir, manifest, cfg)
     print(f"serving: {export_dir} on http://{cfg.host}:{int(cfg.port)}", flush=True)
-    _sigterm_drains()
+    stopped_by = _sigterm_drains()
     server.run(
         host=str(cfg.host),
         port=int(cfg.port),
         generate_client_file=False,
         log_level=str(cfg.log_level),
     )
+    print(f"serve: stopped by {stopped_by[0] if stopped_by else 'LitServe'}", flush=True)
     return 0

@@ -15,7 +15,7 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from trainwell.errors import TrainwellError
 from trainwell.loading.labels import balanced_class_weights, class_counts, dataset_labels
-from trainwell.tasks.checkpoint_loading import PointsToLoadTrained
+from trainwell.tasks.checkpoint_loading import LoadsLikeLoadTrained
 from trainwell.tasks.metrics import (
     BalancedAccuracy,
     EpochMetricHooks,
@@ -33,7 +33,7 @@ from trainwell.tasks.optimization import (
 )
 
 
-class ClassificationTask(PointsToLoadTrained, EpochMetricHooks, L.LightningModule):
+class ClassificationTask(LoadsLikeLoadTrained, EpochMetricHooks, L.LightningModule):
     """Trains an injected `net` that returns raw logits.
 
     The optimizer and scheduler arrive as Hydra `_partial_`s; the scheduler factory is called with

@@ -19,7 +19,7 @@ from torch import nn
 from torchmetrics import MeanMetric
 
 from trainwell.data.sequences import IGNORE_INDEX
-from trainwell.tasks.checkpoint_loading import PointsToLoadTrained
+from trainwell.tasks.checkpoint_loading import LoadsLikeLoadTrained
 from trainwell.tasks.metrics import EpochMetricHooks, EpochMetricLog
 from trainwell.tasks.model_setup import shard_and_compile
 from trainwell.tasks.optimization import (
@@ -38,7 +38,7 @@ class Perplexity(MeanMetric):
         return super().compute().exp()
 
 
-class LanguageModelTask(PointsToLoadTrained, EpochMetricHooks, L.LightningModule):
+class LanguageModelTask(LoadsLikeLoadTrained, EpochMetricHooks, L.LightningModule):
     """Trains an injected `net` mapping tokens [B, T] to logits [B, T, V] on batches
     `{"tokens", "targets", ...}` whose padding targets are IGNORE_INDEX.
 
