@@ -11,6 +11,7 @@ from trainwell.doctor.harness.batches import replay_loader
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.observe import crashed_message, observation
 from trainwell.doctor.harness.outputs import evaluation_outputs, output_differences
+from trainwell.doctor.harness.recorder import frozen_modules
 from trainwell.doctor.report.verdict import Check
 
 
@@ -24,11 +25,16 @@ def train_mode(ctx: DoctorContext) -> Check:
         "validation_after_batch": obs.val_every,
         "batches_with_eval_modules": len(rec.eval_modules),
     }
-    if rec.eval_modules:
-        batch, names = rec.eval_modules[0]
-        after_val = batch >= obs.val_every and not any(
-            b < obs.val_every for b, _ in rec.eval_modules
-        )
+    # A frozen block kept in eval mode (its BatchNorm statistics fixed) is deliberate.
+    frozen = tuple(frozen_modules(obs.task))
+    in_eval = [
+        (b, kept)
+        for b, names in rec.eval_modules
+        if (kept := [n for n in names if not any(n == f or n.startswith(f"{f}.") for f in frozen)])
+    ]
+    if in_eval:
+        batch, names = in_eval[0]
+        after_val = batch >= obs.val_every and not any(b < obs.val_every for b, _ in in_eval)
         evidence |= {"first_batch": batch, "modules": names[:20], "module_count": len(names)}
         when = "after validation" if after_val else f"from training batch {batch}"
         return Check(

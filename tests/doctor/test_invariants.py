@@ -1,0 +1,70 @@
+"""The doctor against bugs that break an invariant of training in forms no check was written
+for (tests/doctor/invariants/): each case is a plain Lightning module or datamodule beside its
+fixed twin. The bug must draw the named status from the invariant's check; the twin must pass it,
+and (slow suite) draw no `fail` from any check.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from omegaconf import OmegaConf, open_dict
+
+from tests.helpers.config import compose_config
+from tests.helpers.doctor import QUICK_PROBES
+from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.settings import ProbeSettings
+from trainwell.doctor.report.verdict import Check
+from trainwell.doctor.run import run_checks
+
+CASES_PKG = "tests.doctor.invariants"
+COMMON = "tests.doctor.reported._common"
+
+# (case module, which part is swapped: "model" | "data", check id, status the bug draws)
+CASES = [
+    ("frozen_max_norm", "model", "optimizer.coverage", "fail"),
+    ("frozen_batchnorm_stats", "model", "optimizer.coverage", "warn"),
+    ("frozen_midrun_momentum", "model", "optimizer.coverage", "fail"),
+]
+
+
+def run_case(
+    tmp_path: Path, case: str, part: str, variant: str, ids: list[str] | None
+) -> dict[str, Check]:
+    """The doctor on the digits experiment with the case's module or datamodule swapped in."""
+    cfg = compose_config(QUICK_PROBES, tmp_path / variant / "run", config_name="doctor")
+    target = f"{CASES_PKG}.{case}.{variant}"
+    with open_dict(cfg):
+        cfg.model = OmegaConf.create(
+            {"_target_": target if part == "model" else f"{COMMON}.Classifier"}
+        )
+        cfg.data = OmegaConf.create({"_target_": target if part == "data" else f"{COMMON}.Digits"})
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    ctx = DoctorContext(cfg, ProbeSettings.from_cfg(cfg.probe), workdir=tmp_path / variant / "p")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return {c.id: c for c in run_checks(ctx, only=ids)}
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize(("case", "part", "check_id", "status"), CASES, ids=[c[0] for c in CASES])
+def test_broken_invariant_is_flagged_and_its_fix_passes(
+    tmp_path: Path, case: str, part: str, check_id: str, status: str
+) -> None:
+    bug = run_case(tmp_path, case, part, "Buggy", [check_id])[check_id]
+    assert bug.status == status, bug.message
+    assert "\n" not in bug.message and len(bug.message) > 20
+    twin = run_case(tmp_path, case, part, "Healthy", [check_id])[check_id]
+    assert twin.status == "pass", twin.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("case", "part"), [c[:2] for c in CASES], ids=[c[0] for c in CASES])
+def test_fixed_twin_draws_no_fail_from_any_check(tmp_path: Path, case: str, part: str) -> None:
+    twin = run_case(tmp_path, case, part, "Healthy", None)
+    assert [f"{c.id}: {c.message}" for c in twin.values() if c.status == "fail"] == []
