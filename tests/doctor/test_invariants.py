@@ -28,6 +28,9 @@ CASES = [
     ("frozen_max_norm", "model", "optimizer.coverage", "fail"),
     ("frozen_batchnorm_stats", "model", "optimizer.coverage", "warn"),
     ("frozen_midrun_momentum", "model", "optimizer.coverage", "fail"),
+    ("metric_in_plain_dict", "model", "eval.determinism", "fail"),
+    ("loss_list_never_cleared", "model", "eval.determinism", "fail"),
+    ("noisy_test_step", "model", "eval.determinism", "fail"),
 ]
 
 
