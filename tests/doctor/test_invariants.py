@@ -31,6 +31,9 @@ CASES = [
     ("metric_in_plain_dict", "model", "eval.determinism", "fail"),
     ("loss_list_never_cleared", "model", "eval.determinism", "fail"),
     ("noisy_test_step", "model", "eval.determinism", "fail"),
+    ("stream_reseeded_each_epoch", "data", "data.epoch_order", "warn"),
+    ("stream_exhausted_after_one_epoch", "data", "data.epoch_order", "fail"),
+    ("batches_shuffled_once", "data", "data.epoch_order", "warn"),
 ]
 
 

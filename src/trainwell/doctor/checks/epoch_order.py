@@ -1,10 +1,11 @@
-"""data.epoch_order: does the training loader visit the samples in a new order every epoch?
+"""data.epoch_order: does every epoch make a full pass over the data, in a new order?
 
-A sampler that shuffles from a generator seeded with `seed + epoch` (DistributedSampler, and
-the many samplers written after it) only changes its order when `set_epoch` is called. Lightning
-calls `set_epoch` at every epoch start on the loader's sampler and its batch sampler's sampler,
-when they define it; a sampler without it, or one that ignores it, repeats epoch 0's shuffled
-order for the whole run. The check draws two epochs' orders the way Lightning would.
+The check draws two epochs from the real train loader the way Lightning would (its `set_epoch`
+call first) and compares the two streams of samples: by dataset index where the loader has a
+sampler over a map-style dataset, by content everywhere else (iterable datasets, datasets that
+yield whole batches, any other iterable of batches). A sampler without `set_epoch`, an iterable
+dataset that reseeds its shuffle the same way every epoch, or batches shuffled once at setup
+repeat one order; an iterator made once and exhausted leaves the second epoch short or empty.
 """
 
 from __future__ import annotations
@@ -15,12 +16,14 @@ from typing import Any
 from torch.utils.data import DataLoader
 
 from trainwell import compat
+from trainwell.doctor.harness.batches import leaves, size_of
 from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.harness.samples import why_not_indexable
+from trainwell.doctor.harness.samples import iterate_batches, why_not_indexable
 from trainwell.doctor.report.verdict import Check
 
 ID = "data.epoch_order"
 COMPARED = 4096  # indices compared per epoch: enough to tell a repeat, cheap on any dataset
+CONTENT_COMPARED = 1024  # samples loaded per epoch when they can only be told apart by content
 
 
 def _chain(loader: DataLoader) -> list[Any]:
@@ -44,11 +47,66 @@ def _order(loader: DataLoader, epoch: int) -> list[int]:
     return list(islice(flat, COMPARED))
 
 
+def _fingerprints(batch: Any) -> list[int]:
+    """One hash per sample of a batch: its rows of every tensor that has one row per sample."""
+    rows = size_of(batch) or 1
+    tensors = [t.detach().cpu() for _, t in leaves(batch) if t.dim() and t.shape[0] == rows]
+    if not tensors:
+        tensors = [t.detach().cpu().reshape(1, -1) for _, t in leaves(batch)]
+        rows = 1
+    return [hash(tuple(t[i].numpy().tobytes() for t in tensors)) for i in range(rows)]
+
+
+def _content(loader: Any, epoch: int) -> list[int]:
+    """The first samples the loader yields in `epoch`, by content."""
+    compat.set_sampler_epoch(loader, epoch)
+    stream: list[int] = []
+    for batch in iterate_batches(loader):
+        stream += _fingerprints(batch)
+        if len(stream) >= CONTENT_COMPARED:
+            break
+    return stream[:CONTENT_COMPARED]
+
+
+def _by_content(loader: Any, why: str) -> Check:
+    """Two epochs of a loader without sample indices, compared by what they yield."""
+    try:
+        first, second = _content(loader, 0), _content(loader, 1)
+    finally:
+        compat.set_sampler_epoch(loader, 0)
+    evidence: dict[str, Any] = {
+        "compared_by": "content",
+        "why_not_by_index": why,
+        "epoch_0_samples": len(first),
+        "epoch_1_samples": len(second),
+    }
+    if len(second) < len(first):
+        return Check(
+            ID,
+            "fail",
+            f"the training loader yields {len(first)} samples in epoch 0 but {len(second)} in "
+            "epoch 1: its iterator is made once and runs dry (an iterable dataset whose __iter__ "
+            "returns a generator built in __init__); build the iterator inside __iter__",
+            evidence,
+        )
+    if first == second and len(first) > 1:
+        return Check(
+            ID,
+            "warn",
+            f"the training loader yields the same {len(first)} samples in the same order in "
+            "epoch 0 and epoch 1, so every epoch repeats one order (a shuffle seeded the same "
+            "way each epoch, or batches shuffled once at setup); draw the order from the "
+            "global RNG or from seed + epoch, unless the stream is meant to be sequential",
+            evidence,
+        )
+    return Check(ID, "pass", "the training loader yields a new order every epoch", evidence)
+
+
 def data_epoch_order(ctx: DoctorContext) -> Check:
     loader = ctx.samples.loader
     problem = why_not_indexable(loader)
     if problem:
-        return Check(ID, "skip", f"{problem}: no sampler order to compare across epochs")
+        return _by_content(loader, problem)
     chain = _chain(loader)
     kinds = [type(s).__name__ for s in chain]
     source = chain[-1]
