@@ -34,6 +34,9 @@ CASES = [
     ("stream_reseeded_each_epoch", "data", "data.epoch_order", "warn"),
     ("stream_exhausted_after_one_epoch", "data", "data.epoch_order", "fail"),
     ("batches_shuffled_once", "data", "data.epoch_order", "warn"),
+    ("warmup_counter_attribute", "model", "checkpoint.roundtrip", "fail"),
+    ("loss_average_attribute", "model", "checkpoint.roundtrip", "fail"),
+    ("private_noise_generator", "model", "checkpoint.roundtrip", "fail"),
 ]
 
 
