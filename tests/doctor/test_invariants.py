@@ -37,6 +37,9 @@ CASES = [
     ("warmup_counter_attribute", "model", "checkpoint.roundtrip", "fail"),
     ("loss_average_attribute", "model", "checkpoint.roundtrip", "fail"),
     ("private_noise_generator", "model", "checkpoint.roundtrip", "fail"),
+    ("custom_backward_wrong", "model", "grad.flow", "warn"),
+    ("penalty_on_data", "model", "grad.flow", "warn"),
+    ("detached_log_normaliser", "model", "grad.flow", "warn"),
 ]
 
 

@@ -58,6 +58,7 @@ SWEEP_T = (
     "tests/training/test_search.py::test_a_maximized_sweep_of_another_metric_picks_the_largest"
 )
 MUSEUM_T = "tests/doctor/test_museum.py::test_planted_bug_is_caught"
+INV_T = "tests/doctor/test_invariants.py::test_broken_invariant_is_flagged_and_its_fix_passes"
 WEIGHTED_T = "tests/loading/test_weighted_sampler.py"
 BALANCE_T = "tests/tasks/test_class_balance.py"
 CLASS_BALANCE = "src/trainwell/doctor/checks/class_balance.py"
@@ -1133,5 +1134,74 @@ MUTANTS: list[Mutant] = [
             "test_eval_reproduces_the_best_checkpoint_test_metric",
         ),
         "third-party noise the template knows to be expected is not printed",
+    ),
+    # -- the doctor's invariants, measured on the running task and loader -------------------
+    Mutant(
+        "doctor optimizer.coverage: frozen tensors that move go unnoticed",
+        "src/trainwell/doctor/checks/structure.py",
+        "    if not changes:\n        return None",
+        "    if True:\n        return None",
+        (
+            f"{INV_T}[frozen_max_norm]",
+            f"{INV_T}[frozen_batchnorm_stats]",
+            f"{INV_T}[frozen_midrun_momentum]",
+        ),
+        "what does not train does not change: a frozen tensor that moves is flagged",
+    ),
+    Mutant(
+        "doctor eval.determinism: logged values are not compared between passes",
+        "src/trainwell/doctor/checks/modes.py",
+        "        if drift:",
+        "        if False:",
+        (f"{INV_T}[metric_in_plain_dict]", f"{INV_T}[loss_list_never_cleared]"),
+        "same weights, same data, same logged numbers, whatever ran in between",
+    ),
+    Mutant(
+        "doctor eval.determinism: test passes are never repeated",
+        "src/trainwell/doctor/checks/modes.py",
+        '        for s in ("validate", "test")',
+        '        for s in ("validate",)',
+        (f"{INV_T}[noisy_test_step]",),
+        "the same weights give the same test numbers too",
+    ),
+    Mutant(
+        "doctor data.epoch_order: a stream repeated every epoch passes",
+        "src/trainwell/doctor/checks/epoch_order.py",
+        "    if first == second and len(first) > 1:",
+        "    if first == second and len(first) > 10**9:",
+        (f"{INV_T}[stream_reseeded_each_epoch]", f"{INV_T}[batches_shuffled_once]"),
+        "every epoch is a new order, whatever the loader",
+    ),
+    Mutant(
+        "doctor data.epoch_order: a second epoch that runs dry passes",
+        "src/trainwell/doctor/checks/epoch_order.py",
+        "    if len(second) < len(first):",
+        "    if len(second) < 0:",
+        (f"{INV_T}[stream_exhausted_after_one_epoch]",),
+        "every epoch is a full pass, whatever the loader",
+    ),
+    Mutant(
+        "doctor checkpoint.roundtrip: the next step after loading is not compared",
+        "src/trainwell/doctor/checks/state.py",
+        "    if max(diffs, default=0.0) > 1e-6:",
+        "    if max(diffs, default=0.0) > 1e9:",
+        (
+            f"{INV_T}[warmup_counter_attribute]",
+            f"{INV_T}[loss_average_attribute]",
+            f"{INV_T}[private_noise_generator]",
+        ),
+        "what is saved is what runs: a loaded task takes the same next step",
+    ),
+    Mutant(
+        "doctor grad.flow: finite differences never disagree with autograd",
+        "src/trainwell/doctor/checks/finite_difference.py",
+        "if abs(numeric - analytic) > RTOL",
+        "if abs(numeric - analytic) > 1e9 * RTOL",
+        (
+            f"{INV_T}[custom_backward_wrong]",
+            f"{INV_T}[penalty_on_data]",
+            f"{INV_T}[detached_log_normaliser]",
+        ),
+        "gradients match the loss: autograd agrees with finite differences",
     ),
 ]

@@ -31,9 +31,7 @@ class Buggy(Digits):
 
     def train_dataloader(self) -> DataLoader:
         data = self.train.tensors  # type: ignore[union-attr]
-        return DataLoader(
-            Batches(*data, self.batch_size), batch_size=None, shuffle=self.shuffle
-        )
+        return DataLoader(Batches(*data, self.batch_size), batch_size=None, shuffle=self.shuffle)
 
 
 class Healthy(Buggy):
