@@ -1175,8 +1175,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor data.epoch_order: a second epoch that runs dry passes",
         "src/trainwell/doctor/checks/epoch_order.py",
-        "    if len(second) < len(first):",
-        "    if len(second) < 0:",
+        "    if not first or len(second) < len(first):",
+        "    if False:",
         (f"{INV_T}[stream_exhausted_after_one_epoch]",),
         "every epoch is a full pass, whatever the loader",
     ),

@@ -16,7 +16,7 @@ from tests.doctor.reported._common import Classifier
 
 class Buggy(Classifier):
     def on_train_batch_start(self, batch: Any, batch_idx: int) -> None:
-        if batch_idx == 3:
+        if self.global_step >= 3:  # from the step count, so a resumed run freezes it too
             self.net[1].requires_grad_(False)
 
     def optimizer_zero_grad(self, epoch: int, batch_idx: int, optimizer: Any) -> None:

@@ -80,12 +80,13 @@ def _by_content(loader: Any, why: str) -> Check:
         "epoch_0_samples": len(first),
         "epoch_1_samples": len(second),
     }
-    if len(second) < len(first):
+    if not first or len(second) < len(first):
         return Check(
             ID,
             "fail",
-            f"the training loader yields {len(first)} samples in epoch 0 but {len(second)} in "
-            "epoch 1: its iterator is made once and runs dry (an iterable dataset whose __iter__ "
+            f"iterated again, the training loader yields {len(first)} samples and then "
+            f"{len(second)}, so later epochs are short or empty: its iterator is made once and "
+            "runs dry (an iterable dataset whose __iter__ "
             "returns a generator built in __init__); build the iterator inside __iter__",
             evidence,
         )
