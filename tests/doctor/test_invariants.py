@@ -23,7 +23,8 @@ from trainwell.doctor.run import run_checks
 CASES_PKG = "tests.doctor.invariants"
 COMMON = "tests.doctor.reported._common"
 
-# (case module, which part is swapped: "model" | "data", check id, status the bug draws)
+# (case module, which part is swapped: "model" | "data" | "tokens" (the model, on token
+# sequences in dict batches), check id, status the bug draws)
 CASES = [
     ("frozen_max_norm", "model", "optimizer.coverage", "fail"),
     ("frozen_batchnorm_stats", "model", "optimizer.coverage", "warn"),
@@ -40,6 +41,9 @@ CASES = [
     ("custom_backward_wrong", "model", "grad.flow", "warn"),
     ("penalty_on_data", "model", "grad.flow", "warn"),
     ("detached_log_normaliser", "model", "grad.flow", "warn"),
+    ("mean_over_padding", "tokens", "loss.padding", "fail"),
+    ("attention_without_padding_mask", "tokens", "loss.padding", "fail"),
+    ("tags_loss_counts_padding", "tokens", "loss.padding", "fail"),
 ]
 
 
@@ -51,9 +55,10 @@ def run_case(
     target = f"{CASES_PKG}.{case}.{variant}"
     with open_dict(cfg):
         cfg.model = OmegaConf.create(
-            {"_target_": target if part == "model" else f"{COMMON}.Classifier"}
+            {"_target_": f"{COMMON}.Classifier" if part == "data" else target}
         )
-        cfg.data = OmegaConf.create({"_target_": target if part == "data" else f"{COMMON}.Digits"})
+        data = {"data": target, "tokens": f"{CASES_PKG}._tokens.Tokens"}
+        cfg.data = OmegaConf.create({"_target_": data.get(part, f"{COMMON}.Digits")})
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     ctx = DoctorContext(cfg, ProbeSettings.from_cfg(cfg.probe), workdir=tmp_path / variant / "p")
     threads = torch.get_num_threads()

@@ -1204,4 +1204,16 @@ MUTANTS: list[Mutant] = [
         ),
         "gradients match the loss: autograd agrees with finite differences",
     ),
+    Mutant(
+        "doctor loss.padding: a loss that moves with the padding passes",
+        "src/trainwell/doctor/checks/padding.py",
+        "    if abs(after - before) > 1e-5 * max(1.0, abs(before)):",
+        "    if abs(after - before) > 1e9:",
+        (
+            f"{INV_T}[mean_over_padding]",
+            f"{INV_T}[attention_without_padding_mask]",
+            f"{INV_T}[tags_loss_counts_padding]",
+        ),
+        "inputs that must not matter do not matter: padding never moves the loss",
+    ),
 ]

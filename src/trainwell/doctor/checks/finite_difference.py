@@ -32,7 +32,8 @@ def _double(batch: Any) -> Any:
     return batch
 
 
-def _loss(task: Any, batch: Any) -> torch.Tensor:
+def training_loss(task: Any, batch: Any) -> torch.Tensor:
+    """The scalar loss training_step returns, outside a trainer (ValueError: none)."""
     out = task.training_step(copy.copy(batch), 0)
     loss = out.get("loss") if isinstance(out, dict) else out
     if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
@@ -50,11 +51,11 @@ def finite_difference(ctx: DoctorContext) -> tuple[list[dict[str, Any]], str]:
     batch = _double(clone(ctx.batch))
     try:
         with quiet():
-            loss = _loss(task, batch)
+            loss = training_loss(task, batch)
             if not loss.requires_grad:
                 return [], "the loss has no graph (grad.flow reports it)"
             loss.backward()
-            again = float(_loss(task, batch).detach())
+            again = float(training_loss(task, batch).detach())
     except Exception as err:  # a step that needs the trainer (self.trainer, self.optimizers())
         return [], f"training_step cannot run outside the trainer ({type(err).__name__})"
     if float(loss.detach()) != again:
@@ -69,9 +70,9 @@ def finite_difference(ctx: DoctorContext) -> tuple[list[dict[str, Any]], str]:
                 flat, analytic = p.view(-1), float(p.grad.view(-1)[index])
                 h = STEP * max(1.0, abs(float(flat[index])))
                 flat[index] += h
-                up = float(_loss(task, batch))
+                up = float(training_loss(task, batch))
                 flat[index] -= 2 * h
-                down = float(_loss(task, batch))
+                down = float(training_loss(task, batch))
                 flat[index] += h
                 numeric = (up - down) / (2 * h)
                 if abs(numeric - analytic) > RTOL * max(abs(numeric), abs(analytic), 1e-6):
