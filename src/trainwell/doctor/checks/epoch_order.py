@@ -26,18 +26,12 @@ COMPARED = 4096  # indices compared per epoch: enough to tell a repeat, cheap on
 CONTENT_COMPARED = 1024  # samples loaded per epoch when they can only be told apart by content
 
 
-def _chain(loader: DataLoader) -> list[Any]:
-    """The loader's batch sampler, sampler and what they wrap (`sampler`, `batches`), outermost
-    first: the last one is the sampler whose order the rest pass on."""
-    chain: list[Any] = []
-    todo = [loader.batch_sampler, loader.sampler]
-    while todo:
-        obj = todo.pop(0)
-        if obj is None or any(obj is seen for seen in chain):
-            continue
-        chain.append(obj)
-        todo += [getattr(obj, "batches", None), getattr(obj, "sampler", None)]
-    return chain
+def _source(loader: DataLoader) -> Any:
+    """The sampler whose order the batch sampler (and any wrapper) passes on: the innermost."""
+    source = loader.batch_sampler
+    while getattr(source, "sampler", None) is not None:
+        source = source.sampler
+    return source
 
 
 def _order(loader: DataLoader, epoch: int) -> list[int]:
@@ -68,6 +62,21 @@ def _content(loader: Any, epoch: int) -> list[int]:
     return stream[:CONTENT_COMPARED]
 
 
+def _short(first: list[int], second: list[int], evidence: dict[str, Any]) -> Check | None:
+    """A fail when the second epoch yields fewer samples than the first (a full pass each)."""
+    if not first or len(second) < len(first):
+        return Check(
+            ID,
+            "fail",
+            f"iterated again, the training loader yields {len(first)} samples and then "
+            f"{len(second)}, so later epochs are short or empty: a sampler's or dataset's "
+            "iterator is made once and runs dry (an __iter__ that returns a generator built in "
+            "__init__); build the iterator inside __iter__",
+            evidence,
+        )
+    return None
+
+
 def _by_content(loader: Any, why: str) -> Check:
     """Two epochs of a loader without sample indices, compared by what they yield."""
     try:
@@ -80,16 +89,9 @@ def _by_content(loader: Any, why: str) -> Check:
         "epoch_0_samples": len(first),
         "epoch_1_samples": len(second),
     }
-    if not first or len(second) < len(first):
-        return Check(
-            ID,
-            "fail",
-            f"iterated again, the training loader yields {len(first)} samples and then "
-            f"{len(second)}, so later epochs are short or empty: its iterator is made once and "
-            "runs dry (an iterable dataset whose __iter__ "
-            "returns a generator built in __init__); build the iterator inside __iter__",
-            evidence,
-        )
+    short = _short(first, second, evidence)
+    if short is not None:
+        return short
     if first == second and len(first) > 1:
         return Check(
             ID,
@@ -108,9 +110,7 @@ def data_epoch_order(ctx: DoctorContext) -> Check:
     problem = why_not_indexable(loader)
     if problem:
         return _by_content(loader, problem)
-    chain = _chain(loader)
-    kinds = [type(s).__name__ for s in chain]
-    source = chain[-1]
+    source = _source(loader)
     try:
         first, second = _order(loader, 0), _order(loader, 1)
     finally:
@@ -118,13 +118,17 @@ def data_epoch_order(ctx: DoctorContext) -> Check:
         compat.set_sampler_epoch(loader, 0)
     has_set_epoch = callable(getattr(source, "set_epoch", None))
     evidence: dict[str, Any] = {
-        "samplers": kinds,
+        "compared_by": "index",
         "order_from": type(source).__name__,
         "order_source_has_set_epoch": has_set_epoch,
         "indices_compared": len(first),
+        "epoch_1_indices_compared": len(second),
         "epoch_0_head": first[:8],
         "epoch_1_head": second[:8],
     }
+    short = _short(first, second, evidence)
+    if short is not None:
+        return short
     shuffled = first != sorted(first)
     if first == second and shuffled and len(first) > 1:
         name = type(source).__name__
@@ -147,7 +151,8 @@ def data_epoch_order(ctx: DoctorContext) -> Check:
         return Check(
             ID,
             "pass",
-            f"the training loader draws the samples in index order every epoch ({kinds[-1]}): "
+            f"the training loader draws the samples in index order every epoch "
+            f"({type(source).__name__}): "
             "no shuffle to repeat",
             evidence,
         )
