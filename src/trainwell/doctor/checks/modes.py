@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -62,7 +63,8 @@ def _metric_drift(
     drift = {}
     for key, a in first.items():
         b, between = again.get(key, a), other.get(key, a)
-        if abs(a - b) <= 1e-6 * (1 + abs(a)) or b in (max(a, between), min(a, between)):
+        same = abs(a - b) <= 1e-6 * (1 + abs(a)) or (math.isnan(a) and math.isnan(b))
+        if same or b in (max(a, between), min(a, between)):
             continue
         drift[key] = (a, b)
     return drift
