@@ -15,6 +15,7 @@ from omegaconf import OmegaConf, open_dict
 
 from tests.helpers.config import compose_config
 from tests.helpers.doctor import QUICK_PROBES
+from trainwell.doctor.checks.modes import _metric_drift
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.settings import ProbeSettings
 from trainwell.doctor.report.verdict import Check
@@ -85,3 +86,11 @@ def test_broken_invariant_is_flagged_and_its_fix_passes(
 def test_fixed_twin_draws_no_fail_from_any_check(tmp_path: Path, case: str, part: str) -> None:
     twin = run_case(tmp_path, case, part, "Healthy", None)
     assert [f"{c.id}: {c.message}" for c in twin.values() if c.status == "fail"] == []
+
+
+def test_logged_values_that_repeat_a_nan_or_track_a_running_best_do_not_count_as_drift() -> None:
+    nan = float("nan")
+    first = {"recall": nan, "acc_best": 0.5, "loss": 1.0}
+    other = {"recall": nan, "acc_best": 0.7, "loss": 2.0}
+    again = {"recall": nan, "acc_best": 0.7, "loss": 1.25}
+    assert _metric_drift(first, other, again) == {"loss": (1.0, 1.25)}
