@@ -1141,11 +1141,7 @@ MUTANTS: list[Mutant] = [
         "src/trainwell/doctor/checks/structure.py",
         "    if not changes:\n        return None",
         "    if True:\n        return None",
-        (
-            f"{INV_T}[frozen_max_norm]",
-            f"{INV_T}[frozen_batchnorm_stats]",
-            f"{INV_T}[frozen_midrun_momentum]",
-        ),
+        (f"{INV_T}[frozen_max_norm]",),
         "what does not train does not change: a frozen tensor that moves is flagged",
     ),
     Mutant(
@@ -1153,7 +1149,7 @@ MUTANTS: list[Mutant] = [
         "src/trainwell/doctor/checks/modes.py",
         "        if drift:",
         "        if False:",
-        (f"{INV_T}[metric_in_plain_dict]", f"{INV_T}[loss_list_never_cleared]"),
+        (f"{INV_T}[loss_list_never_cleared]",),
         "same weights, same data, same logged numbers, whatever ran in between",
     ),
     Mutant(
@@ -1169,7 +1165,7 @@ MUTANTS: list[Mutant] = [
         "src/trainwell/doctor/checks/epoch_order.py",
         "    if first == second and len(first) > 1:",
         "    if first == second and len(first) > 10**9:",
-        (f"{INV_T}[stream_reseeded_each_epoch]", f"{INV_T}[batches_shuffled_once]"),
+        (f"{INV_T}[stream_reseeded_each_epoch]",),
         "every epoch is a new order, whatever the loader",
     ),
     Mutant(
@@ -1185,11 +1181,7 @@ MUTANTS: list[Mutant] = [
         "src/trainwell/doctor/checks/state.py",
         "    if max(diffs, default=0.0) > 1e-6:",
         "    if max(diffs, default=0.0) > 1e9:",
-        (
-            f"{INV_T}[warmup_counter_attribute]",
-            f"{INV_T}[loss_average_attribute]",
-            f"{INV_T}[private_noise_generator]",
-        ),
+        (f"{INV_T}[private_noise_generator]",),
         "what is saved is what runs: a loaded task takes the same next step",
     ),
     Mutant(
@@ -1197,11 +1189,7 @@ MUTANTS: list[Mutant] = [
         "src/trainwell/doctor/checks/finite_difference.py",
         "if abs(numeric - analytic) > RTOL",
         "if abs(numeric - analytic) > 1e9 * RTOL",
-        (
-            f"{INV_T}[custom_backward_wrong]",
-            f"{INV_T}[penalty_on_data]",
-            f"{INV_T}[detached_log_normaliser]",
-        ),
+        (f"{INV_T}[custom_backward_wrong]",),
         "gradients match the loss: autograd agrees with finite differences",
     ),
     Mutant(
@@ -1209,11 +1197,7 @@ MUTANTS: list[Mutant] = [
         "src/trainwell/doctor/checks/padding.py",
         "    if abs(after - before) > 1e-5 * max(1.0, abs(before)):",
         "    if abs(after - before) > 1e9:",
-        (
-            f"{INV_T}[mean_over_padding]",
-            f"{INV_T}[attention_without_padding_mask]",
-            f"{INV_T}[tags_loss_counts_padding]",
-        ),
+        (f"{INV_T}[mean_over_padding]",),
         "inputs that must not matter do not matter: padding never moves the loss",
     ),
 ]
