@@ -102,7 +102,7 @@ class _Stream(IterableDataset):
         self.x, self.y = x, y
 
     def __iter__(self) -> Any:
-        order = torch.randperm(len(self.x), generator=torch.Generator().manual_seed(0))
+        order = torch.randperm(len(self.x))  # the run's seeded global RNG: new every epoch
         for i in order.tolist():
             yield self.x[i], self.y[i]
 

@@ -76,6 +76,7 @@ PRUNE_EPOCH_T = (
 )
 PRUNE_SWEEP_T = f"{PRUNE_T}::test_the_sweeper_replays_the_reports_and_records_the_trial_as_pruned"
 MUSEUM_T = "tests/doctor/test_museum.py::test_planted_bug_is_caught"
+INV_T = "tests/doctor/test_invariants.py::test_broken_invariant_is_flagged_and_its_fix_passes"
 WEIGHTED_T = "tests/loading/test_weighted_sampler.py"
 BALANCE_T = "tests/tasks/test_class_balance.py"
 CLASS_BALANCE = "src/trainwell/doctor/checks/class_balance.py"
@@ -1358,5 +1359,70 @@ MUTANTS: list[Mutant] = [
         "        return module.train()",
         ("tests/tasks/test_load_from_checkpoint.py",),
         "Task.load_from_checkpoint(path) returns load_trained(path)'s module, in eval mode",
+    ),
+    # -- the doctor's invariants, measured on the running task and loader -------------------
+    Mutant(
+        "doctor optimizer.coverage: frozen tensors that move go unnoticed",
+        "src/trainwell/doctor/checks/structure.py",
+        "    if not changes:\n        return None",
+        "    if True:\n        return None",
+        (f"{INV_T}[frozen_max_norm]",),
+        "what does not train does not change: a frozen tensor that moves is flagged",
+    ),
+    Mutant(
+        "doctor eval.determinism: logged values are not compared between passes",
+        "src/trainwell/doctor/checks/modes.py",
+        "        if drift:",
+        "        if False:",
+        (f"{INV_T}[loss_list_never_cleared]",),
+        "same weights, same data, same logged numbers, whatever ran in between",
+    ),
+    Mutant(
+        "doctor eval.determinism: test passes are never repeated",
+        "src/trainwell/doctor/checks/modes.py",
+        '        for s in ("validate", "test")',
+        '        for s in ("validate",)',
+        (f"{INV_T}[noisy_test_step]",),
+        "the same weights give the same test numbers too",
+    ),
+    Mutant(
+        "doctor data.epoch_order: a stream repeated every epoch passes",
+        "src/trainwell/doctor/checks/epoch_order.py",
+        "    if first == second and len(first) > 1:",
+        "    if first == second and len(first) > 10**9:",
+        (f"{INV_T}[stream_reseeded_each_epoch]",),
+        "every epoch is a new order, whatever the loader",
+    ),
+    Mutant(
+        "doctor data.epoch_order: a second epoch that runs dry passes",
+        "src/trainwell/doctor/checks/epoch_order.py",
+        "    if not first or len(second) < len(first):",
+        "    if False:",
+        (f"{INV_T}[stream_exhausted_after_one_epoch]",),
+        "every epoch is a full pass, whatever the loader",
+    ),
+    Mutant(
+        "doctor checkpoint.roundtrip: the next step after loading is not compared",
+        "src/trainwell/doctor/checks/state.py",
+        "    if max(diffs, default=0.0) > 1e-6:",
+        "    if max(diffs, default=0.0) > 1e9:",
+        (f"{INV_T}[private_noise_generator]",),
+        "what is saved is what runs: a loaded task takes the same next step",
+    ),
+    Mutant(
+        "doctor grad.flow: finite differences never disagree with autograd",
+        "src/trainwell/doctor/checks/finite_difference.py",
+        "if abs(numeric - analytic) > RTOL",
+        "if abs(numeric - analytic) > 1e9 * RTOL",
+        (f"{INV_T}[custom_backward_wrong]",),
+        "gradients match the loss: autograd agrees with finite differences",
+    ),
+    Mutant(
+        "doctor loss.padding: a loss that moves with the padding passes",
+        "src/trainwell/doctor/checks/padding.py",
+        "    if abs(after - before) > 1e-5 * max(1.0, abs(before)):",
+        "    if abs(after - before) > 1e9:",
+        (f"{INV_T}[mean_over_padding]",),
+        "inputs that must not matter do not matter: padding never moves the loss",
     ),
 ]

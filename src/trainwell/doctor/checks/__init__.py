@@ -20,6 +20,7 @@ from trainwell.doctor.checks.loss import loss_logits, targets_contract
 from trainwell.doctor.checks.metrics import metrics_reduction
 from trainwell.doctor.checks.modes import eval_batch_independence, eval_determinism, train_mode
 from trainwell.doctor.checks.overfit import overfit_one_batch
+from trainwell.doctor.checks.padding import loss_padding
 from trainwell.doctor.checks.partial_load import checkpoint_partial_load
 from trainwell.doctor.checks.precision import precision_master_weights
 from trainwell.doctor.checks.schedule import schedule_interval
@@ -33,6 +34,7 @@ CHECKS: dict[str, Callable[[DoctorContext], Check]] = {
     "optimizer.coverage": optimizer_coverage,
     "loss.logits": loss_logits,
     "targets.contract": targets_contract,
+    "loss.padding": loss_padding,
     "model.head_width": model_head_width,
     "data.finite": data_finite,
     "data.leakage": data_leakage,

@@ -1,10 +1,11 @@
-"""data.epoch_order: does the training loader visit the samples in a new order every epoch?
+"""data.epoch_order: does every epoch make a full pass over the data, in a new order?
 
-A sampler that shuffles from a generator seeded with `seed + epoch` (DistributedSampler, and
-the many samplers written after it) only changes its order when `set_epoch` is called. Lightning
-calls `set_epoch` at every epoch start on the loader's sampler and its batch sampler's sampler,
-when they define it; a sampler without it, or one that ignores it, repeats epoch 0's shuffled
-order for the whole run. The check draws two epochs' orders the way Lightning would.
+The check draws two epochs from the real train loader the way Lightning would (its `set_epoch`
+call first) and compares the two streams of samples: by dataset index where the loader has a
+sampler over a map-style dataset, by content everywhere else (iterable datasets, datasets that
+yield whole batches, any other iterable of batches). A sampler without `set_epoch`, an iterable
+dataset that reseeds its shuffle the same way every epoch, or batches shuffled once at setup
+repeat one order; an iterator made once and exhausted leaves the second epoch short or empty.
 """
 
 from __future__ import annotations
@@ -15,26 +16,22 @@ from typing import Any
 from torch.utils.data import DataLoader
 
 from trainwell import compat
+from trainwell.doctor.harness.batches import leaves, size_of
 from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.harness.samples import why_not_indexable
+from trainwell.doctor.harness.samples import iterate_batches, why_not_indexable
 from trainwell.doctor.report.verdict import Check
 
 ID = "data.epoch_order"
 COMPARED = 4096  # indices compared per epoch: enough to tell a repeat, cheap on any dataset
+CONTENT_COMPARED = 1024  # samples loaded per epoch when they can only be told apart by content
 
 
-def _chain(loader: DataLoader) -> list[Any]:
-    """The loader's batch sampler, sampler and what they wrap (`sampler`, `batches`), outermost
-    first: the last one is the sampler whose order the rest pass on."""
-    chain: list[Any] = []
-    todo = [loader.batch_sampler, loader.sampler]
-    while todo:
-        obj = todo.pop(0)
-        if obj is None or any(obj is seen for seen in chain):
-            continue
-        chain.append(obj)
-        todo += [getattr(obj, "batches", None), getattr(obj, "sampler", None)]
-    return chain
+def _source(loader: DataLoader) -> Any:
+    """The sampler whose order the batch sampler (and any wrapper) passes on: the innermost."""
+    source = loader.batch_sampler
+    while getattr(source, "sampler", None) is not None:
+        source = source.sampler
+    return source
 
 
 def _order(loader: DataLoader, epoch: int) -> list[int]:
@@ -44,14 +41,76 @@ def _order(loader: DataLoader, epoch: int) -> list[int]:
     return list(islice(flat, COMPARED))
 
 
+def _fingerprints(batch: Any) -> list[int]:
+    """One hash per sample of a batch: its rows of every tensor that has one row per sample."""
+    rows = size_of(batch) or 1
+    tensors = [t.detach().cpu() for _, t in leaves(batch) if t.dim() and t.shape[0] == rows]
+    if not tensors:
+        tensors = [t.detach().cpu().reshape(1, -1) for _, t in leaves(batch)]
+        rows = 1
+    return [hash(tuple(t[i].numpy().tobytes() for t in tensors)) for i in range(rows)]
+
+
+def _content(loader: Any, epoch: int) -> list[int]:
+    """The first samples the loader yields in `epoch`, by content."""
+    compat.set_sampler_epoch(loader, epoch)
+    stream: list[int] = []
+    for batch in iterate_batches(loader):
+        stream += _fingerprints(batch)
+        if len(stream) >= CONTENT_COMPARED:
+            break
+    return stream[:CONTENT_COMPARED]
+
+
+def _short(first: list[int], second: list[int], evidence: dict[str, Any]) -> Check | None:
+    """A fail when the second epoch yields fewer samples than the first (a full pass each)."""
+    if not first or len(second) < len(first):
+        return Check(
+            ID,
+            "fail",
+            f"iterated again, the training loader yields {len(first)} samples and then "
+            f"{len(second)}, so later epochs are short or empty: a sampler's or dataset's "
+            "iterator is made once and runs dry (an __iter__ that returns a generator built in "
+            "__init__); build the iterator inside __iter__",
+            evidence,
+        )
+    return None
+
+
+def _by_content(loader: Any, why: str) -> Check:
+    """Two epochs of a loader without sample indices, compared by what they yield."""
+    try:
+        first, second = _content(loader, 0), _content(loader, 1)
+    finally:
+        compat.set_sampler_epoch(loader, 0)
+    evidence: dict[str, Any] = {
+        "compared_by": "content",
+        "why_not_by_index": why,
+        "epoch_0_samples": len(first),
+        "epoch_1_samples": len(second),
+    }
+    short = _short(first, second, evidence)
+    if short is not None:
+        return short
+    if first == second and len(first) > 1:
+        return Check(
+            ID,
+            "warn",
+            f"the training loader yields the same {len(first)} samples in the same order in "
+            "epoch 0 and epoch 1, so every epoch repeats one order (a shuffle seeded the same "
+            "way each epoch, or batches shuffled once at setup); draw the order from the "
+            "global RNG or from seed + epoch, unless the stream is meant to be sequential",
+            evidence,
+        )
+    return Check(ID, "pass", "the training loader yields a new order every epoch", evidence)
+
+
 def data_epoch_order(ctx: DoctorContext) -> Check:
     loader = ctx.samples.loader
     problem = why_not_indexable(loader)
     if problem:
-        return Check(ID, "skip", f"{problem}: no sampler order to compare across epochs")
-    chain = _chain(loader)
-    kinds = [type(s).__name__ for s in chain]
-    source = chain[-1]
+        return _by_content(loader, problem)
+    source = _source(loader)
     try:
         first, second = _order(loader, 0), _order(loader, 1)
     finally:
@@ -59,13 +118,17 @@ def data_epoch_order(ctx: DoctorContext) -> Check:
         compat.set_sampler_epoch(loader, 0)
     has_set_epoch = callable(getattr(source, "set_epoch", None))
     evidence: dict[str, Any] = {
-        "samplers": kinds,
+        "compared_by": "index",
         "order_from": type(source).__name__,
         "order_source_has_set_epoch": has_set_epoch,
         "indices_compared": len(first),
+        "epoch_1_indices_compared": len(second),
         "epoch_0_head": first[:8],
         "epoch_1_head": second[:8],
     }
+    short = _short(first, second, evidence)
+    if short is not None:
+        return short
     shuffled = first != sorted(first)
     if first == second and shuffled and len(first) > 1:
         name = type(source).__name__
@@ -88,7 +151,8 @@ def data_epoch_order(ctx: DoctorContext) -> Check:
         return Check(
             ID,
             "pass",
-            f"the training loader draws the samples in index order every epoch ({kinds[-1]}): "
+            f"the training loader draws the samples in index order every epoch "
+            f"({type(source).__name__}): "
             "no shuffle to repeat",
             evidence,
         )

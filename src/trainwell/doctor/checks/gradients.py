@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from trainwell.doctor.checks.finite_difference import finite_difference
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.observe import crashed_message, observation
 from trainwell.doctor.report.verdict import Check
@@ -57,10 +58,25 @@ def grad_flow(ctx: DoctorContext) -> Check:
             "differentiable or freeze them explicitly",
             evidence,
         )
+    mismatched, why = finite_difference(ctx)
+    evidence |= {"finite_difference_mismatches": mismatched, "finite_difference_skipped": why}
+    if mismatched:
+        first = mismatched[0]
+        return Check(
+            "grad.flow",
+            "warn",
+            f"autograd's gradient of `{first['tensor']}` ({first['autograd']:.4g}) disagrees "
+            f"with the loss's finite difference ({first['finite_difference']:.4g}) at "
+            f"{len(mismatched)} coordinate(s): a custom backward, a gradient hook, or part of "
+            "the loss computed from .data or detached weights; unless the mismatch is by "
+            "design (gradient reversal, a straight-through estimator), fix the gradient path",
+            evidence,
+        )
+    checked = "" if why else "; finite differences agree with autograd"
     return Check(
         "grad.flow",
         "pass",
-        f"all {len(grads)} trainable tensors get finite, non-zero gradients",
+        f"all {len(grads)} trainable tensors get finite, non-zero gradients{checked}",
         evidence,
     )
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import torch
@@ -11,6 +12,7 @@ from trainwell.doctor.harness.batches import replay_loader
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.observe import crashed_message, observation
 from trainwell.doctor.harness.outputs import evaluation_outputs, output_differences
+from trainwell.doctor.harness.recorder import frozen_modules
 from trainwell.doctor.report.verdict import Check
 
 
@@ -24,11 +26,16 @@ def train_mode(ctx: DoctorContext) -> Check:
         "validation_after_batch": obs.val_every,
         "batches_with_eval_modules": len(rec.eval_modules),
     }
-    if rec.eval_modules:
-        batch, names = rec.eval_modules[0]
-        after_val = batch >= obs.val_every and not any(
-            b < obs.val_every for b, _ in rec.eval_modules
-        )
+    # A frozen block kept in eval mode (its BatchNorm statistics fixed) is deliberate.
+    frozen = tuple(frozen_modules(obs.task))
+    in_eval = [
+        (b, kept)
+        for b, names in rec.eval_modules
+        if (kept := [n for n in names if not any(n == f or n.startswith(f"{f}.") for f in frozen)])
+    ]
+    if in_eval:
+        batch, names = in_eval[0]
+        after_val = batch >= obs.val_every and not any(b < obs.val_every for b, _ in in_eval)
         evidence |= {"first_batch": batch, "modules": names[:20], "module_count": len(names)}
         when = "after validation" if after_val else f"from training batch {batch}"
         return Check(
@@ -48,54 +55,109 @@ def train_mode(ctx: DoctorContext) -> Check:
     )
 
 
+def _metric_drift(
+    first: dict[str, float], other: dict[str, float], again: dict[str, float]
+) -> dict[str, tuple[float, float]]:
+    """Logged values that differ between two passes over the same batch. A value that equals
+    the best of the two batches' values is a running best (MaxMetric, `val/acc_best`): kept."""
+    drift = {}
+    for key, a in first.items():
+        b, between = again.get(key, a), other.get(key, a)
+        same = abs(a - b) <= 1e-6 * (1 + abs(a)) or (math.isnan(a) and math.isnan(b))
+        if same or b in (max(a, between), min(a, between)):
+            continue
+        drift[key] = (a, b)
+    return drift
+
+
+def _stage_passes(ctx: DoctorContext, task: Any, stage: str) -> tuple[list[Any], str]:
+    """The probe batch evaluated, then another batch, then the probe batch again: state a pass
+    leaves behind (an unreset metric, a list of losses) shows in the third pass."""
+    other = ctx.samples.micro_batches(1, 1)
+    loaders = [None, replay_loader(other) if other else None, None]
+    passes = []
+    for i, loader in enumerate(loaders):
+        if i == 1 and loader is None:
+            passes.append(passes[0])
+            continue
+        watch, error = evaluation_outputs(ctx, task, loader=loader, stage=stage)
+        if watch is None:
+            return [], error
+        passes.append(watch)
+    return passes, ""
+
+
 def eval_determinism(ctx: DoctorContext) -> Check:
-    if not ctx.has_hook("validation_step"):
+    """Same weights, same data, same numbers: outputs and every logged value of validation
+    (and of test, where there is a test_step) repeat exactly, whatever ran in between."""
+    stages = [
+        s
+        for s in ("validate", "test")
+        if ctx.has_hook(f"{s}_step".replace("validate", "validation"))
+    ]
+    if not stages:
         return Check(
             "eval.determinism",
             "skip",
-            "the task defines no validation_step, so there is no evaluation to check",
+            "the task defines no validation_step or test_step, so there is no evaluation to check",
         )
     task = observation(ctx).task
-    passes = []
-    for _ in range(2):
-        watch, error = evaluation_outputs(ctx, task)
-        if watch is None:  # the user's validation code failed: that is the finding
-            return Check("eval.determinism", "fail", f"{error}; fix validation_step")
-        passes.append(watch)
-    a, b = passes
-    diffs = output_differences(a.outputs, b.outputs)
-    max_diff = max(diffs) if diffs else 0.0
-    in_train = sorted(a.training_modules | b.training_modules)
-    evidence = {
-        "outputs_compared": len(diffs),
-        "max_abs_difference": max_diff,
-        "modules_in_train_mode_during_validation": in_train[:20],
-    }
-    if max_diff > 1e-6 or in_train:
-        cause = (
-            f"{len(in_train)} module(s) (first: `{in_train[0]}`) run in train mode during validation"
-            if in_train
-            else "hidden randomness in the forward"
-        )
-        return Check(
-            "eval.determinism",
-            "fail",
-            f"two validation passes over the same batch differ by {max_diff:.3g}: {cause} (dropout "
-            "active, BatchNorm on batch statistics); do not call self.train() in validation code "
-            "and keep randomness out of eval forward",
-            evidence,
-        )
-    if not diffs:
+    evidence: dict[str, Any] = {}
+    for stage in stages:
+        name = "validation" if stage == "validate" else "test"
+        passes, error = _stage_passes(ctx, task, stage)
+        if not passes:  # the user's evaluation code failed: that is the finding
+            return Check("eval.determinism", "fail", f"{error}; fix {name}_step")
+        a, other, b = passes
+        diffs = output_differences(a.outputs, b.outputs)
+        max_diff = max(diffs) if diffs else 0.0
+        in_train = sorted(a.training_modules | b.training_modules)
+        drift = _metric_drift(a.metrics, other.metrics, b.metrics)
+        evidence[stage] = {
+            "outputs_compared": len(diffs),
+            "max_abs_difference": max_diff,
+            "modules_in_train_mode": in_train[:20],
+            "metrics_compared": len(a.metrics),
+            "metrics_that_moved": drift,
+        }
+        if max_diff > 1e-6 or in_train:
+            cause = (
+                f"{len(in_train)} module(s) (first: `{in_train[0]}`) run in train mode during {name}"
+                if in_train
+                else "hidden randomness in the forward"
+            )
+            return Check(
+                "eval.determinism",
+                "fail",
+                f"two {name} passes over the same batch differ by {max_diff:.3g}: {cause} (dropout "
+                f"active, BatchNorm on batch statistics); do not call self.train() in {name} code "
+                "and keep randomness out of eval forward",
+                evidence,
+            )
+        if drift:
+            key, (v1, v2) = next(iter(drift.items()))
+            return Check(
+                "eval.determinism",
+                "fail",
+                f"two {name} passes over the same batch with the same weights log `{key}` as "
+                f"{v1:.6g} and then {v2:.6g} ({len(drift)} value(s) moved): state kept from an "
+                "earlier pass (a metric never reset, a list never cleared) or randomness feeds "
+                "the logged value; reset metrics after compute() or log the torchmetrics object",
+                evidence,
+            )
+    if not any(e["outputs_compared"] or e["metrics_compared"] for e in evidence.values()):
         return Check(
             "eval.determinism",
             "skip",
-            "validation_step calls no module that holds parameters, so no output was compared",
+            "evaluation logs nothing and calls no module that holds parameters, so nothing was "
+            "compared; log a value or call the model in validation_step",
             evidence,
         )
     return Check(
         "eval.determinism",
         "pass",
-        "two validation passes give identical outputs, with every module in eval mode",
+        f"two {' and '.join(evidence).replace('validate', 'validation')} passes over the same batch give "
+        "identical outputs and logged values, with every module in eval mode",
         evidence,
     )
 

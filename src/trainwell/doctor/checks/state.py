@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import lightning as L
 import torch
 
-from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.context import DoctorContext, quiet
 from trainwell.doctor.harness.observe import crashed_message, observation
 from trainwell.doctor.harness.outputs import evaluation_outputs, output_differences
 from trainwell.doctor.report.verdict import Check
-from trainwell.errors import first_line
+from trainwell.errors import error_line, first_line
 
 
 def _has_rng(tree: Any) -> bool:
@@ -58,9 +59,63 @@ def checkpoint_roundtrip(ctx: DoctorContext) -> Check:
             evidence,
         )
     differs = _outputs_differ(ctx, obs.task, fresh, evidence)
+    if differs is None:
+        differs = _next_step_differs(
+            ctx, obs.task, fresh, path, int(ckpt.get("global_step", 0)), evidence
+        )
     if differs is not None:
         return differs
     return _training_state_verdict(evidence)
+
+
+def _next_step(
+    ctx: DoctorContext, task: L.LightningModule, path: Path, step: int
+) -> dict[str, torch.Tensor]:
+    """`task` resumed from the checkpoint for one more optimizer step on the probe batch, from
+    the same global RNG state: its parameters afterwards."""
+    trainer = ctx.trainer(callbacks=[], max_steps=step + 1, max_epochs=-1, limit_val_batches=0)
+    torch.manual_seed(int(ctx.cfg.seed))
+    with quiet():
+        trainer.fit(
+            task, train_dataloaders=ctx.fixed_loader(repeats=2), ckpt_path=path, weights_only=True
+        )
+    return {n: p.detach().clone() for n, p in task.named_parameters()}
+
+
+def _next_step_differs(
+    ctx: DoctorContext,
+    trained: L.LightningModule,
+    fresh: L.LightningModule,
+    path: Path,
+    step: int,
+    evidence: dict[str, Any],
+) -> Check | None:
+    """What is saved is what runs: the trained task and a fresh one, both resumed from the
+    checkpoint, take the same next step (state kept outside it, a counter, a running average,
+    a private generator, makes them part)."""
+    try:
+        after = [_next_step(ctx, task, path, step) for task in (trained, fresh)]
+    except Exception as err:  # resuming itself failed: what the user's resume would meet
+        return Check(
+            "checkpoint.roundtrip",
+            "fail",
+            f"resuming training from the checkpoint raised {error_line(err)}; a resumed run "
+            "would stop there",
+            evidence,
+        )
+    diffs = output_differences(list(after[0].values()), list(after[1].values()))
+    evidence["max_next_step_difference"] = max(diffs, default=0.0)
+    if max(diffs, default=0.0) > 1e-6:
+        return Check(
+            "checkpoint.roundtrip",
+            "fail",
+            f"the trained task and a fresh one loaded from its checkpoint take different next "
+            f"training steps (weights {max(diffs):.3g} apart): state that shapes training (a "
+            "step counter, a running average, a private torch.Generator) lives outside the "
+            "checkpoint; register it with register_buffer or save it in on_save_checkpoint",
+            evidence,
+        )
+    return None
 
 
 def _outputs_differ(

@@ -102,6 +102,11 @@ def optimizer_coverage(ctx: DoctorContext) -> Check:
             evidence,
         )
     fault = _coverage_fault(missing, frozen, duplicates, evidence)
+    if fault is None:
+        params = {n for n, _ in obs.task.named_parameters()}
+        fault = _frozen_moved(
+            rec.frozen_changes(obs.task), len(rec.frozen_values), params, evidence
+        )
     if fault is not None:
         return fault
     unfrozen = _attribute_freezes(obs.task)
@@ -119,6 +124,39 @@ def optimizer_coverage(ctx: DoctorContext) -> Check:
         "optimizer.coverage",
         "pass",
         f"the optimizer holds exactly the {len(counted)} trainable tensors",
+        evidence,
+    )
+
+
+def _frozen_moved(
+    changes: dict[str, float], watched: int, params: set[str], evidence: dict[str, Any]
+) -> Check | None:
+    """What does not train does not change: a frozen parameter that moved during the probe fit
+    fails (an in-place update, momentum or weight decay over a zero gradient); a buffer of a
+    fully frozen module that moved (BatchNorm statistics of a frozen block in train mode) warns."""
+    evidence |= {"frozen_tensors_watched": watched, "frozen_tensors_changed": changes}
+    if not changes:
+        return None
+    moved = [n for n in changes if n in params]
+    name = moved[0] if moved else next(iter(changes))
+    where = f"`{name}`, by up to {changes[name]:.3g}"
+    if moved:
+        return Check(
+            "optimizer.coverage",
+            "fail",
+            f"{len(moved)} parameter(s) with requires_grad=False changed while training (first: "
+            f"{where}): something updates them in place, or an optimizer applies momentum or "
+            "weight decay to a gradient kept as zeros (zero_grad(set_to_none=False)); leave "
+            "frozen tensors out of optimizers and in-place updates",
+            evidence,
+        )
+    return Check(
+        "optimizer.coverage",
+        "warn",
+        f"{len(changes)} buffer(s) of fully frozen modules changed while training (first: "
+        f"{where}), so the frozen part still drifts (BatchNorm statistics in train mode); put "
+        "frozen blocks in eval mode in on_train_epoch_start, unless the statistics are meant "
+        "to adapt",
         evidence,
     )
 

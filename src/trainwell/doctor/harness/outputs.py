@@ -23,6 +23,7 @@ class OutputWatch(L.Callback):
     def __init__(self) -> None:
         self.training_modules: set[str] = set()
         self.outputs: list[torch.Tensor] = []
+        self.metrics: dict[str, float] = {}  # every value the pass logged
         self._handles: list[Any] = []
 
     def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -48,21 +49,25 @@ class OutputWatch(L.Callback):
             handle.remove()
         self._handles = []
 
+    on_test_start = on_validation_start
+    on_test_end = on_validation_end
+
 
 def evaluation_outputs(
     ctx: DoctorContext,
     task: L.LightningModule,
     borrow_training_step: bool = False,
     loader: Any = None,
+    stage: str = "validate",
 ) -> tuple[OutputWatch | None, str]:
-    """Validate `task` on the probe batch (or on `loader`); (the watch, '') or (None, why it
-    could not run).
+    """Validate (or `stage="test"`: test) `task` on the probe batch (or on `loader`); (the
+    watch, '') or (None, why it could not run).
 
     `borrow_training_step`: a task without validation_step is evaluated through its
     training_step (under no_grad, in eval mode, nothing stepped) instead.
     """
     borrowed = False
-    if not ctx.has_hook("validation_step"):
+    if stage == "validate" and not ctx.has_hook("validation_step"):
         if not borrow_training_step:
             return None, "the task has no validation_step"
         task.validation_step = task.training_step  # type: ignore[method-assign]
@@ -71,14 +76,19 @@ def evaluation_outputs(
     trainer = ctx.trainer(callbacks=[watch], limit_val_batches=1.0)
     try:
         with quiet():
-            trainer.validate(
+            results = getattr(trainer, stage)(
                 task,
                 dataloaders=ctx.fixed_loader() if loader is None else loader,
                 verbose=False,
                 weights_only=True,
             )
+        watch.metrics = {k: float(v) for r in results for k, v in r.items()}
     except Exception as err:  # the user's evaluation code failed: the caller reports it
-        via = "training_step run as an evaluation step" if borrowed else "validation"
+        via = (
+            "training_step run as an evaluation step"
+            if borrowed
+            else {"validate": "validation"}.get(stage, stage)
+        )
         return None, f"{via} raised {error_line(err)}"
     finally:
         if borrowed:

@@ -24,6 +24,26 @@ def eval_mode_modules(module: nn.Module) -> list[str]:
     return [name or "task" for name, m in module.named_modules() if not m.training]
 
 
+def frozen_modules(module: nn.Module) -> list[str]:
+    """Submodules that hold parameters, none of them trainable (a frozen backbone, a frozen BN)."""
+    return [
+        name
+        for name, m in module.named_modules()
+        if (own := list(m.parameters())) and not any(p.requires_grad for p in own)
+    ]
+
+
+def frozen_state(module: nn.Module) -> dict[str, torch.Tensor]:
+    """What training must leave as it is: parameters with requires_grad=False, and the buffers
+    of modules whose own parameters are all frozen (a frozen BatchNorm's running statistics)."""
+    state = {n: p for n, p in module.named_parameters() if not p.requires_grad}
+    for prefix, m in module.named_modules():
+        own = list(m.parameters(recurse=False))
+        if own and not any(p.requires_grad for p in own):
+            state |= {f"{prefix}.{n}".lstrip("."): b for n, b in m.named_buffers(recurse=False)}
+    return state
+
+
 def grad_norms(module: nn.Module) -> dict[str, float | None]:
     """Per trainable parameter: its gradient's L2 norm, or None when it has no gradient."""
     out: dict[str, float | None] = {}
@@ -104,6 +124,8 @@ class Recorder(L.Callback):
         self._cleared: dict[int, bool] = {}  # param id -> grad seen None/zero since its step
         self._stepped: set[int] = set()  # param ids some optimizer has already stepped
         self.eval_modules: list[tuple[int, list[str]]] = []
+        # frozen tensor name -> its value when first seen frozen (dropped if it is unfrozen)
+        self.frozen_values: dict[str, torch.Tensor] = {}
         self.scheduler_counts: list[list[int]] = []  # scheduler.last_epoch at each optimizer step
         self.scheduler_configs: list[dict[str, Any]] = []  # as Lightning registered them
         # At each optimizer step, for each scheduler: whether it drives the optimizer stepping.
@@ -163,6 +185,7 @@ class Recorder(L.Callback):
                 target = self.trainable_at_start if p.requires_grad else self.frozen_at_start
                 target[name] = id(p)
         self._freeze(pl_module)
+        self._note_frozen(pl_module)
         off = eval_mode_modules(pl_module)
         if self.freeze_stochastic:
             off = []
@@ -178,6 +201,28 @@ class Recorder(L.Callback):
         if len(self.retained_saved_bytes) < self.watch_memory_steps:
             self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
             self._hooks.__enter__()
+
+    def _note_frozen(self, pl_module: L.LightningModule) -> None:
+        """Copy each tensor the first batch it is frozen (a freeze after a warm-up counts from
+        then); a tensor unfrozen later (gradual unfreezing) may change and is dropped."""
+        if self.freeze_stochastic:  # the exact-gradient probes put BatchNorm in eval themselves
+            return
+        state = frozen_state(pl_module)
+        for name in [n for n in self.frozen_values if n not in state]:
+            del self.frozen_values[name]
+        for name, tensor in state.items():
+            if name not in self.frozen_values:
+                self.frozen_values[name] = tensor.detach().clone()
+
+    def frozen_changes(self, pl_module: L.LightningModule) -> dict[str, float]:
+        """Frozen tensors that changed since they were first seen frozen: name -> max |change|."""
+        state = frozen_state(pl_module)
+        changes = {}
+        for name, before in self.frozen_values.items():
+            now = state.get(name)
+            if now is not None and now.shape == before.shape and not torch.equal(now, before):
+                changes[name] = float((now.detach().double() - before.double()).abs().max())
+        return changes
 
     def _pack(self, tensor: torch.Tensor) -> _Saved:
         saved = _Saved(tensor)

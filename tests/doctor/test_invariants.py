@@ -1,0 +1,96 @@
+"""The doctor against bugs that break an invariant of training in forms no check was written
+for (tests/doctor/invariants/): each case is a plain Lightning module or datamodule beside its
+fixed twin. The bug must draw the named status from the invariant's check; the twin must pass it,
+and (slow suite) draw no `fail` from any check.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import lightning as L
+import pytest
+import torch
+from omegaconf import OmegaConf, open_dict
+
+from tests.helpers.config import compose_config
+from tests.helpers.doctor import QUICK_PROBES
+from trainwell.doctor.checks.modes import _metric_drift
+from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.settings import ProbeSettings
+from trainwell.doctor.report.verdict import Check
+from trainwell.doctor.run import run_checks
+
+CASES_PKG = "tests.doctor.invariants"
+COMMON = "tests.doctor.reported._common"
+
+# (case module, which part is swapped: "model" | "data" | "tokens" (the model, on token
+# sequences in dict batches), check id, status the bug draws)
+CASES = [
+    ("frozen_max_norm", "model", "optimizer.coverage", "fail"),
+    ("frozen_batchnorm_stats", "model", "optimizer.coverage", "warn"),
+    ("frozen_midrun_momentum", "model", "optimizer.coverage", "fail"),
+    ("metric_in_plain_dict", "model", "eval.determinism", "fail"),
+    ("loss_list_never_cleared", "model", "eval.determinism", "fail"),
+    ("noisy_test_step", "model", "eval.determinism", "fail"),
+    ("stream_reseeded_each_epoch", "data", "data.epoch_order", "warn"),
+    ("stream_exhausted_after_one_epoch", "data", "data.epoch_order", "fail"),
+    ("batches_shuffled_once", "data", "data.epoch_order", "warn"),
+    ("warmup_counter_attribute", "model", "checkpoint.roundtrip", "fail"),
+    ("loss_average_attribute", "model", "checkpoint.roundtrip", "fail"),
+    ("private_noise_generator", "model", "checkpoint.roundtrip", "fail"),
+    ("custom_backward_wrong", "model", "grad.flow", "warn"),
+    ("penalty_on_data", "model", "grad.flow", "warn"),
+    ("detached_log_normaliser", "model", "grad.flow", "warn"),
+    ("mean_over_padding", "tokens", "loss.padding", "fail"),
+    ("attention_without_padding_mask", "tokens", "loss.padding", "fail"),
+    ("tags_loss_counts_padding", "tokens", "loss.padding", "fail"),
+]
+
+
+def run_case(
+    tmp_path: Path, case: str, part: str, variant: str, ids: list[str] | None
+) -> dict[str, Check]:
+    """The doctor on the digits experiment with the case's module or datamodule swapped in."""
+    cfg = compose_config(QUICK_PROBES, tmp_path / variant / "run", config_name="doctor")
+    target = f"{CASES_PKG}.{case}.{variant}"
+    with open_dict(cfg):
+        cfg.model = OmegaConf.create(
+            {"_target_": f"{COMMON}.Classifier" if part == "data" else target}
+        )
+        data = {"data": target, "tokens": f"{CASES_PKG}._tokens.Tokens"}
+        cfg.data = OmegaConf.create({"_target_": data.get(part, f"{COMMON}.Digits")})
+    L.seed_everything(cfg.seed, workers=True, verbose=False)
+    ctx = DoctorContext(cfg, ProbeSettings.from_cfg(cfg.probe), workdir=tmp_path / variant / "p")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return {c.id: c for c in run_checks(ctx, only=ids)}
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.mark.parametrize(("case", "part", "check_id", "status"), CASES, ids=[c[0] for c in CASES])
+def test_broken_invariant_is_flagged_and_its_fix_passes(
+    tmp_path: Path, case: str, part: str, check_id: str, status: str
+) -> None:
+    bug = run_case(tmp_path, case, part, "Buggy", [check_id])[check_id]
+    assert bug.status == status, bug.message
+    assert "\n" not in bug.message and len(bug.message) > 20
+    twin = run_case(tmp_path, case, part, "Healthy", [check_id])[check_id]
+    assert twin.status == "pass", twin.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(("case", "part"), [c[:2] for c in CASES], ids=[c[0] for c in CASES])
+def test_fixed_twin_draws_no_fail_from_any_check(tmp_path: Path, case: str, part: str) -> None:
+    twin = run_case(tmp_path, case, part, "Healthy", None)
+    assert [f"{c.id}: {c.message}" for c in twin.values() if c.status == "fail"] == []
+
+
+def test_logged_values_that_repeat_a_nan_or_track_a_running_best_do_not_count_as_drift() -> None:
+    nan = float("nan")
+    first = {"recall": nan, "acc_best": 0.5, "loss": 1.0}
+    other = {"recall": nan, "acc_best": 0.7, "loss": 2.0}
+    again = {"recall": nan, "acc_best": 0.7, "loss": 1.25}
+    assert _metric_drift(first, other, again) == {"loss": (1.0, 1.25)}
