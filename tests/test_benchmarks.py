@@ -307,6 +307,8 @@ def test_serving_benchmark_loses_no_request() -> None:
     for side in ("nobatch", "batch"):
         assert float(out[f"digits_cnn_{side}_rps"]) > 0
         assert float(out[f"digits_cnn_{side}_p50_ms"]) > 0
+    assert float(out["digits_cnn_batch_over_inproc_b16_x"]) > 0
+    assert float(out["digits_cnn_c1_batch_on_over_off_x"]) > 0
 
 
 @pytest.mark.slow
