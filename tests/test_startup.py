@@ -106,8 +106,7 @@ def test_a_mistake_is_one_line_before_torch_lightning_torchvision(
     assert stderr[-1:] == [expected.format(tmp=tmp_path)], stderr
     assert "hydra" in imported  # the import log was read
     assert not imported & HEAVY, f"imported before the error: {sorted(imported & HEAVY)}"
-    if script != "serve.py":  # serve.py reads its export inside the job Hydra has started
-        assert not run_dir.exists()  # answered before Hydra writes anything
+    assert not run_dir.exists()  # answered before Hydra writes anything
 
 
 def test_every_compat_name_resolves_to_its_module() -> None:

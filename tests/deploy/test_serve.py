@@ -31,7 +31,8 @@ from tests.helpers.serving import (
     stop_group,
     tiny_export,
 )
-from trainwell.deploy.serve import OnnxAPI, newest_export
+from trainwell.deploy.artifact import newest_export
+from trainwell.deploy.serve import OnnxAPI
 from trainwell.errors import TrainwellError
 
 LIMIT = 64 * 1024

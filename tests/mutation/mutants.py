@@ -779,9 +779,9 @@ MUTANTS: list[Mutant] = [
     # -- serve (deploy/serve.py) ------------------------------------------------------------------
     Mutant(
         "serve: the export's files are read without checking their sha256",
-        SERVE,
-        "    manifest = artifact.verify_export(export_dir)",
-        "    manifest = artifact.read_manifest(export_dir)",
+        "src/trainwell/deploy/artifact.py",
+        "    manifest = verify_export(export_dir)",
+        "    manifest = read_manifest(export_dir)",
         (f"{SERVE_T}::test_a_tampered_or_missing_file_exits_2_naming_it_before_any_server",),
         "a changed or missing export file: exit 2 naming it, no server",
     ),
@@ -843,7 +843,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "serve: artifact=latest picks the oldest export",
-        SERVE,
+        "src/trainwell/deploy/artifact.py",
         "    return manifests[-1].parent",
         "    return manifests[0].parent",
         (f"{SERVE_T}::test_latest_is_the_export_whose_manifest_was_written_last",),
@@ -1359,6 +1359,17 @@ MUTANTS: list[Mutant] = [
         "        return module.train()",
         ("tests/tasks/test_load_from_checkpoint.py",),
         "Task.load_from_checkpoint(path) returns load_trained(path)'s module, in eval mode",
+    ),
+    Mutant(
+        "serve: a wrong artifact is found only after Hydra made a run dir",
+        "scripts/serve.py",
+        ', "serve", serve_job, check_paths=served_export\n',
+        ', "serve", serve_job\n',
+        (
+            "tests/test_startup.py::test_a_mistake_is_one_line_before_torch_lightning_torchvision"
+            "[serve.py artifact=missing/export]",
+        ),
+        "a wrong artifact is one line before Hydra starts: no run dir is left behind",
     ),
     # -- the doctor's invariants, measured on the running task and loader -------------------
     Mutant(

@@ -112,3 +112,37 @@ def verify_export(directory: str | Path) -> dict[str, Any]:
                 "export); refusing to load it"
             )
     return manifest
+
+
+def newest_export(log_dir: str | Path) -> Path:
+    """The export under `log_dir` whose manifest.json was written last.
+
+    manifest.json is the last file export writes (atomically), so its mtime is when that export
+    became complete; an interrupted export has none and is never chosen.
+    """
+    manifests = sorted(
+        Path(log_dir).glob("**/export/manifest.json"), key=lambda p: p.stat().st_mtime
+    )
+    if not manifests:
+        raise TrainwellError(
+            f"no export under {log_dir}: run scripts/export.py ckpt_path=<ckpt> first, or pass "
+            "artifact=<export dir>"
+        )
+    return manifests[-1].parent
+
+
+def served_export(cfg: Any) -> tuple[Path, dict[str, Any]]:
+    """serve.py's `artifact=` (an export dir, or `latest`), verified with its ONNX graph listed.
+
+    Torch-free: the script runs it before Hydra starts the job, so a wrong artifact is one line
+    and exit 2 with no run dir left behind, and the job runs it again on the files it serves."""
+    source = cfg.get("artifact")
+    if not source:
+        raise TrainwellError(
+            "serve.py needs an export: pass artifact=<run dir>/export (or artifact=latest)"
+        )
+    export_dir = newest_export(cfg.paths.log_dir) if source == "latest" else Path(str(source))
+    manifest = verify_export(export_dir)
+    if ONNX not in manifest["files"]:
+        raise TrainwellError(f"{export_dir / MANIFEST} lists no {ONNX}")
+    return export_dir, manifest

@@ -43,23 +43,6 @@ from trainwell.errors import TrainwellError
 ENVELOPE = "float32_b64"  # the key of the checked batch on its way from the middleware to a worker
 
 
-def newest_export(log_dir: str | Path) -> Path:
-    """The export under `log_dir` whose manifest.json was written last.
-
-    manifest.json is the last file export writes (atomically), so its mtime is when that export
-    became complete; an interrupted export has none and is never chosen.
-    """
-    manifests = sorted(
-        Path(log_dir).glob("**/export/manifest.json"), key=lambda p: p.stat().st_mtime
-    )
-    if not manifests:
-        raise TrainwellError(
-            f"no export under {log_dir}: run scripts/export.py ckpt_path=<ckpt> first, or pass "
-            "artifact=<export dir>"
-        )
-    return manifests[-1].parent
-
-
 def softmax(logits: np.ndarray) -> np.ndarray:
     """Class probabilities in float64, as predict.py computes them for predictions.csv."""
     z = logits.astype(np.float64)
@@ -270,15 +253,7 @@ def build_server(export_dir: Path, manifest: dict[str, Any], cfg: DictConfig) ->
 
 def serve(cfg: DictConfig) -> int:
     """Verify the export, then serve it until SIGTERM / SIGINT."""
-    source = cfg.get("artifact")
-    if not source:
-        raise TrainwellError(
-            "serve.py needs an export: pass artifact=<run dir>/export (or artifact=latest)"
-        )
-    export_dir = newest_export(cfg.paths.log_dir) if source == "latest" else Path(str(source))
-    manifest = artifact.verify_export(export_dir)
-    if artifact.ONNX not in manifest["files"]:
-        raise TrainwellError(f"{export_dir / artifact.MANIFEST} lists no {artifact.ONNX}")
+    export_dir, manifest = artifact.served_export(cfg)
     server = build_server(export_dir, manifest, cfg)
     print(f"serving: {export_dir} on http://{cfg.host}:{int(cfg.port)}", flush=True)
     stopped_by = _sigterm_drains()
