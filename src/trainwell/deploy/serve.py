@@ -27,8 +27,10 @@ from __future__ import annotations
 
 import base64
 import json
+import multiprocessing
 import os
 import signal
+import time
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +42,9 @@ from trainwell.deploy import artifact
 from trainwell.deploy.request import BadRequest, parse_inputs
 from trainwell.errors import TrainwellError
 
+# After LitServe's own shutdown, how long its last processes may take to exit before they are
+# killed: the server exits within 10 s of SIGTERM (drain_timeout 8 s + this).
+REAP_TIMEOUT_S = 1.5
 ENVELOPE = "float32_b64"  # the key of the checked batch on its way from the middleware to a worker
 
 
@@ -210,7 +215,12 @@ def _sigterm_drains() -> list[str]:
 
     def on_sigterm(signum: int, frame: Any) -> None:
         stopped_by.append(signal.Signals(signum).name)
-        raise KeyboardInterrupt
+        # Only the first signal starts the shutdown. A second one arrives while LitServe drains
+        # and joins its children (`make serve` passes its own SIGTERM on to the server, a
+        # scheduler signals the whole group, a second Ctrl-C): raising again would abort that
+        # shutdown half-way, with a traceback and children left behind.
+        if len(stopped_by) == 1:
+            raise KeyboardInterrupt
 
     signal.signal(signal.SIGTERM, on_sigterm)
     signal.signal(signal.SIGINT, on_sigterm)
@@ -263,5 +273,18 @@ def serve(cfg: DictConfig) -> int:
         generate_client_file=False,
         log_level=str(cfg.log_level),
     )
+    _reap_children(REAP_TIMEOUT_S)
     print(f"serve: stopped by {stopped_by[0] if stopped_by else 'LitServe'}", flush=True)
     return 0
+
+
+def _reap_children(timeout: float) -> None:
+    """LitServe returns once it has told its processes to stop, and one of them (its ZeroMQ
+    broker, its queue manager) can still be exiting: the server would exit leaving it running.
+    Each child gets what is left of `timeout` to finish, then is killed."""
+    deadline = time.monotonic() + timeout
+    for child in multiprocessing.active_children():
+        child.join(max(0.0, deadline - time.monotonic()))
+    for child in multiprocessing.active_children():
+        child.kill()
+        child.join(1.0)
