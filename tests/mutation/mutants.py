@@ -1371,6 +1371,14 @@ MUTANTS: list[Mutant] = [
         ),
         "a wrong artifact is one line before Hydra starts: no run dir is left behind",
     ),
+    Mutant(
+        "serve: every signal restarts the shutdown, the second one aborting it",
+        SERVE,
+        "        if len(stopped_by) == 1:\n            raise KeyboardInterrupt\n",
+        "        raise KeyboardInterrupt\n",
+        (f"{SERVE_T}::test_the_readme_line_serves_and_ctrl_c_stops_it_with_one_line",),
+        "a second signal during the drain (make serve passes SIGTERM on) stops with one line",
+    ),
     # -- the doctor's invariants, measured on the running task and loader -------------------
     Mutant(
         "doctor optimizer.coverage: frozen tensors that move go unnoticed",

@@ -30,6 +30,7 @@ import json
 import multiprocessing
 import os
 import signal
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -224,11 +225,35 @@ def _sigterm_drains() -> list[str]:
 
     signal.signal(signal.SIGTERM, on_sigterm)
     signal.signal(signal.SIGINT, on_sigterm)
+    _wake_main_thread_once()
     os.register_at_fork(after_in_child=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
     os.register_at_fork(
         after_in_child=lambda: signal.signal(signal.SIGINT, signal.default_int_handler)
     )
+    os.register_at_fork(after_in_child=lambda: signal.set_wakeup_fd(-1))
     return stopped_by
+
+
+def _wake_main_thread_once() -> None:
+    """Deliver the first signal to the main thread itself.
+
+    The kernel may hand a process's signal to any of its threads. Python runs the handler in the
+    main thread only when that thread next runs Python code, and LitServe's main thread waits
+    for its shutdown event in a blocking read from its queue manager: a signal taken by another
+    thread never interrupts that read, and the server hangs instead of stopping. Python writes
+    every signal to the wakeup fd, whichever thread took it; this thread reads the first one and
+    sends it again to the main thread, whose read then returns to run the handler.
+    """
+    read_end, write_end = os.pipe()
+    os.set_blocking(write_end, False)
+    signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
+    main = threading.main_thread().ident
+
+    def wake() -> None:
+        signum = os.read(read_end, 1)[0]
+        signal.pthread_kill(main, signum)
+
+    threading.Thread(target=wake, name="serve-signal-waker", daemon=True).start()
 
 
 def build_server(export_dir: Path, manifest: dict[str, Any], cfg: DictConfig) -> Any:
