@@ -136,6 +136,18 @@ class TrainInValidationTask(ClassificationTask):
         return super().validation_step(batch, batch_idx)
 
 
+class BatchNormTrainInValidationTask(ClassificationTask):
+    """Custom validation code that puts BatchNorm back in train mode (no dropout anywhere): each
+    batch is normalised with its own statistics, so a batch repeated gives the same outputs and
+    only the modes show the bug."""
+
+    def validation_step(self, batch, batch_idx):
+        for module in self.modules():
+            if isinstance(module, nn.BatchNorm2d):
+                module.train()
+        return super().validation_step(batch, batch_idx)
+
+
 class LossHistoryTask(ClassificationTask):
     """Appends the loss tensor (with its graph) instead of loss.item()."""
 
@@ -184,6 +196,24 @@ class UnsavedStateTask(ClassificationTask):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.net(x) / self.temperature
+
+
+class EvalCalibrationTask(ClassificationTask):
+    """A calibration kept as a plain tensor attribute, updated in training and applied only when
+    evaluating: the checkpoint never sees it, training steps never use it, and only evaluation
+    outputs show it."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.calibration = torch.tensor(1.0)
+
+    def training_step(self, batch, batch_idx):
+        self.calibration = self.calibration + 0.01
+        return super().training_step(batch, batch_idx)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out = self.net(x)
+        return out if self.training else out / self.calibration
 
 
 # -- datamodules ------------------------------------------------------------------------------

@@ -46,6 +46,12 @@ EXHIBITS = [
     (".detach() mid-network", [f"{NET}.DetachNet"], "grad.flow", "fail"),
     ("optimizer_zero_grad does nothing", [f"{TASK}.NoZeroGradTask"], "grad.zeroing", "fail"),
     ("self.train() in validation", [f"{TASK}.TrainInValidationTask"], "eval.determinism", "fail"),
+    (
+        "BatchNorm put in train mode in validation",
+        [f"{TASK}.BatchNormTrainInValidationTask"],
+        "eval.determinism",
+        "fail",
+    ),
     ("BN model left in eval mode", [f"{NET}.EvalBatchNormNet"], "train.mode", "fail"),
     ("losses kept without .item()", [f"{TASK}.LossHistoryTask"], "memory.graph_leak", "fail"),
     ("retain_graph=True", [f"{TASK}.RetainGraphTask"], "memory.graph_leak", "fail"),
@@ -74,6 +80,12 @@ EXHIBITS = [
         "fail",
     ),
     ("state outside the checkpoint", [f"{TASK}.UnsavedStateTask"], "checkpoint.roundtrip", "fail"),
+    (
+        "eval-only state outside the checkpoint",
+        [f"{TASK}.EvalCalibrationTask"],
+        "checkpoint.roundtrip",
+        "fail",
+    ),
     (
         "optimizer that does not update",
         ["model.optimizer.lr=0", "probe.overfit_steps=60"],

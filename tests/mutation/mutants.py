@@ -501,7 +501,7 @@ MUTANTS: list[Mutant] = [
         "src/trainwell/doctor/checks/state.py",
         "    if diff > 1e-6:",
         "    if diff > 1e6:",
-        (f"{MUSEUM_T}[state outside the checkpoint]",),
+        (f"{MUSEUM_T}[eval-only state outside the checkpoint]",),
         "checkpoint.roundtrip fails state left out of the checkpoint",
     ),
     Mutant(
@@ -509,7 +509,7 @@ MUTANTS: list[Mutant] = [
         "src/trainwell/doctor/checks/modes.py",
         "    if max_diff > 1e-6 or in_train:",
         "    if max_diff > 1e6:",
-        (f"{MUSEUM_T}[self.train() in validation]",),
+        (f"{MUSEUM_T}[BatchNorm put in train mode in validation]",),
         "eval.determinism fails validation in train mode",
     ),
     Mutant(
