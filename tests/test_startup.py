@@ -8,28 +8,12 @@ under a second instead of after five seconds of imports. Proved by what the real
 
 from __future__ import annotations
 
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.scripts import run_script
+from tests.helpers.scripts import HEAVY, imported_and_stderr, run_script
 from trainwell import compat
-
-HEAVY = {"torch", "lightning", "pytorch_lightning", "torchvision", "torchmetrics"}
-
-
-def imported_and_stderr(proc: subprocess.CompletedProcess) -> tuple[set[str], list[str]]:
-    """(top-level packages the process imported, its own stderr lines) from `-X importtime`."""
-    imported, lines = set(), []
-    for line in proc.stderr.splitlines():
-        if line.startswith("import time:"):
-            name = line.rsplit("|", 1)[-1].strip()
-            imported.add(name.split(".")[0])
-        elif line.strip():
-            lines.append(line)
-    return imported, lines
-
 
 MISSING = "missing/best.ckpt"
 CASES = [

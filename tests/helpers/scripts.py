@@ -48,3 +48,19 @@ def run_ok(script: str, run_dir: Path, *overrides: str) -> subprocess.CompletedP
     proc = run_script(script, *overrides, f"hydra.run.dir={run_dir}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
+
+
+# What a script must not have imported when it answers a mistake: seconds of start-up on 2 cores.
+HEAVY = {"torch", "lightning", "pytorch_lightning", "torchvision", "torchmetrics"}
+
+
+def imported_and_stderr(proc: subprocess.CompletedProcess) -> tuple[set[str], list[str]]:
+    """(top-level packages the process imported, its own stderr lines) from `-X importtime`."""
+    imported, lines = set(), []
+    for line in proc.stderr.splitlines():
+        if line.startswith("import time:"):
+            name = line.rsplit("|", 1)[-1].strip()
+            imported.add(name.split(".")[0])
+        elif line.strip():
+            lines.append(line)
+    return imported, lines
