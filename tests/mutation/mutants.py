@@ -819,7 +819,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "serve: SIGTERM keeps Python's default (main dies, workers keep serving)",
-        SERVE,
+        "src/trainwell/deploy/shutdown.py",
         "    signal.signal(signal.SIGTERM, on_sigterm)",
         "    signal.signal(signal.SIGTERM, signal.SIG_DFL)",
         (SERVE_TERM_T,),
@@ -827,7 +827,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "serve: forked children keep the main process's SIGTERM handler",
-        SERVE,
+        "src/trainwell/deploy/shutdown.py",
         "    os.register_at_fork(after_in_child=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))",
         "    pass",
         (SERVE_TERM_T,),
@@ -1373,7 +1373,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "serve: every signal restarts the shutdown, the second one aborting it",
-        SERVE,
+        "src/trainwell/deploy/shutdown.py",
         "        if len(stopped_by) == 1:\n            raise KeyboardInterrupt\n",
         "        raise KeyboardInterrupt\n",
         (f"{SERVE_T}::test_the_readme_line_serves_and_ctrl_c_stops_it_with_one_line",),

@@ -27,11 +27,7 @@ from __future__ import annotations
 
 import base64
 import json
-import multiprocessing
-import os
 import signal
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -41,11 +37,9 @@ from omegaconf import DictConfig
 from trainwell import compat
 from trainwell.deploy import artifact
 from trainwell.deploy.request import BadRequest, parse_inputs
+from trainwell.deploy.shutdown import reap_children, stop_on_signals
 from trainwell.errors import TrainwellError
 
-# After LitServe's own shutdown, how long its last processes may take to exit before they are
-# killed: the server exits within 10 s of SIGTERM (drain_timeout 8 s + this).
-REAP_TIMEOUT_S = 1.5
 ENVELOPE = "float32_b64"  # the key of the checked batch on its way from the middleware to a worker
 
 
@@ -203,59 +197,6 @@ class OnnxAPI(_lit_api_base()):  # type: ignore[misc]
         return answer
 
 
-def _sigterm_drains() -> list[str]:
-    """SIGTERM in the main process: LitServe's interrupt shutdown (drain, join every child).
-    Returns a list that will hold the name of the signal that stopped the server.
-
-    Processes LitServe forks (its ZeroMQ broker, its HTTP servers) get the default action back at
-    once: the broker, stopped with SIGTERM at exit, would otherwise die of this handler's
-    KeyboardInterrupt with a traceback; the HTTP servers install uvicorn's own graceful handlers.
-    """
-
-    stopped_by: list[str] = []
-
-    def on_sigterm(signum: int, frame: Any) -> None:
-        stopped_by.append(signal.Signals(signum).name)
-        # Only the first signal starts the shutdown. A second one arrives while LitServe drains
-        # and joins its children (`make serve` passes its own SIGTERM on to the server, a
-        # scheduler signals the whole group, a second Ctrl-C): raising again would abort that
-        # shutdown half-way, with a traceback and children left behind.
-        if len(stopped_by) == 1:
-            raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, on_sigterm)
-    signal.signal(signal.SIGINT, on_sigterm)
-    _wake_main_thread_once()
-    os.register_at_fork(after_in_child=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
-    os.register_at_fork(
-        after_in_child=lambda: signal.signal(signal.SIGINT, signal.default_int_handler)
-    )
-    os.register_at_fork(after_in_child=lambda: signal.set_wakeup_fd(-1))
-    return stopped_by
-
-
-def _wake_main_thread_once() -> None:
-    """Deliver the first signal to the main thread itself.
-
-    The kernel may hand a process's signal to any of its threads. Python runs the handler in the
-    main thread only when that thread next runs Python code, and LitServe's main thread waits
-    for its shutdown event in a blocking read from its queue manager: a signal taken by another
-    thread never interrupts that read, and the server hangs instead of stopping. Python writes
-    every signal to the wakeup fd, whichever thread took it; this thread reads the first one and
-    sends it again to the main thread, whose read then returns to run the handler.
-    """
-    read_end, write_end = os.pipe()
-    os.set_blocking(write_end, False)
-    signal.set_wakeup_fd(write_end, warn_on_full_buffer=False)
-    main = threading.main_thread().ident
-
-    def wake() -> None:
-        signum = os.read(read_end, 1)[0]
-        signal.pthread_kill(main, signum)
-
-    threading.Thread(target=wake, name="serve-signal-waker", daemon=True).start()
-
-
 def build_server(export_dir: Path, manifest: dict[str, Any], cfg: DictConfig) -> Any:
     import litserve as ls
 
@@ -291,25 +232,13 @@ def serve(cfg: DictConfig) -> int:
     export_dir, manifest = artifact.served_export(cfg)
     server = build_server(export_dir, manifest, cfg)
     print(f"serving: {export_dir} on http://{cfg.host}:{int(cfg.port)}", flush=True)
-    stopped_by = _sigterm_drains()
+    stopped_by = stop_on_signals()
     server.run(
         host=str(cfg.host),
         port=int(cfg.port),
         generate_client_file=False,
         log_level=str(cfg.log_level),
     )
-    _reap_children(REAP_TIMEOUT_S)
+    reap_children()
     print(f"serve: stopped by {stopped_by[0] if stopped_by else 'LitServe'}", flush=True)
     return 0
-
-
-def _reap_children(timeout: float) -> None:
-    """LitServe returns once it has told its processes to stop, and one of them (its ZeroMQ
-    broker, its queue manager) can still be exiting: the server would exit leaving it running.
-    Each child gets what is left of `timeout` to finish, then is killed."""
-    deadline = time.monotonic() + timeout
-    for child in multiprocessing.active_children():
-        child.join(max(0.0, deadline - time.monotonic()))
-    for child in multiprocessing.active_children():
-        child.kill()
-        child.join(1.0)
