@@ -30,9 +30,10 @@ BATCH_ONLY = {"dynamic_axes": {"0": "batch"}}
 
 
 def models(resnet_width: int) -> dict[str, tuple[nn.Module, np.ndarray]]:
-    from trainwell.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
-    from trainwell.deploy.raw import ImageNormalize, Normalize, RawModel
-    from trainwell.models import DigitsCNN, ResNet18
+    from project.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
+    from project.models import DigitsCNN, ResNet18
+    from trainwell.blocks.preprocess import ImageNormalize, Normalize
+    from trainwell.deploy.raw import RawModel
 
     rng = np.random.default_rng(0)
     digits = RawModel(Normalize(4.9, 6.0, (1, 8, 8)), DigitsCNN(num_classes=10)).eval()

@@ -7,8 +7,8 @@ import pytest
 import torch
 from hydra.utils import instantiate
 
+from project.data.base import ClassificationDataModule
 from tests.helpers.config import compose_config
-from trainwell.data.base import ClassificationDataModule
 from trainwell.training.builders import build_callbacks, build_loggers, build_trainer
 
 DATA = ["digits", "cifar10", "synthetic"]

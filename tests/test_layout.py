@@ -1,7 +1,9 @@
-"""Imports point one way: loading -> data, models -> tasks -> io -> callbacks -> training -> doctor
--> cli; deploy (predict, export, serve) sits beside the doctor, over training, and neither imports
-the other. The loading engine imports nothing from data/ (a cloner's datamodules may use the
-engine; the engine never depends on an example datamodule).
+"""Two rooms, and imports that point one way.
+
+The engine (src/trainwell) imports nothing of the cloner's room (src/project, the examples) and
+names none of its classes or modules: deleting or replacing an example cannot break the engine.
+Inside the engine: blocks, loading -> io -> callbacks -> training -> doctor -> cli; deploy
+(predict, export, serve) sits beside the doctor, over training, and neither imports the other.
 
 Read from the source (every import statement, module-level or inside a function), so a cycle
 or a shortcut (training reaching into the doctor, a callback into training) fails here.
@@ -17,19 +19,16 @@ from pathlib import Path
 import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "trainwell"
+ROOM = SRC.parent / "project"
 BASE = {"errors", "compat", "resolvers"}
 ALLOWED = {
-    "models": BASE | {"models"},
+    "blocks": BASE | {"blocks", "io"},
     "loading": BASE | {"loading"},
-    "data": BASE | {"data", "loading"},
-    "tasks": BASE | {"tasks", "models", "data", "loading"},
     "io": BASE | {"io"},
-    "callbacks": BASE | {"callbacks", "io", "tasks", "models", "data", "loading"},
-    "training": BASE | {"training", "callbacks", "io", "tasks", "models", "data", "loading"},
-    "doctor": BASE
-    | {"doctor", "training", "callbacks", "io", "tasks", "models", "data", "loading"},
-    "deploy": BASE
-    | {"deploy", "training", "callbacks", "io", "tasks", "models", "data", "loading"},
+    "callbacks": BASE | {"callbacks", "io", "blocks", "loading"},
+    "training": BASE | {"training", "callbacks", "io", "blocks", "loading"},
+    "doctor": BASE | {"doctor", "training", "callbacks", "io", "blocks", "loading"},
+    "deploy": BASE | {"deploy", "training", "callbacks", "io", "blocks", "loading"},
 }
 
 
@@ -53,6 +52,58 @@ def test_package_imports_point_one_way(package: str) -> None:
     for path in sorted((SRC / package).rglob("*.py")):
         wrong = trainwell_imports(path) - ALLOWED[package]
         assert not wrong, f"{path.relative_to(SRC)} imports trainwell.{', trainwell.'.join(wrong)}"
+
+
+def _top_level_imports(path: Path) -> set[str]:
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            found |= {a.name.split(".")[0] for a in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.add(node.module.split(".")[0])
+    return found
+
+
+def _room_names() -> set[str]:
+    """The room's module names and the classes its modules define."""
+    names = set()
+    for path in ROOM.rglob("*.py"):
+        if path.stem != "__init__" and "tests" not in path.parts:
+            names.add(path.stem)
+            tree = ast.parse(path.read_text())
+            names |= {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
+    return names
+
+
+def test_the_engine_imports_nothing_of_the_room() -> None:
+    assert (ROOM / "__init__.py").is_file()
+    wrong = [
+        str(path.relative_to(SRC))
+        for path in sorted(SRC.rglob("*.py"))
+        if ROOM.name in _top_level_imports(path)
+    ]
+    assert not wrong, f"the engine imports the cloner's room ({ROOM.name}): {wrong}"
+
+
+def test_the_engine_names_no_example_class_or_module() -> None:
+    """Not in code, strings or comments: an example a cloner deletes leaves no dangling name.
+    A module name counts where it reads as one (`digits.py`, `.digits`, `data=digits`)."""
+    names = _room_names()
+    assert {"DigitsDataModule", "digits"} <= names  # the room is where this test looks
+    classes = sorted(n for n in names if n[:1].isupper())
+    modules = sorted(n for n in names if not n[:1].isupper())
+    pattern = re.compile(
+        rf"\b({'|'.join(classes)})\b"
+        rf"|(\.|/|=)({'|'.join(modules)})\b(?!\()"
+        rf"|\b({'|'.join(modules)})\.py\b"
+    )
+    found = [
+        f"{path.relative_to(SRC)}:{number}: {line.strip()}"
+        for path in sorted(SRC.rglob("*.py"))
+        for number, line in enumerate(path.read_text().splitlines(), 1)
+        if pattern.search(line)
+    ]
+    assert not found, "the engine names examples:\n" + "\n".join(found)
 
 
 def test_the_compat_package_depends_on_nothing_but_the_error_type() -> None:

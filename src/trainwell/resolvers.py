@@ -76,7 +76,7 @@ def sweep_job_suffix() -> str:
 def num_classes(data: Any) -> int:
     """The classes the datamodule declares: its config's `num_classes` (a datamodule that takes
     the number as an argument), else a positive int `num_classes` attribute of its class. The
-    classification task's `model.num_classes` defaults to it, so the number is written once."""
+    task's `model.num_classes` can default to it (`${tw.num_classes:${data}}`): written once."""
     declared = data.get("num_classes") if isinstance(data, DictConfig) else None
     target = str(data.get("_target_", "")) if isinstance(data, DictConfig) else ""
     if declared is None and target:

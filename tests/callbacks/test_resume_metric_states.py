@@ -10,9 +10,9 @@ import torch
 from torchmetrics.classification import MulticlassAccuracy
 
 from tests.helpers.trainers import quiet_trainer
+from trainwell.blocks.metrics import MicroAccuracy
 from trainwell.callbacks.training_state import ExactResume
 from trainwell.compat import metric_states
-from trainwell.tasks.metrics import MicroAccuracy
 
 
 class Scored(L.LightningModule):

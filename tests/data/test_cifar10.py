@@ -3,10 +3,10 @@ from pathlib import Path
 import pytest
 import torch
 
+from project.data import CIFAR10DataModule
+from project.data.cifar10 import CIFAR10_MEAN
 from tests.helpers.cifar_fixture import trust_fixture, write_cifar10
 from tests.helpers.scripts import run_script
-from trainwell.data import CIFAR10DataModule
-from trainwell.data.cifar10 import CIFAR10_MEAN
 from trainwell.errors import TrainwellError
 
 

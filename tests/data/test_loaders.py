@@ -2,7 +2,7 @@ import pytest
 import torch
 from torch.utils.data import SequentialSampler
 
-from trainwell.data import DigitsDataModule, SyntheticDataModule
+from project.data import DigitsDataModule, SyntheticDataModule
 from trainwell.errors import TrainwellError
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainwell.data.sequences import (
+from project.data.sequences import (
     BOS,
     EOS,
     IGNORE_INDEX,

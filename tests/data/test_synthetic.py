@@ -1,6 +1,6 @@
 import torch
 
-from trainwell.data import SyntheticDataModule
+from project.data import SyntheticDataModule
 
 
 def make(**kwargs) -> SyntheticDataModule:

@@ -18,9 +18,10 @@ import torch
 from torchvision.datasets import CIFAR10
 
 from tests.helpers.cifar_fixture import run_script_on_fixture, trust_fixture, write_cifar10
+from trainwell.blocks.preprocess import ImageNormalize
 from trainwell.deploy import load_run
 from trainwell.deploy.artifact import verify_export
-from trainwell.deploy.raw import ImageNormalize, raw_data
+from trainwell.deploy.raw import raw_data
 
 TINY = (
     "experiment=resnet_accum",

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
+from project.data.synthetic import SyntheticDataModule, make_synthetic
 from tests.helpers.scripts import run_ok
-from trainwell.data.synthetic import SyntheticDataModule, make_synthetic
 from trainwell.deploy.artifact import verify_export
 from trainwell.deploy.raw import raw_data
 

@@ -16,9 +16,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import Dataset, Subset, TensorDataset
 
-from trainwell.data import DigitsDataModule
-from trainwell.models import DigitsCNN
-from trainwell.tasks import ClassificationTask, LanguageModelTask
+from project.data import DigitsDataModule
+from project.models import DigitsCNN
+from project.tasks import ClassificationTask, LanguageModelTask
 
 # -- nets -------------------------------------------------------------------------------------
 

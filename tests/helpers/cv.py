@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 
+from project.data.digits import DigitsDataModule
 from tests.helpers.config import QUIET_RUN
 from tests.helpers.killer import KillAt
-from trainwell.data.digits import DigitsDataModule
 
 # 4 folds over digits' 1437 train+val samples (folds of 360, 359, 359, 359: unequal sizes, so a
 # mean of per-fold means differs from the out-of-fold figure), one epoch of micro-batch 96 x

@@ -12,9 +12,9 @@ import pytest
 import torch
 import torchvision.transforms.functional as TF
 
+from project.data import CIFAR10DataModule, SyntheticDataModule
 from tests.helpers.cifar_fixture import trust_fixture, write_cifar10
 from tests.helpers.config import compose_config
-from trainwell.data import CIFAR10DataModule, SyntheticDataModule
 from trainwell.loading.on_device import DeviceImages, crop_and_flip, mix32, placement
 from trainwell.loading.resumable import ResumableDataLoader
 from trainwell.loading.sharding import install_loader_policy, shard_loader

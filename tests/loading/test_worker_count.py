@@ -13,12 +13,12 @@ from pathlib import Path
 import pytest
 import torch
 
+from project.data import SyntheticDataModule
 from tests.helpers.config import SMOOTH_SGD_MLP
 from tests.helpers.doctor import FAST, run_ids
 from tests.helpers.scripts import TESTS_IMPORTABLE, run_script
 from tests.helpers.state import assert_bitwise_equal, final_state, metrics
 from trainwell import compat
-from trainwell.data import SyntheticDataModule
 from trainwell.loading.sharding import install_loader_policy
 
 # 60 samples in batches of 8: 8 micro-batches per epoch, windows of 2 (a short last window).

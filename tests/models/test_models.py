@@ -5,7 +5,7 @@ from typing import Any
 import pytest
 import torch
 
-from trainwell.models import DigitsCNN, ResNet18
+from project.models import DigitsCNN, ResNet18
 
 
 @pytest.mark.parametrize(
@@ -44,6 +44,6 @@ def test_unknown_norm_is_refused() -> None:
 
 
 def test_models_do_not_import_lightning() -> None:
-    code = "import sys, trainwell.models; print('lightning' in sys.modules)"
+    code = "import sys, project.models; print('lightning' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "False"

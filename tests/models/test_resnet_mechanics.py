@@ -9,8 +9,8 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 from torchvision.ops import FrozenBatchNorm2d
 
-from trainwell.models import ResNet18
-from trainwell.models.resnet import _checkpoint_contexts
+from project.models import ResNet18
+from project.models.resnet import _checkpoint_contexts
 
 BN = nn.modules.batchnorm._BatchNorm
 

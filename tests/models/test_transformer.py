@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from trainwell.models import CausalTransformer
+from project.models import CausalTransformer
 
 
 def _net(**kwargs) -> CausalTransformer:

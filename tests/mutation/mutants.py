@@ -572,7 +572,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "balanced accuracy: precision averaged instead of recall",
-        "src/trainwell/tasks/metrics.py",
+        "src/trainwell/blocks/metrics.py",
         "    return counts.diagonal() / counts.sum(dim=1)",
         "    return counts.diagonal() / counts.sum(dim=0)",
         (f"{BALANCE_T}::test_metrics_of_a_hand_computed_confusion_matrix",),
@@ -580,7 +580,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "macro F1: false negatives left out",
-        "src/trainwell/tasks/metrics.py",
+        "src/trainwell/blocks/metrics.py",
         "    denominator = 2 * tp + false_pos + false_neg",
         "    denominator = 2 * tp + false_pos",
         (f"{BALANCE_T}::test_metrics_of_a_hand_computed_confusion_matrix",),
@@ -588,7 +588,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "macro metrics counted on the training path",
-        "src/trainwell/tasks/classification.py",
+        "src/project/tasks/classification.py",
         "        self.train_acc.update(preds, y)\n",
         "        self.train_acc.update(preds, y)\n        self.val_macro_f1.update(preds, y)\n",
         (f"{BALANCE_T}::test_val_and_test_log_the_macro_metrics_and_training_does_not_count",),
@@ -596,7 +596,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "class weights: never computed from the training split",
-        "src/trainwell/tasks/classification.py",
+        "src/project/tasks/classification.py",
         "            self.class_weights.copy_(balanced_class_weights(counts))",
         "            pass",
         (
@@ -607,7 +607,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "class weights: normalised by the batch's weight sum",
-        "src/trainwell/tasks/classification.py",
+        "src/project/tasks/classification.py",
         "        return (per_sample * self.class_weights[y]).mean()",
         "        return (per_sample * self.class_weights[y]).sum() / self.class_weights[y].sum()",
         (f"{BALANCE_T}::test_the_weighted_loss_is_a_mean_over_samples_of_weighted_losses",),
@@ -868,7 +868,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "digits: statistics refitted even when the checkpoint carries them",
-        "src/trainwell/data/digits.py",
+        "src/project/data/digits.py",
         "        if self.mean is None or self.std is None:\n            # Fitted",
         "        if True:\n            # Fitted",
         (f"{DEPLOY_T}::test_statistics_come_from_the_checkpoint_never_refitted",),
@@ -892,7 +892,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "export: the graph skips the checkpoint's normalisation",
-        "src/trainwell/deploy/raw.py",
+        "src/trainwell/blocks/preprocess.py",
         "x = (x.to(torch.float32) - self.mean) / self.std",
         "x = x.to(torch.float32)",
         (f"{DEPLOY_T}::test_the_export_reproduces_eval_with_only_onnxruntime_and_numpy",),
@@ -900,7 +900,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "export: CIFAR-10's raw uint8 pixels are not scaled to [0, 1] in the graph",
-        RAW,
+        "src/trainwell/blocks/preprocess.py",
         "x = x.permute(0, 3, 1, 2).to(torch.float32).div(255)",
         "x = x.permute(0, 3, 1, 2).to(torch.float32)",
         (f"{CIFAR_DEPLOY_T}::test_the_raw_graph_equals_the_eval_transform_exactly",),
@@ -908,7 +908,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "cifar10: the checkpoint's mean and std are ignored",
-        "src/trainwell/data/cifar10.py",
+        "src/project/data/cifar10.py",
         '        if "mean" in state_dict and "std" in state_dict:',
         "        if False:",
         (f"{CIFAR_DEPLOY_T}::test_the_raw_graph_equals_the_eval_transform_exactly",),
@@ -916,7 +916,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "cifar10: the normalisation does not travel in the checkpoint",
-        "src/trainwell/data/cifar10.py",
+        "src/project/data/cifar10.py",
         '        return {"mean": list(self.mean), "std": list(self.std)}',
         "        return {}",
         (f"{CIFAR_DEPLOY_T}::test_the_normalisation_travels_in_the_checkpoint",),
@@ -932,9 +932,9 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "export: synthetic on-device images normalised with CIFAR-10's statistics",
-        RAW,
-        "preprocess: nn.Module = ImageNormalize((QUANT_MEAN,) * 3, (QUANT_STD,) * 3)",
-        "preprocess: nn.Module = ImageNormalize((0.4914, 0.4822, 0.4465), (0.247, 0.2435, 0.2616))",
+        "src/project/data/synthetic.py",
+        "preprocess: torch.nn.Module = ImageNormalize((QUANT_MEAN,) * 3, (QUANT_STD,) * 3)",
+        "preprocess: torch.nn.Module = ImageNormalize((0.4914, 0.4822, 0.4465), (0.247, 0.2435, 0.2616))",
         (
             "tests/deploy/test_synthetic.py::test_the_raw_graph_input_is_what_evaluation_sees_bit_for_bit",
         ),
@@ -994,7 +994,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "sequences: the vocabulary is fitted again over the checkpoint's",
-        "src/trainwell/data/sequences.py",
+        "src/project/data/sequences.py",
         "            if self.vocabulary is None:",
         "            if True:",
         (
@@ -1181,7 +1181,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "cv: digits fits mean/std on the fold's train+val samples",
-        "src/trainwell/data/digits.py",
+        "src/project/data/digits.py",
         "            self.mean = float(images[train].mean())",
         "            self.mean = float(images[np.concatenate([train, val])].mean())",
         (CV_STATS_T,),
@@ -1354,7 +1354,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "load_from_checkpoint: the module comes back in training mode",
-        "src/trainwell/tasks/checkpoint_loading.py",
+        "src/trainwell/blocks/checkpoint_loading.py",
         "        return module if map_location is None else module.to(map_location)",
         "        return module.train()",
         ("tests/tasks/test_load_from_checkpoint.py",),

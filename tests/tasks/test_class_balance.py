@@ -10,17 +10,17 @@ import pytest
 import torch
 from sklearn.metrics import balanced_accuracy_score, f1_score, recall_score
 
+from project.data import DigitsDataModule
+from project.models import DigitsCNN
+from project.tasks import ClassificationTask
 from tests.helpers.trainers import quiet_trainer
-from trainwell.data import DigitsDataModule
-from trainwell.errors import TrainwellError
-from trainwell.models import DigitsCNN
-from trainwell.tasks import ClassificationTask
-from trainwell.tasks.metrics import (
+from trainwell.blocks.metrics import (
     ConfusionCounts,
     balanced_accuracy,
     macro_f1,
     per_class_recall,
 )
+from trainwell.errors import TrainwellError
 from trainwell.training.class_recall import zero_recall_line
 
 # 3 classes; rows: true class, columns: predicted

@@ -2,11 +2,11 @@ from functools import partial
 
 import torch
 
+from project.data import DigitsDataModule
+from project.models import DigitsCNN
+from project.tasks import ClassificationTask
 from tests.helpers.trainers import quiet_trainer
-from trainwell.data import DigitsDataModule
-from trainwell.models import DigitsCNN
-from trainwell.tasks import ClassificationTask
-from trainwell.tasks.schedules import warmup_cosine
+from trainwell.blocks.schedules import warmup_cosine
 
 
 def make_task() -> ClassificationTask:

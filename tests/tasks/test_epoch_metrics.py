@@ -14,12 +14,12 @@ import lightning as L
 import torch
 from torch import nn
 
+from project.data import DigitsDataModule
+from project.data.sequences import SequenceDataModule
+from project.models import CausalTransformer
+from project.tasks import ClassificationTask, LanguageModelTask
 from tests.helpers.trainers import template_trainer, templated
-from trainwell.data import DigitsDataModule
-from trainwell.data.sequences import SequenceDataModule
-from trainwell.models import CausalTransformer
-from trainwell.tasks import ClassificationTask, LanguageModelTask
-from trainwell.tasks.metrics import EpochMetricLog
+from trainwell.blocks.metrics import EpochMetricLog
 
 
 class EveryStepClassification(ClassificationTask):

@@ -11,10 +11,10 @@ from typing import Any
 
 import torch
 
+from project.data.sequences import IGNORE_INDEX, SequenceDataModule, pad_batch
+from project.models import CausalTransformer
+from project.tasks import LanguageModelTask
 from tests.helpers.trainers import quiet_trainer, template_trainer, templated
-from trainwell.data.sequences import IGNORE_INDEX, SequenceDataModule, pad_batch
-from trainwell.models import CausalTransformer
-from trainwell.tasks import LanguageModelTask
 
 
 def _task(cls: type[LanguageModelTask] = LanguageModelTask) -> LanguageModelTask:

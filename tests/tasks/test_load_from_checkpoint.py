@@ -7,9 +7,9 @@ from pathlib import Path
 import pytest
 import torch
 
+from project.tasks import ClassificationTask, LanguageModelTask
 from trainwell.deploy import load_trained
 from trainwell.errors import TrainwellError
-from trainwell.tasks import ClassificationTask, LanguageModelTask
 
 
 def test_load_from_checkpoint_is_load_trained_in_eval_mode(digits_run: Path) -> None:

@@ -2,7 +2,7 @@ import torch
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
-from trainwell.tasks.metrics import MicroAccuracy, WeightedMean
+from trainwell.blocks.metrics import MicroAccuracy, WeightedMean
 
 
 def test_weighted_mean_equals_torchmetrics_mean_metric_bitwise() -> None:

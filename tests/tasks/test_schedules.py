@@ -9,10 +9,10 @@ import pytest
 import torch
 from torch import nn
 
+from project.data import SyntheticDataModule
+from project.tasks import ClassificationTask
 from tests.helpers.trainers import template_trainer, templated
-from trainwell.data import SyntheticDataModule
-from trainwell.tasks import ClassificationTask
-from trainwell.tasks.schedules import WarmupCosine, warmup_cosine, warmup_steps_for
+from trainwell.blocks.schedules import WarmupCosine, warmup_cosine, warmup_steps_for
 from trainwell.training.plan import make_plan
 
 

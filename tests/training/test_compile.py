@@ -11,8 +11,8 @@ import pytest
 import torch
 from torch import nn
 
+from project.tasks import ClassificationTask
 from tests.helpers.scripts import run_ok
-from trainwell.tasks import ClassificationTask
 
 SMALL = (
     "model=mlp",

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 import torch
 
+from project.data.digits import DigitsDataModule
 from tests.helpers.config import compose_config
 from tests.helpers.cv import CV_RUN, FOLDS, read_bytes
 from tests.helpers.state import load_checkpoint
-from trainwell.data.digits import DigitsDataModule
 from trainwell.errors import TrainwellError
 from trainwell.training.cv.folds import assign_folds, read_folds
 from trainwell.training.run import train

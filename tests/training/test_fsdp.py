@@ -51,8 +51,8 @@ def test_fsdp_refuses_an_unknown_dtype() -> None:
 
 
 def test_resnet_names_its_residual_blocks_as_fsdp_units() -> None:
-    from trainwell.models import ResNet18
-    from trainwell.models.resnet import BasicBlock
+    from project.models import ResNet18
+    from project.models.resnet import BasicBlock
 
     units = ResNet18(width=4).fsdp_units()
     assert len(units) == 8 and all(isinstance(u, BasicBlock) for u in units)

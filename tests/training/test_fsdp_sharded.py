@@ -57,11 +57,11 @@ def test_a_modules_objects_reach_meta_pt_as_plain_config(tmp_path: Path) -> None
     _train(tmp_path / "run", *TEMPLATE_MODULE)
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
     meta = torch.load(last / "meta.pt", weights_only=True)  # no pickled nn.Module or partial
-    assert meta["hyper_parameters"]["net"]["_target_"] == "trainwell.models.DigitsCNN"
+    assert meta["hyper_parameters"]["net"]["_target_"] == "project.models.DigitsCNN"
     assert meta["hyper_parameters"]["optimizer"]["_partial_"] is True
     state = load_checkpoint_file(last)  # what resume=auto and eval read: meta + shard shapes
     assert state["global_step"] == meta["global_step"]
-    from trainwell.models import DigitsCNN
+    from project.models import DigitsCNN
 
     expected = {f"net.{k}": v.shape for k, v in DigitsCNN(num_classes=10).state_dict().items()}
     assert {k: v.shape for k, v in state["state_dict"].items()} == expected

@@ -8,11 +8,11 @@ from pathlib import Path
 import pytest
 import torch
 
+from project.data.sequences import SequenceDataModule
+from project.models import CausalTransformer
+from project.tasks import LanguageModelTask
 from tests.helpers.config import compose_config
 from tests.helpers.scripts import run_ok
-from trainwell.data.sequences import SequenceDataModule
-from trainwell.models import CausalTransformer
-from trainwell.tasks import LanguageModelTask
 
 
 def test_lm_configs_compose_and_instantiate(tmp_path: Path) -> None:

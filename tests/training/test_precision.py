@@ -10,10 +10,10 @@ import torch
 from lightning.pytorch.plugins import MixedPrecision
 from torch import nn
 
+from project.data import SyntheticDataModule
+from project.tasks import ClassificationTask
 from tests.helpers.trainers import quiet_trainer
-from trainwell.data import SyntheticDataModule
 from trainwell.errors import TrainwellError
-from trainwell.tasks import ClassificationTask
 from trainwell.training.precision import configure_matmul, resolve_precision
 
 cpu_only = pytest.mark.skipif(torch.cuda.is_available(), reason="checks the CPU resolution")

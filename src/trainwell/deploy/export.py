@@ -20,7 +20,6 @@ import torch
 from omegaconf import DictConfig, OmegaConf
 
 import trainwell
-from trainwell.data.sequences import IGNORE_INDEX
 from trainwell.deploy import artifact
 from trainwell.deploy.loading import load_run, run_dir_of
 from trainwell.deploy.outputs import EXPORT_DIR, check_export_target
@@ -62,9 +61,9 @@ def eager_outputs(module: torch.nn.Module, loader: Any) -> np.ndarray:
     return np.concatenate(outs)
 
 
-def real_positions(outputs: np.ndarray, targets: np.ndarray) -> np.ndarray:
+def real_positions(outputs: np.ndarray, targets: np.ndarray, ignore_index: int) -> np.ndarray:
     """(N, T, vocab) outputs of padded token rows -> (real tokens, vocab), padding dropped."""
-    return outputs[targets != IGNORE_INDEX]
+    return outputs[targets != ignore_index]
 
 
 def onnx_outputs(path: Path, raw: np.ndarray, batch: int = 256) -> np.ndarray:
@@ -233,8 +232,10 @@ def export_checkpoint(cfg: DictConfig) -> Path:
         }
         if raw.tokens:  # compared per real token; right padding changes no real position
             assert targets is not None
-            others = {name: real_positions(out, targets) for name, out in others.items()}
-            targets = targets[targets != IGNORE_INDEX]
+            real = {
+                name: real_positions(out, targets, raw.ignore_index) for name, out in others.items()
+            }
+            others, targets = real, targets[targets != raw.ignore_index]
         figures = parity_figures(eager, others, targets)
         figures.update(split=split, tolerance=float(cfg.get("parity_tolerance", 1e-4)))
         figures["unit"] = "token" if raw.tokens else "sample"

@@ -1,7 +1,7 @@
 """One rebuild path from a checkpoint to the trained module and its data, for predict and export.
 
 The run's own config builds the model and the datamodule (never today's defaults), the weights
-come from a weights-only load, and whatever the datamodule fitted on the training split (digits'
+come from a weights-only load, and whatever the datamodule fitted on the training split (a
 mean and std) comes from the checkpoint: Lightning writes `datamodule.state_dict()` into every
 checkpoint under the datamodule's class name (when it is not empty). A checkpoint without it is
 refused in one line, the statistics are never fitted again; a datamodule without state needs none.
@@ -19,6 +19,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 
 from trainwell.errors import TrainwellError
 from trainwell.io.checkpoint_read import load_checkpoint_file
+from trainwell.io.moved_targets import current_targets
 
 
 @dataclass
@@ -35,7 +36,8 @@ def run_dir_of(ckpt_path: str | Path) -> Path:
 
 
 def saved_config(ckpt_path: str | Path) -> DictConfig:
-    """The config the run that wrote `ckpt_path` saved in <run dir>/.hydra/config.yaml."""
+    """The config the run that wrote `ckpt_path` saved in <run dir>/.hydra/config.yaml, its class
+    paths as this release spells them."""
     run_dir = run_dir_of(ckpt_path)
     path = run_dir / ".hydra" / "config.yaml"
     if not path.is_file():
@@ -43,7 +45,7 @@ def saved_config(ckpt_path: str | Path) -> DictConfig:
             f"{path} not found: {ckpt_path} is not inside a run dir written by scripts/train.py "
             "(<run dir>/checkpoints/<name>.ckpt)"
         )
-    cfg = OmegaConf.load(path)
+    cfg = current_targets(OmegaConf.load(path))
     with open_dict(cfg):
         cfg.paths.output_dir = str(run_dir)
     return cfg

@@ -109,12 +109,12 @@ def _predict_tokens(run: TrainedRun, raw: RawData, cfg: DictConfig, source: obje
     with torch.inference_mode():
         if source:
             samples = load_raw_input(source, raw.input_spec)
-            lengths = sequence_lengths(samples)
+            lengths = sequence_lengths(samples, raw.pad)
             after_pad = np.arange(samples.shape[1]) >= lengths[:, None]
-            if (lengths < 1).any() or (samples[after_pad] != 0).any():
+            if (lengths < 1).any() or (samples[after_pad] != raw.pad).any():
                 raise TrainwellError(
                     f"input={source}: each row must start with a real token and end in its "
-                    "<pad> (id 0) run, if any: right padding only"
+                    f"padding (id {raw.pad}) run, if any: right padding only"
                 )
             model = RawModel(raw.preprocess, module).eval()
             for start in tqdm(range(0, len(samples), 256), desc="predict"):

@@ -1,22 +1,12 @@
 """Raw samples, the form a user holds, and the eval-time preprocessing as a module in the graph.
 
-digits: float32 (N, 8, 8), values 0-16, as `sklearn.datasets.load_digits().images`; the graph
-normalises with the checkpoint's train-split mean and std and adds the channel axis.
-CIFAR-10: uint8 (N, 32, 32, 3) HWC, as torchvision's `CIFAR10(...).data`; the graph scales to
-[0, 1], normalises per channel with the checkpoint's mean and std and permutes to NCHW: the
-datamodule's eval transform (ToTensor + Normalize) as tensor ops.
-synthetic: float32 (N, 3, 32, 32) as `make_synthetic` generates them (the model's input as is);
-with `data.on_device=true` the uint8 (N, 32, 32, 3) HWC the device stores, normalised back in
-the graph.
-sequences (token models): int64 token ids (N, T), T up to data.max_len, each row starting with
-<bos> and right-padded with <pad> (id 0) where rows differ in length; the graph maps them to
-next-token logits (N, T, vocab) with batch and sequence length dynamic (no preprocessing: the
-ids are the model's input; the vocabulary that made them travels in the checkpoint).
-
-A datamodule of the user's own declares its raw form with a `raw_form()` method (`from_hook`
-says what it returns). Without one, predict and export take the **batch form**: the model input
-its loaders yield (`batch_form`), the preprocessing staying outside the graph (`input.form:
-batch` in the manifest) and `index` being the position in the split.
+A datamodule declares its raw form with a `raw_form()` method (`from_hook` says what it returns):
+what a raw sample is, each split's raw samples in loader order, and the module that maps a raw
+batch to the model's input as evaluation does (trainwell.blocks.preprocess has the common ones).
+A token model's raw form also names its padding (`"tokens"`), so predict and export read one
+prediction per real position. Without a raw form, predict and export take the **batch form**:
+the model input its loaders yield (`batch_form`), the preprocessing staying outside the graph
+(`input.form: batch` in the manifest) and `index` being the position in the split.
 
 Reading `input=` files in that form is deploy/raw_input.py's job.
 """
@@ -30,49 +20,7 @@ import numpy as np
 import torch
 from torch import nn
 
-from trainwell.data.cifar10 import CIFAR10DataModule
-from trainwell.data.digits import DigitsDataModule
-from trainwell.data.sequences import PAD, SequenceDataModule, pad_batch
-from trainwell.data.synthetic import (
-    QUANT_MEAN,
-    QUANT_STD,
-    SyntheticDataModule,
-    make_synthetic,
-    quantize,
-)
 from trainwell.errors import TrainwellError, first_line
-
-
-class Normalize(nn.Module):
-    """(x - mean) / std, then `shape` per sample: digits' eval-time preprocessing."""
-
-    def __init__(self, mean: float, std: float, sample_shape: tuple[int, ...]) -> None:
-        super().__init__()
-        self.register_buffer("mean", torch.tensor(float(mean), dtype=torch.float32))
-        self.register_buffer("std", torch.tensor(float(std), dtype=torch.float32))
-        self.sample_shape = tuple(sample_shape)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = (x.to(torch.float32) - self.mean) / self.std
-        return x.reshape(x.shape[0], *self.sample_shape)
-
-
-class ImageNormalize(nn.Module):
-    """uint8 NHWC -> float NCHW in [0, 1] -> per-channel (x - mean) / std.
-
-    The same operations, in the same order, as torchvision's ToTensor (float, then / 255) and
-    Normalize (subtract, then divide), so the graph sees what evaluation saw.
-    """
-
-    def __init__(self, mean: tuple[float, ...], std: tuple[float, ...]) -> None:
-        super().__init__()
-        shape = (1, len(mean), 1, 1)
-        self.register_buffer("mean", torch.tensor(mean, dtype=torch.float32).reshape(shape))
-        self.register_buffer("std", torch.tensor(std, dtype=torch.float32).reshape(shape))
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        x = x.permute(0, 3, 1, 2).to(torch.float32).div(255)
-        return (x - self.mean) / self.std
 
 
 class RawModel(nn.Module):
@@ -103,126 +51,13 @@ class RawData:
     tokens: bool = False  # a token model: outputs (N, T, vocab), one prediction per position
     output_meaning: str = CLASS_SCORES
     batch_form: bool = False  # samples are what the loaders yield: preprocessing stays outside
+    pad: int = 0  # token models: the id that right-pads a row of raw samples
+    ignore_index: int = -100  # token models: the target at padded positions
 
 
-def _digits(datamodule: DigitsDataModule) -> RawData:
-    from sklearn.datasets import load_digits
-
-    digits = load_digits()
-    images = digits.images.astype(np.float32)
-    labels = digits.target.astype(np.int64)
-    splits = {
-        name: (images[idx], np.asarray(idx, dtype=np.int64), labels[idx])
-        for name, idx in datamodule.split_indices.items()
-    }
-    return RawData(
-        preprocess=Normalize(datamodule.mean, datamodule.std, (1, 8, 8)),
-        input_spec={
-            "name": "inputs",
-            "dtype": "float32",
-            "shape": [None, 8, 8],
-            "dynamic_axes": {"0": "batch"},
-            "range": [0.0, 16.0],
-            "description": "8x8 grey digits as sklearn.datasets.load_digits().images",
-        },
-        classes=[str(i) for i in range(10)],
-        splits=splits,
-    )
-
-
-def _cifar10(datamodule: CIFAR10DataModule) -> RawData:
-    train, test = datamodule.raw_dataset(train=True), datamodule.raw_dataset(train=False)
-    splits = {}
-    for name, idx in datamodule.split_indices.items():
-        files = test if name == "test" else train
-        labels = np.asarray(files.targets, dtype=np.int64)
-        splits[name] = (files.data[idx], idx, labels[idx])
-    return RawData(
-        preprocess=ImageNormalize(datamodule.mean, datamodule.std),
-        input_spec={
-            "name": "inputs",
-            "dtype": "uint8",
-            "shape": [None, 32, 32, 3],
-            "dynamic_axes": {"0": "batch"},
-            "range": [0, 255],
-            "description": "32x32 RGB images, uint8 HWC, as torchvision's CIFAR10(...).data",
-        },
-        classes=list(train.classes),
-        splits=splits,
-    )
-
-
-def _synthetic(datamodule: SyntheticDataModule) -> RawData:
-    dm = datamodule
-    total = dm.num_samples + dm.num_val + dm.num_test
-    # The data is a function of the run's config (seed, sizes, noise): generated again, exactly.
-    images, labels = make_synthetic(total, dm.num_classes, dm.seed, dm.noise).tensors
-    cuts = {"train": (0, dm.num_samples), "val": (dm.num_samples, dm.num_samples + dm.num_val)}
-    cuts["test"] = (dm.num_samples + dm.num_val, total)
-    if dm.on_device:
-        samples = quantize(images).numpy()
-        preprocess: nn.Module = ImageNormalize((QUANT_MEAN,) * 3, (QUANT_STD,) * 3)
-        spec = {
-            "dtype": "uint8",
-            "shape": [None, 32, 32, 3],
-            "range": [0, 255],
-            "description": "synthetic images stored on the device: uint8 HWC, "
-            "round(x * 32 + 128) of the float images (data.on_device=true)",
-        }
-    else:
-        samples, preprocess = images.numpy(), nn.Identity()
-        spec = {
-            "dtype": "float32",
-            "shape": [None, 3, 32, 32],
-            "range": None,
-            "description": "synthetic float images (N, 3, 32, 32) as "
-            "trainwell.data.synthetic.make_synthetic generates them; no preprocessing",
-        }
-    splits = {}
-    for name, (start, stop) in cuts.items():
-        idx = np.arange(start, stop, dtype=np.int64)
-        splits[name] = (samples[idx], idx, labels.numpy()[idx].astype(np.int64))
-    return RawData(
-        preprocess=preprocess,
-        input_spec={"name": "inputs", "dynamic_axes": {"0": "batch"}, **spec},
-        classes=[str(i) for i in range(dm.num_classes)],
-        splits=splits,
-    )
-
-
-def _sequences(datamodule: SequenceDataModule) -> RawData:
-    splits = {}
-    for name in ("train", "val", "test"):
-        sequences = getattr(datamodule, f"{name}_set").sequences
-        # The datamodule's own padding: inputs are a sequence without its last token.
-        batch = pad_batch(sequences)
-        index = np.arange(len(sequences), dtype=np.int64)
-        splits[name] = (batch["tokens"].numpy(), index, batch["targets"].numpy())
-    return RawData(
-        preprocess=nn.Identity(),
-        input_spec={
-            "name": "inputs",
-            "dtype": "int64",
-            "shape": [None, None],
-            "dynamic_axes": {"0": "batch", "1": "sequence"},
-            "range": [0, datamodule.vocab_size - 1],
-            "max_sequence": datamodule.max_len,
-            "description": "token ids (N, T) as data=sequences encodes them (0 <pad>, 1 <bos>, "
-            f"2 <eos>, 3 <unk>), T <= {datamodule.max_len}, each row starting with <bos>, "
-            "right-padded with <pad> where rows differ in length",
-        },
-        classes=datamodule.token_names(),
-        splits=splits,
-        tokens=True,
-        output_meaning="next-token scores (N, T, vocab) at every position (softmax over the "
-        "last axis gives probabilities); a row's next token is read at its last non-<pad> "
-        "position",
-    )
-
-
-def sequence_lengths(samples: np.ndarray) -> np.ndarray:
-    """Real tokens per row of right-padded token ids: up to the first <pad>."""
-    padded = samples == PAD
+def sequence_lengths(samples: np.ndarray, pad: int) -> np.ndarray:
+    """Real tokens per row of right-padded token ids: up to the first `pad`."""
+    padded = samples == pad
     return np.where(padded.any(axis=1), padded.argmax(axis=1), samples.shape[1])
 
 
@@ -236,7 +71,11 @@ def from_hook(datamodule: Any) -> RawData:
                    "description": "what a raw sample is"},
          "splits": {"test": (samples, indices, targets or None), ...},   # numpy arrays
          "preprocess": None | nn.Module,   # raw batch -> model input, as evaluation does it
-         "classes": None | ["name", ...]}
+         "classes": None | ["name", ...],
+         # token models only: forward gives (N, T, vocab), one prediction per position; rows
+         # are right-padded with `pad`, whose targets are `ignore_index`
+         "tokens": {"pad": 0, "ignore_index": -100},
+         "output_meaning": "what forward's output is"}
 
     The split's samples must be, row for row, the samples its dataloader yields in order.
     """
@@ -258,11 +97,19 @@ def from_hook(datamodule: Any) -> RawData:
         split: (np.asarray(x), np.asarray(i, dtype=np.int64), None if y is None else np.asarray(y))
         for split, (x, i, y) in form["splits"].items()
     }
+    tokens = form.get("tokens")
+    extra: dict[str, Any] = {}
+    if tokens is not None:
+        extra = {"tokens": True, "pad": int(tokens.get("pad", 0))}
+        extra["ignore_index"] = int(tokens.get("ignore_index", -100))
+    if form.get("output_meaning"):
+        extra["output_meaning"] = str(form["output_meaning"])
     return RawData(
         preprocess=form.get("preprocess") or nn.Identity(),
         input_spec=spec,
         classes=None if form.get("classes") is None else [str(c) for c in form["classes"]],
         splits=splits,
+        **extra,
     )
 
 
@@ -363,14 +210,6 @@ def raw_data(datamodule: Any, split: str = "test") -> RawData:
     without a raw form, `split`'s batch form."""
     if callable(getattr(datamodule, HOOK, None)):
         return from_hook(datamodule)
-    if isinstance(datamodule, DigitsDataModule):
-        return _digits(datamodule)
-    if isinstance(datamodule, CIFAR10DataModule):
-        return _cifar10(datamodule)
-    if isinstance(datamodule, SyntheticDataModule):
-        return _synthetic(datamodule)
-    if isinstance(datamodule, SequenceDataModule):
-        return _sequences(datamodule)
     return batch_form(datamodule, split)
 
 

@@ -6,7 +6,7 @@ pickles them into the checkpoint, and a weights-only load (the only kind trainwe
 the file: the run would train for hours and then fail to test, resume or evaluate its own
 checkpoints. trainwell rebuilds the module from the run's config and never from these objects, so
 a checkpoint keeps a readable record instead: the object's config node when the run's config has
-one (`model.net`, `model.optimizer`), else a short description (`"<nn.Module DigitsCNN>"`);
+one (`model.net`, `model.optimizer`), else a short description (`"<nn.Module MyNet>"`);
 omegaconf containers become plain dicts and lists. Weights and every other state are untouched.
 
 `python -m trainwell.io.hparams IN.ckpt OUT.ckpt` converts a checkpoint written elsewhere
@@ -113,7 +113,7 @@ def _plain(value: Any, node: Any, path: str, converted: list[str], top: bool = F
 
 
 def describe(value: Any) -> str:
-    """A short string naming an object: `<nn.Module DigitsCNN>`, `<partial torch.optim.adam.Adam(lr=0.001)>`."""
+    """A short string naming an object: `<nn.Module MyNet>`, `<partial torch.optim.adam.Adam(lr=0.001)>`."""
     if callable(value):
         # A wrapper that names what it wraps (`__wrapped__`: the training plan's factories,
         # functools.wraps) is described as the wrapped object.

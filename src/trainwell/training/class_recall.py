@@ -1,7 +1,7 @@
 """The one line a run prints when its best checkpoint never recognises a class.
 
 Accuracy on imbalanced data can look fine while a rare class is never predicted; a module that
-logs per-class recall as `test/recall/<class>` (the classification task does) gets it said at
+logs per-class recall as `test/recall/<class>` (a classification task may) gets it said at
 the end of the run.
 """
 

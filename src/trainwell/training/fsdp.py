@@ -2,7 +2,7 @@
 
 Lightning's FSDPStrategy wraps modules with FSDP1 and refuses CPU; ModelParallelStrategy leaves
 the wrapping to the LightningModule's `configure_model`, where the task calls `shard(net)`:
-`fully_shard` on each unit the net names (`fsdp_units()`: the ResNet's residual blocks), then on
+`fully_shard` on each unit the net names (`fsdp_units()`: a ResNet's residual blocks, say), then on
 the root. Works on CPU ranks over gloo (tests) as on GPUs over NCCL.
 """
 

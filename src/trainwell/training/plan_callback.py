@@ -18,11 +18,11 @@ from lightning.pytorch.utilities import rank_zero_warn
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
 
+from trainwell.blocks.layers import BATCH_NORMS
+from trainwell.blocks.schedules import warmup_steps_for
 from trainwell.callbacks.accumulation import counting_unit
 from trainwell.errors import TrainwellError
 from trainwell.io.announce import announce
-from trainwell.models.norms import BATCH_NORMS
-from trainwell.tasks.schedules import warmup_steps_for
 from trainwell.training.lr_scaling import scale_lr
 from trainwell.training.plan import TrainingPlan, describe_loader, make_plan
 

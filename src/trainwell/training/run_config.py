@@ -14,6 +14,8 @@ from pathlib import Path
 
 import yaml
 
+from trainwell.io.moved_targets import current_override
+
 # Overrides that describe how a run was launched, not what it trained: never carried to eval.
 _RUN_ONLY = (
     "hydra.run",
@@ -51,7 +53,8 @@ def training_overrides(ckpt_path: str | Path) -> list[str]:
     saved = hydra_dir / "overrides.yaml"
     if not saved.is_file():
         return []
-    overrides = [str(o) for o in yaml.safe_load(saved.read_text()) or []]
+    # A class the run named by path may have moved since (io/moved_targets.py).
+    overrides = [current_override(str(o)) for o in yaml.safe_load(saved.read_text()) or []]
     # Hydra keeps its own overrides apart; a config search path (the user's own config dir)
     # decides which `model=` / `data=` options exist, so it comes along.
     hydra_cfg = hydra_dir / "hydra.yaml"

@@ -19,6 +19,7 @@ from typing import Any
 import lightning as L
 import torch
 
+from trainwell.blocks.layers import BATCH_NORMS
 from trainwell.callbacks.accumulation import count_items, counting_unit
 from trainwell.doctor.checks.accumulation_windows import Counts, Grads, Window, step_grads, windows
 from trainwell.doctor.checks.gradient_compare import ID, RTOL, compare
@@ -27,7 +28,6 @@ from trainwell.doctor.checks.metrics import configured_world_size
 from trainwell.doctor.harness.batches import size_of
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.report.verdict import Check
-from trainwell.models.norms import BATCH_NORMS
 
 
 def accumulation_equivalence(ctx: DoctorContext) -> Check:

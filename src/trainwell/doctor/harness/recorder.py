@@ -15,8 +15,8 @@ import lightning as L
 import torch
 from torch import nn
 
+from trainwell.blocks.layers import BATCH_NORMS, DROPOUTS
 from trainwell.doctor.harness.spy import Spy
-from trainwell.models.norms import BATCH_NORMS, DROPOUTS
 
 
 def eval_mode_modules(module: nn.Module) -> list[str]:

@@ -1,6 +1,6 @@
 """LightningModules: loss, metrics, optimizer and scheduler wiring around an injected net."""
 
-from trainwell.tasks.classification import ClassificationTask
-from trainwell.tasks.language_model import LanguageModelTask
+from project.tasks.classification import ClassificationTask
+from project.tasks.language_model import LanguageModelTask
 
 __all__ = ["ClassificationTask", "LanguageModelTask"]

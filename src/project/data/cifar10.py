@@ -16,7 +16,8 @@ from torch.utils.data import Subset
 from torchvision import transforms
 from torchvision.datasets import CIFAR10
 
-from trainwell.data.base import ClassificationDataModule
+from project.data.base import ClassificationDataModule
+from trainwell.blocks.preprocess import ImageNormalize
 from trainwell.errors import TrainwellError
 from trainwell.loading.on_device import DeviceImages, keep_batch, placement
 from trainwell.loading.per_sample import PerSampleRandom
@@ -97,6 +98,29 @@ class CIFAR10DataModule(ClassificationDataModule):
     def raw_dataset(self, train: bool) -> CIFAR10:
         """The train or test files without transforms: `.data` is uint8 (N, 32, 32, 3)."""
         return self._dataset(train=train, transform=None)
+
+    def raw_form(self) -> dict[str, Any]:
+        """What predict, export and the server take: uint8 (N, 32, 32, 3) HWC, as torchvision's
+        `CIFAR10(...).data`; the graph scales to [0, 1], normalises per channel with this
+        checkpoint's mean and std and permutes to NCHW: the eval transform (ToTensor + Normalize)
+        as tensor ops."""
+        train, test = self.raw_dataset(train=True), self.raw_dataset(train=False)
+        splits = {}
+        for name, idx in self.split_indices.items():
+            files = test if name == "test" else train
+            labels = np.asarray(files.targets, dtype=np.int64)
+            splits[name] = (files.data[idx], idx, labels[idx])
+        return {
+            "input": {
+                "dtype": "uint8",
+                "shape": [None, 32, 32, 3],
+                "range": [0, 255],
+                "description": "32x32 RGB images, uint8 HWC, as torchvision's CIFAR10(...).data",
+            },
+            "splits": splits,
+            "preprocess": ImageNormalize(self.mean, self.std),
+            "classes": list(train.classes),
+        }
 
     def _record_splits(self, val_idx: list[int], train_idx: list[int], test_size: int) -> None:
         # A sample's index is its row in the train files (train, val) or the test file (test).

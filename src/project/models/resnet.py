@@ -10,7 +10,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 from torchvision.ops import FrozenBatchNorm2d
 
-from trainwell.models.norms import BATCH_NORMS
+from trainwell.blocks.layers import BATCH_NORMS
 
 NORMS = ("batch", "group", "frozen")
 

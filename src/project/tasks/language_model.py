@@ -18,11 +18,11 @@ import torch.nn.functional as F
 from torch import nn
 from torchmetrics import MeanMetric
 
-from trainwell.data.sequences import IGNORE_INDEX
-from trainwell.tasks.checkpoint_loading import LoadsLikeLoadTrained
-from trainwell.tasks.metrics import EpochMetricHooks, EpochMetricLog
-from trainwell.tasks.model_setup import shard_and_compile
-from trainwell.tasks.optimization import (
+from project.data.sequences import IGNORE_INDEX
+from trainwell.blocks.checkpoint_loading import LoadsLikeLoadTrained
+from trainwell.blocks.metrics import EpochMetricHooks, EpochMetricLog
+from trainwell.blocks.model_setup import shard_and_compile
+from trainwell.blocks.optimization import (
     OptimizerFactory,
     SchedulerFactory,
     optimizer_and_schedule,

@@ -13,10 +13,8 @@ from torch import nn
 from torchmetrics import MaxMetric, MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
-from trainwell.errors import TrainwellError
-from trainwell.loading.labels import balanced_class_weights, class_counts, dataset_labels
-from trainwell.tasks.checkpoint_loading import LoadsLikeLoadTrained
-from trainwell.tasks.metrics import (
+from trainwell.blocks.checkpoint_loading import LoadsLikeLoadTrained
+from trainwell.blocks.metrics import (
     BalancedAccuracy,
     EpochMetricHooks,
     EpochMetricLog,
@@ -25,12 +23,14 @@ from trainwell.tasks.metrics import (
     WeightedMean,
     per_class_recall,
 )
-from trainwell.tasks.model_setup import shard_and_compile
-from trainwell.tasks.optimization import (
+from trainwell.blocks.model_setup import shard_and_compile
+from trainwell.blocks.optimization import (
     OptimizerFactory,
     SchedulerFactory,
     optimizer_and_schedule,
 )
+from trainwell.errors import TrainwellError
+from trainwell.loading.labels import balanced_class_weights, class_counts, dataset_labels
 
 
 class ClassificationTask(LoadsLikeLoadTrained, EpochMetricHooks, L.LightningModule):

@@ -10,7 +10,8 @@ from sklearn.datasets import load_digits
 from sklearn.model_selection import train_test_split
 from torch.utils.data import TensorDataset
 
-from trainwell.data.base import ClassificationDataModule
+from project.data.base import ClassificationDataModule
+from trainwell.blocks.preprocess import Normalize
 from trainwell.errors import TrainwellError
 
 
@@ -118,3 +119,23 @@ class DigitsDataModule(ClassificationDataModule):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         if "mean" in state_dict and "std" in state_dict:
             self.mean, self.std = float(state_dict["mean"]), float(state_dict["std"])
+
+    def raw_form(self) -> dict[str, Any]:
+        """What predict, export and the server take: float32 (N, 8, 8), values 0-16, as
+        `sklearn.datasets.load_digits().images`; the graph normalises with this checkpoint's
+        train-split mean and std and adds the channel axis."""
+        images, labels = self._load()
+        images = images.reshape(-1, 8, 8)
+        return {
+            "input": {
+                "dtype": "float32",
+                "shape": [None, 8, 8],
+                "range": [0.0, 16.0],
+                "description": "8x8 grey digits as sklearn.datasets.load_digits().images",
+            },
+            "splits": {
+                name: (images[idx], idx, labels[idx]) for name, idx in self.split_indices.items()
+            },
+            "preprocess": Normalize(self.mean, self.std, (1, 8, 8)),
+            "classes": [str(i) for i in range(self.num_classes)],
+        }

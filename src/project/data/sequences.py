@@ -23,7 +23,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from trainwell.data.base import SplitDataModule
+from project.data.base import SplitDataModule
 from trainwell.errors import TrainwellError
 
 _T = TypeVar("_T")
@@ -242,3 +242,34 @@ class SequenceDataModule(SplitDataModule):
         """Token ids back to text (text mode), specials shown by name."""
         names = self.vocabulary or [*SPECIALS, *string.ascii_letters]
         return "".join(names[int(t)] if int(t) < len(names) else "<?>" for t in tokens)
+
+    def raw_form(self) -> dict[str, Any]:
+        """What predict, export and the server take: int64 token ids (N, T), T up to max_len,
+        each row starting with <bos> and right-padded with <pad> where rows differ in length; the
+        graph maps them to next-token scores (N, T, vocab), batch and sequence length dynamic. No
+        preprocessing: the ids are the model's input; the vocabulary travels in the checkpoint."""
+        splits = {}
+        for name in ("train", "val", "test"):
+            sequences = getattr(self, f"{name}_set").sequences
+            # This datamodule's own padding: inputs are a sequence without its last token.
+            batch = pad_batch(sequences)
+            index = np.arange(len(sequences), dtype=np.int64)
+            splits[name] = (batch["tokens"].numpy(), index, batch["targets"].numpy())
+        return {
+            "input": {
+                "dtype": "int64",
+                "shape": [None, None],
+                "dynamic_axes": {"0": "batch", "1": "sequence"},
+                "range": [0, self.vocab_size - 1],
+                "max_sequence": self.max_len,
+                "description": "token ids (N, T) as data=sequences encodes them (0 <pad>, 1 <bos>, "
+                f"2 <eos>, 3 <unk>), T <= {self.max_len}, each row starting with <bos>, "
+                "right-padded with <pad> where rows differ in length",
+            },
+            "splits": splits,
+            "classes": self.token_names(),
+            "tokens": {"pad": PAD, "ignore_index": IGNORE_INDEX},
+            "output_meaning": "next-token scores (N, T, vocab) at every position (softmax over "
+            "the last axis gives probabilities); a row's next token is read at its last non-<pad> "
+            "position",
+        }

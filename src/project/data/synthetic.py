@@ -12,12 +12,16 @@ throughput run on synthetic data does the per-batch work a CIFAR-10 run does. Of
 
 from __future__ import annotations
 
+from typing import Any
+
+import numpy as np
 import torch
 import torch.nn.functional as F
 from torch.utils.data import TensorDataset
 from torchvision import transforms
 
-from trainwell.data.base import ClassificationDataModule
+from project.data.base import ClassificationDataModule
+from trainwell.blocks.preprocess import ImageNormalize
 from trainwell.loading.on_device import DeviceImages, keep_batch, placement
 from trainwell.loading.per_sample import PerSampleRandom
 
@@ -123,3 +127,39 @@ class SyntheticDataModule(ClassificationDataModule):
             # Also when the splits were built before a Trainer was attached (on the CPU).
             for dataset in (self.train_set, self.val_set, self.test_set):
                 dataset.to(placement(self))  # type: ignore[union-attr]
+
+    def raw_form(self) -> dict[str, Any]:
+        """What predict, export and the server take: float32 (N, 3, 32, 32) as `make_synthetic`
+        generates them (the model's input as is); with `on_device=true` the uint8 (N, 32, 32, 3)
+        HWC the device stores, normalised back in the graph."""
+        total = self.num_samples + self.num_val + self.num_test
+        # The data is a function of the run's config (seed, sizes, noise): generated again, exactly.
+        images, labels = make_synthetic(total, self.num_classes, self.seed, self.noise).tensors
+        val_end = self.num_samples + self.num_val
+        cuts = {"train": (0, self.num_samples), "val": (self.num_samples, val_end)}
+        cuts["test"] = (val_end, total)
+        if self.on_device:
+            samples = quantize(images).numpy()
+            preprocess: torch.nn.Module = ImageNormalize((QUANT_MEAN,) * 3, (QUANT_STD,) * 3)
+            spec = {
+                "dtype": "uint8",
+                "shape": [None, 32, 32, 3],
+                "range": [0, 255],
+                "description": "synthetic images stored on the device: uint8 HWC, "
+                "round(x * 32 + 128) of the float images (data.on_device=true)",
+            }
+        else:
+            samples, preprocess = images.numpy(), torch.nn.Identity()
+            spec = {
+                "dtype": "float32",
+                "shape": [None, 3, 32, 32],
+                "range": None,
+                "description": "synthetic float images (N, 3, 32, 32) as "
+                "project.data.synthetic.make_synthetic generates them; no preprocessing",
+            }
+        splits = {}
+        for name, (start, stop) in cuts.items():
+            idx = np.arange(start, stop, dtype=np.int64)
+            splits[name] = (samples[idx], idx, labels.numpy()[idx].astype(np.int64))
+        classes = [str(i) for i in range(self.num_classes)]
+        return {"input": spec, "splits": splits, "preprocess": preprocess, "classes": classes}

@@ -44,12 +44,14 @@ def _rebuild(path: Path) -> Any:
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
+    from trainwell.io.moved_targets import current_targets
+
     config = path.resolve().parent.parent / ".hydra" / "config.yaml"
     if not path.is_file() or not config.is_file():
         raise TrainwellError(
             f"{path} is not a checkpoint inside a run dir written by scripts/train.py "
             "(<run dir>/checkpoints/<name>.ckpt beside <run dir>/.hydra/config.yaml)"
         )
-    module = instantiate(OmegaConf.load(config).model)
+    module = instantiate(current_targets(OmegaConf.load(config)).model)
     module.load_state_dict(torch.load(path, map_location="cpu", weights_only=True)["state_dict"])
     return module.eval()
