@@ -1444,4 +1444,33 @@ MUTANTS: list[Mutant] = [
         (f"{INV_T}[mean_over_padding]",),
         "inputs that must not matter do not matter: padding never moves the loss",
     ),
+    Mutant(
+        "two rooms: the engine imports an example datamodule",
+        "src/trainwell/deploy/raw.py",
+        "from trainwell.errors import TrainwellError, first_line",
+        "from project.data.digits import DigitsDataModule  # noqa: F401\n"
+        "from trainwell.errors import TrainwellError, first_line",
+        ("tests/test_layout.py::test_the_engine_imports_nothing_of_the_room",),
+        "the engine imports nothing of the cloner's room: deleting an example cannot break it",
+    ),
+    Mutant(
+        "moved classes: a run from before the examples moved names a net that no longer imports",
+        "src/trainwell/io/moved_targets.py",
+        '    ("trainwell.models.", "project.models."),\n',
+        "",
+        (
+            "tests/io/test_moved_targets.py::test_the_python_api_rebuilds_a_run_from_before_the_move",
+        ),
+        "checkpoints written before an upgrade still load",
+    ),
+    Mutant(
+        "saved config: ${tw.*} left unresolved outside the scripts",
+        "src/trainwell/io/moved_targets.py",
+        "    from trainwell.resolvers import register\n\n    register()\n",
+        "",
+        (
+            "tests/io/test_moved_targets.py::test_the_python_api_rebuilds_a_run_from_before_the_move",
+        ),
+        "load_trained works from a plain python -c or a notebook",
+    ),
 ]

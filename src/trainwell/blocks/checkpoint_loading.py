@@ -42,9 +42,8 @@ def _rebuild(path: Path) -> Any:
     returns (tasks sit below deploy and cannot import it; a test holds the two equal)."""
     import torch
     from hydra.utils import instantiate
-    from omegaconf import OmegaConf
 
-    from trainwell.io.moved_targets import current_targets
+    from trainwell.io.moved_targets import load_saved_config
 
     config = path.resolve().parent.parent / ".hydra" / "config.yaml"
     if not path.is_file() or not config.is_file():
@@ -52,6 +51,6 @@ def _rebuild(path: Path) -> Any:
             f"{path} is not a checkpoint inside a run dir written by scripts/train.py "
             "(<run dir>/checkpoints/<name>.ckpt beside <run dir>/.hydra/config.yaml)"
         )
-    module = instantiate(current_targets(OmegaConf.load(config)).model)
+    module = instantiate(load_saved_config(config).model)
     module.load_state_dict(torch.load(path, map_location="cpu", weights_only=True)["state_dict"])
     return module.eval()

@@ -15,11 +15,11 @@ from typing import Any
 
 import lightning as L
 from hydra.utils import instantiate
-from omegaconf import DictConfig, OmegaConf, open_dict
+from omegaconf import DictConfig, open_dict
 
 from trainwell.errors import TrainwellError
 from trainwell.io.checkpoint_read import load_checkpoint_file
-from trainwell.io.moved_targets import current_targets
+from trainwell.io.moved_targets import load_saved_config
 
 
 @dataclass
@@ -45,7 +45,7 @@ def saved_config(ckpt_path: str | Path) -> DictConfig:
             f"{path} not found: {ckpt_path} is not inside a run dir written by scripts/train.py "
             "(<run dir>/checkpoints/<name>.ckpt)"
         )
-    cfg = current_targets(OmegaConf.load(path))
+    cfg = load_saved_config(path)
     with open_dict(cfg):
         cfg.paths.output_dir = str(run_dir)
     return cfg

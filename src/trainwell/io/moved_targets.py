@@ -9,6 +9,7 @@ through the table before it is instantiated.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
@@ -54,3 +55,13 @@ def current_targets(cfg: Any) -> Any:
             if not OmegaConf.is_interpolation(cfg, index) and not OmegaConf.is_missing(cfg, index):
                 current_targets(cfg[index])
     return cfg
+
+
+def load_saved_config(path: Path) -> DictConfig:
+    """A run's saved `.hydra/config.yaml`, ready to instantiate outside the scripts too: its
+    `${tw.*}` interpolations resolve (a plain `python -c` has not registered them) and its class
+    paths are this release's."""
+    from trainwell.resolvers import register
+
+    register()
+    return current_targets(OmegaConf.load(path))
