@@ -29,8 +29,8 @@ LAST_T = "tests/training/test_last_checkpoint_during_run.py"
 STATE = "src/trainwell/callbacks/training_state.py"
 RESUME_T = "tests/training/test_resume_inprocess.py"
 DEPLOY_T = "tests/deploy/test_predict_export.py"
-CIFAR_DEPLOY_T = "tests/deploy/test_cifar10.py"
-LM_DEPLOY_T = "tests/deploy/test_language_model.py"
+CIFAR_DEPLOY_T = "src/project/tests/deploy/test_cifar10.py"
+LM_DEPLOY_T = "src/project/tests/deploy/test_language_model.py"
 RAW = "src/trainwell/deploy/raw.py"
 SERVE = "src/trainwell/deploy/serve.py"
 SERVE_T = "tests/deploy/test_serve.py"
@@ -78,7 +78,7 @@ PRUNE_SWEEP_T = f"{PRUNE_T}::test_the_sweeper_replays_the_reports_and_records_th
 MUSEUM_T = "tests/doctor/test_museum.py::test_planted_bug_is_caught"
 INV_T = "tests/doctor/test_invariants.py::test_broken_invariant_is_flagged_and_its_fix_passes"
 WEIGHTED_T = "tests/loading/test_weighted_sampler.py"
-BALANCE_T = "tests/tasks/test_class_balance.py"
+BALANCE_T = "src/project/tests/tasks/test_class_balance.py"
 CLASS_BALANCE = "src/trainwell/doctor/checks/class_balance.py"
 CLASS_BALANCE_T = "tests/doctor/test_class_balance.py"
 
@@ -936,7 +936,7 @@ MUTANTS: list[Mutant] = [
         "preprocess: torch.nn.Module = ImageNormalize((QUANT_MEAN,) * 3, (QUANT_STD,) * 3)",
         "preprocess: torch.nn.Module = ImageNormalize((0.4914, 0.4822, 0.4465), (0.247, 0.2435, 0.2616))",
         (
-            "tests/deploy/test_synthetic.py::test_the_raw_graph_input_is_what_evaluation_sees_bit_for_bit",
+            "src/project/tests/deploy/test_synthetic.py::test_the_raw_graph_input_is_what_evaluation_sees_bit_for_bit",
         ),
         "synthetic raw samples through the graph's preprocessing equal evaluation's input",
     ),
@@ -998,7 +998,7 @@ MUTANTS: list[Mutant] = [
         "            if self.vocabulary is None:",
         "            if True:",
         (
-            "tests/data/test_sequences.py::"
+            "src/project/tests/data/test_sequences.py::"
             "test_the_vocabulary_travels_in_the_checkpoint_and_is_never_refitted",
         ),
         "the character vocabulary fitted on train travels in the checkpoint and is never refitted",
@@ -1357,7 +1357,7 @@ MUTANTS: list[Mutant] = [
         "src/trainwell/blocks/checkpoint_loading.py",
         "        return module if map_location is None else module.to(map_location)",
         "        return module.train()",
-        ("tests/tasks/test_load_from_checkpoint.py",),
+        ("tests/blocks/test_load_from_checkpoint.py",),
         "Task.load_from_checkpoint(path) returns load_trained(path)'s module, in eval mode",
     ),
     Mutant(

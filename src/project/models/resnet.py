@@ -77,7 +77,7 @@ def _checkpointed(stage: nn.Module, x: torch.Tensor) -> torch.Tensor:
     if torch.compiler.is_compiling():
         # Dynamo refuses a custom context_fn. It also does not need one: a compiled graph applies
         # BN's buffer updates once, in the forward graph, and recomputes only activations
-        # (tests/models/test_resnet_mechanics.py checks the statistics under compile).
+        # (src/project/tests/models/test_resnet_mechanics.py checks the statistics under compile).
         return checkpoint(stage, x, use_reentrant=False)
     return checkpoint(stage, x, use_reentrant=False, context_fn=_checkpoint_contexts(stage))
 
