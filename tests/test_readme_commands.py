@@ -283,8 +283,9 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _serve_as_written(project: Path, line: str) -> None:
-    """A server line of README.md or docs/shipping.md, started as typed in the clone (venv active, nothing added), asked
-    with docs/shipping.md's own curl line once /health answers, stopped by SIGTERM to its group."""
+    """A server line of README.md or docs/shipping.md, started as typed in the clone (venv active,
+    nothing added), asked with docs/shipping.md's own curl line once /health answers, stopped by
+    SIGTERM to its group."""
     with socket.socket() as sock:  # the pages' port: a clear message if something holds it
         assert sock.connect_ex(("127.0.0.1", 8000)) != 0, "port 8000 is in use: free it first"
     proc = subprocess.Popen(
