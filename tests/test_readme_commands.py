@@ -180,8 +180,9 @@ EXCLUDED |= {
     "python scripts/eval.py ckpt_path=<run dir>/checkpoints/best.ckpt": BY_ITS_OWN_TEST,
     "python scripts/doctor.py model=my_module data=my_data": BY_ITS_OWN_TEST,
 }
-CLUSTER = "a SLURM cluster or several GPUs"
 DOCS_RUN = (VERIFY_EXPORT,)
+# Not run, since they need a SLURM cluster or several GPUs: every sbatch, SLURM launcher and
+# torchrun line of docs/cluster.md.
 CLUSTER_LINE = re.compile(
     r"(sbatch|python scripts/train\.py -m launcher=slurm|TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun)"
 )
