@@ -1,10 +1,10 @@
-"""The README's "Bring your own module" project, verbatim: plain Lightning classes that import
-nothing from trainwell, written where the README puts them (`myproject/` at the root of a clone,
-configs under conf/) and run with the README's own commands, in a subprocess that sets no
-PYTHONPATH, with the virtual environment active as the README asks.
+"""The "Bring your own module" project of docs/your-project.md, verbatim: plain Lightning classes
+that import nothing from trainwell, written where the page puts them (`src/project/`, the
+cloner's room, and configs under conf/) and run with the page's own commands, in a subprocess that
+sets no PYTHONPATH, with the virtual environment active as the README asks.
 
-The code, configs and commands are read out of README.md, so the README cannot drift from what is
-tested.
+The code, configs and commands are read out of docs/your-project.md, so the page cannot drift from
+what is tested.
 """
 
 from __future__ import annotations
@@ -27,9 +27,12 @@ FENCE = re.compile(r"```(python|yaml|bash)\n(.*?)```", re.DOTALL)
 RUN_DIR = re.compile(r"^run dir: (\S+)$", re.M)
 
 
+YOUR_PROJECT = REPO / "docs" / "your-project.md"
+
+
 def _section(title: str) -> str:
-    readme = (REPO / "README.md").read_text()
-    return readme.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
+    page = YOUR_PROJECT.read_text()
+    return page.split(f"## {title}", 1)[1].split("\n## ", 1)[0]
 
 
 def clone(into: Path) -> Path:
@@ -70,7 +73,7 @@ def venv_env() -> dict[str, str]:
 
 
 def run_line(root: Path, line: str, timeout: float = 600) -> subprocess.CompletedProcess:
-    """One README command line, as a user types it in the clone's root (the venv active)."""
+    """One command line of a page, as a user types it in the clone's root (the venv active)."""
     return subprocess.run(
         shlex.split(line, comments=True),
         cwd=root,
@@ -83,13 +86,13 @@ def run_line(root: Path, line: str, timeout: float = 600) -> subprocess.Complete
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A clone with the README section's files written where it says: myproject/ and conf/."""
+    """A clone with the section's files written where it says: src/project/ and conf/."""
     root = clone(tmp_path_factory.mktemp("byo"))
     written = []
     for _, body in FENCE.findall(_section("Bring your own module")):
         first, _, rest = body.partition("\n")
         name = first.removeprefix("# ").strip()
-        if not name.startswith(("myproject/", "conf/model/my_module", "conf/data/my_data")):
+        if not name.startswith(("src/project/", "conf/model/my_module", "conf/data/my_data")):
             continue
         path = root / name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -98,14 +101,14 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
     assert sorted(written) == [
         "conf/data/my_data.yaml",
         "conf/model/my_module.yaml",
-        "myproject/lit.py",
+        "src/project/lit.py",
     ]
-    source = (root / "myproject" / "lit.py").read_text()
+    source = (root / "src" / "project" / "lit.py").read_text()
     assert "trainwell" not in source  # a user's plain Lightning code
     return root
 
 
-def readme_commands() -> list[str]:
+def page_commands() -> list[str]:
     """The section's bash block: train, eval (of the run's best checkpoint) and the doctor."""
     blocks = [
         body for kind, body in FENCE.findall(_section("Bring your own module")) if kind == "bash"
@@ -115,7 +118,7 @@ def readme_commands() -> list[str]:
 
 
 def test_the_readme_commands_run_as_written_in_a_clone(project: Path) -> None:
-    train, evaluate, doctor = readme_commands()
+    train, evaluate, doctor = page_commands()
     proc = run_line(project, train)
     assert proc.returncode == 0, proc.stderr[-3000:]
     run_dir = Path(RUN_DIR.findall(proc.stdout)[-1])
@@ -203,7 +206,7 @@ def test_user_module_on_two_ranks_equals_one_process(project: Path, tmp_path: Pa
 
 
 BAD_DECLARATION = """
-from myproject.lit import MyModule
+from project.lit import MyModule
 
 
 class CountsNothing(MyModule):
@@ -215,9 +218,9 @@ class CountsNothing(MyModule):
 def test_a_bad_item_count_stops_the_run_in_one_line_writing_nothing(
     project: Path, tmp_path: Path
 ) -> None:
-    (project / "myproject" / "bad.py").write_text(BAD_DECLARATION)
+    (project / "src" / "project" / "bad.py").write_text(BAD_DECLARATION)
     run_dir = tmp_path / "run"
-    line = shlex.join(["python", "scripts/train.py", *USER, "model._target_=myproject.bad.CountsNothing",
+    line = shlex.join(["python", "scripts/train.py", *USER, "model._target_=project.bad.CountsNothing",
                        "trainer.accumulate_grad_batches=2", f"hydra.run.dir={run_dir}"])  # fmt: skip
     proc = run_line(project, line)
     assert proc.returncode == 2, proc.stderr[-2000:]
@@ -247,7 +250,7 @@ def test_user_metrics_of_one_checkpoint_are_the_same_on_1_2_and_3_ranks(
 def test_user_module_predicts_and_exports_through_its_raw_form(
     project: Path, tmp_path: Path
 ) -> None:
-    """MyModule.forward and MyData.raw_form, as the README shows them, are all predict and export
+    """MyModule.forward and MyData.raw_form, as docs/your-project.md shows them, are all predict and export
     need: the file matches the run's test/loss, the export passes parity."""
     run = tmp_path / "train"
     _run(project, "train.py", run, *USER, "trainer.max_epochs=2")
@@ -263,11 +266,11 @@ def test_user_module_predicts_and_exports_through_its_raw_form(
     assert manifest["input"]["shape"] == [None, 8]
     assert manifest["parity"]["paths"]["torch_export"]["max_abs_diff"] <= 1e-4
     # A datamodule without raw_form(): the batch form its loaders yield, said in one line.
-    (project / "myproject" / "plain.py").write_text(
-        "from myproject.lit import MyData\n\n\nclass PlainData(MyData):\n    raw_form = None\n"
+    (project / "src" / "project" / "plain.py").write_text(
+        "from project.lit import MyData\n\n\nclass PlainData(MyData):\n    raw_form = None\n"
     )
     plain = tmp_path / "plain"
-    _run(project, "train.py", plain, *USER, "data._target_=myproject.plain.PlainData",
+    _run(project, "train.py", plain, *USER, "data._target_=project.plain.PlainData",
          "trainer.max_epochs=1")  # fmt: skip
     line = shlex.join(["python", "scripts/export.py", f"ckpt_path={plain / 'checkpoints' / 'best.ckpt'}",
                        f"hydra.run.dir={tmp_path / 'e2'}"])  # fmt: skip

@@ -1,4 +1,4 @@
-"""Every config name the README and the public contract mention composes, and instantiates where it can here."""
+"""Every config name the README, docs/ and the public contract mention composes, and instantiates where it can here."""
 
 from pathlib import Path
 

@@ -1,6 +1,7 @@
-"""A cloner's first hour, as the README describes it: the scripts without the venv, then a clone
-with its own datamodule, net and experiment added as "Bring your own module" says, whose structural
-tests stay green and whose experiment trains through the real script."""
+"""A cloner's first hour, as the README and docs/your-project.md describe it: the scripts without
+the venv, then a clone with its own datamodule, net and experiment added in its room (src/project/)
+as "Bring your own module" says, whose structural tests stay green and whose experiment trains
+through the real script."""
 
 from __future__ import annotations
 
@@ -74,9 +75,9 @@ class MyNet(nn.Sequential):
 """
 
 FILES = {
-    "myproject/moons.py": MOONS,
-    "myproject/models.py": NET,
-    "conf/data/moons.yaml": "_target_: myproject.moons.Moons\nbatch_size: 32\n",
+    "src/project/data/moons.py": MOONS,
+    "src/project/models/my_net.py": NET,
+    "conf/data/moons.yaml": "_target_: project.data.moons.Moons\nbatch_size: 32\n",
     "conf/experiment/myexp.yaml": (
         "# @package _global_\n"
         "defaults:\n  - override /data: moons\n  - override /model: mynet\n"
@@ -85,17 +86,17 @@ FILES = {
 }
 
 
-def _readme_mynet() -> str:
-    """conf/model/mynet.yaml exactly as the README writes it."""
-    readme = (REPO / "README.md").read_text()
-    block = readme.split("```yaml\n# conf/model/mynet.yaml\n", 1)[1].split("```", 1)[0]
+def _page_mynet() -> str:
+    """conf/model/mynet.yaml exactly as docs/your-project.md writes it."""
+    page = (REPO / "docs" / "your-project.md").read_text()
+    block = page.split("```yaml\n# conf/model/mynet.yaml\n", 1)[1].split("```", 1)[0]
     return block
 
 
 @pytest.fixture(scope="module")
 def cloned(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = clone(tmp_path_factory.mktemp("cloner"))
-    for name, text in {**FILES, "conf/model/mynet.yaml": _readme_mynet()}.items():
+    for name, text in {**FILES, "conf/model/mynet.yaml": _page_mynet()}.items():
         (root / name).parent.mkdir(parents=True, exist_ok=True)
         (root / name).write_text(text)
     return root

@@ -1,11 +1,12 @@
-"""The README's command blocks that run on CPU in seconds, run as written in a clone with the venv
-active and nothing else set, the server lines included (started as written, asked with the
-README's own curl body, stopped by SIGTERM to the process group); every other command line of the
-README and of docs/ is listed here with the reason it is not run. A command line added to the
-README or docs/ fails this test until it is sorted into one of the lists, so the pages and the
-test cannot drift apart.
+"""Every command line of README.md and docs/*.md is either run here as written or listed here with
+the reason it is not. The command blocks that run on CPU in seconds run as written in a clone with
+the venv active and nothing else set, the server lines included (started as written, asked with
+the page's own curl body, stopped by SIGTERM to the process group). A command line added to a page
+fails this test until it is sorted into one of the lists, so the pages and the test cannot drift
+apart. The README stays short, and every link of the README and docs/ leads to a page (and a
+section) that exists.
 
-"Bring your own module" has its own test (tests/test_bring_your_own.py).
+"Bring your own module" (docs/your-project.md) has its own test (tests/test_bring_your_own.py).
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from tests.helpers.config import REPO
 from tests.helpers.serving import STARTUP_TIMEOUT_S, stop_group
 from tests.test_bring_your_own import FENCE, RUN_DIR, clone, run_line, venv_env
 
-# Run, in this order: each a README line as written, `<run>` being the default run's id.
+# Run, in this order: each a line of README.md (the common commands) or docs/ as written, `<run>`
+# being the default run's id.
 RUN = (
     "python scripts/train.py",
     "python scripts/train.py debug=fdr",
@@ -37,7 +39,8 @@ RUN = (
     'make export ARGS="ckpt_path=logs/train/runs/<run>/checkpoints/best.ckpt"',
     "make doctor",
 )
-# Run while the export above exists: each server line as written, then the README's request to it.
+# Run while the export above exists: each server line as written (README.md, docs/shipping.md),
+# then docs/shipping.md's request to it.
 SERVE_LINES = (
     "make serve",
     "python scripts/serve.py artifact=logs/train/runs/<run>/export port=8000",
@@ -81,7 +84,7 @@ EXCLUDED = {
         "two processes of the eval already run; ddp_sim's equality is tested in tests/training"
     ),
     "python scripts/predict.py ckpt_path=<...>/best.ckpt input=samples.npy": (
-        "needs a samples.npy the README does not make (tests/deploy covers input=)"
+        "needs a samples.npy the pages do not make (tests/deploy covers input=)"
     ),
     "python scripts/train.py experiment=lm_accum": "about 30 s, and its doctor as long again",
     "python scripts/train.py experiment=lm_accum data.path=book.txt data.vocab_size=128": (
@@ -118,7 +121,6 @@ EXCLUDED = {
     "python scripts/train.py -m cv.folds=5 cv.fold=0,1,2,3,4": (
         "five default runs; the fold jobs and their joining are tested in tests/training"
     ),
-    "python scripts/cv_assemble.py logs/train/multiruns/<id>": "joins the fold jobs above",
     "python scripts/train.py -m hparams_search=digits_optuna cv.folds=5 "
     "optimized_metric=cv/acc_mean hydra.sweeper.direction=maximize": "100 runs (20 trials x 5 folds)",
     'make test-slow ARGS="tests/deploy/test_serve_parity.py -s"': (
@@ -170,8 +172,21 @@ DOCS_EXCLUDED = {
     "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/host_cost.py": CPU_BENCH,
     "mkdir -p logs/slurm": "prepares a SLURM submission",
 }
-CLUSTER = "a SLURM cluster or several GPUs"
+BY_ITS_OWN_TEST = "run as written by tests/test_bring_your_own.py"
+BY_ITS_OWN = {
+    "python scripts/train.py model=my_module data=my_data monitor.metric=val/loss monitor.mode=min": (
+        BY_ITS_OWN_TEST
+    ),
+    "python scripts/eval.py ckpt_path=<run dir>/checkpoints/best.ckpt": BY_ITS_OWN_TEST,
+    "python scripts/doctor.py model=my_module data=my_data": BY_ITS_OWN_TEST,
+}
 DOCS_RUN = (VERIFY_EXPORT,)
+# Not run, since they need a SLURM cluster or several GPUs: every sbatch, SLURM launcher and
+# torchrun line of docs/cluster.md.
+CLUSTER_LINE = re.compile(
+    r"(sbatch|python scripts/train\.py -m launcher=slurm|TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun)"
+)
+README_MAX_LINES = 300
 
 
 def _bash_lines(text: str) -> list[str]:
@@ -187,51 +202,77 @@ def _bash_lines(text: str) -> list[str]:
     return lines
 
 
-def test_every_docs_command_is_run_or_excluded_with_a_reason() -> None:
-    lines = [
-        line
-        for page in sorted((REPO / "docs").glob("*.md"))
-        for line in _bash_lines(page.read_text())
-    ]
-    cluster = [
-        line
+def _pages() -> list[Path]:
+    return [REPO / "README.md", *sorted((REPO / "docs").glob("*.md"))]
+
+
+def _page_lines() -> dict[str, list[str]]:
+    """{page: the commands of its bash blocks} for README.md and every docs/ page."""
+    return {str(page.relative_to(REPO)): _bash_lines(page.read_text()) for page in _pages()}
+
+
+def test_every_command_of_the_readme_and_docs_is_run_or_excluded_with_a_reason() -> None:
+    pages = _page_lines()
+    run = (*RUN, *SERVE_LINES, CURL, *DOCS_RUN)
+    excluded = {**EXCLUDED, **DOCS_EXCLUDED, **BY_ITS_OWN}
+    unsorted = [
+        f"{page}: {line}"
+        for page, lines in pages.items()
         for line in lines
-        if re.match(
-            r"(sbatch|python scripts/train\.py -m launcher=slurm|TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun)",
-            line,
-        )
+        if line not in run and line not in excluded and not CLUSTER_LINE.match(line)
     ]
-    excluded = {**DOCS_EXCLUDED, **dict.fromkeys(cluster, CLUSTER)}
-    unsorted = [line for line in lines if line not in excluded and line not in DOCS_RUN]
-    assert unsorted == [], f"docs/ commands neither run nor excluded here: {unsorted}"
-    stale = [line for line in (*DOCS_EXCLUDED, *DOCS_RUN) if line not in lines]
-    assert stale == [], f"listed here but no longer in docs/: {stale}"
+    assert unsorted == [], f"commands neither run nor excluded here: {unsorted}"
+    every = {line for lines in pages.values() for line in lines}
+    stale = [line for line in (*run, *excluded) if line not in every]
+    assert stale == [], f"listed here but no longer in README.md or docs/: {stale}"
 
 
-def _command_lines() -> list[str]:
-    """Every command of the README's bash blocks outside "Bring your own module", comments cut
-    and continuation lines joined."""
-    readme = (REPO / "README.md").read_text()
-    before, _, rest = readme.partition("## Bring your own module")
-    after = rest.split("\n## ", 1)[1] if "\n## " in rest else ""
-    lines: list[str] = []
-    for kind, body in FENCE.findall(before + "\n## " + after):
-        if kind != "bash":
-            continue
-        for line in body.replace("\\\n", " ").splitlines():
-            command = re.sub(r"\s+#.*$", "", line).strip()
-            if command:
-                lines.append(re.sub(r"\s+", " ", command))
-    return lines
+def test_the_common_commands_stay_in_the_readme() -> None:
+    """What a newcomer runs first is on the README itself, not a click away."""
+    readme = _page_lines()["README.md"]
+    common = (
+        "make train",
+        "make test",
+        "source .venv/bin/activate",
+        *RUN[:1],
+        *RUN[2:],
+        "make serve",
+    )
+    assert [line for line in common if line not in readme] == []
 
 
-def test_every_readme_command_is_run_or_excluded_with_a_reason() -> None:
-    lines = _command_lines()
-    listed = (*RUN, *SERVE_LINES, CURL, *EXCLUDED)
-    unsorted = [line for line in lines if line not in listed]
-    assert unsorted == [], f"README commands neither run nor excluded here: {unsorted}"
-    stale = [line for line in listed if line not in lines]
-    assert stale == [], f"listed here but no longer in the README: {stale}"
+def test_the_readme_is_short() -> None:
+    lines = (REPO / "README.md").read_text().count("\n")
+    assert lines <= README_MAX_LINES, f"README.md has {lines} lines: move reference text to docs/"
+
+
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+CODE = re.compile(r"```.*?```|`[^`\n]*`", re.DOTALL)
+
+
+def _anchors(text: str) -> set[str]:
+    """The section anchors GitHub makes of a page's headings (code blocks left out)."""
+    anchors = set()
+    for heading in re.findall(r"^#+ (.+)$", CODE.sub("", text), re.M):
+        slug = re.sub(r"[^\w\- ]", "", heading.strip().lower())
+        anchors.add(slug.replace(" ", "-"))
+    return anchors
+
+
+def test_every_link_of_the_readme_and_docs_resolves() -> None:
+    broken = []
+    for page in _pages():
+        text = page.read_text()
+        for target in LINK.findall(CODE.sub("", text)):
+            if re.match(r"[a-z]+:", target):  # http(s):, mailto: -- not a page of this repo
+                continue
+            path, _, anchor = target.partition("#")
+            linked = (page.parent / path).resolve() if path else page
+            if not linked.exists():
+                broken.append(f"{page.relative_to(REPO)}: {target} (no such file)")
+            elif anchor and linked.suffix == ".md" and anchor not in _anchors(linked.read_text()):
+                broken.append(f"{page.relative_to(REPO)}: {target} (no such section)")
+    assert broken == [], f"links that lead nowhere: {broken}"
 
 
 @pytest.fixture(scope="module")
@@ -244,9 +285,10 @@ def project(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _serve_as_written(project: Path, line: str) -> None:
-    """A README server line, started as typed in the clone (venv active, nothing added), asked
-    with the README's own curl line once /health answers, stopped by SIGTERM to its group."""
-    with socket.socket() as sock:  # the README's port: a clear message if something holds it
+    """A server line of README.md or docs/shipping.md, started as typed in the clone (venv active,
+    nothing added), asked with docs/shipping.md's own curl line once /health answers, stopped by
+    SIGTERM to its group."""
+    with socket.socket() as sock:  # the pages' port: a clear message if something holds it
         assert sock.connect_ex(("127.0.0.1", 8000)) != 0, "port 8000 is in use: free it first"
     proc = subprocess.Popen(
         shlex.split(line), cwd=project, env=venv_env(), stdout=subprocess.PIPE,

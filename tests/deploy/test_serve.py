@@ -307,7 +307,7 @@ def test_the_readme_line_serves_and_ctrl_c_stops_it_with_one_line(
     assert out.strip().splitlines()[-1] == "serve: stopped by SIGINT"
 
 
-@pytest.mark.slow  # the README line itself is started (and stopped) in the default suite
+@pytest.mark.slow  # the docs/shipping.md line itself is started (and stopped) in the default suite
 def test_a_startup_mistake_is_one_line_and_exit_2(tmp_path: Path) -> None:
     proc = _as_the_readme_writes_it(tmp_path / "nothing", free_port(), tmp_path)
     _, err = proc.communicate(timeout=120)

@@ -32,7 +32,7 @@ COMMON = (
 
 
 def foreign_model(target: str, **kwargs: object) -> tuple[str, ...]:
-    """README's "Bring your own module" overrides: replace the model node by a bare `_target_`."""
+    """docs/your-project.md's "Bring your own module" overrides: replace the model node by a bare `_target_`."""
     return ("~model", f"+model._target_={target}", *(f"+model.{k}={v}" for k, v in kwargs.items()))
 
 

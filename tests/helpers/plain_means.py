@@ -1,6 +1,7 @@
-"""A plain LightningModule that logs plain tensors with on_epoch=True, the README's "bring your
-own module" way: the epoch values are Lightning's running sums (mean weighted by batch size, an
-explicit `batch_size=`, max, sum), which an exact resume has to carry across a kill."""
+"""A plain LightningModule that logs plain tensors with on_epoch=True, the way of
+docs/your-project.md's "Bring your own module": the epoch values are Lightning's running sums
+(mean weighted by batch size, an explicit `batch_size=`, max, sum), which an exact resume has to
+carry across a kill."""
 
 from __future__ import annotations
 

@@ -1243,14 +1243,14 @@ MUTANTS: list[Mutant] = [
         (PRUNE_EPOCH_T,),
         "a single-split trial reports after every validation and stops when hopeless",
     ),
-    # -- shipping as the README writes it, on code we did not write -----------------------------
+    # -- shipping as docs/shipping.md writes it, on code we did not write ---------------------
     Mutant(
         "serve: the run dir needs a run_id that serve's config lacks",
         "conf/hydra/default.yaml",
         "  dir: ${paths.log_dir}/${task_name}/runs/${tw.run_id:${oc.select:run_id,null}}",
         "  dir: ${paths.log_dir}/${task_name}/runs/${tw.run_id:${run_id}}",
         (f"{SERVE_T}::test_the_readme_line_serves_and_ctrl_c_stops_it_with_one_line",),
-        "python scripts/serve.py artifact=<export> port=8000, as the README writes it, serves",
+        "python scripts/serve.py artifact=<export> port=8000, as docs/shipping.md writes it, serves",
     ),
     Mutant(
         "serve: an inference worker dies of Ctrl-C with a traceback",

@@ -1,4 +1,4 @@
-"""The imbalanced-classes path end to end: the README's commands compose, and a weighted-sampler
+"""The imbalanced-classes path end to end: docs/running.md's commands compose, and a weighted-sampler
 run resumed from a mid-epoch step checkpoint ends bitwise equal to the uninterrupted run."""
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from trainwell.training.run import train
 
 
 def readme_commands() -> list[list[str]]:
-    section = (REPO / "README.md").read_text().split("## Imbalanced classes", 1)[1]
+    section = (REPO / "docs" / "running.md").read_text().split("## Imbalanced classes", 1)[1]
     block = section.split("```bash", 1)[1].split("```", 1)[0]
     commands = []
     for line in block.strip().splitlines():

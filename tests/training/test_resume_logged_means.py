@@ -1,6 +1,6 @@
-"""A module that logs plain tensors with on_epoch=True (the README's own example does) must report
-the same epoch values after a mid-epoch resume as the uninterrupted run: Lightning's running sums
-behind them come back from the checkpoint (ExactResume, compat.epoch_sums), and a
+"""A module that logs plain tensors with on_epoch=True (docs/your-project.md's own example does)
+must report the same epoch values after a mid-epoch resume as the uninterrupted run: Lightning's
+running sums behind them come back from the checkpoint (ExactResume, compat.epoch_sums), and a
 checkpoint written after an epoch's last batch does not carry them into the next epoch."""
 
 from __future__ import annotations
