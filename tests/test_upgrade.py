@@ -58,21 +58,22 @@ def assert_engine_is_the_release(clone: Path) -> None:
     }  # fmt: skip
 
 
-@pytest.mark.parametrize("kind", ["tag", "branch", "commit"])
+@pytest.mark.parametrize("kind", ["tag", "branch", "commit", "remote"])
 def test_the_engines_changes_arrive_and_the_cloners_room_stays_as_it_was(
     template: Path, clone: Path, kind: str
 ) -> None:
     v1, before = git(clone, "rev-parse", "v1"), git(clone, "rev-parse", "HEAD")
     mine, refs = room(clone), git(clone, "for-each-ref", "--format=%(refname)")
     v2 = release(template, ENGINE_V2)
-    ref = {"tag": "v2", "branch": "main", "commit": v2[:10]}[kind]
+    ref = {"tag": "v2", "branch": "main", "commit": v2[:10], "remote": "v2"}[kind]
+    source = "origin" if kind == "remote" else str(template)  # the remote `git clone` made
 
-    proc = upgrade(clone, f"TEMPLATE={template}", f"REF={ref}")
+    proc = upgrade(clone, f"TEMPLATE={source}", f"REF={ref}")
 
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr == ""
     assert own_lines(proc.stdout) == [
-        f"make upgrade: template {v1[:12]} -> {v2[:12]} ({ref} from {template})",
+        f"make upgrade: template {v1[:12]} -> {v2[:12]} ({ref} from {source})",
         f"make upgrade: merged as {git(clone, 'rev-parse', '--short=12', 'HEAD')}",
     ]
     assert_engine_is_the_release(clone)
@@ -81,12 +82,17 @@ def test_the_engines_changes_arrive_and_the_cloners_room_stays_as_it_was(
     # the merge commit records where the clone came from and which release it took
     assert git(clone, "log", "-1", "--format=%P").split() == [before, v2]
     subject = git(clone, "log", "-1", "--format=%s")
-    assert subject == f"Upgrade the template to {ref} ({v2[:12]}) from {template}"
+    assert subject == f"Upgrade the template to {ref} ({v2[:12]}) from {source}"
+    which = subprocess.run(  # docs/upgrading.md's line, as written
+        'git log --merges -1 --format=%s --grep="^Upgrade the template"', shell=True, cwd=clone,
+        env=environment(), capture_output=True, text=True, check=True,
+    )  # fmt: skip
+    assert which.stdout == subject + "\n"
     # no refs left behind: the template's branches and tags fetched for the merge are gone again
     assert git(clone, "for-each-ref", "--format=%(refname)") == refs
 
     after = state(clone)
-    again = upgrade(clone, f"TEMPLATE={template}", f"REF={ref}")
+    again = upgrade(clone, f"TEMPLATE={source}", f"REF={ref}")
     assert again.returncode == 0, again.stderr
     assert own_lines(again.stdout) == [
         f"make upgrade: already up to date: {ref} (template {v2[:12]}) is in this clone"
@@ -118,13 +124,16 @@ def test_files_the_cloner_deleted_stay_deleted_when_the_release_changed_them(
     assert_engine_is_the_release(clone)
     assert git(clone, "log", "-1", "--format=%P").split()[1] == v2
     assert git(clone, "status", "--porcelain", "--untracked-files=all") == ""
+    # docs/upgrading.md: the release's version of one of them, taken after all
+    git(clone, "checkout", "HEAD^2", "--", "src/project/data.py")
+    assert (clone / "src/project/data.py").read_text() == changed["src/project/data.py"]
 
 
 def test_a_file_both_sides_changed_stops_with_markers_and_nothing_of_the_cloners_is_lost(
     template: Path, clone: Path
 ) -> None:
     before, mine = state(clone), room(clone)
-    release(
+    v2 = release(
         template,
         {**ENGINE_V2, "conf/train.yaml": V1["conf/train.yaml"].replace("seed: 0", "seed: 1")},
     )
@@ -146,6 +155,21 @@ def test_a_file_both_sides_changed_stops_with_markers_and_nothing_of_the_cloners
     }
     git(clone, "merge", "--abort")
     assert state(clone) == before
+
+    # Resolved as docs/upgrading.md says: edit, git add, git commit (its message already written).
+    assert upgrade(clone, f"TEMPLATE={template}", "REF=v2").returncode != 0
+    resolved = (clone / "conf/train.yaml").read_text().replace("seed: 1\n", "")
+    resolved = re.sub(r"<<<<<<< HEAD\n|=======\n|>>>>>>> template/v2\n", "", resolved)
+    (clone / "conf/train.yaml").write_text(resolved)
+    git(clone, "add", "conf/train.yaml")
+    subprocess.run(["git", "commit"], cwd=clone, env={**environment(), "GIT_EDITOR": "true"},
+                   check=True, capture_output=True)  # fmt: skip
+    assert git(clone, "log", "-1", "--format=%s%n%P").split("\n") == [
+        f"Upgrade the template to v2 ({v2[:12]}) from {template}",
+        f"{before['head']} {v2}",
+    ]
+    assert room(clone) == mine  # seed: 7 kept
+    assert (clone / "src/trainwell/engine.py").read_text() == ENGINE_V2["src/trainwell/engine.py"]
 
 
 @pytest.mark.parametrize("change", ["modified", "staged"])
@@ -243,3 +267,39 @@ def test_a_copied_clone_is_told_how_to_record_its_start_and_then_upgrades(
     assert proc.returncode == 0, proc.stderr
     assert_engine_is_the_release(copied)
     assert room(copied) == mine
+
+
+MOVED = (
+    "from trainwell.data.base import Base\n\n\n"
+    "class Digits(Base):\n"
+    "    classes = 10\n"
+    "    batch_size = 64\n"
+    "    val_fraction = 0.1\n"
+    "    seed = 0\n"
+)
+
+
+@pytest.mark.parametrize("cloner", ["edited", "deleted"])
+def test_an_example_the_release_moves_into_the_room_takes_the_cloners_edit_or_deletion_along(
+    tmp_path: Path, cloner: str
+) -> None:
+    old, new = "src/trainwell/data/digits.py", "src/project/data/digits.py"
+    template = make_template(tmp_path / "template")
+    commit(template, {old: MOVED}, "an example inside the engine")
+    clone = clone_with_project(template, tmp_path / "clone")
+    edited = MOVED.replace("batch_size = 64", "batch_size = 32")
+    commit(clone, {old: edited if cloner == "edited" else None}, f"{cloner} the example")
+    # The release moves the example into the room and changes its import.
+    moved = MOVED.replace("from trainwell.data.base", "from project.data.base")
+    release(template, {old: None, new: moved})
+
+    proc = upgrade(clone, f"TEMPLATE={template}", "REF=v2")
+
+    assert proc.returncode == 0, proc.stderr
+    assert not (clone / old).exists()
+    if cloner == "edited":  # git follows the move: the release's change and the cloner's, both
+        assert (clone / new).read_text() == moved.replace("batch_size = 64", "batch_size = 32")
+    else:
+        assert not (clone / new).exists()
+        assert own_lines(proc.stdout)[1].endswith(f"the release changed: {new}")
+    assert git(clone, "status", "--porcelain", "--untracked-files=all") == ""
