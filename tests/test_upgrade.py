@@ -25,6 +25,7 @@ from tests.helpers.template_repos import (
     make_template,
     own_lines,
     release,
+    shipped,
     state,
     upgrade,
 )
@@ -302,4 +303,28 @@ def test_an_example_the_release_moves_into_the_room_takes_the_cloners_edit_or_de
     else:
         assert not (clone / new).exists()
         assert own_lines(proc.stdout)[1].endswith(f"the release changed: {new}")
+    assert git(clone, "status", "--porcelain", "--untracked-files=all") == ""
+
+
+def test_a_clone_from_before_make_upgrade_takes_the_script_once_as_the_docs_say(
+    tmp_path: Path,
+) -> None:
+    template = make_template(tmp_path / "template", with_upgrade=False)
+    clone = clone_with_project(template, tmp_path / "clone")
+    mine = room(clone)
+    release(template, {**ENGINE_V2, **shipped()})
+    lines = (  # docs/upgrading.md's lines, with the template and the release filled in
+        f"git fetch {template} v2",
+        "git checkout FETCH_HEAD -- scripts/upgrade.py && git commit -m 'Take make upgrade'",
+        f"python3 scripts/upgrade.py {template} v2",
+    )
+    for line in lines:
+        proc = subprocess.run(
+            line, shell=True, cwd=clone, env=environment(), capture_output=True, text=True
+        )
+        assert proc.returncode == 0, f"{line}: {proc.stderr}"
+
+    assert_engine_is_the_release(clone)
+    assert room(clone) == mine
+    assert files(clone)["Makefile"] == shipped()["Makefile"].encode()  # `make upgrade` from now on
     assert git(clone, "status", "--porcelain", "--untracked-files=all") == ""

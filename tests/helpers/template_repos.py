@@ -6,7 +6,6 @@ checkout), tagged v1, cloned, and a cloner's project committed on top."""
 from __future__ import annotations
 
 import os
-import shutil
 import subprocess
 from pathlib import Path
 
@@ -79,16 +78,19 @@ def commit(repo: Path, files: dict[str, str | None], message: str) -> str:
     return git(repo, "rev-parse", "HEAD")
 
 
-def make_template(path: Path) -> Path:
-    """The template at v1: its files, this checkout's Makefile and upgrade script, tagged v1."""
+def make_template(path: Path, with_upgrade: bool = True) -> Path:
+    """The template at v1: its files and this checkout's Makefile and upgrade script (or, without
+    `with_upgrade`, a Makefile of a release before `make upgrade` existed), tagged v1."""
     path.mkdir()
     git(path, "init", "-q", "-b", "main")
-    for name in COPIED:
-        (path / name).parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(REPO / name, path / name)
-    commit(path, dict(V1), "template v1")
+    commit(path, {**V1, **(shipped() if with_upgrade else {"Makefile": "train:\n\techo\n"})}, "v1")
     git(path, "tag", "v1")
     return path
+
+
+def shipped() -> dict[str, str | None]:
+    """The Makefile and upgrade script as this checkout ships them."""
+    return {name: (REPO / name).read_text() for name in COPIED}
 
 
 def release(template: Path, files: dict[str, str | None], tag: str = "v2") -> str:
