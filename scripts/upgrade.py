@@ -45,9 +45,17 @@ def git_out(*args: str) -> str:
 
 
 def first_error(stderr: str) -> str:
-    lines = [line.strip() for line in stderr.splitlines() if line.strip()]
-    errors = [line for line in lines if line.startswith(("fatal:", "error:"))]
-    return (errors or lines or ["(no message)"])[0]
+    """git's first error, with the file names it lists below it (indented), on one line."""
+    lines = [line.rstrip() for line in stderr.splitlines() if line.strip()]
+    start = next((i for i, line in enumerate(lines) if line.startswith(("fatal:", "error:"))), 0)
+    if not lines:
+        return "(no message)"
+    names = []
+    for line in lines[start + 1 :]:
+        if not line.startswith("\t"):
+            break
+        names.append(line.strip())
+    return " ".join([lines[start].strip(), ", ".join(names)]).strip()
 
 
 def check_clone() -> None:

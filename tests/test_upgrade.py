@@ -124,6 +124,9 @@ def test_files_the_cloner_deleted_stay_deleted_when_the_release_changed_them(
     assert room(clone) == mine
     assert_engine_is_the_release(clone)
     assert git(clone, "log", "-1", "--format=%P").split()[1] == v2
+    assert git(clone, "log", "-1", "--format=%b") == (
+        "Kept deleted (changed in the release): conf/data/x.yaml, src/project/data.py"
+    )
     assert git(clone, "status", "--porcelain", "--untracked-files=all") == ""
     # docs/upgrading.md: the release's version of one of them, taken after all
     git(clone, "checkout", "HEAD^2", "--", "src/project/data.py")
@@ -154,6 +157,16 @@ def test_a_file_both_sides_changed_stops_with_markers_and_nothing_of_the_cloners
     assert {k: v for k, v in room(clone).items() if k != "conf/train.yaml"} == {
         k: v for k, v in mine.items() if k != "conf/train.yaml"
     }
+    # Run again mid-merge: refused, the half-done merge left as it is.
+    stopped = state(clone)
+    again = upgrade(clone, f"TEMPLATE={template}", "REF=v2")
+    assert again.returncode != 0
+    assert own_lines(again.stderr) == [
+        "make upgrade: a merge is in progress: finish it (git add the fixed files, git commit) "
+        "or undo it (git merge --abort), then run make upgrade again"
+    ]
+    assert state(clone) == stopped
+
     git(clone, "merge", "--abort")
     assert state(clone) == before
 
@@ -328,3 +341,54 @@ def test_a_clone_from_before_make_upgrade_takes_the_script_once_as_the_docs_say(
     assert room(clone) == mine
     assert files(clone)["Makefile"] == shipped()["Makefile"].encode()  # `make upgrade` from now on
     assert git(clone, "status", "--porcelain", "--untracked-files=all") == ""
+
+
+def test_an_untracked_file_the_release_would_overwrite_is_named_and_kept(
+    template: Path, clone: Path
+) -> None:
+    release(template, ENGINE_V2)  # adds src/trainwell/guard.py
+    (clone / "src/trainwell/guard.py").write_text("my own guard, not committed\n")
+    before = state(clone)
+
+    proc = upgrade(clone, f"TEMPLATE={template}", "REF=v2")
+
+    assert proc.returncode != 0
+    (line,) = own_lines(proc.stderr)
+    assert line.startswith("make upgrade: git merge stopped before changing anything: "), line
+    assert line.endswith("would be overwritten by merge: src/trainwell/guard.py"), line
+    assert state(clone) == before
+
+
+def test_a_git_without_the_users_name_is_told_what_to_set_before_anything_changes(
+    template: Path, clone: Path
+) -> None:
+    release(template, ENGINE_V2)
+    before = state(clone)
+    anonymous = {k: v for k, v in environment().items() if not k.startswith("GIT_COMMITTER")}
+    # no guessing from the host name: the identity comes from git's config or nowhere
+    anonymous.update(GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="user.useConfigOnly")
+    anonymous.update(GIT_CONFIG_VALUE_0="true")
+
+    proc = upgrade(clone, f"TEMPLATE={template}", "REF=v2", env=anonymous)
+
+    assert proc.returncode != 0
+    (line,) = own_lines(proc.stderr)
+    assert line.startswith("make upgrade: git needs your name and email"), line
+    assert state(clone) == before
+
+
+def test_a_merge_the_cloners_hook_rejects_is_undone_and_named(template: Path, clone: Path) -> None:
+    release(template, ENGINE_V2)
+    hook = clone / ".git" / "hooks" / "pre-merge-commit"
+    hook.write_text("#!/bin/sh\necho 'my lint: engine.py does not pass' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    before = state(clone)
+
+    proc = upgrade(clone, f"TEMPLATE={template}", "REF=v2")
+
+    assert proc.returncode != 0
+    (line,) = own_lines(proc.stderr)
+    assert line == (
+        "make upgrade: git merge stopped before changing anything: my lint: engine.py does not pass"
+    ), line
+    assert state(clone) == before

@@ -107,11 +107,13 @@ def clone_with_project(template: Path, path: Path) -> Path:
     return path
 
 
-def upgrade(clone: Path, *assignments: str) -> subprocess.CompletedProcess[str]:
+def upgrade(
+    clone: Path, *assignments: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """`make upgrade TEMPLATE=... REF=...` as a user types it in the clone."""
     return subprocess.run(
-        ["make", "upgrade", *assignments], cwd=clone, env=environment(), capture_output=True,
-        text=True, timeout=60,
+        ["make", "upgrade", *assignments], cwd=clone, env=env or environment(),
+        capture_output=True, text=True, timeout=60,
     )  # fmt: skip
 
 
