@@ -190,7 +190,8 @@ DOCS_EXCLUDED = {
         UPGRADE_COPIED
     ),
     "git status": "git's own report of uncommitted work",
-    'grep -rnE "trainwell\\.(data|models|tasks)\\b" --include=*.py --include=*.yaml .': (
+    'grep -rnE "trainwell\\.(data|models|tasks)\\b" --include=*.py --include=*.yaml '
+    "--exclude-dir=.venv --exclude-dir=logs --exclude-dir=trainwell .": (
         "a search of the user's own code, whose result is theirs"
     ),
 }
