@@ -89,8 +89,9 @@ def check_clone() -> None:
 
 
 def fetch(template: str) -> None:
+    # --refmap= : a remote's name as TEMPLATE (origin) leaves its remote-tracking branches alone
     proc = git(
-        "fetch", "--quiet", "--no-tags", template,
+        "fetch", "--quiet", "--no-tags", "--refmap=", template,
         f"+refs/heads/*:{FETCHED}/heads/*", f"+refs/tags/*:{FETCHED}/tags/*",
     )  # fmt: skip
     if proc.returncode != 0:

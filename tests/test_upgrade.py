@@ -222,8 +222,19 @@ def test_uncommitted_changes_are_refused_in_one_line_and_nothing_changes(
             r"REF=v9 is not a tag, branch or commit of TEMPLATE=\S+ \(its newest tags: v2, v1\)$",
         ),
         (("TEMPLATE={template}", "REF=0123abc"), r"REF=0123abc is not a tag, branch or commit"),
+        (
+            ("TEMPLATE=origin", "REF=v9"),
+            r"REF=v9 is not a tag, branch or commit of TEMPLATE=origin",
+        ),
     ],
-    ids=["no-template", "no-ref", "unreachable-template", "unknown-ref", "unknown-commit"],
+    ids=[
+        "no-template",
+        "no-ref",
+        "unreachable-template",
+        "unknown-ref",
+        "unknown-commit",
+        "unknown-ref-of-origin",  # and origin's remote-tracking branches stay where they were
+    ],
 )
 def test_bad_input_is_one_line_and_changes_nothing(
     template: Path, clone: Path, assignments: tuple[str, ...], expected: str
@@ -247,7 +258,8 @@ def test_a_commit_of_the_clone_is_not_a_release(template: Path, clone: Path) -> 
     proc = upgrade(clone, f"TEMPLATE={template}", f"REF={own}")
 
     assert proc.returncode != 0
-    assert own_lines(proc.stderr)[0].startswith(f"make upgrade: REF={own} is not a tag, branch")
+    (line,) = own_lines(proc.stderr)
+    assert line.startswith(f"make upgrade: REF={own} is not a tag, branch or commit of"), line
     assert state(clone) == before
 
 
