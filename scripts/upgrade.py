@@ -20,10 +20,10 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-# The template's branches and tags are fetched here, and the release is merged under a readable
-# name (it labels the conflict markers); both are removed before this script returns.
+# The template's branches and tags are fetched under FETCHED, and the release is merged as
+# template/<REF> (the name git writes on the conflict markers); both are removed before this
+# script returns.
 FETCHED = "refs/template-fetch"
-LABEL = "refs/template"
 USAGE = "make upgrade TEMPLATE=<git url or path> REF=<tag|branch|commit>"
 NOT_PROMPTED = {"GIT_TERMINAL_PROMPT": "0", "GIT_ASKPASS": "true", "LC_ALL": "C"}
 
@@ -146,8 +146,14 @@ def merge(template: str, ref: str, release: str) -> int:
         return 0
     print(f"make upgrade: template {old[:12]} -> {release[:12]} ({ref} from {template})")
     message = f"Upgrade the template to {ref} ({release[:12]}) from {template}"
-    git_out("update-ref", f"{LABEL}/{ref}", release)
-    proc = git("merge", "--no-ff", "--no-edit", "-m", message, f"template/{ref}")
+    label = "template/" + re.sub(r"[^\w./-]", "-", ref)
+    if git("rev-parse", "--verify", "-q", f"refs/{label}").returncode == 0:
+        raise Refused(f"refs/{label} exists already: delete or rename it (git update-ref -d)")
+    git_out("update-ref", f"refs/{label}", release)
+    try:
+        proc = git("merge", "--no-ff", "--no-edit", "-m", message, label)
+    finally:
+        git("update-ref", "-d", f"refs/{label}")
     stages = unmerged()
     if proc.returncode != 0 and not stages:
         if git("rev-parse", "--verify", "-q", "MERGE_HEAD").returncode == 0:
@@ -162,7 +168,7 @@ def merge(template: str, ref: str, release: str) -> int:
         )
     conflicts = sorted(path for path in stages if path not in deleted)
     if conflicts:
-        print(f"make upgrade: {conflict_line(conflicts, stages, ref)}", file=sys.stderr)
+        print(f"make upgrade: {conflict_line(conflicts, stages, label)}", file=sys.stderr)
         return 1
     if deleted:
         kept = "Kept deleted (changed in the release): " + ", ".join(deleted)
@@ -179,14 +185,14 @@ def merge(template: str, ref: str, release: str) -> int:
     return 0
 
 
-def conflict_line(conflicts: list[str], stages: dict[str, set[str]], ref: str) -> str:
+def conflict_line(conflicts: list[str], stages: dict[str, set[str]], label: str) -> str:
     marked = [path for path in conflicts if "3" in stages[path]]
     dropped = [path for path in conflicts if "3" not in stages[path]]
     parts = []
     if marked:
         parts.append(
             f"{', '.join(marked)} (yours between <<<<<<< HEAD and =======, the release's from "
-            f"there to >>>>>>> template/{ref})"
+            f"there to >>>>>>> {label})"
         )
     if dropped:
         parts.append(
@@ -211,9 +217,7 @@ def main(template: str, ref: str) -> int:
             fetch(template)
             return merge(template, ref, resolve(ref, template))
         finally:
-            for name in git_out(
-                "for-each-ref", "--format=%(refname)", FETCHED, f"{LABEL}/"
-            ).splitlines():
+            for name in git_out("for-each-ref", "--format=%(refname)", FETCHED).splitlines():
                 git("update-ref", "-d", name)
     except Refused as refused:
         print(f"make upgrade: {refused}", file=sys.stderr)
