@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: setup train predict export serve test test-slow test-all mutants lint format doctor bench bench-long clean
+.PHONY: setup train predict export serve test test-slow test-all mutants lint format doctor bench bench-long clean upgrade
 
 # The stamp depends on what defines the environment: edit either file and the next make reinstalls.
 $(STAMP): pyproject.toml constraints.txt
@@ -71,3 +71,8 @@ export: $(STAMP)
 # make serve ARGS="artifact=<run dir>/export" serves another one.
 serve: $(STAMP)
 	$(PY) scripts/serve.py artifact=latest $(ARGS)
+
+# make upgrade TEMPLATE=<git url or path> REF=<tag|branch|commit>: merge a later release of the
+# template into this clone with git (docs/upgrading.md); needs git and python3, not the venv.
+upgrade:
+	@$(PYTHON) scripts/upgrade.py "$(TEMPLATE)" "$(REF)"

@@ -132,6 +132,8 @@ EXCLUDED = {
 GPU_SUITE = "the GPU suite: a GPU box (docs/benchmarks.md gives its figures)"
 CPU_BENCH = "a benchmark: minutes, and its figures are docs/benchmarks.md's (tests/test_benchmarks.py runs it small)"
 WHEELS = "fetching wheels for the GPU box: a network and a GPU box"
+UPGRADE_T = "run on a real clone of a small template by tests/test_upgrade.py"
+UPGRADE_COPIED = "what make upgrade prints for a copied clone; tests/test_upgrade.py runs it on one"
 DOCS_EXCLUDED = {
     "make bench": "every training-side benchmark: minutes (each runs small in test_benchmarks.py)",
     "make bench-long": "the minute-long benchmarks (each runs small in test_benchmarks.py)",
@@ -171,6 +173,29 @@ DOCS_EXCLUDED = {
     "PYTHONUNBUFFERED=1 python3 benchmarks/gpu_suite.py --part features": GPU_SUITE,
     "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/host_cost.py": CPU_BENCH,
     "mkdir -p logs/slurm": "prepares a SLURM submission",
+    **dict.fromkeys(
+        (
+            "make upgrade TEMPLATE=<template url or path> REF=<release tag>",
+            "git checkout HEAD^2 -- <file>",
+            "git merge --abort",
+            "git add <file>",
+            "git commit",
+            'git log --merges -1 --format=%s --grep="^Upgrade the template"',
+            "git fetch <template url or path> <release tag>",
+            "git checkout FETCH_HEAD -- scripts/upgrade.py && git commit -m 'Take make upgrade'",
+            "python3 scripts/upgrade.py <template url or path> <release tag>",
+        ),
+        UPGRADE_T,
+    ),
+    "git fetch <template url or path> <release tag you started from>": UPGRADE_COPIED,
+    "git merge --allow-unrelated-histories -s ours -m 'Start from the template' FETCH_HEAD": (
+        UPGRADE_COPIED
+    ),
+    "git status": "git's own report of uncommitted work",
+    'grep -rnE "trainwell\\.(data|models|tasks)\\b" --include=*.py --include=*.yaml '
+    "--exclude-dir=.venv --exclude-dir=logs --exclude-dir=trainwell .": (
+        "a search of the user's own code, whose result is theirs"
+    ),
 }
 BY_ITS_OWN_TEST = "run as written by tests/test_bring_your_own.py"
 BY_ITS_OWN = {

@@ -1474,3 +1474,34 @@ MUTANTS: list[Mutant] = [
         "load_trained works from a plain python -c or a notebook",
     ),
 ]
+
+UPGRADE = "scripts/upgrade.py"
+UPGRADE_T = "tests/test_upgrade.py"
+MUTANTS += [
+    Mutant(
+        "upgrade: uncommitted changes are not refused",
+        UPGRADE,
+        "    if changed:",
+        "    if False:",
+        (f"{UPGRADE_T}::test_uncommitted_changes_are_refused_in_one_line_and_nothing_changes",),
+        "make upgrade starts only on a committed clone, so nothing uncommitted is mixed in or lost",
+    ),
+    Mutant(
+        "upgrade: a file the cloner deleted comes back with the release's version",
+        UPGRADE,
+        'git_out("rm", "--quiet", "--", *deleted)',
+        'git_out("add", "--", *deleted)',
+        (f"{UPGRADE_T}::test_files_the_cloner_deleted_stay_deleted_when_the_release_changed_them",),
+        "files the cloner deleted stay deleted, also when the release changed them",
+    ),
+    Mutant(
+        "upgrade: a file both sides changed is committed instead of stopping",
+        UPGRADE,
+        "    if conflicts:",
+        "    if False:",
+        (
+            f"{UPGRADE_T}::test_a_file_both_sides_changed_stops_with_markers_and_nothing_of_the_cloners_is_lost",
+        ),
+        "a conflict stops with git's markers and one line naming the files",
+    ),
+]
