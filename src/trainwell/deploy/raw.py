@@ -83,8 +83,8 @@ def from_hook(datamodule: Any) -> RawData:
     form = getattr(datamodule, HOOK)()
     if not isinstance(form, dict) or "input" not in form or "splits" not in form:
         raise TrainwellError(
-            f"{name}.{HOOK}() must return a dict with 'input' and 'splits' (README: Bring your "
-            "own module)"
+            f"{name}.{HOOK}() must return a dict with 'input' and 'splits' "
+            "(docs/your-project.md: Bring your own module)"
         )
     spec = dict(form["input"])
     missing = [key for key in ("dtype", "shape", "description") if key not in spec]
@@ -140,7 +140,7 @@ def model_input(batch: Any, name: str) -> tuple[torch.Tensor, torch.Tensor | Non
     raise TrainwellError(
         f"{name} yields {type(batch).__name__} batches: predict and export take a tensor or a "
         f"(input, label) tuple, otherwise {name}.{HOOK}() says what the model's input is "
-        "(README: Bring your own module)"
+        "(docs/your-project.md: Bring your own module)"
     )
 
 

@@ -23,5 +23,5 @@ def zero_recall_line(metrics: dict[str, float]) -> str:
         return ""
     return (
         f"the tested checkpoint has recall 0 on class(es) {', '.join(zero)}: it never predicts "
-        "them correctly on the test split; see the README's 'Imbalanced classes' section"
+        "them correctly on the test split; see docs/running.md, 'Imbalanced classes'"
     )

@@ -35,7 +35,7 @@ def require_hook(datamodule: Any, folds: int) -> None:
             raise TrainwellError(
                 f"data: {type(datamodule).__name__} has no {name}(): cross-validation "
                 f"(cv.folds={folds}) needs the datamodule hook cv_samples() + "
-                "set_cv_fold(train, val) (README: Cross-validation)"
+                "set_cv_fold(train, val) (docs/running.md: Cross-validation)"
             )
 
 
