@@ -268,7 +268,12 @@ class SequenceDataModule(SplitDataModule):
             },
             "splits": splits,
             "classes": self.token_names(),
-            "tokens": {"pad": PAD, "ignore_index": IGNORE_INDEX},
+            "tokens": {
+                "pad": PAD,
+                "ignore_index": IGNORE_INDEX,
+                "input_key": "tokens",  # pad_batch's dict batches
+                "mask_key": "mask",
+            },
             "output_meaning": "next-token scores (N, T, vocab) at every position (softmax over "
             "the last axis gives probabilities); a row's next token is read at its last non-<pad> "
             "position",

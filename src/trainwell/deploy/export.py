@@ -43,19 +43,23 @@ def _batches(n: int, size: int) -> list[slice]:
     return [slice(i, min(i + size, n)) for i in range(0, n, size)]
 
 
-def eager_outputs(module: torch.nn.Module, loader: Any) -> np.ndarray:
+def eager_outputs(
+    module: torch.nn.Module, loader: Any, keys: tuple[str, str] | None = None
+) -> np.ndarray:
     """The module in eval() + inference_mode over the datamodule's own batches.
 
-    Token batches ({"tokens", "mask", ...}, padded per batch): the logits at the real positions,
-    (tokens, vocab) in sequence then position order, which is what `real_positions` takes from
-    the raw path's outputs.
+    Token batches are dicts padded per batch; `keys` names the model input and the mask of real
+    positions in them (the raw form's "tokens" entry). The outputs are then the logits at the
+    real positions, (tokens, vocab) in sequence then position order, which is what
+    `real_positions` takes from the raw path's outputs.
     """
     module.eval()
     outs = []
     with torch.inference_mode():
         for batch in loader:
-            if isinstance(batch, dict):
-                outs.append(module(batch["tokens"])[batch["mask"]].float().numpy())
+            if isinstance(batch, dict) and keys is not None:
+                inputs, mask = keys
+                outs.append(module(batch[inputs])[batch[mask]].float().numpy())
                 continue
             outs.append(forward_batch(module, batch, "the datamodule").float().numpy())
     return np.concatenate(outs)
@@ -220,7 +224,7 @@ def export_checkpoint(cfg: DictConfig) -> Path:
     try:
         # Eager first: a forward that cannot run on the split is named before any tracing.
         loader = getattr(run.datamodule, f"{split}_dataloader")()
-        eager = eager_outputs(run.module, loader)
+        eager = eager_outputs(run.module, loader, raw.batch_keys)
         if not raw.tokens:
             check_class_scores(eager, run.module)
         example = torch.from_numpy(samples[: min(len(samples), 4)].copy())

@@ -53,6 +53,8 @@ class RawData:
     batch_form: bool = False  # samples are what the loaders yield: preprocessing stays outside
     pad: int = 0  # token models: the id that right-pads a row of raw samples
     ignore_index: int = -100  # token models: the target at padded positions
+    # token models with dict batches: (model input key, real-position mask key)
+    batch_keys: tuple[str, str] | None = None
 
 
 def sequence_lengths(samples: np.ndarray, pad: int) -> np.ndarray:
@@ -73,8 +75,9 @@ def from_hook(datamodule: Any) -> RawData:
          "preprocess": None | nn.Module,   # raw batch -> model input, as evaluation does it
          "classes": None | ["name", ...],
          # token models only: forward gives (N, T, vocab), one prediction per position; rows
-         # are right-padded with `pad`, whose targets are `ignore_index`
-         "tokens": {"pad": 0, "ignore_index": -100},
+         # are right-padded with `pad`, whose targets are `ignore_index`; a loader yielding
+         # dict batches names the model input and the mask of real positions in them
+         "tokens": {"pad": 0, "ignore_index": -100, "input_key": "tokens", "mask_key": "mask"},
          "output_meaning": "what forward's output is"}
 
     The split's samples must be, row for row, the samples its dataloader yields in order.
@@ -102,6 +105,8 @@ def from_hook(datamodule: Any) -> RawData:
     if tokens is not None:
         extra = {"tokens": True, "pad": int(tokens.get("pad", 0))}
         extra["ignore_index"] = int(tokens.get("ignore_index", -100))
+        if "input_key" in tokens and "mask_key" in tokens:
+            extra["batch_keys"] = (str(tokens["input_key"]), str(tokens["mask_key"]))
     if form.get("output_meaning"):
         extra["output_meaning"] = str(form["output_meaning"])
     return RawData(
