@@ -1,0 +1,103 @@
+"""A cloner deletes the template's examples; the engine's own tests still pass.
+
+The engine tests are the ones marked `engine` (pyproject.toml): they run on the tests' own modules
+(tests/owned, configs in tests/conf), and a file holding one imports nothing of the examples. This
+test clones HEAD (uncommitted changes are not part of it), deletes the cloner's room as a cloner
+would, and runs every engine test in the clone, with the clone's code and this interpreter.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.config import REPO
+
+# What a cloner deletes to start their own project: the example package, the experiments and
+# searches over it, the example datamodule configs (conf/data/_*.yaml are the shared loader knobs
+# every datamodule config inherits: kept) and every top-level model config (each names an example
+# task or net, directly or through _classification / _language_model); the optimizer and scheduler
+# groups under conf/model/ name torch and the engine only: kept.
+DELETED_DIRS = ("src/project", "conf/experiment", "conf/hparams_search")
+DELETED_GLOBS = (("conf/data", "[!_]*.yaml"), ("conf/model", "*.yaml"))
+EXAMPLES = "project"  # the examples' package: nothing left in the clone may name it
+ENGINE_MARK = re.compile(r"pytest\.mark\.engine\b")
+TIMEOUT_S = 600
+
+
+def _git(*args: str, cwd: Path) -> str:
+    proc = subprocess.run(["git", *args], cwd=cwd, capture_output=True, text=True, check=True)
+    return proc.stdout.strip()
+
+
+def delete_the_examples(clone: Path) -> None:
+    for folder in DELETED_DIRS:
+        assert (clone / folder).is_dir(), folder  # the layout moved: update this list
+        shutil.rmtree(clone / folder)
+    for folder, pattern in DELETED_GLOBS:
+        for path in (clone / folder).glob(pattern):
+            path.unlink()
+    named = [p for p in (clone / "conf").rglob("*.yaml") if f"{EXAMPLES}." in p.read_text()]
+    assert not named, f"configs left that name the examples: {named}"
+
+
+def engine_test_files(clone: Path) -> list[str]:
+    here = Path(__file__).name
+    return sorted(
+        str(p.relative_to(clone))
+        for p in (clone / "tests").rglob("test_*.py")
+        if p.name != here and ENGINE_MARK.search(p.read_text())
+    )
+
+
+def _blocker(root: Path) -> Path:
+    """A path entry that hides any other checkout's `project` (an editable install puts one
+    checkout's src/ on every interpreter's path): in the clone it is deleted, so it must not
+    import from anywhere."""
+    package = root / EXAMPLES
+    package.mkdir(parents=True)
+    message = f"No module named {EXAMPLES!r} (the examples were deleted)"
+    (package / "__init__.py").write_text(
+        f"raise ModuleNotFoundError({message!r}, name={EXAMPLES!r})\n"
+    )
+    return root
+
+
+@pytest.mark.slow  # a clone and the engine's suite in it
+def test_the_engine_suite_passes_in_a_clone_without_the_examples(tmp_path: Path) -> None:
+    clone = tmp_path / "clone"
+    head = _git("rev-parse", "HEAD", cwd=REPO)
+    _git("clone", "--quiet", "--no-checkout", str(REPO), str(clone), cwd=tmp_path)
+    _git("checkout", "--quiet", head, cwd=clone)
+    delete_the_examples(clone)
+    files = engine_test_files(clone)
+    assert files, "no test is marked engine"
+    path = [clone / "src", clone, _blocker(tmp_path / "deleted")]
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(map(str, path)),
+        "OMP_NUM_THREADS": "1",
+        "WANDB_SILENT": "true",
+    }
+    gone = subprocess.run(
+        [sys.executable, "-c", f"import {EXAMPLES}"], env=env, cwd=clone, capture_output=True
+    )
+    assert b"the examples were deleted" in gone.stderr, gone.stderr[-2000:]
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-m", "engine", "-q", "-p", "no:cacheprovider", *files],
+        cwd=clone,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+    summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+    assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
+    passed = re.search(r"(\d+) passed", summary)
+    assert passed and int(passed.group(1)) > 0, summary
