@@ -8,6 +8,7 @@ would, and runs every engine test in the clone, with the clone's code and this i
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -67,6 +68,48 @@ def _blocker(root: Path) -> Path:
         f"raise ModuleNotFoundError({message!r}, name={EXAMPLES!r})\n"
     )
     return root
+
+
+def _imported(path: Path) -> set[str]:
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            # `from a.b import c`: c may be a module of its own (tests.helpers.cv)
+            names |= {node.module, *(f"{node.module}.{alias.name}" for alias in node.names)}
+    return names
+
+
+def _module_file(name: str) -> Path | None:
+    base = REPO / Path(*name.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def test_engine_tests_and_what_they_import_name_nothing_of_the_examples() -> None:
+    """The fast half of the deletion test: no engine test file, nor any tests.* module it
+    imports (owned modules, helpers, transitively), imports the examples' package; the slow test
+    below catches the rest (an engine module that imports them)."""
+    todo = [REPO / f for f in engine_test_files(REPO)] + [REPO / "tests" / "conftest.py"]
+    seen: dict[Path, set[str]] = {}
+    while todo:
+        path = todo.pop()
+        if path in seen:
+            continue
+        seen[path] = _imported(path)
+        for name in seen[path]:
+            found = _module_file(name) if name.split(".")[0] == "tests" else None
+            if found:
+                todo.append(found)
+    assert REPO / "tests" / "owned" / "task.py" in seen  # the walk reaches the owned modules
+    bad = {
+        str(path.relative_to(REPO)): sorted(n for n in names if n.split(".")[0] == EXAMPLES)
+        for path, names in seen.items()
+    }
+    assert not {path: names for path, names in bad.items() if names}
 
 
 @pytest.mark.slow  # a clone and the engine's suite in it
