@@ -6,6 +6,8 @@ import pytest
 
 from trainwell.errors import error_line, first_line
 
+pytestmark = pytest.mark.engine  # needs nothing of the examples
+
 
 @pytest.mark.parametrize(
     ("err", "first", "line"),

@@ -1,8 +1,11 @@
+import pytest
 import torch
 from torchmetrics import MeanMetric
 from torchmetrics.classification import MulticlassAccuracy
 
 from trainwell.blocks.metrics import MicroAccuracy, WeightedMean
+
+pytestmark = pytest.mark.engine  # needs nothing of the examples
 
 
 def test_weighted_mean_equals_torchmetrics_mean_metric_bitwise() -> None:

@@ -20,6 +20,8 @@ from torch.utils.data import DataLoader, TensorDataset
 from tests.helpers.trainers import template_trainer, templated
 from trainwell.callbacks.accumulation import ItemCountError
 
+pytestmark = pytest.mark.engine  # plain modules only: nothing of the examples
+
 LR = 0.5
 
 

@@ -16,6 +16,8 @@ from torch.utils.data import DataLoader, TensorDataset
 from tests.helpers.trainers import quiet_trainer
 from trainwell import compat
 
+pytestmark = pytest.mark.engine  # needs nothing of the examples
+
 
 class Tiny(L.LightningModule):
     def __init__(self) -> None:

@@ -17,6 +17,8 @@ from torch.utils.data import DataLoader, TensorDataset
 from tests.helpers.trainers import quiet_trainer
 from trainwell import compat
 
+pytestmark = pytest.mark.engine  # needs nothing of the examples
+
 
 class Traced(L.LightningModule):
     """Records each hook it implements with the hook context Lightning set for it (the name

@@ -8,6 +8,8 @@ import torch
 
 from trainwell.callbacks.non_finite import _all_finite
 
+pytestmark = pytest.mark.engine  # needs nothing of the examples
+
 
 @pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16, torch.float32, torch.float64])
 @pytest.mark.parametrize("bad", [float("nan"), float("inf"), float("-inf")])

@@ -6,11 +6,14 @@ from __future__ import annotations
 from typing import Any
 
 import lightning as L
+import pytest
 import torch
 from lightning.pytorch.demos.boring_classes import BoringModel
 from torch.utils.data import DataLoader, TensorDataset
 
 from trainwell.callbacks import ThrottledProgressBar
+
+pytestmark = pytest.mark.engine  # needs nothing of the examples
 
 
 class BarProbe(L.Callback):

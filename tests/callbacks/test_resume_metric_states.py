@@ -14,6 +14,8 @@ from trainwell.blocks.metrics import MicroAccuracy
 from trainwell.callbacks.training_state import ExactResume
 from trainwell.compat import metric_states
 
+pytestmark = pytest.mark.engine  # needs nothing of the examples
+
 
 class Scored(L.LightningModule):
     def __init__(self, metric: torch.nn.Module) -> None:

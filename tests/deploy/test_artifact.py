@@ -18,6 +18,8 @@ from trainwell.deploy.artifact import (
 )
 from trainwell.io.results import write_results
 
+pytestmark = pytest.mark.engine  # needs nothing of the examples
+
 
 def _export(directory: Path) -> Path:
     directory.mkdir()

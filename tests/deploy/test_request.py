@@ -7,6 +7,8 @@ import pytest
 
 from trainwell.deploy.request import BadRequest, parse_inputs
 
+pytestmark = pytest.mark.engine  # needs nothing of the examples
+
 SPEC = {"name": "inputs", "dtype": "float32", "shape": [None, 8, 8], "range": [0.0, 16.0]}
 GOOD = [[[float((r * 8 + c) % 17) for c in range(8)] for r in range(8)]]
 

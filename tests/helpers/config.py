@@ -10,6 +10,13 @@ from trainwell.training.compose import compose_run_config
 
 REPO = Path(__file__).resolve().parents[2]
 CONF = REPO / "conf"
+# The engine tests' own config groups (tests/conf): data=owned, model=owned (tests/owned/).
+TEST_CONF = REPO / "tests" / "conf"
+
+# The engine tests' own small modules in place of the examples: a run that needs nothing of
+# `project`, so it still works after a cloner deletes the examples (tests/test_deletion.py).
+# Subprocess runs also need the repo root on PYTHONPATH (tests.helpers.scripts.TESTS_IMPORTABLE).
+OWNED = (f"hydra.searchpath=[file://{TEST_CONF}]", "data=owned", "model=owned")
 
 # A run without screen output or stopping rules: no config print, sanity check, early stopping,
 # progress bar or model summary. For runs that tests compare exactly, kill or resume.
@@ -40,6 +47,18 @@ SMOOTH_SGD_MLP = (
     "model.optimizer.weight_decay=0.0",
     "model.scheduler=null",
     "data=synthetic",
+    "trainer.num_sanity_val_steps=0",
+    "trainer.deterministic=true",
+)
+
+# The same exact-equality setting on the engine tests' own modules (smooth Tanh net, plain SGD,
+# constant LR, fp32).
+OWNED_SMOOTH_SGD = (
+    *OWNED,
+    "model.optimizer.momentum=0.0",
+    "model.optimizer.nesterov=false",
+    "model.optimizer.weight_decay=0.0",
+    "model.scheduler=null",
     "trainer.num_sanity_val_steps=0",
     "trainer.deterministic=true",
 )

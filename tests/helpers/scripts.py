@@ -43,9 +43,11 @@ def run_script(
     )
 
 
-def run_ok(script: str, run_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
+def run_ok(
+    script: str, run_dir: Path, *overrides: str, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess:
     """Run scripts/<script> into `run_dir` and require success (stderr tail shown otherwise)."""
-    proc = run_script(script, *overrides, f"hydra.run.dir={run_dir}")
+    proc = run_script(script, *overrides, f"hydra.run.dir={run_dir}", env=env)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return proc
 

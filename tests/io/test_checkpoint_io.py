@@ -19,6 +19,8 @@ from tests.helpers.state import load_checkpoint
 from trainwell.io.checkpoint_read import CheckpointError
 from trainwell.io.checkpoint_write import AtomicCheckpointIO
 
+pytestmark = pytest.mark.engine  # needs nothing of the examples
+
 
 class GatedIO(AtomicCheckpointIO):
     """Writes wait at `gate` until the test opens it; counts concurrent writes."""

@@ -14,6 +14,8 @@ from torch import nn
 
 from trainwell.loading.batch_size import batch_size
 
+pytestmark = pytest.mark.engine  # needs nothing of the examples
+
 
 @dataclasses.dataclass
 class Pair:

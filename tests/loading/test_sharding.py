@@ -12,6 +12,8 @@ from trainwell.loading.resumable import ResumableDataLoader
 from trainwell.loading.samplers import EpochShuffle, EvenSplitBatchSampler, ShardedBatchSampler
 from trainwell.loading.sharding import LoaderPolicyWarning, install_loader_policy, shard_loader
 
+pytestmark = pytest.mark.engine  # needs nothing of the examples
+
 
 @pytest.mark.parametrize(("n", "batch", "world"), [(83, 4, 2), (79, 4, 3), (5, 4, 3), (64, 8, 2)])
 def test_train_batches_cover_every_sample_once_with_equal_counts(n, batch, world) -> None:

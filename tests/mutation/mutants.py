@@ -29,6 +29,7 @@ LAST_T = "tests/training/test_last_checkpoint_during_run.py"
 STATE = "src/trainwell/callbacks/training_state.py"
 RESUME_T = "tests/training/test_resume_inprocess.py"
 DEPLOY_T = "tests/deploy/test_predict_export.py"
+OWNED_DEPLOY_T = "tests/deploy/test_owned_shipping.py"  # the engine tests' own modules
 CIFAR_DEPLOY_T = "src/project/tests/deploy/test_cifar10.py"
 LM_DEPLOY_T = "src/project/tests/deploy/test_language_model.py"
 RAW = "src/trainwell/deploy/raw.py"
@@ -897,6 +898,14 @@ MUTANTS: list[Mutant] = [
         "x = x.to(torch.float32)",
         (f"{DEPLOY_T}::test_the_export_reproduces_eval_with_only_onnxruntime_and_numpy",),
         "the exported graph takes raw samples: the preprocessing is inside it",
+    ),
+    Mutant(
+        "export: the raw graph leaves out the datamodule's preprocessing",
+        RAW,
+        "        return self.model(self.preprocess(inputs))",
+        "        return self.model(inputs)",
+        (f"{OWNED_DEPLOY_T}::test_the_export_takes_raw_digits_and_answers_as_the_predictions",),
+        "a datamodule's raw_form() preprocessing is inside the exported graph (any datamodule)",
     ),
     Mutant(
         "export: CIFAR-10's raw uint8 pixels are not scaled to [0, 1] in the graph",

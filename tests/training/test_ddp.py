@@ -1,4 +1,5 @@
-"""DDP on 2 CPU processes (gloo) equals one process with the doubled batch, accumulation included.
+"""DDP on 2 CPU processes (gloo) equals one process with the doubled batch, accumulation included,
+on the engine tests' own modules (tests/owned).
 
 DDP runs go through scripts/train.py in a subprocess: Lightning's DDP launcher re-executes
 sys.argv, which inside pytest would re-run pytest.
@@ -8,19 +9,24 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 
-from tests.helpers.ranks import run_and_load
+from tests.helpers.ranks import OWNED_COMMON, run_and_load
 
 
+@pytest.mark.engine
 def test_two_ranks_with_accumulation_equal_one_process_with_4x_batch(tmp_path: Path) -> None:
     ddp = run_and_load(
         tmp_path / "ddp",
         "trainer=ddp_sim",
         "data.batch_size=8",
         "trainer.accumulate_grad_batches=2",
+        common=OWNED_COMMON,
     )
-    single = run_and_load(tmp_path / "single", "trainer=cpu", "data.batch_size=32")
+    single = run_and_load(
+        tmp_path / "single", "trainer=cpu", "data.batch_size=32", common=OWNED_COMMON
+    )
     assert set(ddp) == set(single)
     diff = max((ddp[k] - single[k]).abs().max().item() for k in ddp)
     assert diff <= 1e-6, diff

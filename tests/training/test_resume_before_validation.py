@@ -25,6 +25,8 @@ from trainwell.callbacks.step_checkpoint import StepCheckpoint
 from trainwell.callbacks.training_state import ExactResume
 from trainwell.loading.resumable import ResumableDataLoader
 
+pytestmark = pytest.mark.engine  # needs nothing of the examples
+
 EPOCHS = 3  # 4 batches an epoch
 
 

@@ -1,4 +1,5 @@
-"""Fast (default-suite) resume checks: in-process runs of training.run.train on digits.
+"""Fast (default-suite) resume checks: in-process runs of training.run.train on the tests' own
+digits modules (tests/owned), with dropout and a schedule that steps mid-run.
 
 A mid-epoch, mid-schedule step checkpoint resumed with resume=auto must reproduce the
 uninterrupted run bitwise (weights, optimizer, scheduler); the slow kill tests do the same with
@@ -13,14 +14,18 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.config import compose_config
+from tests.helpers.config import OWNED, compose_config
 from tests.helpers.kill_runs import IN_PROCESS_RUN
 from tests.helpers.state import assert_bitwise_equal, load_checkpoint
 from trainwell.errors import TrainwellError
 from trainwell.training.resume import find_newest_checkpoint
 from trainwell.training.run import train
 
-RUN = IN_PROCESS_RUN
+pytestmark = pytest.mark.engine
+
+# Dropout draws from the RNG a resume restores; the LR falls every 3 optimizer steps, so a
+# resume from any step checkpoint lands mid-schedule.
+RUN = [*IN_PROCESS_RUN, *OWNED, "model.net.dropout=0.1", "model.scheduler.step_size=3"]
 
 
 @pytest.fixture(scope="module")

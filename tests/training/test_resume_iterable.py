@@ -18,6 +18,8 @@ from trainwell.callbacks.step_checkpoint import StepCheckpoint
 from trainwell.callbacks.training_state import ExactResume
 from trainwell.loading.sharding import LoaderPolicyWarning
 
+pytestmark = pytest.mark.engine  # needs nothing of the examples
+
 
 def fit(run_dir: Path, data: type[L.LightningDataModule], ckpt: Path | None = None) -> dict:
     steps = StepCheckpoint(

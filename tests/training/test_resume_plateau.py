@@ -20,6 +20,8 @@ from trainwell.callbacks.step_checkpoint import StepCheckpoint
 from trainwell.callbacks.training_state import ExactResume
 from trainwell.loading.resumable import ResumableDataLoader
 
+pytestmark = pytest.mark.engine  # needs nothing of the examples
+
 EPOCHS = 4
 
 
