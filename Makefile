@@ -19,14 +19,20 @@ setup: $(STAMP)
 train: $(STAMP)
 	$(PY) scripts/train.py $(ARGS)
 
+# One pytest worker per core (pytest-xdist; WORKERS=1 for a single process): most tests run a real
+# script, whose start-up is single-threaded. A test file stays on one worker, so the trained runs
+# its module fixtures share are made once.
+WORKERS ?= auto
+XDIST = -n $(WORKERS) --dist loadfile
+
 test: $(STAMP)
-	$(PY) -m pytest -m "not slow" $(ARGS)
+	$(PY) -m pytest -m "not slow" $(XDIST) $(ARGS)
 
 test-slow: $(STAMP)
-	$(PY) -m pytest -m slow $(ARGS)
+	$(PY) -m pytest -m slow $(XDIST) $(ARGS)
 
 test-all: $(STAMP)
-	$(PY) -m pytest $(ARGS)
+	$(PY) -m pytest $(XDIST) $(ARGS)
 
 # Plant each curated bug of tests/mutation/mutants.py in a copy of the repo and check that the
 # default-suite tests listed for it fail; any escaped or stale mutant fails the target.
