@@ -282,6 +282,7 @@ def test_gpu_suite_names_every_file_with_gpu_tests() -> None:
     assert marked == sorted(gpu_suite.GPU_TESTS)
 
 
+@pytest.mark.slow  # a minute of training: like every other benchmark run, in make test-slow
 def test_imbalance_benchmark_reports_every_side() -> None:
     out = run_benchmark("imbalance.py", "--epochs", "1")
     for side in ("plain", "weighted_sampler", "class_weights"):
