@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import os
 import subprocess
 import sys
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 from tests.helpers.config import REPO
@@ -76,12 +80,46 @@ def call_script(
     is not what is under test: no fresh interpreter, no second import of torch and Lightning
     (seconds each on 2 cores). Every script keeps at least one test through `run_script`.
 
-    What a run leaves behind in the process is undone: argv, environment, working directory,
-    Hydra's global state, the run dir locks it took and torch's deterministic-algorithms flag."""
-    import contextlib
-    import io
+    As in a fresh process, warnings and log records are printed to the returned stderr/stdout
+    (not recorded by pytest), under Python's default warning filters. What a run leaves behind
+    in the process is undone: argv, sys.path, environment, working directory, Hydra's global
+    state, logging handlers, the run dir locks it took, the global random generators and
+    torch's deterministic-algorithms flag."""
     import runpy
 
+    out, err = io.StringIO(), io.StringIO()
+    code: object = 0
+    with _isolated(out, err):
+        os.environ.update({"PYTHONUNBUFFERED": "1", "WANDB_SILENT": "true", **(env or {})})
+        sys.argv = [str(REPO / "scripts" / script), *overrides]
+        sys.path.insert(0, str(REPO / "scripts"))  # as `python scripts/<script>` does
+        try:
+            runpy.run_path(sys.argv[0], run_name="__main__")
+        except SystemExit as exit_:
+            code = exit_.code
+    if code is None:
+        code = 0
+    elif not isinstance(code, int):  # SystemExit("message"): printed, exit status 1
+        err.write(f"{code}\n")
+        code = 1
+    return subprocess.CompletedProcess([script, *overrides], code, out.getvalue(), err.getvalue())
+
+
+# Python's own warning filters in a fresh process (`python -W` unset), most specific last.
+_DEFAULT_FILTERS = (
+    ("ignore", ResourceWarning),
+    ("ignore", ImportWarning),
+    ("ignore", PendingDeprecationWarning),
+    ("ignore", DeprecationWarning),
+)
+
+
+@contextlib.contextmanager
+def _isolated(out: io.StringIO, err: io.StringIO) -> Iterator[None]:
+    import random
+    import warnings
+
+    import numpy as np
     import torch
     from hydra.core.global_hydra import GlobalHydra
 
@@ -89,26 +127,62 @@ def call_script(
 
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     saved_env, saved_cwd = dict(os.environ), os.getcwd()
+    rng = (random.getstate(), np.random.get_state(), torch.get_rng_state())
     deterministic = torch.are_deterministic_algorithms_enabled()
+    threads = torch.get_num_threads()
     locks_before = set(run_lock._held)
-    out, err = io.StringIO(), io.StringIO()
-    code = 0
+    root = logging.getLogger()
+    root_handlers, root_level = root.handlers[:], root.level
+    # Handlers made before the call (Lightning's, at import) write to the streams of that time:
+    # point those at this call's output, as they would be in a fresh process.
+    streams = {id(sys.stdout): out, id(sys.__stdout__): out}
+    streams.update({id(sys.stderr): err, id(sys.__stderr__): err})
+    moved = [
+        (handler, handler.stream)
+        for logger in [root, *logging.root.manager.loggerDict.values()]
+        if isinstance(logger, logging.Logger)
+        for handler in logger.handlers
+        if type(handler) is logging.StreamHandler and id(handler.stream) in streams
+    ]
     try:
-        os.environ.update({"WANDB_SILENT": "true", **(env or {})})
-        sys.argv = [str(REPO / "scripts" / script), *overrides]
-        sys.path.insert(0, str(REPO / "scripts"))  # as `python scripts/<script>` does
-        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-            try:
-                runpy.run_path(sys.argv[0], run_name="__main__")
-            except SystemExit as exit_:
-                code = exit_.code if isinstance(exit_.code, int) else (exit_.code is not None)
+        for handler, stream in moved:
+            handler.setStream(streams[id(stream)])
+        with (
+            warnings.catch_warnings(),
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+        ):
+            warnings.resetwarnings()
+            for action, category in _DEFAULT_FILTERS:
+                warnings.filterwarnings(action, category=category)
+            warnings.filterwarnings("default", category=DeprecationWarning, module="__main__")
+            warnings.showwarning = _print_warning(err)
+            yield
     finally:
         sys.argv, sys.path[:] = saved_argv, saved_path
         os.environ.clear()
         os.environ.update(saved_env)
         os.chdir(saved_cwd)
         GlobalHydra.instance().clear()
+        for handler in root.handlers:
+            if handler not in root_handlers:
+                handler.close()  # Hydra's file handler on this run's log
+        root.handlers[:], root.level = root_handlers, root_level
+        for handler, stream in moved:
+            handler.setStream(stream)
+        random.setstate(rng[0])
+        np.random.set_state(rng[1])
+        torch.set_rng_state(rng[2])
         torch.use_deterministic_algorithms(deterministic)
+        torch.set_num_threads(threads)
         for key in set(run_lock._held) - locks_before:
             run_lock.release_run_dir(Path(key))
-    return subprocess.CompletedProcess(sys.argv, int(code), out.getvalue(), err.getvalue())
+
+
+def _print_warning(stream: io.StringIO) -> Callable[..., None]:
+    import warnings
+
+    def show(message, category, filename, lineno, file=None, line=None) -> None:
+        stream.write(warnings.formatwarning(message, category, filename, lineno, line))
+
+    return show

@@ -1,7 +1,8 @@
 """Predict and export on CIFAR-10 (experiment=resnet_accum) from raw uint8 HWC images.
 
 The tiny on-disk fixture in the real file format (tests/helpers/cifar_fixture.py) stands in for
-the download; the scripts run in a subprocess that trusts the fixture's md5 sums.
+the download; the scripts run in a subprocess that trusts the fixture's md5 sums (the raw-input
+predictions, whose process boundary is not under test, run in-process with the same trust).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import torch
 from torchvision.datasets import CIFAR10
 
 from tests.helpers.cifar_fixture import run_script_on_fixture, trust_fixture, write_cifar10
+from tests.helpers.scripts import call_script
 from trainwell.blocks.preprocess import ImageNormalize
 from trainwell.deploy import load_run
 from trainwell.deploy.artifact import verify_export
@@ -140,11 +142,16 @@ def test_predictions_match_the_test_metric(run: Path, predictions: bytes) -> Non
 
 
 def test_raw_npy_and_png_inputs_predict_what_the_split_predicts(
-    cifar: tuple[Path, dict[str, str]], run: Path, predictions: bytes, tmp_path: Path
+    cifar: tuple[Path, dict[str, str]],
+    run: Path,
+    predictions: bytes,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from PIL import Image
 
     root, md5 = cifar
+    trust_fixture(monkeypatch, md5)
     test = _test_images(root)
     np.save(tmp_path / "raw.npy", test)
     pngs = tmp_path / "pngs"
@@ -154,16 +161,11 @@ def test_raw_npy_and_png_inputs_predict_what_the_split_predicts(
     by_split = [r[:-1] for r in _rows(predictions)[1]]  # without the target
     for source in (tmp_path / "raw.npy", pngs):
         out = tmp_path / f"p_{source.name}"
-        _ok(
-            run_script_on_fixture(
-                "predict.py", md5, _ckpt(run), f"input={source}", f"hydra.run.dir={out}"
-            )
-        )
+        _ok(call_script("predict.py", _ckpt(run), f"input={source}", f"hydra.run.dir={out}"))
         assert _rows((run / "predictions" / f"{source.stem}.csv").read_bytes())[1] == by_split
     _ok(
-        run_script_on_fixture(
+        call_script(
             "predict.py",
-            md5,
             _ckpt(run),
             f"input={pngs / '003.png'}",
             f"hydra.run.dir={tmp_path / 'one'}",
@@ -173,20 +175,18 @@ def test_raw_npy_and_png_inputs_predict_what_the_split_predicts(
 
 
 def test_bad_raw_input_gets_one_line_and_exit_2(
-    cifar: tuple[Path, dict[str, str]], run: Path, tmp_path: Path
+    cifar: tuple[Path, dict[str, str]], run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     from PIL import Image
+
+    trust_fixture(monkeypatch, cifar[1])
 
     np.save(tmp_path / "float.npy", np.zeros((2, 32, 32, 3), dtype=np.float32))
     np.save(tmp_path / "chw.npy", np.zeros((2, 3, 32, 32), dtype=np.uint8))
     Image.fromarray(np.zeros((32, 32), dtype=np.uint8)).save(tmp_path / "grey.png")
     for name, says in [("float.npy", "integers"), ("chw.npy", "shape"), ("grey.png", "RGB")]:
-        proc = run_script_on_fixture(
-            "predict.py",
-            cifar[1],
-            _ckpt(run),
-            f"input={tmp_path / name}",
-            f"hydra.run.dir={tmp_path / 'p'}",
+        proc = call_script(
+            "predict.py", _ckpt(run), f"input={tmp_path / name}", f"hydra.run.dir={tmp_path / 'p'}"
         )
         assert proc.returncode == 2, proc.stderr[-2000:]
         last = proc.stderr.strip().splitlines()[-1]

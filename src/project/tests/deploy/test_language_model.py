@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers.scripts import run_ok, run_script
+from tests.helpers.scripts import call_script, run_ok
 from trainwell.deploy import load_run
 from trainwell.deploy.artifact import verify_export
 from trainwell.deploy.raw import raw_data
@@ -91,7 +91,12 @@ def test_raw_token_rows_predict_what_the_split_predicts(
     samples, _, _ = raw_data(loaded.datamodule).splits["test"]
     assert samples.dtype == np.int64 and (samples[:, 0] == 1).all()  # each row opens with <bos>
     np.save(tmp_path / "tokens.npy", samples)
-    run_ok("predict.py", tmp_path / "p", _ckpt(run), f"input={tmp_path / 'tokens.npy'}", "top_k=3")
+    # In-process: the predict script's own subprocess test is the `predictions` fixture.
+    proc = call_script(
+        "predict.py", _ckpt(run), f"input={tmp_path / 'tokens.npy'}", "top_k=3",
+        f"hydra.run.dir={tmp_path / 'p'}",
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stderr[-3000:]
     header, rows = _rows((run / "predictions" / "tokens.csv").read_bytes())
     assert header[-1] == "p_top_3"  # no target on raw input
     _, by_split = _rows(predictions)
@@ -100,7 +105,7 @@ def test_raw_token_rows_predict_what_the_split_predicts(
         assert [float(v) for v in r[5:8]] == pytest.approx([float(v) for v in s[5:8]], abs=2e-6)
     left_padded = samples[:2, ::-1].copy()
     np.save(tmp_path / "left.npy", left_padded)
-    proc = run_script(
+    proc = call_script(
         "predict.py", _ckpt(run), f"input={tmp_path / 'left.npy'}", f"hydra.run.dir={tmp_path}"
     )
     assert proc.returncode == 2 and "right padding" in proc.stderr.strip().splitlines()[-1]
