@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers.scripts import run_ok, run_script
+from tests.helpers.scripts import call_script, run_ok, run_script
 from trainwell.deploy import load_run, load_trained
 from trainwell.deploy.artifact import ExportInvalid, sha256_file, verify_export
 from trainwell.deploy.export import ExportFailed, check_parity, parity_figures
@@ -111,7 +111,7 @@ def test_a_checkpoint_without_statistics_gets_one_line(run: Path, tmp_path: Path
     torch.save(ckpt, old / "checkpoints" / "best.ckpt")
     with pytest.raises(TrainwellError, match=r"DigitsDataModule.*retrain"):
         load_run(old / "checkpoints" / "best.ckpt")
-    proc = run_script("export.py", _ckpt(old), f"hydra.run.dir={tmp_path / 'e'}")
+    proc = call_script("export.py", _ckpt(old), f"hydra.run.dir={tmp_path / 'e'}")
     assert proc.returncode == 2
     assert "retrain" in proc.stderr.strip().splitlines()[-1]
     assert not (old / "export").exists()
@@ -119,7 +119,7 @@ def test_a_checkpoint_without_statistics_gets_one_line(run: Path, tmp_path: Path
 
 def test_an_unknown_split_gets_one_line_and_no_file(run: Path, tmp_path: Path) -> None:
     before = sorted(p.name for p in run.iterdir())
-    proc = run_script("predict.py", _ckpt(run), "split=nope", f"hydra.run.dir={tmp_path / 'p'}")
+    proc = call_script("predict.py", _ckpt(run), "split=nope", f"hydra.run.dir={tmp_path / 'p'}")
     assert proc.returncode == 2, proc.stderr[-2000:]
     assert (
         proc.stderr.strip().splitlines()[-1].endswith("split=nope: choose one of train, val, test")
@@ -213,7 +213,7 @@ def test_a_second_predict_never_replaces_the_first_without_the_flag(
     assert prediction_name("test", "data/my.samples.npy") == "my.samples"  # input=: its stem
     assert prediction_name("test", "pngs/") == "pngs"
     own = tmp_path / "p"
-    proc = run_script("predict.py", _ckpt(run), f"hydra.run.dir={own}")
+    proc = call_script("predict.py", _ckpt(run), f"hydra.run.dir={own}")
     assert proc.returncode == 2, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and "test.csv exists" in lines[0] and "overwrite=true" in lines[0]

@@ -22,7 +22,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from tests.helpers.foreign_modules import HYDRA_TEMPLATE, WIDTHS, HydraTemplateModule
-from tests.helpers.scripts import TESTS_IMPORTABLE, run_script
+from tests.helpers.scripts import TESTS_IMPORTABLE, call_script, run_script
 from tests.helpers.state import assert_bitwise_equal, final_state, load_checkpoint, metrics
 from tests.helpers.trainers import quiet_trainer
 from trainwell.io.checkpoint_read import CheckpointError, load_checkpoint_file
@@ -174,7 +174,7 @@ def test_eval_of_a_foreign_pickled_checkpoint_is_one_line_naming_the_object(
     path = tmp_path / "foreign.ckpt"
     partial = functools.partial(torch.optim.Adam, lr=1e-3)
     torch.save({"state_dict": {}, "hyper_parameters": {"optimizer": partial}}, path)
-    proc = run_script("eval.py", f"ckpt_path={path}", f"hydra.run.dir={tmp_path / 'eval'}")
+    proc = call_script("eval.py", f"ckpt_path={path}", f"hydra.run.dir={tmp_path / 'eval'}")
     assert proc.returncode == 2, proc.stderr[-2000:]
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "functools.partial" in errors[0], proc.stderr[-2000:]
@@ -189,7 +189,7 @@ def test_resume_auto_over_only_refused_checkpoints_says_so_and_never_starting_fr
         {"state_dict": {}, "hyper_parameters": {"net": nn.Linear(2, 2)}},
         run_dir / "checkpoints" / "last.ckpt",
     )
-    proc = run_script("train.py", "resume=auto", *QUICK, f"hydra.run.dir={run_dir}")
+    proc = call_script("train.py", "resume=auto", *QUICK, f"hydra.run.dir={run_dir}")
     assert proc.returncode == 2, proc.stderr[-2000:]
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, proc.stderr[-2000:]

@@ -10,8 +10,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers.scripts import run_script
+from tests.helpers.scripts import call_script
 from trainwell.io.checkpoint_read import CheckpointError, load_checkpoint_file
+from trainwell.io.hparams import main as convert
 
 
 def _garbage(tmp_path: Path) -> Path:
@@ -41,7 +42,7 @@ def test_the_loader_says_not_a_readable_checkpoint_and_what_it_found(make, tmp_p
 
 def test_eval_of_a_garbage_file_is_one_line_exit_2(tmp_path: Path) -> None:
     path = _garbage(tmp_path)
-    proc = run_script("eval.py", f"ckpt_path={path}", f"hydra.run.dir={tmp_path / 'eval'}")
+    proc = call_script("eval.py", f"ckpt_path={path}", f"hydra.run.dir={tmp_path / 'eval'}")
     assert proc.returncode == 2, proc.stderr[-2000:]
     last = proc.stderr.strip().splitlines()[-1]
     assert last.startswith("error: checkpoint") and "is not a readable checkpoint" in last
@@ -49,6 +50,7 @@ def test_eval_of_a_garbage_file_is_one_line_exit_2(tmp_path: Path) -> None:
 
 
 def _convert(*args: str) -> subprocess.CompletedProcess:
+    """`python -m trainwell.io.hparams ARGS` as a user types it: a real process."""
     return subprocess.run(
         [sys.executable, "-m", "trainwell.io.hparams", *args],
         capture_output=True,
@@ -57,21 +59,34 @@ def _convert(*args: str) -> subprocess.CompletedProcess:
     )
 
 
-def test_the_converter_gives_one_line_errors_with_exit_2(tmp_path: Path) -> None:
+def test_the_converter_gives_one_line_errors_with_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     out = tmp_path / "out.ckpt"
+    # One case through the module as a user runs it (its exit status reaches the shell), the
+    # others through the same entry point in this process.
+    proc = _convert(str(tmp_path / "missing.ckpt"), str(out))
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.count("\n") == 1 and "error: checkpoint not found" in proc.stderr
+    assert not out.exists()
     for source, expected in (
-        (tmp_path / "missing.ckpt", "error: checkpoint not found"),
         (_garbage(tmp_path), "is not a readable checkpoint (a 8-byte file"),
         (_cut_short(tmp_path), "is not a readable checkpoint"),
     ):
-        proc = _convert(str(source), str(out))
-        assert proc.returncode == 2, proc.stderr
-        assert proc.stderr.count("\n") == 1 and expected in proc.stderr, proc.stderr
+        capsys.readouterr()
+        code = convert([str(source), str(out)])
+        stderr = capsys.readouterr().err
+        assert code == 2, stderr
+        assert stderr.count("\n") == 1 and expected in stderr, stderr
         assert not out.exists()
 
 
-def test_the_converter_help_says_what_it_does_and_that_it_unpickles() -> None:
-    proc = _convert("--help")
-    assert proc.returncode == 0
-    assert "weights_only=True" in proc.stdout and "UNPICKLES its input" in proc.stdout
-    assert "only on files you trust" in proc.stdout
+def test_the_converter_help_says_what_it_does_and_that_it_unpickles(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    with pytest.raises(SystemExit) as exit_:
+        convert(["--help"])
+    assert exit_.value.code == 0
+    stdout = capsys.readouterr().out
+    assert "weights_only=True" in stdout and "UNPICKLES its input" in stdout
+    assert "only on files you trust" in stdout

@@ -6,7 +6,7 @@ import torch
 from project.data import CIFAR10DataModule
 from project.data.cifar10 import CIFAR10_MEAN
 from tests.helpers.cifar_fixture import trust_fixture, write_cifar10
-from tests.helpers.scripts import run_script
+from tests.helpers.scripts import call_script
 from trainwell.errors import TrainwellError
 
 
@@ -71,7 +71,7 @@ def test_missing_dir_names_path_and_fix(tmp_path: Path) -> None:
 
 def test_missing_dir_via_train_script_is_one_line(tmp_path: Path) -> None:
     missing = tmp_path / "no-cifar"
-    proc = run_script(
+    proc = call_script(
         "train.py",
         "experiment=resnet_accum",
         f"data.data_dir={missing}",

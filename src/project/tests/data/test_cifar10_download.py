@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.cifar_fixture import write_cifar10
-from tests.helpers.scripts import run_script, with_pythonpath
+from tests.helpers.scripts import call_script, run_script, with_pythonpath
 
 # Loaded by the training subprocess before anything else (PYTHONPATH): the same download code,
 # aimed at the local server and the fixture's checksums.
@@ -93,7 +93,7 @@ def test_download_true_downloads_then_trains(tmp_path: Path, served_archive: dic
 def test_without_download_the_missing_dataset_is_one_line(tmp_path: Path) -> None:
     data_dir = tmp_path / "empty"
     data_dir.mkdir()
-    proc = run_script(
+    proc = call_script(
         "train.py", *TINY, f"data.data_dir={data_dir}", f"hydra.run.dir={tmp_path / 'run'}"
     )
     assert proc.returncode == 2
