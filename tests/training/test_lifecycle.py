@@ -11,7 +11,7 @@ import pytest
 
 from tests.helpers.config import compose_config
 from tests.helpers.scripted import scripted_cfg, step_of
-from tests.helpers.scripts import run_script
+from tests.helpers.scripts import call_script
 from trainwell.training.run import train
 
 
@@ -37,7 +37,7 @@ def test_fresh_start_over_another_runs_checkpoints_is_refused(tmp_path: Path) ->
     run_dir = tmp_path / "run"
     train(scripted_cfg(run_dir, "trainer.max_epochs=1"))
     before = _sha(run_dir / "checkpoints")
-    proc = run_script("train.py", "trainer.max_epochs=1", f"hydra.run.dir={run_dir}")
+    proc = call_script("train.py", "trainer.max_epochs=1", f"hydra.run.dir={run_dir}")
     assert proc.returncode == 2
     line = proc.stderr.strip().splitlines()[-1]
     assert line == (
@@ -72,10 +72,13 @@ def test_completed_run_relaunched_with_resume_auto_does_not_train_again(tmp_path
 
 @pytest.mark.parametrize("logger", ["[]", "null"])
 def test_runs_without_a_logger_leave_the_logging_callbacks_out(tmp_path: Path, logger: str) -> None:
-    proc = run_script(
+    proc = call_script(
         "train.py",
         f"logger={logger}",
         "trainer.max_epochs=1",
+        "trainer.limit_train_batches=4",
+        "trainer.limit_val_batches=2",
+        "trainer.limit_test_batches=2",
         "model.net.width=8",
         "print_config=false",
         f"hydra.run.dir={tmp_path}",
@@ -88,12 +91,15 @@ def test_runs_without_a_logger_leave_the_logging_callbacks_out(tmp_path: Path, l
 
 
 def test_multirun_without_a_logger_writes_one_results_per_job(tmp_path: Path) -> None:
-    proc = run_script(
+    proc = call_script(
         "train.py",
         "-m",
         "logger=[]",
         "seed=1,2",
         "trainer.max_epochs=1",
+        "trainer.limit_train_batches=4",
+        "trainer.limit_val_batches=2",
+        "trainer.limit_test_batches=2",
         "model.net.width=8",
         "print_config=false",
         f"hydra.sweep.dir={tmp_path}",

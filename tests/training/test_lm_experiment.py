@@ -12,7 +12,7 @@ from project.data.sequences import SequenceDataModule
 from project.models import CausalTransformer
 from project.tasks import LanguageModelTask
 from tests.helpers.config import compose_config
-from tests.helpers.scripts import run_ok
+from tests.helpers.scripts import call_script, run_ok
 
 
 def test_lm_configs_compose_and_instantiate(tmp_path: Path) -> None:
@@ -52,9 +52,9 @@ def test_lm_experiment_trains_on_a_text_file(tmp_path: Path) -> None:
     lines = [f"the {w} sat on the {v} mat" for w in ("cat", "dog", "bird") for v in "abcdefgh"]
     text.write_text("\n".join(lines * 4) + "\n", encoding="utf-8")
     run_dir = tmp_path / "run"
-    run_ok(
+    proc = call_script(
         "train.py",
-        run_dir,
+        f"hydra.run.dir={run_dir}",
         "experiment=lm_accum",
         f"data.path={text}",
         "data.vocab_size=40",
@@ -62,6 +62,7 @@ def test_lm_experiment_trains_on_a_text_file(tmp_path: Path) -> None:
         "trainer.max_epochs=1",
         "print_config=false",
     )
+    assert proc.returncode == 0, proc.stderr[-3000:]
     results = json.loads((run_dir / "results.json").read_text())
     assert results["plan"]["dataset_size"] == 76  # 96 lines, 10% val, 10% test
     assert results["metrics"]["test/loss"] > 0

@@ -12,7 +12,7 @@ import pytest
 from lightning.pytorch.demos.boring_classes import BoringDataModule, BoringModel, DemoModel
 
 from tests.helpers.foreign_modules import BORING, DEMO, NO_TEST_STEP, NoTestDataModule
-from tests.helpers.scripts import TESTS_IMPORTABLE, run_script
+from tests.helpers.scripts import TESTS_IMPORTABLE, call_script, run_script
 from trainwell.training.evaluate import cannot_test
 
 QUICK = (
@@ -37,8 +37,7 @@ def test_the_reason_names_the_missing_hook() -> None:
 
 
 def _train(run_dir: Path, *overrides: str) -> tuple[dict, list[str]]:
-    proc = run_script("train.py", *overrides, *QUICK, f"hydra.run.dir={run_dir}",
-                      env=TESTS_IMPORTABLE)  # fmt: skip
+    proc = call_script("train.py", *overrides, *QUICK, f"hydra.run.dir={run_dir}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     said = [line for line in proc.stdout.splitlines() if line.startswith("testing skipped")]
     return json.loads((run_dir / "results.json").read_text()), said

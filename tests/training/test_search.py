@@ -20,7 +20,7 @@ from optuna.trial import TrialState
 
 from hydra_plugins.trainwell_optuna_sweeper import _space
 from tests.helpers.config import CONF, REPO
-from tests.helpers.scripts import run_script
+from tests.helpers.scripts import call_script, run_script
 from tests.helpers.search import BRUTE_FORCE, TINY
 from tests.helpers.wandb_records import last_logged, offline_runs, read_offline_run
 from trainwell.cli import optimized_value
@@ -96,6 +96,8 @@ def test_optimized_value_is_the_named_metric_or_a_one_line_error() -> None:
 
 
 def test_a_search_without_multirun_is_refused_before_training(tmp_path: Path) -> None:
+    # A real subprocess: the mutation run's smoke check proves with it that scripts a test starts
+    # import the mutated copy.
     proc = run_script("train.py", "hparams_search=digits_optuna", f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == (
@@ -145,8 +147,13 @@ def test_a_maximized_sweep_of_another_metric_picks_the_largest(tmp_path: Path) -
     # they do), maximized: the best trial is the one with the larger train/loss, and the value
     # Optuna holds for each trial is its own train/loss, not the config's val/loss.
     sweep_dir = tmp_path / "sweep"
-    proc = _sweep(
-        sweep_dir,
+    proc = call_script(
+        "train.py",
+        "-m",
+        "hparams_search=digits_optuna",
+        f"hydra.sweep.dir={sweep_dir}",
+        *TINY,
+        "trainer.limit_test_batches=1",
         *BRUTE_FORCE,
         "hydra.sweeper.n_trials=2",
         "model.optimizer.lr=choice(0.0001,0.03)",

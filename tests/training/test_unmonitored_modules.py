@@ -23,7 +23,7 @@ from omegaconf import OmegaConf, open_dict
 
 from tests.helpers.foreign_modules import BORING, WIDTHS
 from tests.helpers.scripted import scripted_cfg
-from tests.helpers.scripts import TESTS_IMPORTABLE, run_script
+from tests.helpers.scripts import TESTS_IMPORTABLE, call_script, run_script
 from trainwell.errors import TrainwellError
 from trainwell.training.monitored_metric import MonitoredMetricCheck
 from trainwell.training.run import train
@@ -43,7 +43,7 @@ NOTHING_TO_MONITOR = (
 def test_boring_model_with_the_default_callbacks_trains_without_best_ckpt(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     # Lightning's demo pair as it ships, nothing about monitoring overridden.
-    proc = run_script(
+    proc = call_script(
         "train.py",
         "~model",
         f"+model._target_={BORING}.BoringModel",
