@@ -83,7 +83,7 @@ def call_script(
     As in a fresh process, warnings and log records are printed to the returned stderr/stdout
     (not recorded by pytest), under Python's default warning filters. What a run leaves behind
     in the process is undone: argv, sys.path, environment, working directory, Hydra's global
-    state, logging handlers, the run dir locks it took, the global random generators and
+    state, logging handlers, an open wandb run, the run dir locks it took, the global random generators and
     torch's deterministic-algorithms flag."""
     import runpy
 
@@ -164,6 +164,9 @@ def _isolated(out: io.StringIO, err: io.StringIO) -> Iterator[None]:
         os.environ.update(saved_env)
         os.chdir(saved_cwd)
         GlobalHydra.instance().clear()
+        wandb = sys.modules.get("wandb")
+        if wandb is not None and wandb.run is not None:
+            wandb.finish()  # a process ends its run at exit; the next logger must not log into it
         for handler in root.handlers:
             if handler not in root_handlers:
                 handler.close()  # Hydra's file handler on this run's log
