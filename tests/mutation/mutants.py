@@ -777,6 +777,22 @@ MUTANTS: list[Mutant] = [
         ("tests/deploy/test_request.py",),
         "a uint8 model's request with 3.5 in it is a one-line 4xx, not a silently truncated image",
     ),
+    Mutant(
+        "serve request validation: the level-by-level check takes booleans for numbers",
+        "src/trainwell/deploy/request.py",
+        "        if kinds <= {int, float}:",
+        "        if kinds <= {int, float, bool}:",
+        ("tests/deploy/test_request.py",),
+        "a /predict body with true/false in it is a one-line 4xx on the fast path too",
+    ),
+    Mutant(
+        "serve request validation: the level-by-level check passes lists nested too deep",
+        "src/trainwell/deploy/request.py",
+        "    return False  # lists nested deeper than `depth`",
+        "    return True  # lists nested deeper than `depth`",
+        ("tests/deploy/test_request.py",),
+        "a /predict body nested deeper than the input's shape is a one-line 4xx naming it",
+    ),
     # -- serve (deploy/serve.py) ------------------------------------------------------------------
     Mutant(
         "serve: the export's files are read without checking their sha256",
