@@ -795,6 +795,14 @@ MUTANTS: list[Mutant] = [
     ),
     # -- serve (deploy/serve.py) ------------------------------------------------------------------
     Mutant(
+        "serve batching: a lone request waits out the batch window",
+        "src/trainwell/deploy/batching.py",
+        "        if len(payloads) > 1:  # others were queued: a burst may still be arriving",
+        "        if payloads:",
+        ("tests/deploy/test_batching.py",),
+        "at concurrency 1 batching on answers as fast as batching off (no window wait alone)",
+    ),
+    Mutant(
         "serve: the export's files are read without checking their sha256",
         "src/trainwell/deploy/artifact.py",
         "    manifest = verify_export(export_dir)",
