@@ -795,6 +795,14 @@ MUTANTS: list[Mutant] = [
     ),
     # -- serve (deploy/serve.py) ------------------------------------------------------------------
     Mutant(
+        "serve batching: a request that found the worker idle waits on another queue round trip",
+        "src/trainwell/deploy/batching.py",
+        "        if time.monotonic() - first[2] < FRESH:  # the worker was idle: run it at once",
+        "        if False:",
+        ("tests/deploy/test_batching.py",),
+        "at concurrency 1 batching on answers as fast as batching off (no extra queue round trip)",
+    ),
+    Mutant(
         "serve batching: a lone request waits out the batch window",
         "src/trainwell/deploy/batching.py",
         "        if len(payloads) > 1:  # others were queued: a burst may still be arriving",
