@@ -15,7 +15,14 @@ weights: speed does not depend on them). Then, side by side in one run:
 - failed or lost requests under that load (any non-200 answer or broken connection);
 - in-process samples/s at batch 16 over batch 1: the most that batching can gain on this CPU;
 - the batched server's requests/s over in-process samples/s at batch 16 (the server's
-  max_batch_size), and at concurrency 1 the p50 with batching off over the p50 with it on.
+  max_batch_size), and at concurrency 1 the p50 with batching off over the p50 with it on;
+- where the CPU goes at concurrency 32, in ms per request: the inference worker, the rest of the
+  server (HTTP process, queue manager, broker, main process: read from /proc for the server's
+  process group) and this load generator, beside ONNX Runtime's own CPU per sample in-process.
+
+The in-process side runs before, between and after the server sides, and each side is compared
+with the mean of the in-process runs either side of it: on a shared machine a load change between
+sides then moves both terms of a ratio alike.
 
 The load generator talks to 127.0.0.1 only, sends a bounded number of requests, and is kept
 light because it shares the CPU with the server: one thread per connection, raw http.client
@@ -108,6 +115,45 @@ def in_process_rate(export: Path, raw: np.ndarray, batch: int, n: int) -> float:
     return max(n // batch, 1) * batch / (time.perf_counter() - start)
 
 
+def group_cpu(pgid: int) -> dict[int, float]:
+    """CPU seconds (user + system) of every live process of process group `pgid`, by pid."""
+    tick = os.sysconf("SC_CLK_TCK")
+    seconds = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:  # gone meanwhile
+            continue
+        if int(fields[2]) == pgid:  # fields after the name: state ppid pgrp ... utime stime
+            seconds[int(entry.name)] = (int(fields[11]) + int(fields[12])) / tick
+    return seconds
+
+
+def cpu_per_request(before: dict[int, float], after: dict[int, float], n: int) -> tuple:
+    """(ms of CPU per request in the busiest process, the inference worker; in all the others:
+    HTTP process, queue manager, broker, main)."""
+    used = sorted((after[pid] - before.get(pid, 0.0) for pid in after), reverse=True)
+    return used[0] / n * 1e3, sum(used[1:]) / n * 1e3
+
+
+def in_process(export: Path, raw: np.ndarray, requests: int, n_load: int) -> dict[str, float]:
+    """One in-process run: p50/p99 ms at batch 1, samples/s at batch 16 and 1, and CPU ms (this
+    process, ONNX Runtime's threads included) per sample at batch 16."""
+    p50, p99 = percentiles(in_process_latency(export, raw, requests))
+    cpu = time.process_time()
+    b16 = in_process_rate(export, raw, 16, n_load)
+    b16_cpu = (time.process_time() - cpu) / (max(n_load // 16, 1) * 16 + 16) * 1e3
+    return {
+        "p50": p50,
+        "p99": p99,
+        "b16": b16,
+        "b1": in_process_rate(export, raw, 1, n_load),
+        "b16_cpu": b16_cpu,
+    }
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -146,7 +192,7 @@ def server(export: Path, run_dir: Path, *overrides: str):
                     break
             except OSError:
                 time.sleep(0.2)
-        yield port
+        yield port, proc.pid
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(proc.pid, signal.SIGTERM)  # the server's own drain; SIGKILL if it hangs
@@ -225,40 +271,62 @@ def main(argv: list[str] | None = None) -> None:
         for name in args.models:
             export = Path(tmp) / name / "export"
             raw = build_export(name, export, args.resnet_width)
-            local = percentiles(in_process_latency(export, raw, args.requests))
-            print(f"{name} in-process b1 c1: p50 {local[0]:.2f} ms p99 {local[1]:.2f} ms")
-            # The batching side's ceiling is ONNX Runtime itself at the server's batch size.
-            rate_b16 = in_process_rate(export, raw, 16, n_load)
-            ceiling = rate_b16 / in_process_rate(export, raw, 1, n_load)
-            print(f"{name} in-process samples/s batch 16 / batch 1: {ceiling:.2f}x", flush=True)
-            figures[f"{name}_inproc_b16_over_b1_x"] = ceiling
-            figures[f"{name}_inproc_b16_sps"] = rate_b16
             one = bodies(raw, args.requests + 10)
             many = bodies(raw, n_load)
             sides = {"nobatch": ("max_batch_size=1",), "batch": tuple(args.batch)}
+            # In-process runs before, between and after the server sides: each side is compared
+            # with the mean of the in-process runs on either side of it, so that a load change
+            # on the shared machine between sides moves both terms of a ratio alike.
+            local = [in_process(export, raw, args.requests, n_load)]
             for side, overrides in sides.items():
-                with server(export, Path(tmp) / name / f"run-{side}", *overrides) as port:
+                with server(export, Path(tmp) / name / f"run-{side}", *overrides) as (port, pgid):
                     load(port, one[:10], 1)  # warm-up: connections, first allocations
                     latencies, failed_1, _ = load(port, one[10:], 1)
                     p50, p99 = percentiles(latencies)
+                    cpu_before, client_before = group_cpu(pgid), time.process_time()
                     _, failed_n, rate = load(port, many, args.concurrency)
+                    client_ms = (time.process_time() - client_before) / n_load * 1e3
+                    worker_ms, rest_ms = cpu_per_request(cpu_before, group_cpu(pgid), n_load)
+                local.append(in_process(export, raw, args.requests, n_load))
+                near = {k: (local[-2][k] + local[-1][k]) / 2 for k in local[-1]}
                 print(
                     f"{name} server[{side}] b1 c1: p50 {p50:.2f} ms p99 {p99:.2f} ms "
-                    f"(+{p50 - local[0]:.2f} ms over in-process); c{args.concurrency}: "
-                    f"{rate:.1f} req/s, failed {failed_1 + failed_n}",
+                    f"(+{p50 - near['p50']:.2f} ms over in-process); c{args.concurrency}: "
+                    f"{rate:.1f} req/s ({rate / near['b16']:.2f}x in-process b16), "
+                    f"failed {failed_1 + failed_n}; CPU ms/request: worker {worker_ms:.2f}, "
+                    f"rest of server {rest_ms:.2f}, client {client_ms:.2f} (in-process: "
+                    f"{near['b16_cpu']:.2f} ms/sample at b16); load1 {os.getloadavg()[0]:.1f}",
                     flush=True,
                 )
                 figures[f"{name}_{side}_p50_ms"] = p50
                 figures[f"{name}_{side}_p99_ms"] = p99
+                figures[f"{name}_{side}_over_inproc_p50_ms"] = p50 - near["p50"]
                 figures[f"{name}_{side}_rps"] = rate
+                figures[f"{name}_{side}_over_inproc_b16_x"] = rate / near["b16"]
+                figures[f"{name}_{side}_worker_cpu_ms"] = worker_ms
+                figures[f"{name}_{side}_rest_cpu_ms"] = rest_ms
+                figures[f"{name}_{side}_client_cpu_ms"] = client_ms
                 figures[f"{name}_failed"] = figures.get(f"{name}_failed", 0) + failed_1 + failed_n
-            figures[f"{name}_inproc_p50_ms"], figures[f"{name}_inproc_p99_ms"] = local
+            mean = {k: float(np.mean([run[k] for run in local])) for k in local[0]}
+            print(
+                f"{name} in-process b1 c1: p50 {mean['p50']:.2f} ms p99 {mean['p99']:.2f} ms; "
+                f"samples/s batch 16 / batch 1: {mean['b16'] / mean['b1']:.2f}x "
+                f"(mean of {len(local)} runs between the server sides)",
+                flush=True,
+            )
+            figures[f"{name}_inproc_p50_ms"], figures[f"{name}_inproc_p99_ms"] = (
+                mean["p50"],
+                mean["p99"],
+            )
+            figures[f"{name}_inproc_b16_sps"] = mean["b16"]
+            figures[f"{name}_inproc_b16_over_b1_x"] = mean["b16"] / mean["b1"]
+            figures[f"{name}_inproc_b16_cpu_ms"] = mean["b16_cpu"]
             figures[f"{name}_batching_x"] = (
                 figures[f"{name}_batch_rps"] / figures[f"{name}_nobatch_rps"]
             )
             # Targets: batched throughput against in-process at the same batch size; at
             # concurrency 1, batching on must not cost latency against batching off.
-            figures[f"{name}_batch_over_inproc_b16_x"] = figures[f"{name}_batch_rps"] / rate_b16
+            # (`{name}_batch_over_inproc_b16_x`, set above with the batched side's figures.)
             figures[f"{name}_c1_batch_on_over_off_x"] = (
                 figures[f"{name}_nobatch_p50_ms"] / figures[f"{name}_batch_p50_ms"]
             )

@@ -81,3 +81,20 @@ def test_a_value_that_overflows_float32_is_refused_where_there_is_no_range():
     with pytest.raises(BadRequest, match="overflow float32") as err:
         parse_inputs(json.dumps({"inputs": [[1e39, -3.0]]}), spec)
     assert err.value.status == 400
+
+
+def test_a_well_formed_body_is_checked_without_walking_every_element(monkeypatch):
+    # The element-by-element walk costs ~1.4 ms on a 32x32x3 image (most of a request's parse);
+    # a well-formed body is checked level by level instead, and only a body that fails that
+    # check is walked, to name its first bad element.
+    import trainwell.deploy.request as request
+
+    def walk(*args):
+        raise AssertionError("a well-formed body was walked element by element")
+
+    monkeypatch.setattr(request, "_check_numbers", walk)
+    spec = {"name": "inputs", "dtype": "uint8", "shape": [None, 4, 4, 3], "range": [0, 255]}
+    image = np.arange(48, dtype=np.uint8).reshape(1, 4, 4, 3)
+    array = parse_inputs(json.dumps({"inputs": image.tolist()}), spec)
+    np.testing.assert_array_equal(array, image)
+    assert parse_inputs(json.dumps({"inputs": GOOD * 2}), SPEC).shape == (2, 8, 8)

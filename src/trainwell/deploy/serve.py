@@ -36,6 +36,7 @@ from omegaconf import DictConfig
 
 from trainwell import compat
 from trainwell.deploy import artifact
+from trainwell.deploy.batching import GreedyBatchLoop
 from trainwell.deploy.request import BadRequest, parse_inputs
 from trainwell.deploy.shutdown import reap_children, stop_on_signals
 from trainwell.errors import TrainwellError
@@ -212,6 +213,7 @@ def build_server(export_dir: Path, manifest: dict[str, Any], cfg: DictConfig) ->
         threads=int(cfg.threads),
         max_batch_size=max_batch,
         batch_timeout=float(cfg.batch_timeout) if batching else 0.0,
+        loop=GreedyBatchLoop() if batching else "auto",
     )
     server = ls.LitServer(
         api,
