@@ -740,8 +740,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor schedule.interval: a step-sized scheduler stepped per epoch passes",
         "src/trainwell/doctor/checks/schedule.py",
-        '        return "optimizer step"\n    if length is not None and length == ctx.plan.max_epochs:',
-        '        return "epoch"\n    if length is not None and length == ctx.plan.max_epochs:',
+        '        return "optimizer step"\n    if length == ctx.plan.max_epochs or',
+        '        return "epoch"\n    if length == ctx.plan.max_epochs or',
         (f"{MUSEUM_T}[step-sized OneCycleLR returned bare (per epoch)]",),
         "schedule.interval warns on a scheduler sized in steps but stepped per epoch",
     ),
