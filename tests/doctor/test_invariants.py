@@ -45,6 +45,12 @@ CASES = [
     ("mean_over_padding", "tokens", "loss.padding", "fail"),
     ("attention_without_padding_mask", "tokens", "loss.padding", "fail"),
     ("tags_loss_counts_padding", "tokens", "loss.padding", "fail"),
+    ("decay_sized_for_one_epoch", "model", "schedule.interval", "fail"),
+    ("cosine_epochs_stepped_per_step", "model", "schedule.interval", "fail"),
+    ("warmup_from_batch_idx", "model", "schedule.interval", "warn"),
+    ("val_labels_shuffled_apart", "data", "data.split_agreement", "fail"),
+    ("label_map_per_split", "data", "data.split_agreement", "fail"),
+    ("val_inputs_and_labels_zipped", "data", "data.split_agreement", "fail"),
 ]
 
 

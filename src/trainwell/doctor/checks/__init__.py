@@ -24,6 +24,7 @@ from trainwell.doctor.checks.padding import loss_padding
 from trainwell.doctor.checks.partial_load import checkpoint_partial_load
 from trainwell.doctor.checks.precision import precision_master_weights
 from trainwell.doctor.checks.schedule import schedule_interval
+from trainwell.doctor.checks.split_agreement import data_split_agreement
 from trainwell.doctor.checks.state import checkpoint_roundtrip
 from trainwell.doctor.checks.structure import optimizer_coverage, params_registered
 from trainwell.doctor.harness.context import DoctorContext
@@ -38,6 +39,7 @@ CHECKS: dict[str, Callable[[DoctorContext], Check]] = {
     "model.head_width": model_head_width,
     "data.finite": data_finite,
     "data.leakage": data_leakage,
+    "data.split_agreement": data_split_agreement,
     "data.class_balance": data_class_balance,
     "grad.flow": grad_flow,
     "grad.zeroing": grad_zeroing,

@@ -9,14 +9,11 @@ class-balanced batch: predictions collapsed onto the majority class fail.
 
 from __future__ import annotations
 
-import math
 from typing import Any
 
 import torch
 
-from trainwell.doctor.harness.batches import replay_loader
 from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.harness.observe import ConstantLR
 from trainwell.doctor.report.verdict import Check
 from trainwell.errors import TrainwellError, error_line
 from trainwell.loading.labels import class_counts, dataset_labels
@@ -109,13 +106,7 @@ def _collapsed_predictions(
         members = torch.nonzero(labels == c).reshape(-1)
         pick = members[torch.randperm(len(members), generator=generator)[:per_class]]
         indices.extend(pick.tolist())
-    task = ctx.make_task()
-    steps = ctx.settings.overfit_steps
-    # The real train batches in the loader's order, repeated up to `steps` at the configured LR
-    # held constant (a run's warmup would keep so short a fit at an LR near 0: an untrained net).
-    batches = ctx.samples.micro_batches(0, steps)
-    train = replay_loader(batches, repeats=math.ceil(steps / max(len(batches), 1)))
-    result = ctx.fit(task, train, callbacks=[ConstantLR()], max_steps=steps)
+    task, result = ctx.short_fit
     if result.error is not None:
         evidence["probe"] = f"the short fit raised {result.error_line}"
         return False
@@ -135,7 +126,7 @@ def _collapsed_predictions(
         return False
     predicted = torch.bincount(logits.argmax(dim=1).cpu(), minlength=len(counts))
     evidence["probe"] = {
-        "fit_steps": steps,
+        "fit_steps": ctx.settings.overfit_steps,
         "balanced_batch_per_class": per_class,
         "predicted_counts": predicted.tolist(),
     }

@@ -1,222 +1,318 @@
-"""schedule.interval: when the schedulers step, against their declared interval and the plan."""
+"""schedule.interval: the learning rate at each optimizer step follows the curve the plan implies.
+
+The probe runs the task through the real Lightning loop on a run shaped like the planned one (the
+plan's micro-batches per epoch, epochs, accumulation), so `trainer.estimated_stepping_batches`
+and every hook the module overrides see what the real run sees; it records the learning rate each
+optimizer step uses and each scheduler's step counter, across an epoch boundary where the budget
+allows. Each scheduler is then replayed from its first state, stepped on its own, to get its curve;
+the plan says which pace it should follow: once per optimizer step when it is sized in the run's
+optimizer steps, once per epoch when sized in its epochs, else as it is registered. Whatever steps
+it (Lightning, `lr_scheduler_step`, a `scheduler.step(epoch)` by hand, a manual loop), the LR seen
+must be the curve at that pace; and the curve must last the run (not decay to zero early).
+"""
 
 from __future__ import annotations
 
-from itertools import pairwise
+import copy
+import math
+import warnings
+from itertools import accumulate
 from typing import Any
 
+import lightning as L
+
+from trainwell.doctor.harness.batches import replay_loader
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.recorder import Recorder
 from trainwell.doctor.report.verdict import Check
 
-# A step-sized schedule this many times longer than the run is cut off early. Below it, a
-# longer schedule may be deliberate (a run stopped before the schedule's end by design).
+# A step-sized schedule this many times longer than the run is cut off early (below: maybe
+# by design).
 LONG = 2
+BUDGET = 64  # micro-batches the probe runs: one epoch boundary where the epoch fits
+SIMULATE = 20_000  # scheduler steps replayed at most to find where a curve ends
+FLOOR = 1e-3  # a learning rate below this fraction of the curve's peak is spent
+
+
+class _Trace(Recorder):
+    """The Recorder, plus per optimizer step: each scheduler's optimizer LR and the epoch; it
+    keeps every scheduler's first state (to replay its curve) and stops after `budget`."""
+
+    def __init__(self, budget: int) -> None:
+        super().__init__()
+        self.budget = budget
+        self.step_lrs: list[list[float]] = []
+        self.step_epochs: list[int] = []
+        self.first_states: list[tuple[dict[str, Any], list[float]]] = []
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_train_start(trainer, pl_module)
+        self.first_states = [
+            (
+                copy.deepcopy(c.scheduler.state_dict()),
+                [g["lr"] for g in c.scheduler.optimizer.param_groups],
+            )
+            for c in trainer.lr_scheduler_configs
+        ]
+
+    def on_before_optimizer_step(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer: Any
+    ) -> None:
+        super().on_before_optimizer_step(trainer, pl_module, optimizer)
+        stepping = getattr(optimizer, "optimizer", optimizer)
+        self.step_lrs.append(
+            [
+                float(c.scheduler.optimizer.param_groups[0]["lr"])
+                for c in trainer.lr_scheduler_configs
+            ]
+            or [float(stepping.param_groups[0]["lr"])]
+        )
+        self.step_epochs.append(trainer.current_epoch)
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        super().on_train_batch_end(trainer, *args)
+        if self._batches_seen >= self.budget:
+            trainer.should_stop = True
 
 
 def schedule_interval(ctx: DoctorContext) -> Check:
-    """Run 3 optimizer steps with the configured accumulation and count scheduler steps."""
-    k = max(1, ctx.accumulate)
-    steps = 3
-    recorder = Recorder()
+    """Trace the LR through a run shaped like the plan; compare it with each scheduler's curve."""
+    k, plan = max(1, ctx.accumulate), ctx.plan
+    per_epoch = plan.iterations_per_epoch or 3 * k
+    epochs = max(1, plan.max_epochs) if plan.iterations_per_epoch else 1
+    trace = _Trace(budget=min(BUDGET, per_epoch + 2 * k) if epochs > 1 else min(BUDGET, per_epoch))
     fit = ctx.fit(
         ctx.make_task(),
-        ctx.fixed_loader(repeats=k * steps + k),
-        [recorder],
-        max_steps=steps,
+        replay_loader([ctx.batch], per_epoch),
+        [trace],
+        max_steps=int(ctx.cfg.trainer.get("max_steps") or -1),
         accumulate=k,
+        max_epochs=epochs,
+        limit_train_batches=1.0,
     )
-    if fit.error is not None and len(recorder.micro_batches_per_step) < 2:
-        return Check("schedule.interval", "skip", f"the short fit failed: {fit.error_line}")
-    lrs = recorder.lrs
-    windows = [lrs[i * k : (i + 1) * k] for i in range(len(lrs) // k)]
-    mid_window = sum(1 for w in windows if len(set(w)) > 1)
+    if fit.error is not None and len(trace.micro_batches_per_step) < 2:
+        return _verdict("skip", f"the short fit failed: {fit.error_line}", {})
+    total = plan.total_optimizer_steps
+    estimate = int(fit.trainer.estimated_stepping_batches)
     evidence: dict[str, Any] = {
         "accumulate": k,
-        "optimizer_steps": len(recorder.micro_batches_per_step),
-        "micro_batches_per_step": recorder.micro_batches_per_step,
-        "lr_per_micro_batch": lrs,
-        "schedulers": recorder.scheduler_configs,
-        "scheduler_last_epoch_at_steps": recorder.scheduler_counts,
-        "plan_total_optimizer_steps": ctx.plan.total_optimizer_steps,
-        "plan_warmup_steps": ctx.plan.warmup_steps,
+        "micro_batches_per_epoch": per_epoch,
+        "optimizer_steps": len(trace.micro_batches_per_step),
+        "epochs_seen": sorted(set(trace.step_epochs)),
+        "lr_per_optimizer_step": trace.step_lrs,
+        "schedulers": trace.scheduler_configs,
+        "scheduler_last_epoch_at_steps": trace.scheduler_counts,
+        "plan_total_optimizer_steps": total,
+        "probe_estimated_stepping_batches": estimate,
     }
+    ends = list(accumulate(trace.micro_batches_per_step))  # the loop's own windows
+    windows = [trace.lrs[a:b] for a, b in zip([0, *ends], ends, strict=False)]
+    mid_window = sum(1 for w in windows if len(set(w)) > 1)
     if mid_window and k > 1:
-        return Check(
-            "schedule.interval",
+        return _verdict(
             "fail",
-            f"the learning rate changes inside {mid_window} accumulation window(s) of {k} "
-            "micro-batches: the scheduler steps per micro-batch, so the schedule ends "
-            f"{k}x too early; step it once per optimizer step (interval='step', no manual "
-            "scheduler.step() in training_step)",
+            f"the learning rate changes inside {mid_window} accumulation "
+            f"window(s) of {k} micro-batches: the scheduler steps per micro-batch, so the "
+            f"schedule ends {k}x too early; step it once per optimizer step (interval='step', "
+            "no manual scheduler.step() in training_step)",
             evidence,
         )
-    if not recorder.scheduler_configs:
-        return Check(
-            "schedule.interval",
-            "pass",
-            "no LR scheduler is registered and the LR stays constant within windows",
-            evidence,
-        )
-    probe_estimate = int(fit.trainer.estimated_stepping_batches)
-    for index, config in enumerate(recorder.scheduler_configs):
-        counts = [c[index] for c in recorder.scheduler_counts]
-        per_step = [b - a for a, b in pairwise(counts)]
-        evidence[f"scheduler_{index}_steps_per_optimizer_step"] = per_step
-        verdict = _judge_scheduler(ctx, config, per_step, k, probe_estimate, evidence)
-        if verdict is None:
-            verdict = _stepped_before_optimizer(recorder, index, config, evidence)
+    if not trace.scheduler_configs:
+        return _hand_set(trace, evidence)
+    for index in range(len(trace.scheduler_configs)):
+        verdict = _follows_curve(ctx, fit.trainer, trace, index, estimate, evidence)
         if verdict is not None:
             return verdict
-    return _stepping_passes(ctx, recorder.scheduler_configs, k, probe_estimate, evidence)
+    names = ", ".join(f"{c['class']} ({c['pace']})" for c in trace.scheduler_configs)
+    return _verdict(
+        "pass",
+        f"the learning rate follows {names} at the planned pace over "
+        f"{len(trace.step_lrs)} optimizer steps (accumulate {k}), and the schedule lasts the "
+        f"{total} planned steps",
+        evidence,
+    )
 
 
-def _judge_scheduler(
+def _replay(trainer: L.Trainer, index: int, trace: _Trace, steps: int) -> list[float]:
+    """The scheduler's own curve from its first state: LR after 0, 1, ... scheduler steps (it
+    ends early where the scheduler refuses to step on, as OneCycleLR does past its end)."""
+    scheduler = trainer.lr_scheduler_configs[index].scheduler
+    state, lrs = trace.first_states[index]
+    scheduler.load_state_dict(copy.deepcopy(state))
+    for group, lr in zip(scheduler.optimizer.param_groups, lrs, strict=True):
+        group["lr"] = lr
+    curve = [float(scheduler.optimizer.param_groups[0]["lr"])]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(steps):
+            try:
+                scheduler.step()
+            except ValueError:  # past the end of a fixed-length schedule
+                break
+            curve.append(float(scheduler.optimizer.param_groups[0]["lr"]))
+    return curve
+
+
+def _spent_at(curve: list[float]) -> int | None:
+    """The first scheduler step from which the LR stays below FLOOR of its peak, if any."""
+    peak = max(curve, default=0.0)
+    if peak <= 0 or curve[-1] > FLOOR * peak:
+        return None
+    end = len(curve)
+    while end > 0 and curve[end - 1] <= FLOOR * peak:
+        end -= 1
+    return end
+
+
+def _follows_curve(
     ctx: DoctorContext,
-    config: dict[str, Any],
-    per_step: list[int],
-    k: int,
-    probe_estimate: int,
+    trainer: L.Trainer,
+    trace: _Trace,
+    index: int,
+    estimate: int,
     evidence: dict[str, Any],
 ) -> Check | None:
-    """A verdict for one registered scheduler, or None when it steps as it is registered."""
-    name, interval = config["class"], config["interval"]
-    total = ctx.plan.total_optimizer_steps
-    allowed = {0, 1} if interval == "step" and config["frequency"] > 1 else None
-    expected = 1 if interval == "step" else 0
-    bad = [p for p in per_step if (p not in allowed if allowed else p != expected)]
-    if bad:
-        seen = max(bad, key=lambda p: abs(p - expected))
-        what = "per micro-batch" if seen == k and k > 1 else f"{seen}x per optimizer step"
-        return Check(
-            "schedule.interval",
-            "fail",
-            f"{name} is registered with interval='{interval}' but steps {what} ({seen} "
-            f"times per optimizer step, expected {expected}): something steps it by hand as "
-            "well, so the schedule runs off its plan; leave stepping to Lightning (or use "
-            "manual optimization and step it once per optimizer step)",
-            evidence,
-        )
-    length = config["length"]
-    stepwise = interval == "step" and length is not None and total is not None
-    if stepwise and length < total and length != probe_estimate:
-        return Check(
-            "schedule.interval",
-            "fail",
-            f"{name} is sized for {length} optimizer steps but the run takes {total}: the "
-            "schedule ends early (OneCycleLR raises past its end); size it from the plan "
-            "(the `total_steps` the template's scheduler `_partial_` receives) or from "
-            "trainer.estimated_stepping_batches",
-            evidence,
-        )
-    if stepwise and length >= LONG * total and length != probe_estimate:
-        return Check(
-            "schedule.interval",
+    """A verdict for one scheduler whose LR leaves its curve at the planned pace, or whose
+    curve does not last the run; None when it follows the plan."""
+    config = trace.scheduler_configs[index]
+    name, total = config["class"], ctx.plan.total_optimizer_steps
+    if config["monitor"] is not None or config["frequency"] != 1:
+        config["pace"] = "as registered, by its metric or frequency"
+        return None  # its pace depends on a metric or on Lightning's frequency counter
+    owned = [s for s, owners in enumerate(trace.scheduler_owners) if owners[index]]
+    counts = [trace.scheduler_counts[s][index] for s in owned]
+    lrs = [trace.step_lrs[s][index] for s in owned]
+    epochs = [trace.step_epochs[s] for s in owned]
+    horizon = min(SIMULATE, max(LONG * (total or 0), len(owned)) + 1)
+    curve = _replay(trainer, index, trace, horizon)
+    length = config["length"] or _spent_at(curve)
+    pace = _pace(ctx, config, length, estimate)
+    config["pace"] = f"once per {pace}"
+    first = int(trace.first_states[index][0].get("last_epoch", 0))
+    planned = [
+        first + (j if pace == "optimizer step" else e - epochs[0]) for j, e in enumerate(epochs)
+    ]
+    evidence[f"scheduler_{index}_planned_last_epoch"] = planned
+    evidence[f"scheduler_{index}_length"] = length
+    for j, (lr, count, want) in enumerate(zip(lrs, counts, planned, strict=True)):
+        if want - first >= len(curve) or math.isclose(lr, curve[want - first], rel_tol=1e-5):
+            continue
+        where = f"at its optimizer step {j} (epoch {epochs[j]})"
+        if j == 0 and count > want:
+            return _verdict(
+                "warn",
+                f"{name} had already stepped {count - want} time(s) when its optimizer took "
+                "its first step (scheduler.step() before optimizer.step()): the schedule's "
+                "first learning rate is skipped and every step uses the next one; call "
+                "optimizer.step() first, then scheduler.step()",
+                evidence,
+            )
+        if j and count < counts[j - 1]:
+            return _verdict(
+                "fail",
+                f"{name}'s counter goes back from {counts[j - 1]} to {count} "
+                f"{where}: the schedule restarts (a warm-up run again); step it once per "
+                "optimizer step with no argument, or count with trainer.global_step",
+                evidence,
+            )
+        if count > want:
+            return _verdict(
+                "fail",
+                f"{name} runs ahead of its plan: {count - first} steps taken "
+                f"{where} where once per {pace} gives {want - first}, so the schedule ends "
+                f"early; step it once per {pace} (interval='{_interval(pace)}') and nowhere "
+                "else",
+                evidence,
+            )
+        if count < want:
+            return _verdict(
+                "warn",
+                f"{name} is sized in {pace}s (length {length}) but has "
+                f"stepped {count - first} times {where} where once per {pace} gives "
+                f"{want - first}: the run covers only the start of its schedule; return "
+                f"{{'scheduler': ..., 'interval': '{_interval(pace)}'}}",
+                evidence,
+            )
+        return _verdict(
             "warn",
-            f"{name} is sized for {length} optimizer steps but the run takes {total} "
-            f"({length / total:.1f}x longer): the run stops at {100 * total / length:.0f}% of "
-            "its schedule (OneCycleLR still warming up, a decay barely started); size it in "
-            "optimizer steps (len(train_loader) per epoch, not len(dataset), or "
+            f"the learning rate {where} is {lr:.3g} but {name}'s own "
+            f"curve gives {curve[want - first]:.3g} at that step: something else sets the "
+            "learning rate as well; let the scheduler own it",
+            evidence,
+        )
+    return _lasts_the_run(name, pace, length, total, estimate, evidence)
+
+
+def _interval(pace: str) -> str:
+    return "step" if pace == "optimizer step" else "epoch"
+
+
+def _verdict(status: str, message: str, evidence: dict[str, Any]) -> Check:
+    return Check("schedule.interval", status, message, evidence)
+
+
+def _pace(ctx: DoctorContext, config: dict[str, Any], length: int | None, estimate: int) -> str:
+    """How often the plan says this scheduler steps: by its length where that is the run's step
+    or epoch count; as `probe.scheduler_interval` or the registered interval says otherwise."""
+    steps = {ctx.plan.total_optimizer_steps, estimate} - {None}
+    if length is not None and length in steps and length != ctx.plan.max_epochs:
+        return "optimizer step"
+    if length == ctx.plan.max_epochs or ctx.settings.scheduler_interval == "epoch":
+        return "epoch"
+    return "optimizer step" if config["interval"] == "step" else "epoch"
+
+
+def _lasts_the_run(
+    name: str,
+    pace: str,
+    length: int | None,
+    total: int | None,
+    estimate: int,
+    evidence: dict[str, Any],
+) -> Check | None:
+    """A step-paced schedule must last the planned optimizer steps, and not far more."""
+    if pace != "optimizer step" or length is None or total is None or length == estimate:
+        return None
+    if length < total:
+        return _verdict(
+            "fail",
+            f"{name} is spent after {length} optimizer steps (its learning "
+            f"rate is at its end from then on) but the run takes {total}: the schedule ends "
+            "early; size it from trainer.estimated_stepping_batches (optimizer steps, "
+            "accumulation included) or the plan's `total_steps`",
+            evidence,
+        )
+    if length >= LONG * total:
+        return _verdict(
+            "warn",
+            f"{name} is sized for {length} optimizer steps but the run "
+            f"takes {total} ({length / total:.1f}x longer): the run stops at "
+            f"{100 * total / length:.0f}% of its schedule (a warm-up or decay barely started); "
+            "size it in optimizer steps (len(train_loader) per epoch, not len(dataset), or "
             "trainer.estimated_stepping_batches)",
             evidence,
         )
     return None
 
 
-def _stepped_before_optimizer(
-    recorder: Recorder, index: int, config: dict[str, Any], evidence: dict[str, Any]
-) -> Check | None:
-    """A warning when the scheduler had stepped before its optimizer's first step: a
-    scheduler.step() ahead of optimizer.step() skips the schedule's first value (torch warns
-    "Detected call of lr_scheduler.step() before optimizer.step()")."""
-    first = next((s for s, owners in enumerate(recorder.scheduler_owners) if owners[index]), None)
-    if first is None:
-        return None
-    early = recorder.scheduler_counts[first][index]
-    evidence[f"scheduler_{index}_steps_before_its_optimizer"] = early
-    if early <= 0:
-        return None
-    return Check(
-        "schedule.interval",
-        "warn",
-        f"{config['class']} had already stepped {early} time(s) when its optimizer took its "
-        "first step (scheduler.step() before optimizer.step()): the schedule's first learning "
-        "rate is skipped and every step uses the next one; call optimizer.step() first, then "
-        "scheduler.step()",
-        evidence,
-    )
-
-
-def _declares_per_step(ctx: DoctorContext) -> bool:
-    """The config sizes the schedule in optimizer steps: its scheduler `_partial_` takes the
-    plan's total_steps (the template's convention)."""
-    factories = ctx.factories()
-    scheduler = factories.get("scheduler")
-    return bool(scheduler is not None and getattr(scheduler, "accepts", False))
-
-
-def _sized_in_steps(ctx: DoctorContext, config: dict[str, Any], probe_estimate: int) -> bool:
-    """The scheduler itself says it was sized in optimizer steps (OneCycleLR's total_steps equal
-    to the run's, or the probe's, trainer.estimated_stepping_batches), not in epochs."""
-    length = config["length"]
-    sizes = {ctx.plan.total_optimizer_steps, probe_estimate} - {None, ctx.plan.max_epochs}
-    return length is not None and length in sizes
-
-
-def _stepping_passes(
-    ctx: DoctorContext,
-    configs: list[dict[str, Any]],
-    k: int,
-    probe_estimate: int,
-    evidence: dict[str, Any],
-) -> Check:
-    total = ctx.plan.total_optimizer_steps
-    epochs = [c["class"] for c in configs if c["interval"] == "epoch"]
-    expects_epoch = ctx.settings.scheduler_interval == "epoch"
-    step_sized = [
-        c for c in configs if c["interval"] == "epoch" and _sized_in_steps(ctx, c, probe_estimate)
-    ]
-    if step_sized and not expects_epoch:
-        # Lightning's default interval is 'epoch': a OneCycleLR sized by
-        # estimated_stepping_batches and returned bare runs a sliver of its warm-up.
-        name, length = step_sized[0]["class"], step_sized[0]["length"]
-        return Check(
-            "schedule.interval",
-            "warn",
-            f"{name} is sized for {length} optimizer steps but steps once per epoch "
-            "(interval='epoch', Lightning's default for a bare scheduler): the run covers only "
-            "the start of its schedule; return {'scheduler': ..., 'interval': 'step'} if "
-            "per-step was meant",
-            evidence,
-        )
-    if epochs and _declares_per_step(ctx) and not expects_epoch:
-        return Check(
-            "schedule.interval",
-            "warn",
-            f"{epochs[0]} steps once per epoch (interval='epoch'), but the configured scheduler "
-            f"is sized in optimizer steps ({total} planned): it would take {total} epochs to "
-            "run its course; return it with interval='step' if per-step was meant",
-            evidence,
-        )
-    if epochs:
-        return Check(
-            "schedule.interval",
-            "pass",
-            f"{', '.join(epochs)} step(s) once per epoch (interval='epoch', Lightning's "
-            "default) and never inside an accumulation window",
-            evidence,
-        )
-    if expects_epoch:
-        return Check(
-            "schedule.interval",
-            "warn",
-            "the scheduler steps once per optimizer step, but probe.scheduler_interval=epoch "
-            "says per-epoch was meant; return it with interval='epoch' if so",
-            evidence,
-        )
-    return Check(
-        "schedule.interval",
+def _hand_set(trace: _Trace, evidence: dict[str, Any]) -> Check:
+    """No scheduler: a learning rate set by hand must not restart its warm-up every epoch."""
+    lrs = [lr[0] for lr in trace.step_lrs]
+    starts = [s for s in range(1, len(lrs)) if trace.step_epochs[s] != trace.step_epochs[s - 1]]
+    for s in starts:
+        rose = lrs[0] < max(lrs[:s]) and lrs[1] > lrs[0]
+        if rose and math.isclose(lrs[s], lrs[0], rel_tol=1e-6) and lrs[s - 1] > lrs[0]:
+            return _verdict(
+                "warn",
+                f"the learning rate rises from {lrs[0]:.3g} to "
+                f"{lrs[s - 1]:.3g} over the first epoch, then starts again at {lrs[s]:.3g} "
+                f"with the next (optimizer step {s}): a warm-up counted with batch_idx "
+                "restarts every epoch; count with trainer.global_step",
+                evidence,
+            )
+    return _verdict(
         "pass",
-        f"the scheduler steps once per optimizer step (accumulate {k}), {total} steps planned",
+        "no LR scheduler is registered and the learning rate stays "
+        "constant within accumulation windows and does not restart with the epoch",
         evidence,
     )

@@ -10,6 +10,7 @@ structure.
 from __future__ import annotations
 
 import logging
+import math
 import tempfile
 import warnings
 from dataclasses import dataclass, field
@@ -162,6 +163,18 @@ class DoctorContext:
             instantiate(self.probe_cfg.model),  # read for its item unit only
             **planner_settings(cfg),
         )
+
+    @cached_property
+    def short_fit(self) -> tuple[L.LightningModule, FitResult]:
+        """A fresh task fitted for probe.overfit_steps on the real train batches in the loader's
+        order, at the configured LR held constant (a warm-up would keep so short a fit near an
+        LR of 0): what the probes that judge what training learns share (do not train it on)."""
+        from trainwell.doctor.harness.observe import ConstantLR  # observe imports this module
+
+        task, steps = self.make_task(), self.settings.overfit_steps
+        batches = self.samples.micro_batches(0, steps)
+        train = replay_loader(batches, repeats=math.ceil(steps / max(len(batches), 1)))
+        return task, self.fit(task, train, callbacks=[ConstantLR()], max_steps=steps)
 
     @property
     def accumulate(self) -> int:

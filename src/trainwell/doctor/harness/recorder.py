@@ -57,12 +57,13 @@ ZEROING_STEPS = 50  # optimizer steps grad.zeroing watches (a pass over every pa
 
 
 def schedule_length(scheduler: Any) -> int | None:
-    """The optimizer steps a scheduler was sized for, where it says (OneCycleLR's total_steps, a
-    LambdaLR whose function keeps a `total_steps`); None for open-ended schedules."""
+    """The steps a scheduler was sized for, where it says (OneCycleLR's total_steps, a LambdaLR
+    whose function keeps a `total_steps`, a cosine's T_max); None for open-ended schedules."""
     for owner in (scheduler, *getattr(scheduler, "lr_lambdas", ())):
-        value = getattr(owner, "total_steps", None)
-        if isinstance(value, int):
-            return value
+        for attribute in ("total_steps", "T_max"):
+            value = getattr(owner, attribute, None)
+            if isinstance(value, int):
+                return value
     return None
 
 
