@@ -19,7 +19,7 @@ setup: $(STAMP)
 train: $(STAMP)
 	$(PY) scripts/train.py $(ARGS)
 
-# One pytest worker per core (pytest-xdist; WORKERS=1 for a single process): most tests run a real
+# One pytest worker per core (pytest-xdist; WORKERS=0: one process, as -s needs): most tests run a real
 # script, whose start-up is single-threaded. A test file stays on one worker, so the trained runs
 # its module fixtures share are made once.
 WORKERS ?= auto

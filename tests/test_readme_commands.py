@@ -123,7 +123,7 @@ EXCLUDED = {
     ),
     "python scripts/train.py -m hparams_search=digits_optuna cv.folds=5 "
     "optimized_metric=cv/acc_mean hydra.sweeper.direction=maximize": "100 runs (20 trials x 5 folds)",
-    'make test-slow ARGS="tests/deploy/test_serve_parity.py -s"': (
+    'make test-slow WORKERS=0 ARGS="tests/deploy/test_serve_parity.py -s"': (
         "a test of the slow suite, which CI runs"
     ),
 }
