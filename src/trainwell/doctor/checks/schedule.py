@@ -71,7 +71,7 @@ class _Trace(Recorder):
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
         super().on_train_batch_end(trainer, *args)
-        if self._batches_seen >= self.budget:
+        if self.batches_seen >= self.budget:
             trainer.should_stop = True
 
 

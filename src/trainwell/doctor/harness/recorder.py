@@ -144,6 +144,11 @@ class Recorder(L.Callback):
         self._saved: list[weakref.ref] = []
         self._hooks: Any = None
 
+    @property
+    def batches_seen(self) -> int:
+        """Training batches seen so far (a probe that stops a fit after a budget reads it)."""
+        return self._batches_seen
+
     # -- setup -------------------------------------------------------------------------------
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._freeze(pl_module)
