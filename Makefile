@@ -28,8 +28,9 @@ XDIST = -n $(WORKERS) --dist loadfile
 test: $(STAMP)
 	$(PY) -m pytest -m "not slow" $(XDIST) $(ARGS)
 
+# The long tests stay in one process until their runs under workers have been checked in full.
 test-slow: $(STAMP)
-	$(PY) -m pytest -m slow $(XDIST) $(ARGS)
+	$(PY) -m pytest -m slow $(ARGS)
 
 test-all: $(STAMP)
 	$(PY) -m pytest $(XDIST) $(ARGS)
