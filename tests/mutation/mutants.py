@@ -475,8 +475,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "sweeper: direction hard-coded to minimize",
         SEARCH,
-        "            direction=self.direction,",
-        '            direction="minimize",',
+        "            sampler=self._sampler(0),\n            direction=self.direction,",
+        '            sampler=self._sampler(0),\n            direction="minimize",',
         (SWEEP_T,),
         "hydra.sweeper.direction=maximize picks the largest value",
     ),

@@ -1,4 +1,4 @@
-"""A trial that raises is a failed trial, not a failed sweep."""
+"""How trials and sweeps fail: a trial that raises is a failed trial, not a failed sweep."""
 
 from __future__ import annotations
 
@@ -10,6 +10,14 @@ from hydra.types import TaskFunction
 from omegaconf import DictConfig
 
 from trainwell.errors import error_line, first_line
+
+# The study's user attr of a failed trial: its one-line cause (the summary names the first).
+FAILURE_ATTR = "failure"
+
+
+class SweepFailed(CompactHydraException):
+    """The sweep cannot go on, or no trial completed: one line, exit 1 (Hydra prints compact
+    exceptions as they are)."""
 
 
 @dataclass(frozen=True)

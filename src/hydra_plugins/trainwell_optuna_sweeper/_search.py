@@ -8,18 +8,16 @@ running when the sweep died are marked failed (and listed in the study's user at
 
 from __future__ import annotations
 
-import fcntl
 import json
 import logging
 import math
-import os
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import optuna
 from hydra.core.plugins import Plugins
 from hydra.core.utils import JobReturn
-from hydra.errors import CompactHydraException, HydraException
+from hydra.errors import HydraException
 from hydra.types import HydraContext, TaskFunction
 from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
@@ -28,17 +26,13 @@ from optuna.trial import FrozenTrial, Trial, TrialState
 from trainwell.callbacks.pruning import PRUNER_ATTR, PRUNING_FILE
 
 from . import _space
-from ._failures import ReportFailures, TrialFailed, failure_line
+from ._failures import FAILURE_ATTR, ReportFailures, SweepFailed, TrialFailed, failure_line
+from ._lock import hold_sweep_lock
+from ._summary import summarize
 
 log = logging.getLogger(__name__)
 
 _INTERRUPTED = "interrupted_trials"
-_FAILURE = "failure"
-
-
-class SweepFailed(CompactHydraException):
-    """The sweep cannot go on, or no trial completed: one line, exit 1 (Hydra prints compact
-    exceptions as they are)."""
 
 
 class OptunaSearch:
@@ -92,7 +86,7 @@ class OptunaSearch:
                 "nothing to search: hydra.sweeper.params has no sweep (choice/range/interval)"
             )
         self.sweep_dir.mkdir(parents=True, exist_ok=True)
-        self._lock = _hold_sweep_lock(self.sweep_dir)
+        self._lock = hold_sweep_lock(self.sweep_dir)
         OmegaConf.save(self.config, self.sweep_dir / "multirun.yaml")
         study = optuna.create_study(
             study_name=self.study_name,
@@ -154,7 +148,15 @@ class OptunaSearch:
             done = self._finished(study)
         if self.exhausted:
             print(f"the sampler tried every point of the search space ({len(done)} trials)")
-        self._summary(study, where)
+        summarize(
+            study,
+            self._finished(study),
+            where,
+            metric=self.metric,
+            direction=self.direction,
+            storage=self.storage,
+            sweep_dir=self.sweep_dir,
+        )
         return study
 
     # -- bookkeeping --------------------------------------------------------------------------
@@ -256,70 +258,9 @@ class OptunaSearch:
             self.exhausted = True
 
     def _fail(self, study: optuna.Study, trial: Trial, message: str) -> None:
-        trial.set_user_attr(_FAILURE, message)
+        trial.set_user_attr(FAILURE_ATTR, message)
         self._record(study, trial, state=TrialState.FAIL)
         print(f"trial {trial.number} failed: {message}", flush=True)
-
-    def _summary(self, study: optuna.Study, where: str) -> None:
-        finished = self._finished(study)
-        complete = [t for t in finished if t.state == TrialState.COMPLETE]
-        pruned = sum(t.state == TrialState.PRUNED for t in finished)
-        failed = len(finished) - len(complete) - pruned
-        counts = f"{len(complete)} complete, {failed} failed" + (
-            f", {pruned} pruned" if pruned else ""
-        )
-        print(f"{where}: {len(finished)} trials ({counts})", flush=True)
-        if not complete:
-            first = next((t.user_attrs[_FAILURE] for t in finished if _FAILURE in t.user_attrs), "")
-            raise SweepFailed(
-                f"no trial of {where} completed" + (f"; first failure: {first}" if first else "")
-            )
-        best = study.best_trial
-        params = " ".join(_space.as_override(k, v) for k, v in best.params.items())
-        print(
-            f"best trial {best.number}: {self.metric}={best.value} with {params}"
-            f" (run dir: {best.user_attrs.get('run_dir', '?')})",
-            flush=True,
-        )
-        OmegaConf.save(
-            OmegaConf.create(
-                {
-                    "name": "optuna",
-                    "study_name": study.study_name,
-                    "storage": self.storage,
-                    "metric": self.metric,
-                    "direction": self.direction,
-                    "best_trial": best.number,
-                    "best_value": best.value,
-                    "best_params": dict(best.params),
-                    "best_run_dir": best.user_attrs.get("run_dir"),
-                    "trials": {"complete": len(complete), "failed": failed, "pruned": pruned},
-                }
-            ),
-            self.sweep_dir / "optimization_results.yaml",
-        )
-
-
-def _hold_sweep_lock(sweep_dir: Path) -> IO[str]:
-    """An exclusive lock on <sweep dir>/.sweep.lock for as long as this sweep runs (the kernel drops
-    it when the process dies, SIGKILL included). A second sweep on the same dir would take the
-    first one's running trials for interrupted ones and fail them under it."""
-    handle = (sweep_dir / ".sweep.lock").open("a+")
-    try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        handle.seek(0)
-        owner = handle.read().strip() or "?"
-        handle.close()
-        raise SweepFailed(
-            f"another sweep (pid {owner}) is running in {sweep_dir}; wait for it or stop it, "
-            "then run this command again to continue the study"
-        ) from None
-    handle.seek(0)
-    handle.truncate()
-    handle.write(str(os.getpid()))
-    handle.flush()
-    return handle
 
 
 def _output_dir(ret: JobReturn) -> str | None:
