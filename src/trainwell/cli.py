@@ -75,6 +75,7 @@ def _report(err: Exception) -> tuple[str, int]:
     """Print the one-line cause; (that line, exit code). The traceback of a crash goes to
     <run dir>/error.log."""
     user = _user_error(err)
+    label = "error" if user is None else user.label
     if user is not None:
         line, code = first_line(user), EXIT_USAGE
     elif isinstance(err, InterpolationKeyError):  # a config names a key it lacks: bad input
@@ -84,7 +85,7 @@ def _report(err: Exception) -> tuple[str, int]:
         where = _save_traceback(err)
         detail = f" (traceback: {where})" if where else ""
         line, code = f"{error_line(err)}{detail}", EXIT_FAILURE
-    print(f"error: {line}", file=sys.stderr)
+    print(f"{label}: {line}", file=sys.stderr)
     return line, code
 
 

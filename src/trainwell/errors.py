@@ -4,6 +4,9 @@
 class TrainwellError(Exception):
     """Raised for bad input (config, data, checkpoint); the CLI prints it as one line and exits 2."""
 
+    # The word before the line the CLI prints ("error: <cause>").
+    label = "error"
+
 
 def first_line(err: BaseException) -> str:
     """The first line of `err`'s message, for a one-line report (a multi-line message would

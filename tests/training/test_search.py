@@ -378,6 +378,8 @@ def test_pruned_trials_are_recorded_as_pruned_and_not_rerun(tmp_path: Path) -> N
         assert t.last_step == pruned_at["pruned_at"] < 2  # stopped before its last epoch
         assert not (sweep_dir / str(t.number) / "results.json").exists()
     assert "3 trials (1 complete, 0 failed, 2 pruned)" in proc.stdout
+    # A pruned trial is reported as stopped, never as an error.
+    assert "stopped: trial 1 pruned at step" in proc.stderr and "error:" not in proc.stderr
     again = _sweep(sweep_dir, *search)
     assert again.returncode == 0, again.stderr[-3000:]
     assert "3 of 3 trials done" in again.stdout and "pruned at step" not in again.stdout

@@ -30,6 +30,9 @@ PRUNER_ATTR = "pruner"
 class TrialPruned(TrainwellError):
     """The pruner found the trial hopeless: the job ends, the sweeper records it as pruned."""
 
+    # A trial stopped as the search asked is no error: "error:" on it would send users looking.
+    label = "stopped"
+
 
 class TrialPruning:
     """One trial's intermediate values and the pruner's verdict on them."""
