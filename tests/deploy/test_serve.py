@@ -123,6 +123,26 @@ def test_concurrent_requests_of_different_sizes_each_get_their_own_answers(
         check_answer(answer, expected(export, x))
 
 
+def test_requests_batched_together_each_get_the_answers_for_their_own_samples(
+    export: Path,
+) -> None:
+    # Whether concurrent HTTP requests meet in one batch depends on timing (a request that finds
+    # the worker idle runs alone); here requests of different sizes are batched as the worker
+    # batches them, every time.
+    manifest = json.loads((export / "manifest.json").read_text())
+    api = OnnxAPI(export, manifest, threads=1)
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        api.setup("cpu")
+    finally:
+        signal.signal(signal.SIGINT, handler)  # setup() ignores Ctrl-C, as a worker must
+    requests = [samples(n, seed=30 + n) for n in (1, 3, 2)]
+    answers = api.unbatch(api.predict(api.batch(requests)))
+    assert len(answers) == len(requests)
+    for x, logits in zip(requests, answers, strict=True):
+        check_answer(api.encode_response(logits), expected(export, x))
+
+
 GOOD = samples(1, seed=2)
 
 

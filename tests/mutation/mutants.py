@@ -839,7 +839,10 @@ MUTANTS: list[Mutant] = [
         SERVE,
         "        return np.concatenate(inputs), [len(x) for x in inputs]",
         "        return np.concatenate(inputs), [len(inputs[0])] * len(inputs)",
-        (f"{SERVE_T}::test_concurrent_requests_of_different_sizes_each_get_their_own_answers",),
+        (
+            f"{SERVE_T}::test_concurrent_requests_of_different_sizes_each_get_their_own_answers",
+            f"{SERVE_T}::test_requests_batched_together_each_get_the_answers_for_their_own_samples",
+        ),
         "under dynamic batching each request gets the answers for its own samples",
     ),
     Mutant(
