@@ -44,6 +44,7 @@ import tempfile
 import threading
 import time
 from pathlib import Path
+from typing import Any
 
 import harness
 import numpy as np
@@ -88,10 +89,24 @@ def percentiles(seconds: list[float]) -> tuple[float, float]:
     return float(np.percentile(ms, 50)), float(np.percentile(ms, 99))
 
 
-def in_process_latency(export: Path, raw: np.ndarray, n: int) -> list[float]:
+# ONNX Runtime intra-op threads on every side, in-process and in the server (0: its default,
+# which counts the machine's cores, not the ones a `taskset` leaves to the process).
+ORT_THREADS = 0
+
+
+def session_for(export: Path) -> Any:
     import onnxruntime as ort
 
-    session = ort.InferenceSession(str(export / "model.onnx"), providers=["CPUExecutionProvider"])
+    options = ort.SessionOptions()
+    if ORT_THREADS > 0:
+        options.intra_op_num_threads = ORT_THREADS
+    return ort.InferenceSession(
+        str(export / "model.onnx"), options, providers=["CPUExecutionProvider"]
+    )
+
+
+def in_process_latency(export: Path, raw: np.ndarray, n: int) -> list[float]:
+    session = session_for(export)
     times = []
     for i in range(n + 10):
         x = raw[i % len(raw)][None]
@@ -104,9 +119,7 @@ def in_process_latency(export: Path, raw: np.ndarray, n: int) -> list[float]:
 
 def in_process_rate(export: Path, raw: np.ndarray, batch: int, n: int) -> float:
     """Samples/s of `session.run` at `batch`: what batching could gain at most, with no server."""
-    import onnxruntime as ort
-
-    session = ort.InferenceSession(str(export / "model.onnx"), providers=["CPUExecutionProvider"])
+    session = session_for(export)
     x = raw[:batch]
     session.run(None, {"inputs": x})
     start = time.perf_counter()
@@ -255,6 +268,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--concurrency", type=int, default=32)
     parser.add_argument("--resnet-width", type=int, default=64)
     parser.add_argument(
+        "--ort-threads",
+        type=int,
+        default=0,
+        help="ONNX Runtime intra-op threads in-process and in the server (0: its default)",
+    )
+    parser.add_argument(
         "--batch",
         nargs="*",
         default=[],
@@ -265,6 +284,8 @@ def main(argv: list[str] | None = None) -> None:
         parser, argv, "serving: scripts/serve.py vs ONNX Runtime in-process (CPU)", threads=0
     )
     sys.path.insert(0, str(REPO / "benchmarks"))
+    global ORT_THREADS
+    ORT_THREADS = args.ort_threads
     n_load = args.load_requests or 20 * args.concurrency
     figures: dict[str, float | int] = {}
     with tempfile.TemporaryDirectory() as tmp:
@@ -273,7 +294,11 @@ def main(argv: list[str] | None = None) -> None:
             raw = build_export(name, export, args.resnet_width)
             one = bodies(raw, args.requests + 10)
             many = bodies(raw, n_load)
-            sides = {"nobatch": ("max_batch_size=1",), "batch": tuple(args.batch)}
+            threads = (f"threads={args.ort_threads}",) if args.ort_threads else ()
+            sides = {
+                "nobatch": ("max_batch_size=1", *threads),
+                "batch": (*threads, *args.batch),
+            }
             # In-process runs before, between and after the server sides: each side is compared
             # with the mean of the in-process runs on either side of it, so that a load change
             # on the shared machine between sides moves both terms of a ratio alike.
