@@ -51,6 +51,9 @@ CASES = [
     ("val_labels_shuffled_apart", "data", "data.split_agreement", "fail"),
     ("label_map_per_split", "data", "data.split_agreement", "fail"),
     ("val_inputs_and_labels_zipped", "data", "data.split_agreement", "fail"),
+    ("loss_weighted_by_position", "model", "eval.batch_independence", "fail"),
+    ("inputs_standardised_per_batch", "model", "eval.batch_independence", "warn"),
+    ("sorted_by_length_labels_left", "tokens", "eval.batch_independence", "fail"),
 ]
 
 
