@@ -98,6 +98,10 @@ def test_oof_accuracy_is_the_size_weighted_mean_and_each_fold_matches_its_valida
     for k in range(FOLDS):
         fold = json.loads((cv_run / f"fold_{k}" / "results.json").read_text())
         assert not any(m.startswith("test/") for m in fold["metrics"]), fold["metrics"]
+        # Each fold's checkpoints are named per fold, as a plain run names its own.
+        assert results["best_ckpt"][f"fold_{k}"] == fold["best_ckpt"]
+        assert results["last_ckpt"][f"fold_{k}"] == fold["last_ckpt"]
+        assert Path(fold["last_ckpt"]).is_file()
 
 
 def test_each_folds_checkpoints_carry_statistics_of_its_training_part_only(cv_run: Path) -> None:

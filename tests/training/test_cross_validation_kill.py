@@ -4,6 +4,7 @@ oof_predictions.csv and results.json `cv` bytes as one uninterrupted run."""
 
 from __future__ import annotations
 
+import json
 import random
 import signal
 from concurrent.futures import ThreadPoolExecutor
@@ -71,6 +72,9 @@ def test_kills_inside_a_fold_then_resume_give_the_same_oof_file_and_cv_figures(
     assert f"run dir: {sweep}" in joined.stdout
     assert read_bytes(sweep) == want
     assert (sweep / "folds.json").read_bytes() == (reference / "folds.json").read_bytes()
+    joined_results = json.loads((sweep / "results.json").read_text())
+    assert sorted(joined_results["last_ckpt"]) == [f"fold_{k}" for k in range(FOLDS)]
+    assert all(Path(p).is_file() for p in joined_results["last_ckpt"].values())
     again = run_script("cv_assemble.py", str(sweep / "0"))  # one fold alone is refused
     assert again.returncode == 2 and again.stderr.count("\n") == 1, again.stderr
     assert "fold(s) [1, 2] of 3 have no finished run" in again.stderr

@@ -53,6 +53,7 @@ def collect(root: Path) -> dict[str, Any]:
         "metrics": cv_metrics(cv),
         "test": UNTESTED,
         "best_ckpt": {f"fold_{k}": str(found[k] / "checkpoints" / "best.ckpt") for k in found},
+        "last_ckpt": {f"fold_{k}": str(found[k] / "checkpoints" / "last.ckpt") for k in found},
     }
     write_results(root / "results.json", results)
     return results

@@ -95,7 +95,7 @@ def cross_validate(cfg: DictConfig, doctor_report: str | None = None) -> dict[st
     if _writes_files():
         run_dir.mkdir(parents=True, exist_ok=True)
         write_folds(run_dir, folds)
-    best = {}
+    best, last = {}, {}
     pruning, so_far = trial_pruning(cfg, run_dir), []
     if pruning is not None:
         _per_fold_name(pruning.metric)  # refused before any fold trains
@@ -103,7 +103,7 @@ def cross_validate(cfg: DictConfig, doctor_report: str | None = None) -> dict[st
         announce(f"cv: fold {fold} of {folds.k} ({len(folds.val[fold])} validation samples)")
         fold_cfg = fold_config(cfg, run_dir, fold)
         done = train(fold_cfg, fold=(folds.train_of(fold), folds.val_of(fold)))
-        best[f"fold_{fold}"] = done["best_ckpt"]
+        best[f"fold_{fold}"], last[f"fold_{fold}"] = done["best_ckpt"], done["last_ckpt"]
         if _writes_files():
             if not done["best_ckpt"]:
                 raise TrainwellError(
@@ -115,7 +115,12 @@ def cross_validate(cfg: DictConfig, doctor_report: str | None = None) -> dict[st
             figures = fold_figures(fold_dir(run_dir, fold), fold, folds)[2]
             so_far.append(float(figures[_per_fold_name(pruning.metric)]))
             pruning.report(len(so_far) - 1, sum(so_far) / len(so_far))
-    results: dict[str, Any] = {"test": UNTESTED, "best_ckpt": best, "started_at": started_at}
+    results: dict[str, Any] = {
+        "test": UNTESTED,
+        "best_ckpt": best,
+        "last_ckpt": last,
+        "started_at": started_at,
+    }
     if doctor_report:
         results["doctor_report"] = doctor_report
     if not _writes_files():
