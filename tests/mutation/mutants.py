@@ -1130,6 +1130,17 @@ MUTANTS: list[Mutant] = [
         "eval.batch_independence fails a training loss that reads the batch order",
     ),
     Mutant(
+        "doctor eval.batch_independence: a step that draws random numbers is compared anyway",
+        "src/trainwell/doctor/checks/modes.py",
+        "    if other_seed != whole:",
+        "    if False:",
+        (
+            "tests/doctor/test_invariants.py::"
+            "test_a_training_step_that_draws_random_numbers_is_not_failed_for_reading_the_order",
+        ),
+        "eval.batch_independence never fails mixup or noise in training_step for reading order",
+    ),
+    Mutant(
         "doctor eval.batch_independence: the doubled batch's loss is never compared",
         "src/trainwell/doctor/checks/modes.py",
         "    doubled = min(abs(twice - whole), abs(twice - 2 * whole)) > tol",
