@@ -283,7 +283,12 @@ def _loss_independence(ctx: DoctorContext) -> Check:
     losses, for two different splits: otherwise a sample's loss depends on its companions."""
     indices = ctx.probe_indices
     if indices is None or len(indices) < 4:
-        return Check(ID, "skip", "the probe batch cannot be rebuilt from dataset indices")
+        return Check(
+            ID,
+            "skip",
+            "the probe batch cannot be rebuilt from dataset indices (an iterable dataset); a "
+            "map-style training dataset (with __getitem__) lets the loss be regrouped and tested",
+        )
     task = ctx.make_task()
     if not task.automatic_optimization:
         return Check(
