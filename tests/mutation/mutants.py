@@ -1122,6 +1122,33 @@ MUTANTS: list[Mutant] = [
         "eval.batch_independence warns eval outputs that depend on the rest of the batch",
     ),
     Mutant(
+        "doctor eval.batch_independence: the loss is never recomputed in another sample order",
+        "src/trainwell/doctor/checks/modes.py",
+        "            reversed_ = _loss_of(task, ctx.samples.collate(indices[::-1]))",
+        "            reversed_ = _loss_of(task, ctx.samples.collate(indices))",
+        (f"{INV_T}[loss_weighted_by_position]",),
+        "eval.batch_independence fails a training loss that reads the batch order",
+    ),
+    Mutant(
+        "doctor eval.batch_independence: a step that draws random numbers is compared anyway",
+        "src/trainwell/doctor/checks/modes.py",
+        "    if other_seed != whole:",
+        "    if False:",
+        (
+            "tests/doctor/test_invariants.py::"
+            "test_a_training_step_that_draws_random_numbers_is_not_failed_for_reading_the_order",
+        ),
+        "eval.batch_independence never fails mixup or noise in training_step for reading order",
+    ),
+    Mutant(
+        "doctor eval.batch_independence: the doubled batch's loss is never compared",
+        "src/trainwell/doctor/checks/modes.py",
+        "    doubled = min(abs(twice - whole), abs(twice - 2 * whole)) > tol",
+        "    doubled = False",
+        (f"{INV_T}[inputs_standardised_per_batch]",),
+        "eval.batch_independence warns a training loss that depends on batch companions",
+    ),
+    Mutant(
         "doctor targets.contract: input and target that broadcast to (N, N) pass",
         "src/trainwell/doctor/checks/loss.py",
         "    if shape.numel() <= max(call.input.numel(), call.target.numel()):",
