@@ -106,9 +106,13 @@ def evaluate(case: Case, train_dir: Path, eval_dir: Path) -> None:
 
 def kill_and_resume(case: Case, run_dir: Path) -> tuple[dict, dict, str]:
     """(final state, results metrics, the line naming the checkpoint it resumed from)."""
+    # flush: the kill waits until the checkpoints already saved are on disk. Saves are written in
+    # the background, so on a loaded machine a kill a few batches after the epoch's save can beat
+    # the write, and resume=auto then rightly starts fresh: not the resume this test is about.
     killer = (
         "+callbacks.killer._target_=tests.helpers.killer.KillAt",
         f"+callbacks.killer.batch={case.kill_after}",
+        "+callbacks.killer.flush=true",
     )
     killed = _train(case, run_dir, *killer)
     assert killed.returncode == -signal.SIGKILL, killed.stderr[-2000:]
