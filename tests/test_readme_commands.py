@@ -6,7 +6,7 @@ fails this test until it is sorted into one of the lists, so the pages and the t
 apart. The README stays short, and every link of the README and docs/ leads to a page (and a
 section) that exists.
 
-"Bring your own module" (docs/your-project.md) has its own test (tests/test_bring_your_own.py).
+"Bring your own module" (docs/your-project.md) has its own tests (tests/test_bring_your_own*.py).
 """
 
 from __future__ import annotations
@@ -197,7 +197,7 @@ DOCS_EXCLUDED = {
         "a search of the user's own code, whose result is theirs"
     ),
 }
-BY_ITS_OWN_TEST = "run as written by tests/test_bring_your_own.py"
+BY_ITS_OWN_TEST = "run as written by tests/test_bring_your_own_commands.py"
 BY_ITS_OWN = {
     "python scripts/train.py model=my_module data=my_data monitor.metric=val/loss monitor.mode=min": (
         BY_ITS_OWN_TEST

@@ -11,7 +11,7 @@ import pytest
 from sklearn.datasets import load_digits
 
 from tests.helpers.config import OWNED
-from tests.helpers.scripts import TESTS_IMPORTABLE, run_ok
+from tests.helpers.scripts import TESTS_IMPORTABLE, call_script, run_ok
 from trainwell.deploy.artifact import verify_export
 
 pytestmark = pytest.mark.engine
@@ -33,7 +33,9 @@ def _ckpt(run: Path) -> str:
 def predictions(run: Path, tmp_path_factory: pytest.TempPathFactory) -> np.ndarray:
     # No overrides but the checkpoint: the run's saved config (its search path included) is used.
     own = tmp_path_factory.mktemp("predict") / "run"
-    run_ok("predict.py", own, _ckpt(run), env=TESTS_IMPORTABLE)
+    # In-process: predict.py and export.py keep their subprocess tests in test_predict_export.py.
+    proc = call_script("predict.py", _ckpt(run), f"hydra.run.dir={own}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
     lines = (run / "predictions" / "test.csv").read_text().splitlines()
     header = lines[0].split(",")
     assert header[:2] == ["index", "prediction"] and header[-1] == "target"
@@ -60,7 +62,8 @@ def test_the_export_takes_raw_digits_and_answers_as_the_predictions(
 ) -> None:
     import onnxruntime as ort
 
-    run_ok("export.py", tmp_path / "export_run", _ckpt(run), env=TESTS_IMPORTABLE)
+    proc = call_script("export.py", _ckpt(run), f"hydra.run.dir={tmp_path / 'export_run'}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
     manifest = verify_export(run / "export")
     assert manifest["input"]["form"] == "raw" and manifest["input"]["shape"] == [None, 8, 8]
     parity = manifest["parity"]["paths"]

@@ -156,6 +156,14 @@ MUTANTS: list[Mutant] = [
         "a zero-weight padding batch adds nothing to the step",
     ),
     Mutant(
+        "accumulation: each rank takes its own item count for every rank's (no all-reduce)",
+        ACC,
+        "            torch.distributed.all_reduce(reduced, op=torch.distributed.ReduceOp.SUM)",
+        "            reduced = reduced * world",
+        ("tests/training/test_ddp_padding.py",),
+        "W ranks whose windows hold different item counts step as 1 process on their samples",
+    ),
+    Mutant(
         "accumulation: a declared token count is ignored",
         ACC,
         "    if not callable(getattr(module, ITEMS_HOOK, None)):\n        return batch_size(batch)",

@@ -16,6 +16,7 @@ from tests.helpers.ranks import OWNED_COMMON, run_and_load
 
 
 @pytest.mark.engine
+@pytest.mark.slow  # default suite: test_ddp_padding.py, 2 real ranks with uneven windows
 def test_two_ranks_with_accumulation_equal_one_process_with_4x_batch(tmp_path: Path) -> None:
     ddp = run_and_load(
         tmp_path / "ddp",
