@@ -1123,7 +1123,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor eval.batch_independence: the half batch's outputs are never compared",
-        "src/trainwell/doctor/checks/modes.py",
+        "src/trainwell/doctor/checks/batch_independence.py",
         "        rows = p.shape[0] // n * k",
         "        rows = p.shape[0] // n * n",
         (f"{MUSEUM_T}[BatchNorm without running statistics]",),
@@ -1131,7 +1131,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor eval.batch_independence: the loss is never recomputed in another sample order",
-        "src/trainwell/doctor/checks/modes.py",
+        "src/trainwell/doctor/checks/batch_independence.py",
         "            reversed_ = _loss_of(task, ctx.samples.collate(indices[::-1]))",
         "            reversed_ = _loss_of(task, ctx.samples.collate(indices))",
         (f"{INV_T}[loss_weighted_by_position]",),
@@ -1139,7 +1139,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor eval.batch_independence: a step that draws random numbers is compared anyway",
-        "src/trainwell/doctor/checks/modes.py",
+        "src/trainwell/doctor/checks/batch_independence.py",
         "    if other_seed != whole:",
         "    if False:",
         (
@@ -1150,7 +1150,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor eval.batch_independence: the doubled batch's loss is never compared",
-        "src/trainwell/doctor/checks/modes.py",
+        "src/trainwell/doctor/checks/batch_independence.py",
         "    doubled = min(abs(twice - whole), abs(twice - 2 * whole)) > tol",
         "    doubled = False",
         (f"{INV_T}[inputs_standardised_per_batch]",),

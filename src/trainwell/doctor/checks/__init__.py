@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trainwell.doctor.checks.accumulation import accumulation_equivalence
+from trainwell.doctor.checks.batch_independence import eval_batch_independence
 from trainwell.doctor.checks.class_balance import data_class_balance
 from trainwell.doctor.checks.data import data_finite, data_leakage
 from trainwell.doctor.checks.device import device_placement
@@ -18,7 +19,7 @@ from trainwell.doctor.checks.head_width import model_head_width
 from trainwell.doctor.checks.loading import data_throughput, data_worker_seeding
 from trainwell.doctor.checks.loss import loss_logits, targets_contract
 from trainwell.doctor.checks.metrics import metrics_reduction
-from trainwell.doctor.checks.modes import eval_batch_independence, eval_determinism, train_mode
+from trainwell.doctor.checks.modes import eval_determinism, train_mode
 from trainwell.doctor.checks.overfit import overfit_one_batch
 from trainwell.doctor.checks.padding import loss_padding
 from trainwell.doctor.checks.partial_load import checkpoint_partial_load

@@ -1,0 +1,234 @@
+"""eval.batch_independence: a sample's eval outputs and its training loss do not depend on
+what it is batched with (BatchNorm without running statistics, losses or inputs normalised by
+the batch, a loss that reads the batch order)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch import nn
+
+from trainwell.doctor.checks.finite_difference import training_loss
+from trainwell.doctor.harness.batches import replay_loader
+from trainwell.doctor.harness.context import DoctorContext, quiet
+from trainwell.doctor.harness.observe import observation
+from trainwell.doctor.harness.outputs import evaluation_outputs, output_differences
+from trainwell.doctor.report.verdict import Check
+
+# Outputs of one sample computed in batches of different sizes differ by float rounding only
+# (another kernel blocking); a layer that normalises over the batch moves them by far more.
+BATCH_RTOL = 1e-4
+# The same samples' loss reordered or regrouped differs by float32 summation order only.
+LOSS_RTOL = 2e-5
+ID = "eval.batch_independence"
+# InstanceNorm is left out: its eval statistics are each sample's own, never the batch's.
+BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
+
+
+def _batch_statistics_layers(task: nn.Module) -> list[str]:
+    """Norm layers that normalise with the batch's own statistics in eval mode."""
+    return [
+        name
+        for name, m in task.named_modules()
+        if isinstance(m, BATCH_NORMS) and (not m.track_running_stats or m.running_mean is None)
+    ]
+
+
+def _sample_shift(full: list[torch.Tensor], part: list[torch.Tensor], n: int, k: int) -> float:
+    """Max change of the first k samples' outputs when they are evaluated without the rest.
+    An output of n * m rows (per-token logits flattened to (batch * tokens, vocab)) holds the
+    first k samples in its first k * m rows; a (batch, tokens, ...) output padded to a longer
+    batch is compared over the half batch's tokens."""
+    shifts = []
+    for p, q in zip(full, part, strict=False):
+        if not (p.dim() and p.dim() == q.dim() and p.is_floating_point()):
+            continue
+        if p.dim() > 1 and p.shape[1] > q.shape[1] and p.shape[2:] == q.shape[2:]:
+            # Sequences padded to each batch's longest: the half batch's positions are a prefix.
+            p = p[:, : q.shape[1]]
+        if p.shape[1:] != q.shape[1:]:
+            continue
+        rows = p.shape[0] // n * k
+        if p.shape[0] % n or q.shape[0] != rows or rows == 0:
+            continue
+        head = p[:rows].double()
+        shifts.append(float((head - q.double()).abs().max() / (1.0 + head.abs().max())))
+    return max(shifts, default=-1.0)
+
+
+def _output_independence(ctx: DoctorContext) -> Check:
+    """Evaluate the probe batch, then its first half alone: in eval mode a sample's outputs
+    must not depend on which other samples share its batch."""
+    cid = ID
+    if not ctx.has_hook("validation_step"):
+        return Check(cid, "skip", "the task defines no validation_step, so no evaluation to check")
+    indices = ctx.probe_indices
+    if indices is None or len(indices) < 4:
+        return Check(cid, "skip", "the probe batch cannot be rebuilt at a smaller size")
+    n, k = len(indices), len(indices) // 2
+    task = observation(ctx).task
+    half = replay_loader([ctx.samples.collate(indices[:k])])
+    runs = [evaluation_outputs(ctx, task)[0], evaluation_outputs(ctx, task)[0]]
+    part, error = evaluation_outputs(ctx, task, loader=half)
+    if runs[0] is None or runs[1] is None or part is None:
+        return Check(cid, "skip", f"validation could not run: {error or 'see eval.determinism'}")
+    repeat = max(output_differences(runs[0].outputs, runs[1].outputs), default=0.0)
+    if repeat > 0:
+        return Check(
+            cid,
+            "skip",
+            "two validation passes over one batch already differ (eval.determinism reports "
+            "it), so the batch's influence cannot be told apart",
+        )
+    shift = _sample_shift(runs[0].outputs, part.outputs, n, k)
+    layers = _batch_statistics_layers(task)
+    evidence: dict[str, Any] = {
+        "batch": n,
+        "half_batch": k,
+        "max_relative_shift": shift,
+        "batch_statistics_layers": layers[:10],
+    }
+    if shift < 0:
+        return Check(
+            cid, "skip", "no per-sample output of the evaluation could be compared", evidence
+        )
+    if shift > BATCH_RTOL:
+        cause = (
+            f"{len(layers)} norm layer(s) (first: `{layers[0]}`) keep no running statistics "
+            "(track_running_stats=False), so eval normalises with each batch's own"
+            if layers
+            else "a layer mixes information across the batch in eval mode"
+        )
+        return Check(
+            cid,
+            "warn",
+            f"in eval mode the first {k} samples' outputs change by {shift:.3g} (relative) when "
+            f"evaluated without the other {n - k}: {cause}; predictions depend on batch size "
+            "and neighbours (keep track_running_stats=True, or use GroupNorm/LayerNorm)",
+            evidence,
+        )
+    return Check(
+        cid,
+        "pass",
+        f"each sample's eval outputs are the same in a batch of {n} and of {k}",
+        evidence,
+    )
+
+
+def _loss_of(task: Any, batch: Any, seed: int = 0) -> float:
+    """training_step's loss on `batch`, in eval mode without grad, randomness seeded alike."""
+    with torch.random.fork_rng(devices=[]):
+        torch.manual_seed(seed)
+        return float(training_loss(task, batch))
+
+
+def _between(whole: float, a: float, b: float) -> bool:
+    """Whether `whole` is a weighted mean (weights: samples, tokens, anything positive) of the
+    two halves' losses, or their sum: a per-sample loss reduced either way lies there."""
+    tol = LOSS_RTOL * (abs(a) + abs(b) + abs(whole) + 1e-12)
+    return min(a, b) - tol <= whole <= max(a, b) + tol or abs(whole - (a + b)) <= tol
+
+
+def _loss_independence(ctx: DoctorContext) -> Check:
+    """The loss training_step computes in eval mode must not read the batch's order (samples
+    reversed), and the whole batch's loss must be a weighted mean (or the sum) of two halves'
+    losses, for two different splits: otherwise a sample's loss depends on its companions."""
+    indices = ctx.probe_indices
+    if indices is None or len(indices) < 4:
+        return Check(
+            ID,
+            "skip",
+            "the probe batch cannot be rebuilt from dataset indices (an iterable dataset); a "
+            "map-style training dataset (with __getitem__) lets the loss be regrouped and tested",
+        )
+    task = ctx.make_task()
+    if not task.automatic_optimization:
+        return Check(
+            ID,
+            "skip",
+            "manual optimization: training_step returns no loss to compare; return the loss "
+            "(it may also step) to test it",
+        )
+    task = task.eval()
+    n = len(indices)
+    splits = [(indices[: n // 2], indices[n // 2 :]), (indices[::2], indices[1::2])]
+    try:
+        with torch.no_grad(), quiet():
+            whole = _loss_of(task, ctx.samples.collate(indices))
+            again = _loss_of(task, ctx.samples.collate(indices))
+            other_seed = _loss_of(task, ctx.samples.collate(indices), seed=1)
+            reversed_ = _loss_of(task, ctx.samples.collate(indices[::-1]))
+            twice = _loss_of(task, ctx.samples.collate(indices + indices))
+            halves = [
+                (_loss_of(task, ctx.samples.collate(a)), _loss_of(task, ctx.samples.collate(b)))
+                for a, b in splits
+            ]
+    except Exception as err:  # a step that needs the trainer, or returns no loss
+        return Check(ID, "skip", f"training_step's loss cannot be computed alone ({err})")
+    evidence: dict[str, Any] = {
+        "loss": whole,
+        "loss_samples_reversed": reversed_,
+        "loss_each_sample_twice": twice,
+        "loss_of_halves": halves,
+    }
+    if whole != again:
+        return Check(ID, "skip", "training_step's loss changes between two calls on one batch")
+    if other_seed != whole:
+        # Mixup, noise or random crops in the step: the same seed over another order draws
+        # other numbers for each sample, so a moved loss would prove nothing.
+        return Check(
+            ID,
+            "skip",
+            "training_step draws random numbers (mixup, noise, augmentation), so its loss over "
+            "another order cannot be compared; move them to the datamodule to test it",
+        )
+    if abs(reversed_ - whole) > LOSS_RTOL * (abs(whole) + 1e-12):
+        return Check(
+            ID,
+            "fail",
+            f"reversing the order of the {n} samples in the batch moves training_step's loss "
+            f"from {whole:.6g} to {reversed_:.6g} (eval mode, same seed): the loss reads the "
+            "batch order (weights by position, a sort that leaves labels behind, a cumulative "
+            "op or softmax over the batch axis)",
+            evidence,
+        )
+    # Every sample twice: a mean (by samples or tokens) stays, a sum doubles.
+    tol = LOSS_RTOL * (abs(whole) + 1e-12)
+    doubled = min(abs(twice - whole), abs(twice - 2 * whole)) > tol
+    bad = [(a, b) for (a, b) in halves if not _between(whole, a, b)]
+    if (doubled or bad) and not _batch_statistics_layers(task):  # those: the outputs' finding
+        seen = (
+            f"with every sample twice it is {twice:.6g}"
+            if doubled
+            else f"its halves' losses are {bad[0][0]:.6g} and {bad[0][1]:.6g}"
+        )
+        return Check(
+            ID,
+            "warn",
+            f"the batch's training loss is {whole:.6g} and {seen}, which no mean or sum of "
+            "per-sample losses gives (eval mode): a sample's loss depends on its batch "
+            "companions (inputs or losses normalised by batch statistics); in-batch negatives "
+            "of a contrastive loss do this by design",
+            evidence,
+        )
+    return Check(
+        ID,
+        "pass",
+        "training_step's loss ignores the batch order and is a mean or sum of per-sample "
+        "losses (halves and doubled samples agree)",
+        evidence,
+    )
+
+
+_RANK = {"fail": 3, "warn": 2, "pass": 1, "skip": 0}
+
+
+def eval_batch_independence(ctx: DoctorContext) -> Check:
+    """A sample's eval outputs and its training loss do not depend on what it is batched with."""
+    outputs, loss = _output_independence(ctx), _loss_independence(ctx)
+    worst = max((outputs, loss), key=lambda c: _RANK[c.status])
+    evidence = {"outputs": outputs.evidence, "loss": loss.evidence}
+    if worst.status in ("pass", "skip") and outputs.status == loss.status:
+        return Check(ID, worst.status, f"{outputs.message}; {loss.message}", evidence)
+    return Check(ID, worst.status, worst.message, evidence)
