@@ -274,6 +274,12 @@ def main(argv: list[str] | None = None) -> None:
         help="ONNX Runtime intra-op threads in-process and in the server (0: its default)",
     )
     parser.add_argument(
+        "--serve",
+        nargs="*",
+        default=[],
+        help="serve.py overrides of both server sides, e.g. ort_spin=run",
+    )
+    parser.add_argument(
         "--batch",
         nargs="*",
         default=[],
@@ -296,8 +302,8 @@ def main(argv: list[str] | None = None) -> None:
             many = bodies(raw, n_load)
             threads = (f"threads={args.ort_threads}",) if args.ort_threads else ()
             sides = {
-                "nobatch": ("max_batch_size=1", *threads),
-                "batch": (*threads, *args.batch),
+                "nobatch": ("max_batch_size=1", *threads, *args.serve),
+                "batch": (*threads, *args.serve, *args.batch),
             }
             # In-process runs before, between and after the server sides: each side is compared
             # with the mean of the in-process runs on either side of it, so that a load change

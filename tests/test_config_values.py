@@ -28,6 +28,12 @@ CASES = [
 ]
 
 
+def test_a_serve_knob_outside_its_choices_is_one_line_before_any_import() -> None:
+    problem = check_command_line(CONF, "serve", ["artifact=x", "ort_spin=sometimes"])
+    assert problem == "ort_spin='sometimes' is invalid: expected one of always, run, never"
+    assert check_command_line(CONF, "serve", ["artifact=x", "ort_spin=run"]) is None
+
+
 @pytest.mark.parametrize(("override", "expected"), CASES)
 def test_the_command_line_check_names_key_value_and_expectation(
     override: str, expected: str

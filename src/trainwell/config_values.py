@@ -28,6 +28,11 @@ TEMPLATE_KEYS: dict[str, tuple[type, float | None, str]] = {
     "model.optimizer.lr": (float, 0, "a number >= 0"),
 }
 
+# key: the values it may take (keys of one script's config, absent from the others')
+TEMPLATE_CHOICES: dict[str, tuple[str, ...]] = {
+    "ort_spin": ("always", "run", "never"),  # serve.yaml
+}
+
 _MISSING = object()
 
 
@@ -50,13 +55,18 @@ def _is(value: Any, kind: type) -> bool:
 
 
 def template_value_problem(cfg: DictConfig) -> str | None:
-    """One line naming the first bad value of the template's own knobs (TEMPLATE_KEYS), or None."""
+    """One line naming the first bad value of the template's own knobs (TEMPLATE_KEYS and
+    TEMPLATE_CHOICES), or None."""
     for key, (kind, low, expected) in TEMPLATE_KEYS.items():
         value = _value(cfg, key)
         if value is _MISSING or value is None:
             continue
         if not _is(value, kind) or (low is not None and value < low):
             return f"{key}={value!r} is invalid: expected {expected}"
+    for key, choices in TEMPLATE_CHOICES.items():
+        value = _value(cfg, key)
+        if value is not _MISSING and value not in choices:
+            return f"{key}={value!r} is invalid: expected one of {', '.join(choices)}"
     return None
 
 

@@ -143,6 +143,33 @@ def test_requests_batched_together_each_get_the_answers_for_their_own_samples(
         check_answer(api.encode_response(logits), expected(export, x))
 
 
+@pytest.mark.parametrize(
+    ("spin", "entries"),
+    [
+        ("always", {}),
+        ("run", {"session.force_spinning_stop": "1"}),
+        ("never", {"session.intra_op.allow_spinning": "0"}),
+    ],
+)
+def test_ort_spin_reaches_the_workers_session(
+    export: Path, spin: str, entries: dict[str, str]
+) -> None:
+    manifest = json.loads((export / "manifest.json").read_text())
+    api = OnnxAPI(export, manifest, threads=2, spin=spin)
+    handler = signal.getsignal(signal.SIGINT)
+    try:
+        api.setup("cpu")
+    finally:
+        signal.signal(signal.SIGINT, handler)
+    options = api.session.get_session_options()
+    for key in ("session.force_spinning_stop", "session.intra_op.allow_spinning"):
+        if key in entries:
+            assert options.get_session_config_entry(key) == entries[key], key
+        else:  # not set: ONNX Runtime's default (spinning on, not stopped after a run)
+            with pytest.raises(RuntimeError, match="does not have configuration"):
+                options.get_session_config_entry(key)
+
+
 GOOD = samples(1, seed=2)
 
 

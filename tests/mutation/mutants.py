@@ -862,6 +862,14 @@ MUTANTS: list[Mutant] = [
         "the server's probabilities equal softmax of ONNX Runtime's logits, sample by sample",
     ),
     Mutant(
+        "serve: ort_spin=run leaves ONNX Runtime's threads spinning after each run",
+        SERVE,
+        'options.add_session_config_entry("session.force_spinning_stop", "1")',
+        "pass",
+        (f"{SERVE_T}::test_ort_spin_reaches_the_workers_session",),
+        "ort_spin=run stops ONNX Runtime's spinning when a run ends",
+    ),
+    Mutant(
         "serve: SIGTERM keeps Python's default (main dies, workers keep serving)",
         "src/trainwell/deploy/shutdown.py",
         "    signal.signal(signal.SIGTERM, on_sigterm)",
@@ -1074,6 +1082,16 @@ MUTANTS: list[Mutant] = [
             "tests/test_config_values.py::test_the_command_line_check_names_key_value_and_expectation",
         ),
         "a wrong type for a datamodule's or net's argument is one line naming the key, exit 2",
+    ),
+    Mutant(
+        "config values: a knob outside its choices passes",
+        "src/trainwell/config_values.py",
+        "        if value is not _MISSING and value not in choices:",
+        "        if False:",
+        (
+            "tests/test_config_values.py::test_a_serve_knob_outside_its_choices_is_one_line_before_any_import",
+        ),
+        "ort_spin=sometimes is one line naming the key and its choices, exit 2, before any import",
     ),
     Mutant(
         "not a checkpoint: any weights-only refusal read as pickled code",
