@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from trainwell.doctor.harness.batches import clone
+from trainwell.doctor.harness.batches import clone, restructure
 from trainwell.doctor.harness.context import DoctorContext, quiet
 
 COORDINATES = 2  # per tensor, on the (up to) 4 tensors with the largest gradients
@@ -24,13 +24,7 @@ RTOL = 1e-3
 
 
 def _double(batch: Any) -> Any:
-    if isinstance(batch, torch.Tensor):
-        return batch.double() if batch.is_floating_point() else batch
-    if isinstance(batch, dict):
-        return type(batch)({k: _double(v) for k, v in batch.items()})
-    if isinstance(batch, list | tuple) and not hasattr(batch, "_fields"):
-        return type(batch)(_double(v) for v in batch)
-    return batch
+    return restructure(batch, lambda t: t.double() if t.is_floating_point() else t)
 
 
 def training_loss(task: Any, batch: Any) -> torch.Tensor:
