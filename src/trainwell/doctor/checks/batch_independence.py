@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from trainwell.doctor.checks.finite_difference import training_loss
+from trainwell.doctor.checks.finite_difference import ALONE, training_loss
 from trainwell.doctor.harness.batches import leaves, replay_loader, rows, size_of
 from trainwell.doctor.harness.context import DoctorContext, quiet
 from trainwell.doctor.harness.observe import observation
@@ -130,7 +130,11 @@ def _output_independence(ctx: DoctorContext) -> Check:
     }
     if shift < 0:
         return Check(
-            cid, "skip", "no per-sample output of the evaluation could be compared", evidence
+            cid,
+            "skip",
+            "no per-sample output of the evaluation could be compared; return one output row "
+            "per sample (batch first) from forward to test it",
+            evidence,
         )
     if shift > BATCH_RTOL:
         cause = (
@@ -196,7 +200,7 @@ def _loss_independence(ctx: DoctorContext) -> Check:
             twice = _loss_of(task, make(order + order))
             halves = [(_loss_of(task, make(a)), _loss_of(task, make(b))) for a, b in splits]
     except Exception as err:  # a step that needs the trainer, or returns no loss
-        return Check(ID, "skip", f"training_step's loss cannot be computed alone ({err})")
+        return Check(ID, "skip", f"training_step's loss cannot be computed alone ({err}); {ALONE}")
     evidence: dict[str, Any] = {
         "loss": whole,
         "loss_samples_reversed": reversed_,
@@ -204,7 +208,13 @@ def _loss_independence(ctx: DoctorContext) -> Check:
         "loss_of_halves": halves,
     }
     if whole != again:
-        return Check(ID, "skip", "training_step's loss changes between two calls on one batch")
+        return Check(
+            ID,
+            "skip",
+            "training_step's loss changes between two calls on one batch (a random collate_fn, "
+            "or state the step keeps); draw random masking in the dataset's __getitem__ and "
+            "keep the loss a function of the batch to test it",
+        )
     if other_seed != whole:
         # Mixup, noise or random crops in the step: the same seed over another order draws
         # other numbers for each sample, so a moved loss would prove nothing.

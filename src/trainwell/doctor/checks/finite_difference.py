@@ -27,6 +27,10 @@ def _double(batch: Any) -> Any:
     return restructure(batch, lambda t: t.double() if t.is_floating_point() else t)
 
 
+# What lets a probe call training_step on its own, outside a trainer.
+ALONE = "return the loss from training_step without reading self.trainer or self.optimizers()"
+
+
 def training_loss(task: Any, batch: Any) -> torch.Tensor:
     """The scalar loss training_step returns, outside a trainer (ValueError: none)."""
     out = task.training_step(copy.copy(batch), 0)
@@ -54,7 +58,7 @@ def finite_difference(ctx: DoctorContext) -> tuple[list[dict[str, Any]], str]:
             loss.backward()
             again = float(training_loss(task, batch).detach())
     except Exception as err:  # a step that needs the trainer (self.trainer, self.optimizers())
-        return [], f"training_step cannot run outside the trainer ({type(err).__name__})"
+        return [], f"training_step cannot run outside the trainer ({type(err).__name__}); {ALONE}"
     if float(loss.detach()) != again:
         return [], "training_step's loss is random even in eval mode"
     params = {n: p for n, p in task.named_parameters() if p.grad is not None}
