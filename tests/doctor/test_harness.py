@@ -12,7 +12,14 @@ from torch.utils.data import DataLoader
 
 from tests.helpers.doctor import FAST, run_ids
 from trainwell.doctor.checks.overfit import trend
-from trainwell.doctor.harness.batches import ConcatError, concat, leaves, replay_loader, size_of
+from trainwell.doctor.harness.batches import (
+    ConcatError,
+    concat,
+    leaves,
+    replay_loader,
+    rows,
+    size_of,
+)
 from trainwell.doctor.harness.samples import TrainSamples
 
 
@@ -44,6 +51,21 @@ def test_concat_joins_same_structures_and_refuses_ragged_ones() -> None:
     assert joined["tokens"].shape == (5, 5) and joined["label"].tolist() == [0, 0, 1, 1, 1]
     with pytest.raises(ConcatError, match="cannot be concatenated"):
         concat([{"tokens": torch.zeros(2, 5)}, {"tokens": torch.zeros(2, 7)}])  # padded per batch
+
+
+def test_rows_pick_samples_from_every_part_of_a_batch_and_keep_the_rest() -> None:
+    batch = {
+        "x": (torch.arange(4).repeat(2, 1).T, [torch.arange(4) * 10]),
+        "name": ["a", "b", "c", "d"],  # a collated list of strings: one per sample
+        "pair": Pair(torch.arange(4), torch.tensor(7.0)),  # a 0-dim tensor: shared, kept
+        "split": "train",
+    }
+    picked = rows(batch, [3, 1, 3])
+    assert picked["x"][0].tolist() == [[3, 3], [1, 1], [3, 3]]
+    assert picked["x"][1][0].tolist() == [30, 10, 30]
+    assert picked["name"] == ["d", "b", "d"] and picked["split"] == "train"
+    assert picked["pair"].image.tolist() == [3, 1, 3] and float(picked["pair"].label) == 7.0
+    assert batch["name"] == ["a", "b", "c", "d"]  # the original is left as it was
 
 
 def test_replay_loader_yields_fresh_copies_in_order() -> None:

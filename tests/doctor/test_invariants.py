@@ -25,7 +25,8 @@ CASES_PKG = "tests.doctor.invariants"
 COMMON = "tests.doctor.reported._common"
 
 # (case module, which part is swapped: "model" | "data" | "tokens" (the model, on token
-# sequences in dict batches), check id, status the bug draws)
+# sequences in dict batches) | "stream" (the model, on the case's own `Stream` datamodule),
+# check id, status the bug draws)
 CASES = [
     ("frozen_max_norm", "model", "optimizer.coverage", "fail"),
     ("frozen_batchnorm_stats", "model", "optimizer.coverage", "warn"),
@@ -54,6 +55,7 @@ CASES = [
     ("loss_weighted_by_position", "model", "eval.batch_independence", "fail"),
     ("inputs_standardised_per_batch", "model", "eval.batch_independence", "warn"),
     ("sorted_by_length_labels_left", "tokens", "eval.batch_independence", "fail"),
+    ("loss_smoothed_over_a_stream", "stream", "eval.batch_independence", "fail"),
 ]
 
 
@@ -67,7 +69,11 @@ def run_case(
         cfg.model = OmegaConf.create(
             {"_target_": f"{COMMON}.Classifier" if part == "data" else target}
         )
-        data = {"data": target, "tokens": f"{CASES_PKG}._tokens.Tokens"}
+        data = {
+            "data": target,
+            "tokens": f"{CASES_PKG}._tokens.Tokens",
+            "stream": f"{CASES_PKG}.{case}.Stream",
+        }
         cfg.data = OmegaConf.create({"_target_": data.get(part, f"{COMMON}.Digits")})
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     ctx = DoctorContext(cfg, ProbeSettings.from_cfg(cfg.probe), workdir=tmp_path / variant / "p")

@@ -1150,10 +1150,22 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor eval.batch_independence: the loss is never recomputed in another sample order",
         "src/trainwell/doctor/checks/batch_independence.py",
-        "            reversed_ = _loss_of(task, ctx.samples.collate(indices[::-1]))",
-        "            reversed_ = _loss_of(task, ctx.samples.collate(indices))",
+        "            reversed_ = _loss_of(task, make(order[::-1]))",
+        "            reversed_ = _loss_of(task, make(order))",
         (f"{INV_T}[loss_weighted_by_position]",),
         "eval.batch_independence fails a training loss that reads the batch order",
+    ),
+    Mutant(
+        "doctor eval.batch_independence: an iterable dataset's batch is never taken apart",
+        "src/trainwell/doctor/harness/batches.py",
+        "        return x[torch.tensor(index)] if torch.is_tensor(x) else type(x)(x[i] for i in index)",
+        "        return x",
+        (
+            "tests/doctor/test_harness.py::"
+            "test_rows_pick_samples_from_every_part_of_a_batch_and_keep_the_rest",
+            f"{INV_T}[loss_smoothed_over_a_stream]",
+        ),
+        "eval.batch_independence fails a loss that reads the batch order on an iterable dataset",
     ),
     Mutant(
         "doctor eval.batch_independence: a step that draws random numbers is compared anyway",

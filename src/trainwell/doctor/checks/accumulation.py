@@ -100,7 +100,8 @@ def _compare_window(
             "skip",
             "the same batch gives different gradients under two seeds even with dropout "
             "modules at p=0 and BatchNorm in eval (functional dropout or randomness in "
-            "training_step?), so windows cannot be compared exactly",
+            "training_step?), so windows cannot be compared exactly; draw it in the datamodule "
+            "to compare them",
             evidence,
         )
     result = compare(windowed.tensors, whole.tensors)

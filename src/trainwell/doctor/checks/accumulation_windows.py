@@ -112,5 +112,7 @@ def windows(ctx: DoctorContext, k: int, configured: int) -> tuple[list[Window], 
         why_not = samples.why_not_indexable or "its collate_fn is random"
         return (
             [],
-            f"the micro-batches cannot be joined into one batch ({err}) nor re-collated ({why_not})",
+            f"the micro-batches cannot be joined into one batch ({err}) nor re-collated "
+            f"({why_not}); pad every batch to one length, or give the train dataset "
+            "__getitem__ and __len__",
         )

@@ -4,13 +4,14 @@ the batch, a loss that reads the batch order)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 from torch import nn
 
-from trainwell.doctor.checks.finite_difference import training_loss
-from trainwell.doctor.harness.batches import replay_loader
+from trainwell.doctor.checks.finite_difference import ALONE, training_loss
+from trainwell.doctor.harness.batches import leaves, replay_loader, rows, size_of
 from trainwell.doctor.harness.context import DoctorContext, quiet
 from trainwell.doctor.harness.observe import observation
 from trainwell.doctor.harness.outputs import evaluation_outputs, output_differences
@@ -24,6 +25,44 @@ LOSS_RTOL = 2e-5
 ID = "eval.batch_independence"
 # InstanceNorm is left out: its eval statistics are each sample's own, never the batch's.
 BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
+FEWEST = 4  # samples in the probe batch: two halves of two, and two different splits
+
+Regroup = Callable[[list[int]], Any]  # positions in the probe batch -> a batch of those samples
+
+
+def _regrouper(ctx: DoctorContext) -> tuple[Regroup, int, str]:
+    """A builder of batches from the probe batch's samples, by position (repeats allowed), the
+    probe batch's size, and why the batch cannot be regrouped ('' when it can). By dataset
+    index through the loader's own collate_fn (per-batch padding included) where it can; else
+    the batch the loader yields, taken apart along its first dimension."""
+    indices = ctx.probe_indices
+    if indices is not None:
+        n, why = len(indices), ""
+
+        def make(pos: list[int]) -> Any:
+            return ctx.samples.collate([indices[p] for p in pos])
+    else:
+        batch = ctx.batch
+        n, why = size_of(batch) or 0, ""
+        loader_size = getattr(ctx.samples.loader, "batch_size", None)
+        other = [(p, t.shape[0]) for p, t in leaves(batch) if t.dim() and t.shape[0] != n]
+        if other or loader_size not in (None, n):
+            seen = f"`{other[0][0]}` has {other[0][1]}" if other else f"batch_size={loader_size}"
+            why = (
+                f"the training batch has {n} rows in its first tensor but {seen}, so it cannot "
+                "be split into samples; yield one row per sample in every tensor, or give the "
+                "train dataset __getitem__ and __len__"
+            )
+
+        def make(pos: list[int]) -> Any:
+            return rows(batch, pos)
+
+    if not why and n < FEWEST:
+        why = (
+            f"the probe batch has {n} samples, too few to split; set probe.batch_size (and "
+            f"the train batch size) to {FEWEST} or more"
+        )
+    return make, n, why
 
 
 def _batch_statistics_layers(task: nn.Module) -> list[str]:
@@ -63,12 +102,12 @@ def _output_independence(ctx: DoctorContext) -> Check:
     cid = ID
     if not ctx.has_hook("validation_step"):
         return Check(cid, "skip", "the task defines no validation_step, so no evaluation to check")
-    indices = ctx.probe_indices
-    if indices is None or len(indices) < 4:
-        return Check(cid, "skip", "the probe batch cannot be rebuilt at a smaller size")
-    n, k = len(indices), len(indices) // 2
+    make, n, why = _regrouper(ctx)
+    if why:
+        return Check(cid, "skip", why)
+    k = n // 2
     task = observation(ctx).task
-    half = replay_loader([ctx.samples.collate(indices[:k])])
+    half = replay_loader([make(list(range(k)))])
     runs = [evaluation_outputs(ctx, task)[0], evaluation_outputs(ctx, task)[0]]
     part, error = evaluation_outputs(ctx, task, loader=half)
     if runs[0] is None or runs[1] is None or part is None:
@@ -91,7 +130,11 @@ def _output_independence(ctx: DoctorContext) -> Check:
     }
     if shift < 0:
         return Check(
-            cid, "skip", "no per-sample output of the evaluation could be compared", evidence
+            cid,
+            "skip",
+            "no per-sample output of the evaluation could be compared; return one output row "
+            "per sample (batch first) from forward to test it",
+            evidence,
         )
     if shift > BATCH_RTOL:
         cause = (
@@ -134,14 +177,9 @@ def _loss_independence(ctx: DoctorContext) -> Check:
     """The loss training_step computes in eval mode must not read the batch's order (samples
     reversed), and the whole batch's loss must be a weighted mean (or the sum) of two halves'
     losses, for two different splits: otherwise a sample's loss depends on its companions."""
-    indices = ctx.probe_indices
-    if indices is None or len(indices) < 4:
-        return Check(
-            ID,
-            "skip",
-            "the probe batch cannot be rebuilt from dataset indices (an iterable dataset); a "
-            "map-style training dataset (with __getitem__) lets the loss be regrouped and tested",
-        )
+    make, n, why = _regrouper(ctx)
+    if why:
+        return Check(ID, "skip", why)
     task = ctx.make_task()
     if not task.automatic_optimization:
         return Check(
@@ -151,21 +189,18 @@ def _loss_independence(ctx: DoctorContext) -> Check:
             "(it may also step) to test it",
         )
     task = task.eval()
-    n = len(indices)
-    splits = [(indices[: n // 2], indices[n // 2 :]), (indices[::2], indices[1::2])]
+    order = list(range(n))
+    splits = [(order[: n // 2], order[n // 2 :]), (order[::2], order[1::2])]
     try:
         with torch.no_grad(), quiet():
-            whole = _loss_of(task, ctx.samples.collate(indices))
-            again = _loss_of(task, ctx.samples.collate(indices))
-            other_seed = _loss_of(task, ctx.samples.collate(indices), seed=1)
-            reversed_ = _loss_of(task, ctx.samples.collate(indices[::-1]))
-            twice = _loss_of(task, ctx.samples.collate(indices + indices))
-            halves = [
-                (_loss_of(task, ctx.samples.collate(a)), _loss_of(task, ctx.samples.collate(b)))
-                for a, b in splits
-            ]
+            whole = _loss_of(task, make(order))
+            again = _loss_of(task, make(order))
+            other_seed = _loss_of(task, make(order), seed=1)
+            reversed_ = _loss_of(task, make(order[::-1]))
+            twice = _loss_of(task, make(order + order))
+            halves = [(_loss_of(task, make(a)), _loss_of(task, make(b))) for a, b in splits]
     except Exception as err:  # a step that needs the trainer, or returns no loss
-        return Check(ID, "skip", f"training_step's loss cannot be computed alone ({err})")
+        return Check(ID, "skip", f"training_step's loss cannot be computed alone ({err}); {ALONE}")
     evidence: dict[str, Any] = {
         "loss": whole,
         "loss_samples_reversed": reversed_,
@@ -173,7 +208,13 @@ def _loss_independence(ctx: DoctorContext) -> Check:
         "loss_of_halves": halves,
     }
     if whole != again:
-        return Check(ID, "skip", "training_step's loss changes between two calls on one batch")
+        return Check(
+            ID,
+            "skip",
+            "training_step's loss changes between two calls on one batch (a random collate_fn, "
+            "or state the step keeps); draw random masking in the dataset's __getitem__ and "
+            "keep the loss a function of the batch to test it",
+        )
     if other_seed != whole:
         # Mixup, noise or random crops in the step: the same seed over another order draws
         # other numbers for each sample, so a moved loss would prove nothing.

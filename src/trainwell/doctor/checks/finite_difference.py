@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from trainwell.doctor.harness.batches import clone
+from trainwell.doctor.harness.batches import clone, restructure
 from trainwell.doctor.harness.context import DoctorContext, quiet
 
 COORDINATES = 2  # per tensor, on the (up to) 4 tensors with the largest gradients
@@ -24,13 +24,11 @@ RTOL = 1e-3
 
 
 def _double(batch: Any) -> Any:
-    if isinstance(batch, torch.Tensor):
-        return batch.double() if batch.is_floating_point() else batch
-    if isinstance(batch, dict):
-        return type(batch)({k: _double(v) for k, v in batch.items()})
-    if isinstance(batch, list | tuple) and not hasattr(batch, "_fields"):
-        return type(batch)(_double(v) for v in batch)
-    return batch
+    return restructure(batch, lambda t: t.double() if t.is_floating_point() else t)
+
+
+# What lets a probe call training_step on its own, outside a trainer.
+ALONE = "return the loss from training_step without reading self.trainer or self.optimizers()"
 
 
 def training_loss(task: Any, batch: Any) -> torch.Tensor:
@@ -60,7 +58,7 @@ def finite_difference(ctx: DoctorContext) -> tuple[list[dict[str, Any]], str]:
             loss.backward()
             again = float(training_loss(task, batch).detach())
     except Exception as err:  # a step that needs the trainer (self.trainer, self.optimizers())
-        return [], f"training_step cannot run outside the trainer ({type(err).__name__})"
+        return [], f"training_step cannot run outside the trainer ({type(err).__name__}); {ALONE}"
     if float(loss.detach()) != again:
         return [], "training_step's loss is random even in eval mode"
     params = {n: p for n, p in task.named_parameters() if p.grad is not None}

@@ -31,7 +31,10 @@ def model_head_width(ctx: DoctorContext) -> Check:
     data = type(ctx.datamodule).__name__
     if declared is None:
         return Check(
-            CHECK_ID, "skip", f"{data} declares no num_classes: no class count to compare with"
+            CHECK_ID,
+            "skip",
+            f"{data} declares no num_classes: no class count to compare with (give it a "
+            "num_classes attribute)",
         )
     width = _logits_width(ctx)
     configured = ctx.cfg.model.get("num_classes")

@@ -87,7 +87,8 @@ def _verdict(ctx: DoctorContext, obs: Observation) -> Check:
             "overfit.one_batch",
             "skip",
             f"training_step returned no scalar loss in {_skipped(obs)} of "
-            f"{len(obs.recorder.losses)} steps and no backward() was seen to follow",
+            f"{len(obs.recorder.losses)} steps and no backward() was seen to follow; return "
+            "the loss from training_step to test it",
         )
     limit = ctx.settings.overfit_max_ratio
     seen = trend(values, limit)

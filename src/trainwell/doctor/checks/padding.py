@@ -15,7 +15,7 @@ from typing import Any
 
 import torch
 
-from trainwell.doctor.checks.finite_difference import training_loss
+from trainwell.doctor.checks.finite_difference import ALONE, training_loss
 from trainwell.doctor.harness.batches import clone, leaves
 from trainwell.doctor.harness.context import DoctorContext, quiet
 from trainwell.doctor.report.verdict import Check
@@ -68,7 +68,13 @@ def loss_padding(ctx: DoctorContext) -> Check:
         "tensors_rewritten": changed,
     }
     if not changed:
-        return Check(ID, "skip", "no token or label tensor has the mask's shape", evidence)
+        return Check(
+            ID,
+            "skip",
+            "no token or label tensor has the mask's shape; keep token ids or labels in the "
+            "batch at the mask's shape to test padding",
+            evidence,
+        )
     task = ctx.make_task().eval()
     try:
         with torch.no_grad(), quiet():
@@ -80,7 +86,8 @@ def loss_padding(ctx: DoctorContext) -> Check:
         return Check(
             ID,
             "skip",
-            f"training_step cannot run outside the trainer ({type(err).__name__})",
+            f"training_step cannot run outside the trainer ({type(err).__name__}); {ALONE} "
+            "to test padding",
             evidence,
         )
     evidence |= {"loss": before, "loss_with_padding_rewritten": after}

@@ -95,7 +95,8 @@ def data_split_agreement(ctx: DoctorContext) -> Check:
             ID,
             "skip",
             f"the short fit ({steps} steps) reaches {tr['accuracy']:.2f} on training data, "
-            f"not clearly above chance ({tr['chance']:.2f}): nothing learnt to compare",
+            f"not clearly above chance ({tr['chance']:.2f}): nothing learnt to compare; more "
+            "probe.overfit_steps may get there",
             evidence,
         )
     if va["accuracy"] > va["chance"] + va["sigma3"]:

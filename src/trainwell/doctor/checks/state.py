@@ -146,7 +146,7 @@ def _outputs_differ(
             "checkpoint.roundtrip",
             "skip",
             "evaluation calls no module that holds parameters, so no output was compared; the "
-            "checkpoint itself loads",
+            "checkpoint itself loads (call the model in validation_step to compare outputs)",
             evidence,
         )
     if diff > 1e-6:

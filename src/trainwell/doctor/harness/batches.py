@@ -8,7 +8,7 @@ through a real DataLoader so the user's training_step sees exactly what its own 
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 import torch
@@ -39,22 +39,52 @@ def size_of(batch: Any) -> int | None:
         return None
 
 
+def restructure(
+    batch: Any, leaf: Callable[[Any], Any], is_leaf: Callable[[Any], bool] = torch.is_tensor
+) -> Any:
+    """The batch with the same containers, `leaf` applied wherever `is_leaf` (every tensor by
+    default); any other value is kept as it is."""
+    if is_leaf(batch):
+        return leaf(batch)
+
+    def again(value: Any) -> Any:
+        return restructure(value, leaf, is_leaf)
+
+    if isinstance(batch, Mapping):
+        return type(batch)({k: again(v) for k, v in batch.items()})  # type: ignore[call-arg]
+    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple
+        return type(batch)(*(again(v) for v in batch))
+    if isinstance(batch, list | tuple):
+        return type(batch)(again(v) for v in batch)
+    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
+        return dataclasses.replace(
+            batch, **{f.name: again(getattr(batch, f.name)) for f in dataclasses.fields(batch)}
+        )
+    return batch
+
+
 def clone(batch: Any) -> Any:
     """A deep copy of the tensors (a training_step that edits its batch in place must not edit
     the batch the next probe step replays)."""
-    if isinstance(batch, torch.Tensor):
-        return batch.clone()
-    if isinstance(batch, Mapping):
-        return type(batch)({k: clone(v) for k, v in batch.items()})  # type: ignore[call-arg]
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple
-        return type(batch)(*(clone(v) for v in batch))
-    if isinstance(batch, list | tuple):
-        return type(batch)(clone(v) for v in batch)
-    if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
-        return dataclasses.replace(
-            batch, **{f.name: clone(getattr(batch, f.name)) for f in dataclasses.fields(batch)}
-        )
-    return batch
+    return restructure(batch, torch.Tensor.clone)
+
+
+def rows(batch: Any, index: list[int]) -> Any:
+    """The batch's samples at `index` (in that order, repeats allowed): dim 0 of every tensor
+    with one row per sample, and lists of batch length holding no tensor (names, ids); any
+    other value is kept."""
+    n = size_of(batch)
+
+    def per_sample(x: Any) -> bool:
+        if isinstance(x, torch.Tensor):
+            return x.dim() > 0 and x.shape[0] == n
+        plain = isinstance(x, list | tuple) and not hasattr(x, "_fields")
+        return plain and len(x) == n and next(leaves(x), None) is None
+
+    def take(x: Any) -> Any:
+        return x[torch.tensor(index)] if torch.is_tensor(x) else type(x)(x[i] for i in index)
+
+    return restructure(batch, take, per_sample)
 
 
 class ConcatError(ValueError):
