@@ -28,9 +28,12 @@ XDIST = -n $(WORKERS) --dist loadfile
 test: $(STAMP)
 	$(PY) -m pytest -m "not slow" $(XDIST) $(ARGS)
 
-# The long tests stay in one process until their runs under workers have been checked in full.
+# The long tests under the same workers: every run writes under its test's own tmp_path, every
+# server and process group listens on a free port, and no test asserts a speed, so two files side
+# by side only take longer each. The longest files are split by case (test_corpus_resume_*.py,
+# test_benchmarks_*.py) so that no single file holds one worker long after the other is done.
 test-slow: $(STAMP)
-	$(PY) -m pytest -m slow $(ARGS)
+	$(PY) -m pytest -m slow $(XDIST) $(ARGS)
 
 test-all: $(STAMP)
 	$(PY) -m pytest $(XDIST) $(ARGS)

@@ -130,13 +130,13 @@ EXCLUDED = {
 
 
 GPU_SUITE = "the GPU suite: a GPU box (docs/benchmarks.md gives its figures)"
-CPU_BENCH = "a benchmark: minutes, and its figures are docs/benchmarks.md's (tests/test_benchmarks.py runs it small)"
+CPU_BENCH = "a benchmark: minutes, and its figures are docs/benchmarks.md's (tests/test_benchmarks_*.py runs it small)"
 WHEELS = "fetching wheels for the GPU box: a network and a GPU box"
 UPGRADE_T = "run on a real clone of a small template by tests/test_upgrade.py"
 UPGRADE_COPIED = "what make upgrade prints for a copied clone; tests/test_upgrade.py runs it on one"
 DOCS_EXCLUDED = {
-    "make bench": "every training-side benchmark: minutes (each runs small in test_benchmarks.py)",
-    "make bench-long": "the minute-long benchmarks (each runs small in test_benchmarks.py)",
+    "make bench": "every training-side benchmark: minutes (each runs small in tests/test_benchmarks_*.py)",
+    "make bench-long": "the minute-long benchmarks (each runs small in tests/test_benchmarks_*.py)",
     **{
         f".venv/bin/python benchmarks/{name}.py": CPU_BENCH
         for name in (

@@ -1,0 +1,56 @@
+"""The benchmarks of whole script runs, run small: start-up, resume position,
+cross-validation, class imbalance and the doctor's time.
+
+Each script is run as a user runs it (tests/helpers/benchmarks.py); only facts are asserted,
+never speeds (tests/test_benchmarks.py says which).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers.benchmarks import run_benchmark
+
+
+@pytest.mark.slow
+def test_startup_runs_and_csv_run_does_not_import_wandb() -> None:
+    out = run_benchmark(
+        "startup.py", "--epochs", "1", "--reps", "1", "--import-reps", "1", "--error-reps", "1"
+    )
+    assert float(out["startup_s"]) > 0 and float(out["training_s"]) > 0
+    assert out["wandb_imported"] == "0"
+    # the mistakes are answered, each in one line, before torch is imported
+    assert float(out["bad_key_s"]) > 0 and float(out["missing_ckpt_s"]) > 0
+    assert out["heavy_imported_on_error"] == "0"
+
+
+@pytest.mark.slow
+def test_resume_position_resumes_where_each_killed_run_stopped() -> None:
+    out = run_benchmark("resume_position.py", "--samples", "640", "--reps", "1")
+    # 20 batches per epoch: the runs resumed at 5% (step 1) and 95% (step 19) of it
+    assert (out["batches_5pct"], out["batches_95pct"], out["epoch_batches"]) == ("1", "19", "20")
+    assert float(out["resume_5pct_s"]) > 0 and float(out["resume_95pct_s"]) > 0
+
+
+@pytest.mark.slow  # a minute of training: like every other benchmark run, in make test-slow
+def test_imbalance_benchmark_reports_every_side() -> None:
+    out = run_benchmark("imbalance.py", "--epochs", "1")
+    for side in ("plain", "weighted_sampler", "class_weights"):
+        for figure in ("acc", "balanced_acc", "worst_recall"):
+            assert 0.0 <= float(out[f"{side}_{figure}"]) <= 1.0
+        assert float(out[f"{side}_wall_s"]) > 0
+
+
+@pytest.mark.slow
+def test_doctor_time_runs_both_sides() -> None:
+    out = run_benchmark("doctor_time.py", "--baseline", "HEAD", "--reps", "1")
+    assert set(out) == {"before_s", "after_s", "ratio"}
+    assert 0 < float(out["before_s"]) < 600 and 0 < float(out["after_s"]) < 600
+
+
+@pytest.mark.slow
+def test_cv_overhead_runs_both_sides() -> None:
+    out = run_benchmark("cv_overhead.py", "--folds", "2", "--reps", "1")
+    assert out["folds"] == "2"
+    assert float(out["cv_s"]) > 0 and float(out["runs_s"]) > 0
+    assert float(out["probe_s"]) > 0 and float(out["oof_per_fold_s"]) > 0

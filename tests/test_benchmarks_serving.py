@@ -1,0 +1,32 @@
+"""The serving benchmarks run small: throughput and latency over HTTP, and the shutdown.
+
+Each script is run as a user runs it (tests/helpers/benchmarks.py); only facts are asserted,
+never speeds (tests/test_benchmarks.py says which).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.helpers.benchmarks import run_benchmark
+
+
+@pytest.mark.slow
+def test_serving_benchmark_loses_no_request() -> None:
+    out = run_benchmark(
+        "serving.py", "--models", "digits_cnn", "--requests", "20", "--load-requests", "64",
+        "--concurrency", "8",
+    )  # fmt: skip
+    assert int(out["digits_cnn_failed"]) == 0
+    for side in ("nobatch", "batch"):
+        assert float(out[f"digits_cnn_{side}_rps"]) > 0
+        assert float(out[f"digits_cnn_{side}_p50_ms"]) > 0
+    assert float(out["digits_cnn_batch_over_inproc_b16_x"]) > 0
+    assert float(out["digits_cnn_c1_batch_on_over_off_x"]) > 0
+
+
+@pytest.mark.slow
+def test_serving_shutdown_leaves_no_process_behind_serve() -> None:
+    out = run_benchmark("serving_shutdown.py")
+    assert int(out["serve_exit_code"]) == 0 and int(out["serve_left"]) == 0
+    assert int(out["stock_children"]) > 0  # the stock side was measured, whatever it did

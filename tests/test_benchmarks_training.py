@@ -1,0 +1,101 @@
+"""The training-side benchmarks run small: the trainwell and hand-written loops side by side,
+the GPU suite on CPU, memory, the data pipeline, the guards and the host cost.
+
+Each script is run as a user runs it (tests/helpers/benchmarks.py); only facts are asserted,
+never speeds (tests/test_benchmarks.py says which).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.helpers.benchmarks import BENCH, REPO, run_benchmark
+
+
+@pytest.mark.slow
+def test_overhead_runs_and_both_loops_agree() -> None:
+    out = run_benchmark("overhead.py", "--workload", "digits", "--epochs", "2", "--reps", "1")
+    assert float(out["digits_ratio"]) > 0 and float(out["digits_cpu_ratio"]) > 0
+    # Same init, data order, optimizer, schedule: the final losses and weights agree.
+    assert float(out["digits_maxdiff"]) <= 1e-5
+    # Both sides checkpoint every epoch: each spends time in it, and it is printed in ms.
+    assert float(out["digits_tw_ckpt_ms"]) > 0 and float(out["digits_raw_ckpt_ms"]) > 0
+    assert float(out["digits_tw_fixed_ms"]) > 0
+
+
+@pytest.mark.slow
+def test_gpu_throughput_runs_on_cpu() -> None:
+    out = run_benchmark(
+        "gpu_throughput.py",
+        *("--num-samples", "48", "--num-val", "16", "--batch", "16", "--width", "4"),
+        *("--modes", "fp32", "--epochs", "2"),
+    )
+    assert out["best_mode"] == "fp32"
+    assert float(out["fp32_tw_img_s"]) > 0 and float(out["fp32_raw_img_s"]) > 0
+    if out["device"] == "cpu":
+        assert math.isnan(float(out["fp32_mfu"]))  # no GPU peak to divide by
+
+
+@pytest.mark.slow
+def test_gpu_suite_runs_on_cpu_and_writes_its_json(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, str(BENCH / "gpu_suite.py"), "--smoke", "--out", str(tmp_path)],
+        cwd=REPO,
+        env={**os.environ, "PYTHONUNBUFFERED": "1", "OUT": ""},
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    items = json.loads((tmp_path / "gpu_suite.json").read_text())["items"]
+    assert "error" not in json.dumps(items), items
+    fp32 = items["throughput"]["modes"]["fp32"]["median"]
+    assert fp32["tw_img_s"] > 0 and fp32["raw_img_s"] > 0 and fp32["tw_ckpt_ms"] > 0
+    assert items["accum_bf16_gradckpt_on"]["finite"]
+    # Checkpointing recomputes: same arithmetic, the same losses.
+    on, off = items["accum_bf16_gradckpt_on"], items["accum_bf16_gradckpt_off"]
+    assert on["train_loss"] == off["train_loss"]
+    assert 0 < items["grad_ckpt_memory"]["activation_ratio_on_off"] < 1
+    table = (tmp_path / "gpu_suite.md").read_text()
+    assert "| fp32 |" in table and "accum_fp16_clip | needs CUDA" in table
+
+
+@pytest.mark.slow
+def test_memory_runs_and_checkpointing_saves_activations() -> None:
+    out = run_benchmark("memory.py", "--width", "8", "--batch", "8", "--reps", "1")
+    assert 0 < float(out["ckpt_act_ratio"]) < 1
+    assert float(out["k1_img_s"]) > 0 and float(out["k4_img_s"]) > 0
+
+
+@pytest.mark.slow
+def test_data_pipeline_runs_on_a_real_format_fixture() -> None:
+    out = run_benchmark(
+        "data_pipeline.py",
+        *("--images", "500", "--batches", "2", "--epochs", "1", "--batch", "32"),
+        *("--workers", "0", "1", "--persistent", "0", "--width", "4"),
+    )
+    assert out["best"] in ("w0", "w1")
+    assert 0 <= float(out["w0_wait"]) <= 1
+
+
+@pytest.mark.slow
+def test_host_cost_runs_every_side_and_prints_its_ratios() -> None:
+    out = run_benchmark("host_cost.py", "--epochs", "2", "--samples", "128", "--reps", "1")
+    for side in ("raw", "bare", "lightning", "tw_user", "tw_task", "tw_lm"):
+        assert float(out[f"{side}_cpu_us"]) > 0 and float(out[f"{side}_wall_us"]) > 0
+    for ratio in ("tw_task_vs_bare", "tw_user_vs_lightning", "tw_task_vs_bare_wall"):
+        assert float(out[ratio]) > 0
+
+
+@pytest.mark.slow
+def test_guard_overhead_runs_and_prints_its_figures() -> None:
+    out = run_benchmark("guard_overhead.py", "--epochs", "1", "--reps", "1")
+    assert float(out["guards_on_s"]) > 0 and float(out["guards_off_s"]) > 0
+    assert 0 < float(out["guard_hook_share"]) < 1
