@@ -1,6 +1,6 @@
-"""The corpus's resume runs, one share of the cases: predict_step, a skipped batch, BatchNorm under accumulation, container
-modules and dict batches
-(tests/ecosystem/corpus.py says what each check holds).
+"""The corpus's resume runs, one share of the cases: predict_step, a skipped batch, BatchNorm under
+accumulation, container modules and dict batches (tests/ecosystem/corpus.py says what each check
+holds).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The corpus's resume runs, one share of the cases: Lightning's demo classes as they ship, the Hydra-template pattern, manual
-optimization and ReduceLROnPlateau
-(tests/ecosystem/corpus.py says what each check holds).
+"""The corpus's resume runs, one share of the cases: Lightning's demo classes as they ship, the
+Hydra-template pattern, manual optimization and ReduceLROnPlateau (tests/ecosystem/corpus.py says
+what each check holds).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The corpus's resume runs, one share of the cases: step and epoch schedulers, a module without test_step, and the logging
-patterns (step and epoch logs, metric collections, two validation loaders)
-(tests/ecosystem/corpus.py says what each check holds).
+"""The corpus's resume runs, one share of the cases: step and epoch schedulers, a module without
+test_step, and the logging patterns: step and epoch logs, metric collections, two validation
+loaders (tests/ecosystem/corpus.py says what each check holds).
 """
 
 from __future__ import annotations
