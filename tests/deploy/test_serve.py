@@ -349,8 +349,16 @@ def test_the_readme_line_serves_and_ctrl_c_stops_it_with_one_line(
             time.sleep(0.2)
         assert proc.poll() is None, proc.communicate()[1][-3000:]
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole group
-        # A second signal while LitServe drains, as `make serve` sends at once (make passes its
-        # own SIGTERM on to the server) or a second Ctrl-C: the shutdown goes on, no traceback.
+        # Sent back to back, two signals can be taken by two threads at once, in either order:
+        # the second is sent once the first has begun the drain (/health no longer answers).
+        while proc.poll() is None and time.monotonic() < deadline:
+            try:
+                httpx.get(f"http://127.0.0.1:{port}/health", timeout=2)
+            except httpx.HTTPError:
+                break
+            time.sleep(0.05)
+        # A second signal while LitServe drains, as `make serve` sends (make passes its own
+        # SIGTERM on to the server) or a second Ctrl-C: the shutdown goes on, no traceback.
         os.kill(proc.pid, signal.SIGTERM)
         out, err = proc.communicate(timeout=30)
     finally:

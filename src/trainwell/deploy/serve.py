@@ -258,5 +258,9 @@ def serve(cfg: DictConfig) -> int:
         log_level=str(cfg.log_level),
     )
     reap_children()
+    # Python puts back the default action of every signal it handled as it exits: a second
+    # SIGTERM arriving then would kill the stopped server (exit -15). Ignored ones stay ignored.
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     print(f"serve: stopped by {stopped_by[0] if stopped_by else 'LitServe'}", flush=True)
     return 0
