@@ -52,6 +52,19 @@ CASES = [
         "(add a new key with +trainer.max_epoch=...)",
     ),
     (
+        "doctor.py",
+        ["+probe.nonsense=1"],
+        "error: unknown doctor setting(s) probe.nonsense; known: accelerator, batch_size, "
+        "leakage_max_samples, memory_steps, overfit_budget_s, overfit_max_ratio, "
+        "overfit_max_steps, overfit_steps, scan_batches, scheduler_interval, threads, "
+        "throughput_batches, window_batches",
+    ),
+    (
+        "doctor.py",
+        ["probe.batch_size=abc"],
+        "error: probe.batch_size='abc' is invalid: expected int",
+    ),
+    (
         "predict.py",
         [f"ckpt_path={{tmp}}/{MISSING}"],
         f"error: checkpoint not found: {{tmp}}/{MISSING}; pass ckpt_path=<an existing .ckpt>",

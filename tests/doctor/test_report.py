@@ -102,9 +102,3 @@ def test_cli_on_defaults_exits_zero_and_writes_the_report(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr[-2000:]
     assert (tmp_path / "doctor" / "report.json").is_file()
     assert "optimizer.coverage" in done.stdout
-
-
-def test_cli_bad_probe_setting_exits_two(tmp_path: Path) -> None:
-    done = run_script("doctor.py", f"hydra.run.dir={tmp_path}", "+probe.nonsense=1")
-    assert done.returncode == 2
-    assert "probe.nonsense" in done.stderr

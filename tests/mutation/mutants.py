@@ -1481,6 +1481,28 @@ MUTANTS: list[Mutant] = [
         "a wrong artifact is one line before Hydra starts: no run dir is left behind",
     ),
     Mutant(
+        "doctor: the probe settings are checked only after the experiment is loaded",
+        "scripts/doctor.py",
+        '    check_paths=lambda cfg: ProbeSettings.from_cfg(cfg.get("probe")),\n',
+        "",
+        (
+            "tests/test_startup.py::test_a_mistake_is_one_line_before_torch_lightning_torchvision"
+            "[doctor.py +probe.nonsense=1]",
+        ),
+        "a mistyped probe setting is one line before torch is imported, and no run dir is made",
+    ),
+    Mutant(
+        "doctor: a probe setting of the wrong type is taken as given",
+        "src/trainwell/doctor/harness/settings.py",
+        "if not fits or isinstance(value, bool):",
+        "if False:",
+        (
+            "tests/test_startup.py::test_a_mistake_is_one_line_before_torch_lightning_torchvision"
+            "[doctor.py probe.batch_size=abc]",
+        ),
+        "probe.batch_size=abc is refused in one line, not a crash minutes into the doctor",
+    ),
+    Mutant(
         "serve: every signal restarts the shutdown, the second one aborting it",
         "src/trainwell/deploy/shutdown.py",
         "        if len(stopped_by) == 1:\n            raise KeyboardInterrupt\n",
