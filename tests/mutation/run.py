@@ -4,7 +4,8 @@ the repository, and run the tests that exist to catch it.
 A guarantee is protected only if breaking it makes a test fail. Each mutant is applied to a
 private copy (src/, tests/, conf/, scripts/, ...), never to the checkout, and pytest runs there
 with the copy's src/ first on PYTHONPATH: the editable install in .venv would otherwise import the
-unmutated checkout and every mutant would "escape". The smoke mutants, run first, prove the copy
+unmutated checkout and every mutant would "escape". Each run is a fork of a warm interpreter per copy
+(forkserver.py: torch and Lightning imported once, the copy's own code imported in the fork). The smoke mutants, run first, prove the copy
 is what gets imported (in the pytest process and in a script it starts). Then the listed tests
 run once on the unmutated copy: a test that already fails would "catch" every mutant. Outcomes:
 
@@ -20,11 +21,15 @@ Usage: python tests/mutation/run.py [-j 2] [-k substring] [--list] [--stale]
 from __future__ import annotations
 
 import argparse
+import contextlib
+import json
 import os
 import shutil
+import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -72,20 +77,61 @@ def environment(copy: Path) -> dict[str, str]:
     return env
 
 
+class WarmPytest:
+    """pytest runs in `copy`, each one a fork of forkserver.py's interpreter, which has torch,
+    Lightning and torchvision imported already (seconds saved per mutant). The server starts
+    with the copy's environment, so a run sees what `python -m pytest` started there would."""
+
+    def __init__(self, copy: Path) -> None:
+        self.copy = copy
+        self.proc = subprocess.Popen(
+            [sys.executable, str(Path(__file__).with_name("forkserver.py"))],
+            cwd=copy, env=environment(copy), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+            text=True,
+        )  # fmt: skip
+
+    def run(self, args: list[str], timeout: float) -> tuple[int, str]:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        log = self.copy.with_suffix(".log")
+        self.proc.stdin.write(json.dumps({"args": args, "log": str(log)}) + "\n")
+        self.proc.stdin.flush()
+        started = self.proc.stdout.readline()
+        if not started:  # the server died (its imports failed): nothing ran
+            return 4, f"the fork server of {self.copy} exited with {self.proc.wait()}"
+        pid = json.loads(started)["pid"]
+        expired = threading.Event()
+
+        def stop() -> None:
+            expired.set()
+            with contextlib.suppress(ProcessLookupError):  # it ended as the timer fired
+                os.killpg(pid, signal.SIGKILL)
+
+        timer = threading.Timer(timeout, stop)
+        timer.start()
+        try:
+            code = json.loads(self.proc.stdout.readline())["code"]
+        finally:
+            timer.cancel()
+        out = log.read_text(errors="replace") if log.exists() else ""
+        if expired.is_set():
+            return -1, f"timed out after {timeout:.0f} s\n{out}"
+        return code, out
+
+    def close(self) -> None:
+        if self.proc.stdin is not None:
+            self.proc.stdin.close()
+        self.proc.wait()
+
+
+SERVERS: dict[Path, WarmPytest] = {}
+
+
 def pytest(
     copy: Path, tests: tuple[str, ...], *options: str, timeout: float = PER_MUTANT_TIMEOUT_S
 ) -> tuple[int, str]:
     """(exit code, output) of the default suite's `tests` run in `copy`; -1 on a timeout."""
-    try:
-        proc = subprocess.run(
-            [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "not slow",
-             *options, *tests],
-            cwd=copy, env=environment(copy), capture_output=True, text=True,
-            timeout=timeout,
-        )  # fmt: skip
-    except subprocess.TimeoutExpired:
-        return -1, f"timed out after {timeout:.0f} s"
-    return proc.returncode, proc.stdout + proc.stderr
+    args = ["-q", "-p", "no:cacheprovider", "-m", "not slow", *options, *tests]
+    return SERVERS[copy].run(args, timeout)
 
 
 def baseline_failures(chunks: list[tuple[str, ...]], copies: list[Path]) -> list[str]:
@@ -168,60 +214,70 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="trainwell-mutants-") as tmp:
         copies = [make_copy(Path(tmp) / f"copy{i}") for i in range(max(1, args.jobs))]
-        # The smoke mutants change what a test checks, once in the pytest process and once in a
-        # script it runs: if either is not caught, the tests did not run the copy's code and no
-        # other result means anything.
-        stale_smokes = [f"{m.name}: {stale_reason(m)}" for m in SMOKES if stale_reason(m)]
-        if stale_smokes:
-            print("stale    " + "; ".join(stale_smokes))
+        SERVERS.update((copy, WarmPytest(copy)) for copy in copies)
+        try:
+            return run_all(runnable, copies, counts, len(chosen))
+        finally:
+            for server in SERVERS.values():
+                server.close()
+
+
+def run_all(runnable: list[Mutant], copies: list[Path], counts: dict[str, int], chosen: int) -> int:
+    """The smoke mutants, the unmutated baseline, then every runnable mutant; the exit code."""
+    # The smoke mutants change what a test checks, once in the pytest process and once in a
+    # script it runs: if either is not caught, the tests did not run the copy's code and no
+    # other result means anything.
+    stale_smokes = [f"{m.name}: {stale_reason(m)}" for m in SMOKES if stale_reason(m)]
+    if stale_smokes:
+        print("stale    " + "; ".join(stale_smokes))
+        return 1
+    with ThreadPoolExecutor(max_workers=len(copies)) as pool:
+        smoked = list(
+            pool.map(lambda i: run_one(SMOKES[i], copies[i % len(copies)]), range(len(SMOKES)))
+        )
+    for smoke, (outcome, elapsed, out) in zip(SMOKES, smoked, strict=True):
+        print(f"{outcome:8} {smoke.name} ({elapsed:.0f} s)", flush=True)
+        if outcome != "caught":
+            print("the tests do not run the mutated copy; results would be meaningless")
+            print(tail(out))
             return 1
-        with ThreadPoolExecutor(max_workers=len(copies)) as pool:
-            smoked = list(
-                pool.map(lambda i: run_one(SMOKES[i], copies[i % len(copies)]), range(len(SMOKES)))
-            )
-        for smoke, (outcome, elapsed, out) in zip(SMOKES, smoked, strict=True):
-            print(f"{outcome:8} {smoke.name} ({elapsed:.0f} s)", flush=True)
+
+    union = sorted({t for m in runnable for t in m.tests})
+    chunks = [tuple(union[i :: len(copies)]) for i in range(len(copies))]
+    chunks, copies_used = [c for c in chunks if c], copies[: len([c for c in chunks if c])]
+    start = time.monotonic()
+    failing = baseline_failures(chunks, copies_used)
+    print(f"baseline: {len(union)} test ids, {len(failing)} failing without a mutant "
+          f"({time.monotonic() - start:.0f} s)", flush=True)  # fmt: skip
+    for node in failing:
+        print(f"    fails without a mutant: {node}")
+    broken = [m for m in runnable if any(f.startswith(t) for f in failing for t in m.tests)]
+    for mutant in broken:
+        counts["error"] += 1
+        print(f"error    {mutant.name}: a listed test fails without the mutant", flush=True)
+    runnable = [m for m in runnable if m not in broken]
+
+    free = list(copies)
+
+    def job(mutant: Mutant) -> tuple[Mutant, str, float, str]:
+        copy = free.pop()
+        try:
+            return (mutant, *run_one(mutant, copy))
+        finally:
+            free.append(copy)
+
+    with ThreadPoolExecutor(max_workers=len(copies)) as pool:
+        for mutant, outcome, elapsed, out in pool.map(job, runnable):
+            counts[outcome] += 1
+            print(f"{outcome:8} {mutant.name} ({elapsed:.0f} s)", flush=True)
             if outcome != "caught":
-                print("the tests do not run the mutated copy; results would be meaningless")
+                print(f"    {mutant.path}: {mutant.why}")
                 print(tail(out))
-                return 1
-
-        union = sorted({t for m in runnable for t in m.tests})
-        chunks = [tuple(union[i :: len(copies)]) for i in range(len(copies))]
-        chunks, copies_used = [c for c in chunks if c], copies[: len([c for c in chunks if c])]
-        start = time.monotonic()
-        failing = baseline_failures(chunks, copies_used)
-        print(f"baseline: {len(union)} test ids, {len(failing)} failing without a mutant "
-              f"({time.monotonic() - start:.0f} s)", flush=True)  # fmt: skip
-        for node in failing:
-            print(f"    fails without a mutant: {node}")
-        broken = [m for m in runnable if any(f.startswith(t) for f in failing for t in m.tests)]
-        for mutant in broken:
-            counts["error"] += 1
-            print(f"error    {mutant.name}: a listed test fails without the mutant", flush=True)
-        runnable = [m for m in runnable if m not in broken]
-
-        free = list(copies)
-
-        def job(mutant: Mutant) -> tuple[Mutant, str, float, str]:
-            copy = free.pop()
-            try:
-                return (mutant, *run_one(mutant, copy))
-            finally:
-                free.append(copy)
-
-        with ThreadPoolExecutor(max_workers=len(copies)) as pool:
-            for mutant, outcome, elapsed, out in pool.map(job, runnable):
-                counts[outcome] += 1
-                print(f"{outcome:8} {mutant.name} ({elapsed:.0f} s)", flush=True)
-                if outcome != "caught":
-                    print(f"    {mutant.path}: {mutant.why}")
-                    print(tail(out))
     print(
         f"mutants: {counts['caught']} caught, {counts['escaped']} escaped, "
         f"{counts['stale']} stale" + (f", {counts['error']} error" if counts["error"] else "")
     )
-    return 0 if counts["caught"] == len(chosen) else 1
+    return 0 if counts["caught"] == chosen else 1
 
 
 if __name__ == "__main__":
