@@ -4,10 +4,11 @@ the repository, and run the tests that exist to catch it.
 A guarantee is protected only if breaking it makes a test fail. Each mutant is applied to a
 private copy (src/, tests/, conf/, scripts/, ...), never to the checkout, and pytest runs there
 with the copy's src/ first on PYTHONPATH: the editable install in .venv would otherwise import the
-unmutated checkout and every mutant would "escape". Each run is a fork of a warm interpreter per copy
-(forkserver.py: torch and Lightning imported once, the copy's own code imported in the fork). The smoke mutants, run first, prove the copy
-is what gets imported (in the pytest process and in a script it starts). Then the listed tests
-run once on the unmutated copy: a test that already fails would "catch" every mutant. Outcomes:
+unmutated checkout and every mutant would "escape". Each run is a fork of a warm interpreter
+per copy (forkserver.py: torch and Lightning imported once, the copy's own code in the fork).
+The smoke mutants, run first, prove the copy is what gets imported (in the pytest process and in
+a script it starts). Then the listed tests run once on the unmutated copy: a test that already
+fails would "catch" every mutant. Outcomes:
 
 caught   a listed test failed
 escaped  every listed test passed: the guarantee is unprotected (exit 1)
