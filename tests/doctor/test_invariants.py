@@ -56,6 +56,8 @@ CASES = [
     ("inputs_standardised_per_batch", "model", "eval.batch_independence", "warn"),
     ("sorted_by_length_labels_left", "tokens", "eval.batch_independence", "fail"),
     ("loss_smoothed_over_a_stream", "stream", "eval.batch_independence", "fail"),
+    ("manual_two_optimizers_undivided", "model", "accumulation.equivalence", "fail"),
+    ("manual_summed_loss_divided", "model", "accumulation.equivalence", "fail"),
 ]
 
 
