@@ -60,7 +60,7 @@ def manual_equivalence(ctx: DoctorContext, probe: Any) -> Check:
         )
     references: dict[int, dict[str, torch.Tensor] | str] = {}
     backwards = [b for b, _ in spy.backward_values]
-    for index, step in steps.items():
+    for index, step in sorted(steps.items(), key=lambda kv: kv[1].batch):  # earliest first
         m = step.batch + 1
         if m not in references:
             references[m] = _manual_reference(ctx, state, samples, batches[:m], m)
@@ -71,7 +71,7 @@ def manual_equivalence(ctx: DoctorContext, probe: Any) -> Check:
         discarded = sorted({backwards[i] for i in range(zeros[-1].backwards)}) if zeros else []
         name = f"optimizer {index} (of {watch.optimizers})" if watch.optimizers > 1 else ""
         verdict = _window_verdict(
-            compare(watch.grads[index], whole), m, scales[0], discarded, calls, name, evidence
+            compare(watch.grads[index], whole), m, scales[0], discarded, calls, name, evidence, n
         )
         if verdict is not None and _random(ctx, state, samples, batches[:m], whole):
             return Check(
@@ -101,7 +101,7 @@ def _latent(verdict: Check) -> Check:
         ID,
         "warn",
         "the task steps every micro-batch (no windows combined), so its steps are unaffected "
-        f"now, but {verdict.message.removeprefix('the ')}; this breaks once it accumulates",
+        f"now, but {verdict.message}; this breaks once it accumulates",
         verdict.evidence,
     )
 
@@ -124,7 +124,7 @@ def _watch_first_step(
     rec = Recorder(spy=spy, freeze_stochastic=True, spy_batches=limit)
     task = ctx.make_task()
     task.load_state_dict(state)
-    fit = ctx.fit(task, replay_loader(batches), [watch, rec], max_steps=1)
+    fit = ctx.fit(task, replay_loader(batches), [watch, rec], max_steps=-1)
     return watch, spy, fit
 
 
@@ -170,6 +170,7 @@ def _window_verdict(
     calls: list[list[Any]],
     who: str,
     evidence: dict[str, Any],
+    window: int,
 ) -> Check | None:
     """None when a first manual step applies one batch's gradient, else a fail naming the cause."""
     evidence["first_window" + (f" of {who}" if who else "")] = result
@@ -192,7 +193,17 @@ def _window_verdict(
             f"the {n} micro-batch means are summed, not averaged: divide each micro-batch loss "
             f"by {n} (by its share of the window's items when micro-batches differ in size)"
         )
-    elif n > 1 and scale is not None and abs(scale * n - 1) < 1e-6:
+    elif n < window:
+        cause = (
+            f"it steps every {n} micro-batch(es) while another optimizer's window is {window}, "
+            f"with each loss scaled by {scale:.3g}: step every optimizer once per window"
+        )
+    elif (
+        n > 1
+        and scale is not None
+        and abs(scale * n - 1) < 1e-6
+        and len({c[0].items for c in calls[:n]}) > 1
+    ):
         cause = (
             f"each micro-batch loss is divided by {n}, but the micro-batches hold different "
             f"numbers of items ({evidence['items_per_micro_batch']}): weight each one by its "

@@ -82,6 +82,11 @@ class StepWatch(L.Callback):
     ) -> None:
         self._batch = batch_idx
 
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        # Every optimizer has taken its first step: nothing more to watch.
+        if self.optimizers and len(self.grads) == self.optimizers:
+            trainer.should_stop = True
+
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         for handle in self._handles:
             handle.remove()

@@ -1,6 +1,7 @@
-"""Manual optimization with its own accumulation over 2 micro-batches and two optimizers (SGD
-for the body, Adam for the head), both stepped once per window, but each micro-batch's mean loss
-is backpropagated at full weight: every step applies the sum of 2 micro-batch means.
+"""Manual optimization with two optimizers (SGD for the body, Adam for the head) and its own
+accumulation over 2 micro-batches: each micro-batch's loss is divided by 2, the body steps once
+per window, but the head is stepped (and zeroed) every micro-batch, so each of its steps applies
+half of one micro-batch's gradient.
 
 Invariant: accumulating K micro-batches equals one step on the whole batch, per optimizer
 (accumulation.equivalence).
@@ -18,18 +19,19 @@ from tests.doctor.reported._common import Classifier
 
 class Buggy(Classifier):
     accumulate = 2
-    divide = False
+    head_every = 1  # micro-batches per head step
 
     def __init__(self) -> None:
         super().__init__()
         self.automatic_optimization = False
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        body, head = self.optimizers()
         x, y = batch
         loss = F.cross_entropy(self(x), y)
-        self.manual_backward(loss / self.accumulate if self.divide else loss)
-        if (batch_idx + 1) % self.accumulate == 0:
-            for opt in self.optimizers():
+        self.manual_backward(loss / self.accumulate)
+        for opt, every in ((body, self.accumulate), (head, self.head_every)):
+            if (batch_idx + 1) % every == 0:
                 opt.step()
                 opt.zero_grad()
         self.log("train_loss", loss)
@@ -42,6 +44,6 @@ class Buggy(Classifier):
 
 
 class Healthy(Buggy):
-    """The fix: divide each micro-batch's loss by the window's micro-batches."""
+    """The fix: the head steps once per window too."""
 
-    divide = True
+    head_every = 2
