@@ -11,7 +11,7 @@ from typing import Any
 
 import torch
 
-from trainwell.doctor.checks.gradient_compare import ID, RTOL, compare
+from trainwell.doctor.checks.gradient_compare import ID, RANDOM, RTOL, compare
 from trainwell.doctor.harness.batches import ConcatError, concat, replay_loader
 from trainwell.doctor.harness.context import DoctorContext, FitResult
 from trainwell.doctor.harness.recorder import Recorder
@@ -74,14 +74,7 @@ def manual_equivalence(ctx: DoctorContext, probe: Any) -> Check:
             compare(watch.grads[index], whole), m, scales[0], discarded, calls, name, evidence, n
         )
         if verdict is not None and _random(ctx, state, samples, batches[:m], whole):
-            return Check(
-                ID,
-                "skip",
-                "the same batch gives different gradients under two seeds even with dropout "
-                "modules at p=0 and BatchNorm in eval (noise drawn in training_step?), so "
-                "windows cannot be compared exactly; draw it in the datamodule to compare them",
-                evidence,
-            )
+            return Check(ID, "skip", RANDOM, evidence)
         if verdict is not None:
             return _latent(verdict) if n == 1 else verdict
     which = f"each of the {len(steps)} optimizers" if len(steps) > 1 else "the optimizer"
@@ -117,7 +110,8 @@ def _random(
 def _watch_first_step(
     ctx: DoctorContext, state: dict[str, torch.Tensor], batches: list[Any]
 ) -> tuple[StepWatch, Spy, FitResult]:
-    """A probe fit of the user's task over real micro-batches, watched up to its first step."""
+    """A probe fit of the user's task over real micro-batches, watched until every optimizer
+    has stepped."""
     limit = ctx.settings.window_batches
     spy = Spy(max_calls=8 * limit)
     watch = StepWatch(spy)
