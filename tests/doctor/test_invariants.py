@@ -25,8 +25,8 @@ CASES_PKG = "tests.doctor.invariants"
 COMMON = "tests.doctor.reported._common"
 
 # (case module, which part is swapped: "model" | "data" | "tokens" (the model, on token
-# sequences in dict batches) | "stream" (the model, on the case's own `Stream` datamodule),
-# check id, status the bug draws)
+# sequences in dict batches) | "stream" (the model, on the case's own `Stream` datamodule) |
+# "records" (the data, read by the case's own `Model`), check id, status the bug draws)
 CASES = [
     ("frozen_max_norm", "model", "optimizer.coverage", "fail"),
     ("frozen_batchnorm_stats", "model", "optimizer.coverage", "warn"),
@@ -52,10 +52,14 @@ CASES = [
     ("val_labels_shuffled_apart", "data", "data.split_agreement", "fail"),
     ("label_map_per_split", "data", "data.split_agreement", "fail"),
     ("val_inputs_and_labels_zipped", "data", "data.split_agreement", "fail"),
+    ("dict_val_labels_shuffled_apart", "records", "data.split_agreement", "fail"),
     ("loss_weighted_by_position", "model", "eval.batch_independence", "fail"),
     ("inputs_standardised_per_batch", "model", "eval.batch_independence", "warn"),
     ("sorted_by_length_labels_left", "tokens", "eval.batch_independence", "fail"),
     ("loss_smoothed_over_a_stream", "stream", "eval.batch_independence", "fail"),
+    ("manual_head_steps_every_micro_batch", "model", "accumulation.equivalence", "fail"),
+    ("manual_loss_halved_without_accumulation", "model", "accumulation.equivalence", "warn"),
+    ("manual_summed_loss_divided", "model", "accumulation.equivalence", "fail"),
 ]
 
 
@@ -66,13 +70,13 @@ def run_case(
     cfg = compose_config(QUICK_PROBES, tmp_path / variant / "run", config_name="doctor")
     target = f"{CASES_PKG}.{case}.{variant}"
     with open_dict(cfg):
-        cfg.model = OmegaConf.create(
-            {"_target_": f"{COMMON}.Classifier" if part == "data" else target}
-        )
+        model = {"data": f"{COMMON}.Classifier", "records": f"{CASES_PKG}.{case}.Model"}
+        cfg.model = OmegaConf.create({"_target_": model.get(part, target)})
         data = {
             "data": target,
             "tokens": f"{CASES_PKG}._tokens.Tokens",
             "stream": f"{CASES_PKG}.{case}.Stream",
+            "records": target,
         }
         cfg.data = OmegaConf.create({"_target_": data.get(part, f"{COMMON}.Digits")})
     L.seed_everything(cfg.seed, workers=True, verbose=False)

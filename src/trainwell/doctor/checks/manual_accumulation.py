@@ -1,7 +1,8 @@
 """accumulation.equivalence for manual optimization: the user's code decides where a window
 starts and ends. A probe fit watches where it zeroes and steps (`StepWatch`) and compares the
 gradient of its first step with the gradient of the recognised loss function's own mean over
-the same items in one batch.
+the same items in one batch (a sum for reduction='sum'), per optimizer on its own parameters.
+A window of one micro-batch whose step differs only warns: nothing is combined yet.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 
 import torch
 
-from trainwell.doctor.checks.gradient_compare import ID, RTOL, compare
+from trainwell.doctor.checks.gradient_compare import ID, RANDOM, RTOL, compare
 from trainwell.doctor.harness.batches import ConcatError, concat, replay_loader
 from trainwell.doctor.harness.context import DoctorContext, FitResult
 from trainwell.doctor.harness.recorder import Recorder
@@ -20,41 +21,32 @@ from trainwell.doctor.report.verdict import Check
 
 
 def manual_equivalence(ctx: DoctorContext, probe: Any) -> Check:
-    """Observe the user's own window (zero_grad ... step) and compare it with one batch."""
+    """Observe the user's own windows (zero_grad ... step), one per optimizer, and compare each
+    optimizer's first step on its own parameters with one batch of the window's items."""
     samples = ctx.samples
     state = {n: t.clone() for n, t in probe.state_dict().items()}
     batches = samples.micro_batches(0, ctx.settings.window_batches)
     watch, spy, fit = _watch_first_step(ctx, state, batches)
-    step = watch.first_step()
+    steps = {i: e for i in range(watch.optimizers) if (e := watch.first_step(i)) is not None}
     evidence: dict[str, Any] = {
         "optimization": "manual",
-        "events": [(e.kind, e.batch) for e in watch.events[:20]],
+        "optimizers": watch.optimizers,
+        "events": [(e.kind, e.batch, e.optimizer) for e in watch.events[:20]],
     }
-    if step is None or watch.grads is None:
+    if not steps:
         why = fit.error_line or f"no optimizer.step() in the first {len(batches)} micro-batches"
         return Check(ID, "skip", f"no manual step observed to compare: {why}", evidence)
-    if watch.optimizers > 1:
-        return Check(
-            ID,
-            "skip",
-            f"the task steps {watch.optimizers} optimizers by hand; the doctor compares windows "
-            "of a single optimizer",
-            evidence,
-        )
-    n = step.batch + 1
-    evidence["micro_batches_in_first_window"] = n
-    backwards = [b for b, _ in spy.backward_values]
-    zeros = watch.zeros_before(step)
-    discarded = sorted({backwards[i] for i in range(zeros[-1].backwards)}) if zeros else []
+    n = max(e.batch for e in steps.values()) + 1
     calls = [spy.calls_in(i) for i in range(n)]
-    why_not = _no_single_mean_loss(calls)
+    why_not = _no_single_loss(calls)
     if why_not:
         return Check(ID, "skip", why_not, evidence)
     scales = _backward_scales(spy, calls)
     evidence |= {
         "items_per_micro_batch": [c[0].items for c in calls],
         "backward_scale_per_micro_batch": scales,
-        "zero_grad_discards_micro_batches": discarded,
+        "micro_batches_per_window": {i: e.batch + 1 for i, e in steps.items()},
+        "micro_batches_in_first_window": n,
     }
     if not _fixed_multiple(scales):
         return Check(
@@ -62,40 +54,89 @@ def manual_equivalence(ctx: DoctorContext, probe: Any) -> Check:
             "skip",
             "the loss passed to backward is not a fixed multiple of the recognised loss "
             "function's output (other terms, or several backward calls per micro-batch), so "
-            "the doctor has no reference mean to compare with",
+            "the doctor has no reference to compare with; backpropagate one loss function's "
+            "output per micro-batch (scaled as the window needs)",
             evidence,
         )
-    whole = _manual_reference(ctx, state, samples, batches[:n], n)
-    if isinstance(whole, str):
-        return Check(ID, "skip", whole, evidence)
-    return _window_verdict(compare(watch.grads, whole), n, scales[0], discarded, evidence)
+    references: dict[int, dict[str, torch.Tensor] | str] = {}
+    backwards = [b for b, _ in spy.backward_values]
+    for index, step in sorted(steps.items(), key=lambda kv: kv[1].batch):  # earliest first
+        m = step.batch + 1
+        if m not in references:
+            references[m] = _manual_reference(ctx, state, samples, batches[:m], m)
+        whole = references[m]
+        if isinstance(whole, str):
+            return Check(ID, "skip", whole, evidence)
+        zeros = watch.zeros_before(step)
+        discarded = sorted({backwards[i] for i in range(zeros[-1].backwards)}) if zeros else []
+        name = f"optimizer {index} (of {watch.optimizers})" if watch.optimizers > 1 else ""
+        verdict = _window_verdict(
+            compare(watch.grads[index], whole), m, scales[0], discarded, calls, name, evidence, n
+        )
+        if verdict is not None and _random(ctx, state, samples, batches[:m], whole):
+            return Check(ID, "skip", RANDOM, evidence)
+        if verdict is not None:
+            return _latent(verdict) if n == 1 else verdict
+    which = f"each of the {len(steps)} optimizers" if len(steps) > 1 else "the optimizer"
+    return Check(
+        ID,
+        "pass",
+        f"the first manual step of {which} (after {n} micro-batch(es)) applies the gradient "
+        "of the loss over all of their items in one batch",
+        evidence,
+    )
+
+
+def _latent(verdict: Check) -> Check:
+    """Every optimizer steps every micro-batch: no windows are combined, so a scaled loss only
+    changes what the learning rate means (as accumulation.equivalence says at K=1)."""
+    return Check(
+        ID,
+        "warn",
+        "the task steps every micro-batch (no windows combined), so its steps are unaffected "
+        f"now, but {verdict.message}; this breaks once it accumulates",
+        verdict.evidence,
+    )
+
+
+def _random(
+    ctx: DoctorContext, state: dict[str, torch.Tensor], samples: Any, batches: list[Any], whole: Any
+) -> bool:
+    """Whether the one-batch reference moves with the seed (a mismatch may be that noise)."""
+    again = _manual_reference(ctx, state, samples, batches, len(batches), seed=1)
+    return not isinstance(again, str) and compare(again, whole)["relative_difference"] > RTOL
 
 
 def _watch_first_step(
     ctx: DoctorContext, state: dict[str, torch.Tensor], batches: list[Any]
 ) -> tuple[StepWatch, Spy, FitResult]:
-    """A probe fit of the user's task over real micro-batches, watched up to its first step."""
+    """A probe fit of the user's task over real micro-batches, watched until every optimizer
+    has stepped."""
     limit = ctx.settings.window_batches
     spy = Spy(max_calls=8 * limit)
     watch = StepWatch(spy)
     rec = Recorder(spy=spy, freeze_stochastic=True, spy_batches=limit)
     task = ctx.make_task()
     task.load_state_dict(state)
-    fit = ctx.fit(task, replay_loader(batches), [watch, rec], max_steps=1)
+    fit = ctx.fit(task, replay_loader(batches), [watch, rec], max_steps=-1)
     return watch, spy, fit
 
 
-def _no_single_mean_loss(calls: list[list[Any]]) -> str:
-    """Why no reference mean can be rebuilt: it needs exactly one recognised loss call with
-    reduction='mean' per micro-batch ('' when every micro-batch has one)."""
+def _no_single_loss(calls: list[list[Any]]) -> str:
+    """Why no reference can be rebuilt: it needs exactly one recognised loss call with a mean
+    or sum reduction per micro-batch ('' when every micro-batch has one)."""
     if any(len(c) != 1 for c in calls):
         counts = [len(c) for c in calls]
         return (
             f"training_step calls {counts} recognised loss function(s) per micro-batch; the "
-            "doctor rebuilds the reference mean only for exactly one (compare by hand)"
+            "doctor rebuilds one batch's loss only from exactly one (the weights of several "
+            "terms cannot be told apart from an accumulation scale): compare by hand"
         )
-    if any(c[0].reduction != "mean" for c in calls):
-        return "the loss uses reduction='sum'/'none': no mean to compare"
+    if any(c[0].reduction not in ("mean", "sum") for c in calls):
+        return (
+            "the loss uses reduction='none' and reduces it by hand: no reference to compare; "
+            "reduce it with reduction='mean' or 'sum'"
+        )
     return ""
 
 
@@ -120,29 +161,43 @@ def _window_verdict(
     n: int,
     scale: float | None,
     discarded: list[int],
+    calls: list[list[Any]],
+    who: str,
     evidence: dict[str, Any],
-) -> Check:
-    """Pass when the first manual step applies one batch's gradient, else fail naming the cause."""
-    evidence["first_window"] = result
+    window: int,
+) -> Check | None:
+    """None when a first manual step applies one batch's gradient, else a fail naming the cause."""
+    evidence["first_window" + (f" of {who}" if who else "")] = result
     if result["relative_difference"] <= RTOL:
-        return Check(
-            ID,
-            "pass",
-            f"the first manual step (after {n} micro-batch(es)) applies the gradient of the "
-            "mean loss over all of their items in one batch",
-            evidence,
-        )
+        return None
+    summed = calls[0][0].reduction == "sum"
     if discarded:
         cause = (
             f"zero_grad() runs inside the window and discards the gradients of micro-batch(es) "
             f"{discarded}: call it once per window, right after optimizer.step()"
+        )
+    elif summed and n > 1 and abs(result["norm_ratio"] * n - 1) < 0.05:
+        cause = (
+            "the loss is a sum over samples (reduction='sum'), so one batch's loss is already "
+            f"the sum of its micro-batches': do not divide it by {n} (or use reduction='mean' "
+            "and divide)"
         )
     elif n > 1 and abs(result["norm_ratio"] - n) < 0.05 * n:
         cause = (
             f"the {n} micro-batch means are summed, not averaged: divide each micro-batch loss "
             f"by {n} (by its share of the window's items when micro-batches differ in size)"
         )
-    elif n > 1 and scale is not None and abs(scale * n - 1) < 1e-6:
+    elif n < window:
+        cause = (
+            f"it steps every {n} micro-batch(es) while another optimizer's window is {window}, "
+            f"with each loss scaled by {scale:.3g}: step every optimizer once per window"
+        )
+    elif (
+        n > 1
+        and scale is not None
+        and abs(scale * n - 1) < 1e-6
+        and len({c[0].items for c in calls[:n]}) > 1
+    ):
         cause = (
             f"each micro-batch loss is divided by {n}, but the micro-batches hold different "
             f"numbers of items ({evidence['items_per_micro_batch']}): weight each one by its "
@@ -153,17 +208,22 @@ def _window_verdict(
     return Check(
         ID,
         "fail",
-        f"the first manual step (after {n} micro-batches) applies {result['norm_ratio']:.3g}x "
-        f"the gradient of one batch of the same items (relative difference "
-        f"{result['relative_difference']:.2g}): {cause}",
+        f"the first manual step{' of ' + who if who else ''} (after {n} micro-batch(es)) "
+        f"applies {result['norm_ratio']:.3g}x the gradient of one batch of the same items "
+        f"(relative difference {result['relative_difference']:.2g}): {cause}",
         evidence,
     )
 
 
 def _manual_reference(
-    ctx: DoctorContext, state: dict[str, torch.Tensor], samples: Any, batches: list[Any], n: int
+    ctx: DoctorContext,
+    state: dict[str, torch.Tensor],
+    samples: Any,
+    batches: list[Any],
+    n: int,
+    seed: int = 0,
 ) -> dict[str, torch.Tensor] | str:
-    """The gradient of the loss function's own mean over the window's items, in one batch."""
+    """The gradient of the loss function's own output over the window's items, in one batch."""
     try:
         if samples.indexable:
             flat = [i for g in samples.index_batches()[:n] for i in g]
@@ -180,6 +240,7 @@ def _manual_reference(
     params = [p for p in task.parameters() if p.requires_grad]
     spy = Spy(max_calls=1, reference_params=params)
     rec = Recorder(spy=spy, freeze_stochastic=True, spy_batches=1)
+    torch.manual_seed(seed)  # a second seed shows hidden randomness in the step
     fit = ctx.fit(task, replay_loader([whole]), [rec], max_steps=1, limit_train_batches=1)
     if not spy.reference_grads:
         return f"the one-batch reference run computed no loss ({fit.error_line or 'no recognised loss call'})"

@@ -2,7 +2,9 @@
 
 The task fitted briefly on the real train batches (the context's short fit) predicts training
 batches and the first validation batches, each scored against its own split's chance: the rate of
-its most common label. A fit that beats chance on training data but leaves validation at chance
+its most common label. Predictions come from forward on (input, label) pairs, or, for batches of
+any other structure (dicts, nested), from the class scores and labels the task's own evaluation
+step hands its class-index loss. A fit that beats chance on training data but leaves validation at chance
 means validation does not measure what training learns: its labels were split from their inputs
 (shuffled apart, zipped from two loaders) or its label ids name other classes (a label map built
 per split; then a relabelling of the validation classes agrees with the predictions).
@@ -15,26 +17,30 @@ from typing import Any
 
 import torch
 
+from trainwell.doctor.harness.batches import replay_loader, size_of
 from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.outputs import evaluation_outputs
+from trainwell.doctor.harness.spy import Spy
 from trainwell.doctor.report.verdict import Check
 from trainwell.errors import error_line
 
 ID = "data.split_agreement"
 SAMPLES = 256  # scored per split
 LEARNT = 0.2  # the fit must beat chance on training data by this much (and by 3 sigma)
-HOOK = "yield (input, class id) batches and return one row of class scores from forward"
+HOOK = (
+    "return one row of class scores per sample from forward on (input, class id) batches, or "
+    "hand cross_entropy one class id per sample in validation_step"
+)
 
 
-def _scores(task: Any, batches: Any) -> tuple[torch.Tensor, torch.Tensor] | str:
-    """Predicted and true class ids over up to SAMPLES samples, or why they cannot be read."""
+def _forward_scores(task: Any, batches: list[Any]) -> tuple[torch.Tensor, torch.Tensor] | str:
+    """Predicted and true class ids of (input, label) batches, read from forward."""
     predicted, labels = [], []
     for batch in batches:
-        if batch is None:
-            return "the split yields no batches"
         if not isinstance(batch, list | tuple) or len(batch) != 2:
             return "batches are not (input, label) pairs"
         x, y = batch
-        if not isinstance(y, torch.Tensor) or y.dim() != 1 or y.is_floating_point() or y.min() < 0:
+        if not _class_ids(y):
             return "labels are not one class id per sample"
         try:
             with torch.no_grad():
@@ -45,11 +51,50 @@ def _scores(task: Any, batches: Any) -> tuple[torch.Tensor, torch.Tensor] | str:
             return "forward does not return one row of class scores per sample"
         predicted.append(scores.argmax(dim=1).cpu())
         labels.append(y.cpu())
-        if sum(len(t) for t in labels) >= SAMPLES:
-            break
-    if not labels:
-        return "the split yields no batches"
     return torch.cat(predicted), torch.cat(labels)
+
+
+def _class_ids(y: Any) -> bool:
+    return (
+        isinstance(y, torch.Tensor) and y.dim() == 1 and not y.is_floating_point() and y.min() >= 0
+    )
+
+
+def _loss_scores(
+    ctx: DoctorContext, task: Any, batches: list[Any]
+) -> tuple[torch.Tensor, torch.Tensor] | str:
+    """Predicted and true class ids of batches of any structure (dicts, nested), read from the
+    scores and labels the task's own evaluation step hands a class-index loss."""
+    spy = Spy(max_calls=4 * len(batches))
+    with spy:
+        spy.active = True
+        _, why = evaluation_outputs(
+            ctx, task, borrow_training_step=True, loader=replay_loader(batches)
+        )
+    if why:
+        return why
+    calls = [c for c in spy.losses if c.name in ("cross_entropy", "nll_loss")]
+    if len(calls) != len(batches) or any(
+        c.input.dim() != 2 or not _class_ids(c.target) or len(c.target) != size_of(b)
+        for c, b in zip(calls, batches, strict=False)
+    ):
+        return "the evaluation step hands no class-index loss one class id per sample"
+    return torch.cat([c.input.argmax(dim=1) for c in calls]), torch.cat([c.target for c in calls])
+
+
+def _scores(ctx: DoctorContext, task: Any, loader: Any) -> tuple[torch.Tensor, torch.Tensor] | str:
+    """Predicted and true class ids over up to SAMPLES samples, or why they cannot be read."""
+    batches: list[Any] = []
+    for batch in loader:
+        if batch is None:
+            break
+        batches.append(batch)
+        if sum(size_of(b) or 0 for b in batches) >= SAMPLES:
+            break
+    if not batches:
+        return "the split yields no batches"
+    read = _forward_scores(task, batches)
+    return read if not isinstance(read, str) else _loss_scores(ctx, task, batches)
 
 
 def _rates(pred: torch.Tensor, true: torch.Tensor) -> dict[str, float]:
@@ -78,13 +123,13 @@ def data_split_agreement(ctx: DoctorContext) -> Check:
     train = ctx.samples.micro_batches(steps, 8) or ctx.samples.micro_batches(0, 8)
     task = ctx.make_task().eval()  # can it be scored at all (before paying for the fit)?
     for batches in (train[:1], val):
-        why = _scores(task, [next(iter(batches), None)])
+        why = _scores(ctx, task, [next(iter(batches), None)])
         if isinstance(why, str):
             return Check(ID, "skip", f"no predictions to score: {why}; {HOOK}", {})
     task, fit = ctx.short_fit
     if fit.error is not None:
         return Check(ID, "skip", f"the short fit failed: {fit.error_line}", {})
-    read = [_scores(task.eval(), train), _scores(task, val)]
+    read = [_scores(ctx, task.eval(), train), _scores(ctx, task, val)]
     why = next((r for r in read if isinstance(r, str)), None)
     if why is not None:
         return Check(ID, "skip", f"no predictions to score: {why}; {HOOK}", {})
