@@ -5,7 +5,8 @@ A guarantee is protected only if breaking it makes a test fail. Each mutant is a
 private copy (src/, tests/, conf/, scripts/, ...), never to the checkout, and pytest runs there
 with the copy's src/ first on PYTHONPATH: the editable install in .venv would otherwise import the
 unmutated checkout and every mutant would "escape". Each run is a fork of a warm interpreter
-per copy (forkserver.py: torch and Lightning imported once, the copy's own code in the fork).
+per copy (tests/helpers/forkserver.py: torch and Lightning imported once, the copy's own code
+in the fork).
 The smoke mutants, run first, prove the copy is what gets imported (in the pytest process and in
 a script it starts). Then the listed tests run once on the unmutated copy: a test that already
 fails would "catch" every mutant. Outcomes:
@@ -22,21 +23,19 @@ Usage: python tests/mutation/run.py [-j 2] [-k substring] [--list] [--stale]
 from __future__ import annotations
 
 import argparse
-import contextlib
-import json
 import os
 import shutil
-import signal
-import subprocess
 import sys
 import tempfile
-import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(1, str(Path(__file__).resolve().parents[2]))
 from mutants import MUTANTS, SMOKES, Mutant
+
+from tests.helpers.forkserver import WarmInterpreter
 
 REPO = Path(__file__).resolve().parents[2]
 # What the tests read: code, tests, configs, scripts, notebooks, docs and project metadata.
@@ -78,61 +77,23 @@ def environment(copy: Path) -> dict[str, str]:
     return env
 
 
-class WarmPytest:
-    """pytest runs in `copy`, each one a fork of forkserver.py's interpreter, which has torch,
-    Lightning and torchvision imported already (seconds saved per mutant). The server starts
-    with the copy's environment, so a run sees what `python -m pytest` started there would."""
-
-    def __init__(self, copy: Path) -> None:
-        self.copy = copy
-        self.proc = subprocess.Popen(
-            [sys.executable, str(Path(__file__).with_name("forkserver.py"))],
-            cwd=copy, env=environment(copy), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            text=True,
-        )  # fmt: skip
-
-    def run(self, args: list[str], timeout: float) -> tuple[int, str]:
-        assert self.proc.stdin is not None and self.proc.stdout is not None
-        log = self.copy.with_suffix(".log")
-        self.proc.stdin.write(json.dumps({"args": args, "log": str(log)}) + "\n")
-        self.proc.stdin.flush()
-        started = self.proc.stdout.readline()
-        if not started:  # the server died (its imports failed): nothing ran
-            return 4, f"the fork server of {self.copy} exited with {self.proc.wait()}"
-        pid = json.loads(started)["pid"]
-        expired = threading.Event()
-
-        def stop() -> None:
-            expired.set()
-            with contextlib.suppress(ProcessLookupError):  # it ended as the timer fired
-                os.killpg(pid, signal.SIGKILL)
-
-        timer = threading.Timer(timeout, stop)
-        timer.start()
-        try:
-            code = json.loads(self.proc.stdout.readline())["code"]
-        finally:
-            timer.cancel()
-        out = log.read_text(errors="replace") if log.exists() else ""
-        if expired.is_set():
-            return -1, f"timed out after {timeout:.0f} s\n{out}"
-        return code, out
-
-    def close(self) -> None:
-        if self.proc.stdin is not None:
-            self.proc.stdin.close()
-        self.proc.wait()
-
-
-SERVERS: dict[Path, WarmPytest] = {}
-
-
 def pytest(
     copy: Path, tests: tuple[str, ...], *options: str, timeout: float = PER_MUTANT_TIMEOUT_S
 ) -> tuple[int, str]:
-    """(exit code, output) of the default suite's `tests` run in `copy`; -1 on a timeout."""
-    args = ["-q", "-p", "no:cacheprovider", "-m", "not slow", *options, *tests]
-    return SERVERS[copy].run(args, timeout)
+    """(exit code, output) of the default suite's `tests` run in `copy`; -1 on a timeout. Each
+    run is a fork of a warm interpreter started in the copy's environment (torch and Lightning
+    imported once; the copy's own code imported by the run, after the mutant was written)."""
+    env = environment(copy)
+    out = copy.with_suffix(".out")
+    code = WarmInterpreter.for_env(env).run(
+        {"module": "pytest"},
+        ["-q", "-p", "no:cacheprovider", "-m", "not slow", *options, *tests],
+        cwd=copy, env=env, out=out, err=out, timeout=timeout, group=True,
+    )  # fmt: skip
+    text = out.read_text(errors="replace") if out.exists() else ""
+    if code is None:
+        return -1, f"timed out after {timeout:.0f} s\n{text}"
+    return code, text
 
 
 def baseline_failures(chunks: list[tuple[str, ...]], copies: list[Path]) -> list[str]:
@@ -215,12 +176,7 @@ def main() -> int:
 
     with tempfile.TemporaryDirectory(prefix="trainwell-mutants-") as tmp:
         copies = [make_copy(Path(tmp) / f"copy{i}") for i in range(max(1, args.jobs))]
-        SERVERS.update((copy, WarmPytest(copy)) for copy in copies)
-        try:
-            return run_all(runnable, copies, counts, len(chosen))
-        finally:
-            for server in SERVERS.values():
-                server.close()
+        return run_all(runnable, copies, counts, len(chosen))
 
 
 def run_all(runnable: list[Mutant], copies: list[Path], counts: dict[str, int], chosen: int) -> int:

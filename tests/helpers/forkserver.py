@@ -1,0 +1,152 @@
+"""A warm interpreter whose forks run a script or `python -m <module>` as a fresh process would.
+
+A test that runs scripts/train.py spends seconds of it importing torch, Lightning and
+torchvision before the script does anything, on every call; so does every pytest run of
+`make mutants`. The server below imports those third-party libraries once and forks a child per
+run. The child imports the repository's own code (trainwell, project, the tests) itself, so
+what it runs is the code on disk at that moment, as in a fresh process: `make mutants`' smoke
+mutants check exactly that, in the pytest process and in a script it starts. The child is a real
+process: its own pid, exit status, signals, atexit handlers and environment.
+
+A server is started with the environment that import-time settings come from (PYTHONPATH,
+thread counts, ...); `WarmInterpreter.for_env` keeps one per such environment. Anything else in
+a run's environment is set in the child before the script starts.
+
+Protocol, one JSON object per line: the client writes {"path" or "module", "argv", "cwd", "env",
+"stdout", "stderr"}; the server answers {"pid": N} when the child starts and {"code": N} (the
+exit status as subprocess reports it, -N for a signal) when it ends.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+# Third-party only: a module of the repository imported here would be the one on disk when the
+# server started, not the one a later run (a mutant) put there.
+WARM = (
+    "numpy",
+    "torch",
+    "torchvision",
+    "torchmetrics",
+    "lightning",
+    "hydra",
+    "omegaconf",
+    "pytest",
+)
+OWN = ("trainwell", "project", "tests", "hydra_plugins", "mutants", "_bootstrap")
+# Environment read while those libraries are imported, or by the interpreter at its start: a run
+# that changes one of these gets a server started with it.
+IMPORT_TIME = ("PYTHON", "OMP_", "MKL_", "KMP_", "OPENBLAS", "CUDA", "TORCH", "PL_", "LIGHTNING")
+
+
+def _child(request: dict) -> None:
+    """Become the requested process: streams, working directory, environment, argv, then run."""
+    import runpy
+
+    os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # the server's next request is not its input
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        os.dup2(os.open(request[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
+    if request.get("group"):
+        os.setpgid(0, 0)  # a timeout stops the run and every process it started
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    if "module" in request:  # python -m <module>: the working directory first on the path
+        sys.path.insert(0, os.getcwd())
+        sys.argv = [request["module"], *request["argv"]]
+        runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
+    else:  # python <script>: the script's folder first on the path
+        sys.path.insert(0, str(Path(request["path"]).parent))
+        sys.argv = [request["path"], *request["argv"]]
+        runpy.run_path(request["path"], run_name="__main__")
+    sys.exit(0)  # the end of a script; SystemExit and errors end the child as they end Python
+
+
+def serve() -> None:
+    for name in WARM:
+        __import__(name)
+    early = sorted(m for m in sys.modules if m.split(".")[0] in OWN)
+    if early:
+        raise SystemExit(f"forkserver: the repository's own modules were imported early: {early}")
+    for line in sys.stdin:
+        request = json.loads(line)
+        pid = os.fork()
+        if pid == 0:
+            _child(request)  # ends the child process: nothing after this runs in it
+        print(json.dumps({"pid": pid}), flush=True)
+        _, status = os.waitpid(pid, 0)
+        print(json.dumps({"code": os.waitstatus_to_exitcode(status)}), flush=True)
+
+
+class WarmInterpreter:
+    """Client of one server process (started on first use, ended with the process using it)."""
+
+    _servers: dict[tuple[tuple[str, str], ...], WarmInterpreter] = {}
+    _lock = threading.Lock()
+
+    def __init__(self, env: dict[str, str]) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, __file__], env=env, stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE, text=True,
+        )  # fmt: skip
+        self.busy = threading.Lock()  # one run at a time per server
+
+    @classmethod
+    def for_env(cls, env: dict[str, str]) -> WarmInterpreter:
+        key = tuple(sorted((k, v) for k, v in env.items() if k.startswith(IMPORT_TIME)))
+        with cls._lock:
+            server = cls._servers.get(key)
+            if server is None or server.proc.poll() is not None:
+                server = cls._servers[key] = cls(env)
+            return server
+
+    def run(
+        self,
+        target: dict[str, str],
+        argv: list[str],
+        cwd: Path,
+        env: dict[str, str],
+        out: Path,
+        err: Path,
+        timeout: float | None,
+        group: bool = False,
+    ) -> int | None:
+        """Exit status of the run (as subprocess gives it), or None when `timeout` killed it."""
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        request = {**target, "argv": argv, "cwd": str(cwd), "env": env, "stdout": str(out),
+                   "stderr": str(err), "group": group}  # fmt: skip
+        with self.busy:
+            self.proc.stdin.write(json.dumps(request) + "\n")
+            self.proc.stdin.flush()
+            started = self.proc.stdout.readline()
+            if not started:
+                raise RuntimeError(f"the warm interpreter exited with {self.proc.wait()}")
+            pid = json.loads(started)["pid"]
+            expired = threading.Event()
+
+            def stop() -> None:
+                expired.set()
+                with contextlib.suppress(ProcessLookupError):  # it ended as the timer fired
+                    os.killpg(pid, signal.SIGKILL) if group else os.kill(pid, signal.SIGKILL)
+
+            timer = threading.Timer(timeout, stop) if timeout else None
+            if timer is not None:
+                timer.start()
+            try:
+                code = json.loads(self.proc.stdout.readline())["code"]
+            finally:
+                if timer is not None:
+                    timer.cancel()
+        return None if expired.is_set() else code
+
+
+if __name__ == "__main__":
+    sys.path.pop(0)  # this file's folder: each run puts its own first (the script's folder)
+    serve()
