@@ -56,6 +56,7 @@ CASES = [
     ("inputs_standardised_per_batch", "model", "eval.batch_independence", "warn"),
     ("sorted_by_length_labels_left", "tokens", "eval.batch_independence", "fail"),
     ("loss_smoothed_over_a_stream", "stream", "eval.batch_independence", "fail"),
+    ("val_split_from_the_stream", "data", "data.leakage", "fail"),
 ]
 
 
