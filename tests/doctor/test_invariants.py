@@ -57,6 +57,7 @@ CASES = [
     ("sorted_by_length_labels_left", "tokens", "eval.batch_independence", "fail"),
     ("loss_smoothed_over_a_stream", "stream", "eval.batch_independence", "fail"),
     ("val_split_from_the_stream", "data", "data.leakage", "fail"),
+    ("long_tailed_stream", "data", "data.class_balance", "fail"),
 ]
 
 
