@@ -58,6 +58,7 @@ CASES = [
     ("loss_smoothed_over_a_stream", "stream", "eval.batch_independence", "fail"),
     ("val_split_from_the_stream", "data", "data.leakage", "fail"),
     ("long_tailed_stream", "data", "data.class_balance", "fail"),
+    ("stream_copied_to_every_worker", "data", "data.worker_seeding", "fail"),
 ]
 
 
