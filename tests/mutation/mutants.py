@@ -1556,8 +1556,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor data.worker_seeding: a stream's workers are never read together",
         "src/trainwell/doctor/checks/loading.py",
-        "_repeated_share(probe(workers))",
-        "_repeated_share(probe(0))",
+        "            num_workers=n,",
+        "            num_workers=0,",
         (f"{INV_T}[stream_copied_to_every_worker]",),
         "workers that yield the same samples of an iterable dataset are caught",
     ),

@@ -225,67 +225,45 @@ STREAM_COMPARED = 4096
 REPEATED = 0.1  # share of a pass that repeats earlier samples, beyond what one process repeats
 
 
-def _repeated_share(loader: DataLoader) -> tuple[float, int]:
-    """The share of a pass's first samples (by content) that repeat an earlier one, and how many
-    samples were compared."""
-    _add_lightning_worker_init(loader)
-    with quiet():
-        stream = content(loader, STREAM_COMPARED)
-    return 1 - len(set(stream)) / max(1, len(stream)), len(stream)
-
-
 def _stream_seeding(real: DataLoader) -> Check:
-    """An iterable dataset read by several workers: each worker runs its own copy of __iter__,
-    so unless the stream shards itself by worker (get_worker_info()) and draws its randomness
-    from a per-worker seed, the workers yield the same samples. A pass through the run's workers
-    must repeat no more of its samples than a pass in one process does."""
+    """Each worker runs its own copy of an iterable dataset's __iter__: unless the stream shards
+    itself (get_worker_info()) and seeds its randomness per worker, the workers yield the same
+    samples. A pass through the run's workers must repeat no more of its samples than a pass in
+    one process does."""
     workers = real.num_workers
     if workers < 2:
-        return Check(
-            "data.worker_seeding",
-            "pass",
-            f"the stream is read by {workers} worker(s): no second worker to repeat the first",
-            {"num_workers": workers},
-        )
-
-    def probe(num_workers: int) -> DataLoader:
-        return DataLoader(
+        msg = f"the stream is read by {workers} worker(s): none repeats another"
+        return Check("data.worker_seeding", "pass", msg, {"num_workers": workers})
+    repeated, compared = {}, {}
+    for n in (0, workers):
+        probe = DataLoader(
             real.dataset,
             batch_size=real.batch_size,
-            num_workers=num_workers,
+            num_workers=n,
             collate_fn=real.collate_fn,
-            worker_init_fn=real.worker_init_fn if num_workers else None,
+            worker_init_fn=real.worker_init_fn if n else None,
             generator=real.generator,
-            multiprocessing_context=real.multiprocessing_context if num_workers else None,
+            multiprocessing_context=real.multiprocessing_context if n else None,
         )
-
-    (alone, n_alone), (shared, n_shared) = (
-        _repeated_share(probe(0)),
-        _repeated_share(probe(workers)),
-    )
-    evidence = {
-        "num_workers": workers,
-        "samples_compared": {"1_process": n_alone, f"{workers}_workers": n_shared},
-        "repeated_share": {"1_process": round(alone, 4), f"{workers}_workers": round(shared, 4)},
-        "threshold": REPEATED,
-    }
+        _add_lightning_worker_init(probe)
+        with quiet():
+            stream = content(probe, STREAM_COMPARED)
+        repeated[n], compared[n] = round(1 - len(set(stream)) / max(1, len(stream)), 4), len(stream)
+    evidence = {"num_workers": workers, "samples": compared, "repeated_share": repeated}
+    alone, shared = repeated[0], repeated[workers]
     if shared - alone >= REPEATED:
         return Check(
             "data.worker_seeding",
             "fail",
             f"read by {workers} dataloader workers, the stream repeats {shared:.0%} of its first "
-            f"{n_shared} samples ({alone:.0%} in one process): every worker runs the same "
-            "__iter__ and yields the same samples (or draws them from a generator seeded before "
-            "the workers started); shard the stream by torch.utils.data.get_worker_info() and "
-            "seed its randomness per worker",
+            f"{compared[workers]} samples ({alone:.0%} in one process): every worker runs the "
+            "same __iter__ and yields the same samples (or draws them from a generator seeded "
+            "before the workers started); shard the stream by "
+            "torch.utils.data.get_worker_info() and seed its randomness per worker",
             evidence,
         )
-    return Check(
-        "data.worker_seeding",
-        "pass",
-        f"{workers} workers stream different samples (no more repeats than in one process)",
-        evidence,
-    )
+    msg = f"{workers} workers stream different samples (no more repeats than in one process)"
+    return Check("data.worker_seeding", "pass", msg, evidence)
 
 
 def _worker_draws(
