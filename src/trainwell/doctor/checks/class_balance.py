@@ -13,7 +13,8 @@ from typing import Any
 
 import torch
 
-from trainwell.doctor.harness.batches import ConcatError, concat, rows
+from trainwell.doctor.checks.loss import first_loss, target_path
+from trainwell.doctor.harness.batches import ConcatError, concat, leaves, rows
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.samples import iterate_batches
 from trainwell.doctor.report.verdict import Check
@@ -46,10 +47,14 @@ def _streamed(ctx: DoctorContext) -> tuple[torch.Tensor, dict[int, list[Any]], s
     found: list[torch.Tensor] = []
     kept: dict[int, list[Any]] = {}
     seen = 0
+    # Where the class ids sit: the tensor a classification loss receives as its target (any
+    # batch structure), else the second of (input, label) pairs.
+    call = first_loss(ctx)
+    path = target_path(ctx, call) if call and call.name in ("cross_entropy", "nll_loss") else None
     for batch in iterate_batches(ctx.samples.loader):
-        y = batch[1] if isinstance(batch, list | tuple) and len(batch) == 2 else None
+        y = dict(leaves(batch)).get(path or "batch[1]")
         if not torch.is_tensor(y) or y.dim() != 1 or y.is_floating_point() or y.dtype == torch.bool:
-            why = "its batches are not (input, class id) pairs"
+            why = "no tensor of its batches is a class id per sample"
             return torch.zeros(0, dtype=torch.long), {}, why
         found.append(y.detach().cpu().long())
         for i, c in enumerate(found[-1].tolist()):
@@ -74,7 +79,7 @@ def data_class_balance(ctx: DoctorContext) -> Check:
                     ID,
                     "skip",
                     f"no labels to count: {ctx.samples.why_not_indexable} and {why}; yield "
-                    "(input, class id) pairs from it",
+                    "(input, class id) pairs, or pass the class ids to a cross-entropy loss",
                     {},
                 )
         counts = class_counts(labels)
