@@ -40,10 +40,9 @@ def _compensation(ctx: DoctorContext) -> list[str]:
     return found
 
 
-def _streamed(ctx: DoctorContext) -> tuple[torch.Tensor, dict[int, list[Any]], str]:
+def _streamed(ctx: DoctorContext) -> tuple[torch.Tensor, dict[int, list[Any]]]:
     """The class ids of the samples the train loader yields in one pass (LABEL_LIMIT at most),
-    with up to probe.batch_size samples of each class kept for the collapse probe; or why its
-    batches hold no class ids."""
+    with up to probe.batch_size samples of each class kept for the collapse probe."""
     found: list[torch.Tensor] = []
     kept: dict[int, list[Any]] = {}
     seen = 0
@@ -54,8 +53,11 @@ def _streamed(ctx: DoctorContext) -> tuple[torch.Tensor, dict[int, list[Any]], s
     for batch in iterate_batches(ctx.samples.loader):
         y = dict(leaves(batch)).get(path or "batch[1]")
         if not torch.is_tensor(y) or y.dim() != 1 or y.is_floating_point() or y.dtype == torch.bool:
-            why = "no tensor of its batches is a class id per sample"
-            return torch.zeros(0, dtype=torch.long), {}, why
+            raise TrainwellError(
+                f"{ctx.samples.why_not_indexable} and no tensor of its batches is a class id "
+                "per sample; yield (input, class id) pairs, or pass the class ids to a "
+                "cross-entropy loss"
+            )
         found.append(y.detach().cpu().long())
         for i, c in enumerate(found[-1].tolist()):
             if len(kept.setdefault(c, [])) < ctx.settings.batch_size:
@@ -63,7 +65,7 @@ def _streamed(ctx: DoctorContext) -> tuple[torch.Tensor, dict[int, list[Any]], s
         seen += len(y)
         if seen >= LABEL_LIMIT:
             break
-    return torch.cat(found) if found else torch.zeros(0, dtype=torch.long), kept, ""
+    return torch.cat(found) if found else torch.zeros(0, dtype=torch.long), kept
 
 
 def data_class_balance(ctx: DoctorContext) -> Check:
@@ -73,15 +75,7 @@ def data_class_balance(ctx: DoctorContext) -> Check:
         if ctx.samples.indexable:
             labels = dataset_labels(loader.dataset, limit=LABEL_LIMIT)
         else:
-            labels, kept, why = _streamed(ctx)
-            if why:
-                return Check(
-                    ID,
-                    "skip",
-                    f"no labels to count: {ctx.samples.why_not_indexable} and {why}; yield "
-                    "(input, class id) pairs, or pass the class ids to a cross-entropy loss",
-                    {},
-                )
+            labels, kept = _streamed(ctx)
         counts = class_counts(labels)
     except TrainwellError as err:
         return Check(ID, "skip", f"no class labels to count: {error_line(err)}", {})
