@@ -60,6 +60,9 @@ CASES = [
     ("manual_head_steps_every_micro_batch", "model", "accumulation.equivalence", "fail"),
     ("manual_loss_halved_without_accumulation", "model", "accumulation.equivalence", "warn"),
     ("manual_summed_loss_divided", "model", "accumulation.equivalence", "fail"),
+    ("val_split_from_the_stream", "data", "data.leakage", "fail"),
+    ("long_tailed_stream", "data", "data.class_balance", "fail"),
+    ("stream_copied_to_every_worker", "data", "data.worker_seeding", "fail"),
 ]
 
 

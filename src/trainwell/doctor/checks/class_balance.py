@@ -13,7 +13,10 @@ from typing import Any
 
 import torch
 
+from trainwell.doctor.checks.loss import first_loss, target_path
+from trainwell.doctor.harness.batches import ConcatError, concat, leaves, rows
 from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.samples import iterate_batches
 from trainwell.doctor.report.verdict import Check
 from trainwell.errors import TrainwellError, error_line
 from trainwell.loading.labels import class_counts, dataset_labels
@@ -37,12 +40,42 @@ def _compensation(ctx: DoctorContext) -> list[str]:
     return found
 
 
+def _streamed(ctx: DoctorContext) -> tuple[torch.Tensor, dict[int, list[Any]]]:
+    """The class ids of the samples the train loader yields in one pass (LABEL_LIMIT at most),
+    with up to probe.batch_size samples of each class kept for the collapse probe."""
+    found: list[torch.Tensor] = []
+    kept: dict[int, list[Any]] = {}
+    seen = 0
+    # Where the class ids sit: the tensor a classification loss receives as its target (any
+    # batch structure), else the second of (input, label) pairs.
+    call = first_loss(ctx)
+    path = target_path(ctx, call) if call and call.name in ("cross_entropy", "nll_loss") else None
+    for batch in iterate_batches(ctx.samples.loader):
+        y = dict(leaves(batch)).get(path or "batch[1]")
+        if not torch.is_tensor(y) or y.dim() != 1 or y.is_floating_point() or y.dtype == torch.bool:
+            raise TrainwellError(
+                f"{ctx.samples.why_not_indexable} and no tensor of its batches is a class id "
+                "per sample; yield (input, class id) pairs, or pass the class ids to a "
+                "cross-entropy loss"
+            )
+        found.append(y.detach().cpu().long())
+        for i, c in enumerate(found[-1].tolist()):
+            if len(kept.setdefault(c, [])) < ctx.settings.batch_size:
+                kept[c].append(rows(batch, [i]))
+        seen += len(y)
+        if seen >= LABEL_LIMIT:
+            break
+    return torch.cat(found) if found else torch.zeros(0, dtype=torch.long), kept
+
+
 def data_class_balance(ctx: DoctorContext) -> Check:
     loader = ctx.samples.loader
-    if not ctx.samples.indexable:
-        return Check(ID, "skip", f"no labels to count: {ctx.samples.why_not_indexable}", {})
+    kept: dict[int, list[Any]] | None = None  # samples by class, where they come from a stream
     try:
-        labels = dataset_labels(loader.dataset, limit=LABEL_LIMIT)
+        if ctx.samples.indexable:
+            labels = dataset_labels(loader.dataset, limit=LABEL_LIMIT)
+        else:
+            labels, kept = _streamed(ctx)
         counts = class_counts(labels)
     except TrainwellError as err:
         return Check(ID, "skip", f"no class labels to count: {error_line(err)}", {})
@@ -58,7 +91,9 @@ def data_class_balance(ctx: DoctorContext) -> Check:
     }
     if ratio < IMBALANCE_RATIO:
         return Check(ID, "pass", f"the largest class is {ratio:.1f}x the smallest", evidence)
-    collapsed = _collapsed_predictions(ctx, labels, counts, evidence)
+    if kept is not None:
+        evidence["samples_counted"] = len(labels)
+    collapsed = _collapsed_predictions(ctx, _balanced(ctx, labels, counts, kept), counts, evidence)
     smallest = int(torch.where(counts > 0, counts, counts.max() + 1).argmin())
     if collapsed:
         return Check(
@@ -92,25 +127,37 @@ def data_class_balance(ctx: DoctorContext) -> Check:
     )
 
 
-def _collapsed_predictions(
-    ctx: DoctorContext, labels: torch.Tensor, counts: torch.Tensor, evidence: dict[str, Any]
-) -> bool:
-    """Fit a fresh task for probe.overfit_steps on the real train batches, then predict
-    min(count) (at most probe.batch_size / classes) samples of every class. True when every
-    prediction is the same class."""
+def _balanced(
+    ctx: DoctorContext, labels: torch.Tensor, counts: torch.Tensor, kept: dict | None
+) -> Any:
+    """A batch of min(count) (at most probe.batch_size / classes) training samples of every
+    class: drawn by index, or joined from the samples a stream yielded (None when they cannot be
+    joined into one batch)."""
     classes = torch.nonzero(counts).reshape(-1).tolist()
     per_class = max(1, min(int(counts[counts > 0].min()), ctx.settings.batch_size // len(classes)))
+    if kept is not None:
+        try:
+            return concat([row for c in classes for row in kept[c][:per_class]])
+        except ConcatError:
+            return None
     generator = torch.Generator().manual_seed(int(ctx.cfg.seed))
     indices = []
     for c in classes:
         members = torch.nonzero(labels == c).reshape(-1)
         pick = members[torch.randperm(len(members), generator=generator)[:per_class]]
         indices.extend(pick.tolist())
+    return ctx.samples.collate(indices)
+
+
+def _collapsed_predictions(
+    ctx: DoctorContext, batch: Any, counts: torch.Tensor, evidence: dict[str, Any]
+) -> bool:
+    """Fit a fresh task for probe.overfit_steps on the real train batches, then predict a
+    class-balanced batch. True when every prediction is the same class."""
     task, result = ctx.short_fit
     if result.error is not None:
         evidence["probe"] = f"the short fit raised {result.error_line}"
         return False
-    batch = ctx.samples.collate(indices)
     if not isinstance(batch, list | tuple) or len(batch) != 2:
         evidence["probe"] = "batches are not (input, label) pairs: predictions not read"
         return False
@@ -121,13 +168,17 @@ def _collapsed_predictions(
     except Exception as err:  # a task without a usable forward: no verdict on predictions
         evidence["probe"] = f"the task's forward raised {error_line(err)}"
         return False
-    if not isinstance(logits, torch.Tensor) or logits.dim() != 2 or logits.shape[0] != len(indices):
+    if (
+        not isinstance(logits, torch.Tensor)
+        or logits.dim() != 2
+        or logits.shape[0] != len(batch[1])
+    ):
         evidence["probe"] = "the task's forward does not return one row of class scores per sample"
         return False
     predicted = torch.bincount(logits.argmax(dim=1).cpu(), minlength=len(counts))
     evidence["probe"] = {
         "fit_steps": ctx.settings.overfit_steps,
-        "balanced_batch_per_class": per_class,
+        "balanced_batch": len(batch[1]),
         "predicted_counts": predicted.tolist(),
     }
     # Onto the majority class: the class frequencies learnt, not a net that is merely untrained.

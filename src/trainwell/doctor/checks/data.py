@@ -12,7 +12,12 @@ from torch.utils.data import Dataset
 
 from trainwell.doctor.harness.batches import leaves
 from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.harness.samples import iterate_batches, split_loaders, why_not_indexable
+from trainwell.doctor.harness.samples import (
+    content,
+    iterate_batches,
+    split_loaders,
+    why_not_indexable,
+)
 from trainwell.doctor.report.verdict import Check
 
 SPLITS = ("train", "val", "test")
@@ -205,26 +210,34 @@ def _overlap_verdict(overlaps: dict[str, tuple[int, int]], evidence: dict[str, A
     )
 
 
-def data_leakage(ctx: DoctorContext) -> Check:
-    train, why = _indexable_datasets(ctx, "train")
-    if not train:
-        return Check("data.leakage", "skip", f"train samples cannot be compared: {why}")
+def _split_samples(ctx: DoctorContext, split: str, by_content: bool) -> tuple[set, str]:
+    """A split's samples as digests: by dataset index, or by what its loaders yield."""
     limit = ctx.settings.leakage_max_samples
-    train_hashes: dict[str, int] = {}
-    for dataset in train:
-        train_hashes |= _hashes(dataset, limit)
-    evidence: dict[str, Any] = {"train_samples_hashed": len(train_hashes)}
+    if by_content:
+        loaders, why = _loaders(ctx, split)
+        return {h for loader in loaders for h in content(loader, limit, _inputs)}, why
+    datasets, why = _indexable_datasets(ctx, split)
+    return {h for dataset in datasets for h in _hashes(dataset, limit)}, why
+
+
+def data_leakage(ctx: DoctorContext) -> Check:
+    # A split without indices (an iterable dataset) is compared by the samples its loader yields,
+    # and then every split is, so that both sides are hashed the same way.
+    by_content = any(why_not_indexable(x) for s in SPLITS for x in _loaders(ctx, s)[0])
+    train_hashes, _ = _split_samples(ctx, "train", by_content)
+    evidence: dict[str, Any] = {
+        "compared_by": "content" if by_content else "index",
+        "max_samples_per_split": ctx.settings.leakage_max_samples,
+        "train_samples_hashed": len(train_hashes),
+    }
     overlaps = {}
     compared = []
     for split in ("val", "test"):
-        datasets, why = _indexable_datasets(ctx, split)
-        if not datasets:
+        other, why = _split_samples(ctx, split, by_content)
+        if not other:
             evidence[f"{split}_not_compared"] = why
             continue
         compared.append(split)
-        other: dict[str, int] = {}
-        for dataset in datasets:
-            other |= _hashes(dataset, limit)
         shared = [h for h in other if h in train_hashes]
         evidence[f"{split}_samples_hashed"] = len(other)
         evidence[f"{split}_overlap"] = len(shared)

@@ -16,9 +16,8 @@ from typing import Any
 from torch.utils.data import DataLoader
 
 from trainwell import compat
-from trainwell.doctor.harness.batches import leaves, size_of
 from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.harness.samples import iterate_batches, why_not_indexable
+from trainwell.doctor.harness.samples import content, why_not_indexable
 from trainwell.doctor.report.verdict import Check
 
 ID = "data.epoch_order"
@@ -41,25 +40,10 @@ def _order(loader: DataLoader, epoch: int) -> list[int]:
     return list(islice(flat, COMPARED))
 
 
-def _fingerprints(batch: Any) -> list[int]:
-    """One hash per sample of a batch: its rows of every tensor that has one row per sample."""
-    rows = size_of(batch) or 1
-    tensors = [t.detach().cpu() for _, t in leaves(batch) if t.dim() and t.shape[0] == rows]
-    if not tensors:
-        tensors = [t.detach().cpu().reshape(1, -1) for _, t in leaves(batch)]
-        rows = 1
-    return [hash(tuple(t[i].numpy().tobytes() for t in tensors)) for i in range(rows)]
-
-
 def _content(loader: Any, epoch: int) -> list[int]:
     """The first samples the loader yields in `epoch`, by content."""
     compat.set_sampler_epoch(loader, epoch)
-    stream: list[int] = []
-    for batch in iterate_batches(loader):
-        stream += _fingerprints(batch)
-        if len(stream) >= CONTENT_COMPARED:
-            break
-    return stream[:CONTENT_COMPARED]
+    return content(loader, CONTENT_COMPARED)
 
 
 def _short(first: list[int], second: list[int], evidence: dict[str, Any]) -> Check | None:

@@ -11,13 +11,13 @@ from typing import Any
 import numpy as np
 import torch
 from lightning.fabric.utilities.seed import pl_worker_init_function
-from torch.utils.data import DataLoader, Subset
+from torch.utils.data import DataLoader, IterableDataset, Subset
 
 from trainwell.doctor.checks.data import loader_length
 from trainwell.doctor.harness.batches import leaves
 from trainwell.doctor.harness.context import DoctorContext, quiet
 from trainwell.doctor.harness.recorder import Recorder
-from trainwell.doctor.harness.samples import why_not_indexable
+from trainwell.doctor.harness.samples import content, why_not_indexable
 from trainwell.doctor.report.verdict import Check
 
 MIN_WAIT_S = 0.005  # a batch that waits less than this for data is not worth a verdict
@@ -155,8 +155,15 @@ def data_worker_seeding(ctx: DoctorContext) -> Check:
     sample's randomness must not come from the global RNG (results would depend on workers)."""
     real = ctx.samples.loader
     problem = why_not_indexable(real)
+    if problem and isinstance(real, DataLoader) and isinstance(real.dataset, IterableDataset):
+        return _stream_seeding(real)
     if problem:
-        return Check("data.worker_seeding", "skip", f"{problem}: no index to draw repeatedly")
+        return Check(
+            "data.worker_seeding",
+            "skip",
+            f"{problem}: no index to draw repeatedly and no dataset to stream from several "
+            "workers; return a torch DataLoader from train_dataloader",
+        )
     workers = real.num_workers
     index = next(iter(real.batch_sampler))[0]  # the first sample the loader draws
     use = global_rng_use(real.dataset, index)
@@ -209,6 +216,54 @@ def data_worker_seeding(ctx: DoctorContext) -> Check:
     return Check(
         "data.worker_seeding", "pass", f"{workers} workers draw different augmentations", evidence
     )
+
+
+# Samples compared per pass: a whole epoch of a small stream, where workers that shuffle the
+# same samples differently still repeat each other; on a longer stream only workers that yield
+# the same sequence (a file read in order, a generator seeded before the workers started).
+STREAM_COMPARED = 4096
+REPEATED = 0.1  # share of a pass that repeats earlier samples, beyond what one process repeats
+
+
+def _stream_seeding(real: DataLoader) -> Check:
+    """Each worker runs its own copy of an iterable dataset's __iter__: unless the stream shards
+    itself (get_worker_info()) and seeds its randomness per worker, the workers yield the same
+    samples. A pass through the run's workers must repeat no more of its samples than a pass in
+    one process does."""
+    workers = real.num_workers
+    if workers < 2:
+        msg = f"the stream is read by {workers} worker(s): none repeats another"
+        return Check("data.worker_seeding", "pass", msg, {"num_workers": workers})
+    repeated, compared = {}, {}
+    for n in (0, workers):
+        probe = DataLoader(
+            real.dataset,
+            batch_size=real.batch_size,
+            num_workers=n,
+            collate_fn=real.collate_fn,
+            worker_init_fn=real.worker_init_fn if n else None,
+            generator=real.generator,
+            multiprocessing_context=real.multiprocessing_context if n else None,
+        )
+        _add_lightning_worker_init(probe)
+        with quiet():
+            stream = content(probe, STREAM_COMPARED)
+        repeated[n], compared[n] = round(1 - len(set(stream)) / max(1, len(stream)), 4), len(stream)
+    evidence = {"num_workers": workers, "samples": compared, "repeated_share": repeated}
+    alone, shared = repeated[0], repeated[workers]
+    if shared - alone >= REPEATED:
+        return Check(
+            "data.worker_seeding",
+            "fail",
+            f"read by {workers} dataloader workers, the stream repeats {shared:.0%} of its first "
+            f"{compared[workers]} samples ({alone:.0%} in one process): every worker runs the "
+            "same __iter__ and yields the same samples (or draws them from a generator seeded "
+            "before the workers started); shard the stream by "
+            "torch.utils.data.get_worker_info() and seed its randomness per worker",
+            evidence,
+        )
+    msg = f"{workers} workers stream different samples (no more repeats than in one process)"
+    return Check("data.worker_seeding", "pass", msg, evidence)
 
 
 def _worker_draws(

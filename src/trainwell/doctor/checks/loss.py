@@ -16,7 +16,7 @@ TOL = 1e-3
 CLASS_INDEX_LOSSES = ("cross_entropy", "nll_loss")
 
 
-def _first_loss(ctx: DoctorContext) -> LossCall | None:
+def first_loss(ctx: DoctorContext) -> LossCall | None:
     calls = observation(ctx).spy.losses
     return calls[0] if calls else None
 
@@ -39,7 +39,7 @@ def _squashed_before_bce(call: LossCall, x: torch.Tensor, evidence: dict) -> Che
 
 
 def loss_logits(ctx: DoctorContext) -> Check:
-    call = _first_loss(ctx)
+    call = first_loss(ctx)
     if call is None:
         obs = observation(ctx)
         reason = crashed_message(obs) if obs.fit.error else "no recognised loss function was called"
@@ -119,7 +119,7 @@ def _valid(t: torch.Tensor, ignore: int | None) -> torch.Tensor:
 
 
 def targets_contract(ctx: DoctorContext) -> Check:
-    call = _first_loss(ctx)
+    call = first_loss(ctx)
     classes = _num_classes(ctx, call)
     data = scan(ctx)
     path = target_path(ctx, call) if call is not None else None

@@ -10,7 +10,7 @@ by batch as it yields; probes that need to regroup samples then say why they can
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import torch
@@ -19,7 +19,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch.utils.data import DataLoader, IterableDataset
 from torch.utils.data.dataloader import default_collate
 
-from trainwell.doctor.harness.batches import leaves
+from trainwell.doctor.harness.batches import leaves, size_of
 
 
 def why_not_indexable(loader: Any) -> str:
@@ -61,6 +61,28 @@ def iterate_batches(loader: Any) -> Iterator[Any]:
         return
     for batch, _, _ in combined:
         yield batch
+
+
+def fingerprints(batch: Any) -> list[int]:
+    """One hash per sample of a batch: its rows of every tensor that has one row per sample."""
+    rows = size_of(batch) or 1
+    tensors = [t.detach().cpu() for _, t in leaves(batch) if t.dim() and t.shape[0] == rows]
+    if not tensors:
+        tensors = [t.detach().cpu().reshape(1, -1) for _, t in leaves(batch)]
+        rows = 1
+    return [hash(tuple(t[i].numpy().tobytes() for t in tensors)) for i in range(rows)]
+
+
+def content(loader: Any, limit: int, part: Callable[[Any], Any] | None = None) -> list[int]:
+    """The first `limit` samples a loader yields (one pass at most), by content: where a loader
+    has no indices, what it yields is all there is to compare. `part` picks what identifies a
+    sample in a batch (the whole batch by default)."""
+    stream: list[int] = []
+    for batch in iterate_batches(loader):
+        stream += fingerprints(part(batch) if part else batch)
+        if len(stream) >= limit:
+            break
+    return stream[:limit]
 
 
 class TrainSamples:
