@@ -239,6 +239,14 @@ def test_summed_loss_is_named_as_a_sum(tmp_path: Path) -> None:
     assert abs(check.evidence["the first window of 2 micro-batches"]["norm_ratio"] - 0.5) < 0.05
 
 
+def test_batch_statistics_in_eval_show_in_the_outputs(tmp_path: Path) -> None:
+    # The training loss moves too; the eval outputs must be seen moving on their own.
+    overrides = [*FAST, f"{NET}.NoRunningStatsNet"]
+    check = run_ids(tmp_path, overrides, ["eval.batch_independence"])["eval.batch_independence"]
+    assert check.evidence["outputs"]["max_relative_shift"] > 1e-4, check.evidence
+    assert "outputs change by" in check.message, check.message
+
+
 def test_copied_split_fails_with_its_share(tmp_path: Path) -> None:
     check = run_ids(tmp_path, [*FAST, f"{DATA}.OverlappingDigits"], ["data.leakage"])
     leak = check["data.leakage"]

@@ -1144,7 +1144,7 @@ MUTANTS: list[Mutant] = [
         "src/trainwell/doctor/checks/batch_independence.py",
         "        rows = p.shape[0] // n * k",
         "        rows = p.shape[0] // n * n",
-        (f"{MUSEUM_T}[BatchNorm without running statistics]",),
+        ("tests/doctor/test_museum.py::test_batch_statistics_in_eval_show_in_the_outputs",),
         "eval.batch_independence warns eval outputs that depend on the rest of the batch",
     ),
     Mutant(

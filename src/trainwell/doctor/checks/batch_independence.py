@@ -8,7 +8,6 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
-from torch import nn
 
 from trainwell.doctor.checks.finite_difference import ALONE, training_loss
 from trainwell.doctor.harness.batches import leaves, replay_loader, rows, size_of
@@ -23,8 +22,6 @@ BATCH_RTOL = 1e-4
 # The same samples' loss reordered or regrouped differs by float32 summation order only.
 LOSS_RTOL = 2e-5
 ID = "eval.batch_independence"
-# InstanceNorm is left out: its eval statistics are each sample's own, never the batch's.
-BATCH_NORMS = (nn.BatchNorm1d, nn.BatchNorm2d, nn.BatchNorm3d, nn.SyncBatchNorm)
 FEWEST = 4  # samples in the probe batch: two halves of two, and two different splits
 
 Regroup = Callable[[list[int]], Any]  # positions in the probe batch -> a batch of those samples
@@ -63,15 +60,6 @@ def _regrouper(ctx: DoctorContext) -> tuple[Regroup, int, str]:
             f"the train batch size) to {FEWEST} or more"
         )
     return make, n, why
-
-
-def _batch_statistics_layers(task: nn.Module) -> list[str]:
-    """Norm layers that normalise with the batch's own statistics in eval mode."""
-    return [
-        name
-        for name, m in task.named_modules()
-        if isinstance(m, BATCH_NORMS) and (not m.track_running_stats or m.running_mean is None)
-    ]
 
 
 def _sample_shift(full: list[torch.Tensor], part: list[torch.Tensor], n: int, k: int) -> float:
@@ -121,13 +109,7 @@ def _output_independence(ctx: DoctorContext) -> Check:
             "it), so the batch's influence cannot be told apart",
         )
     shift = _sample_shift(runs[0].outputs, part.outputs, n, k)
-    layers = _batch_statistics_layers(task)
-    evidence: dict[str, Any] = {
-        "batch": n,
-        "half_batch": k,
-        "max_relative_shift": shift,
-        "batch_statistics_layers": layers[:10],
-    }
+    evidence: dict[str, Any] = {"batch": n, "half_batch": k, "max_relative_shift": shift}
     if shift < 0:
         return Check(
             cid,
@@ -137,18 +119,14 @@ def _output_independence(ctx: DoctorContext) -> Check:
             evidence,
         )
     if shift > BATCH_RTOL:
-        cause = (
-            f"{len(layers)} norm layer(s) (first: `{layers[0]}`) keep no running statistics "
-            "(track_running_stats=False), so eval normalises with each batch's own"
-            if layers
-            else "a layer mixes information across the batch in eval mode"
-        )
         return Check(
             cid,
             "warn",
             f"in eval mode the first {k} samples' outputs change by {shift:.3g} (relative) when "
-            f"evaluated without the other {n - k}: {cause}; predictions depend on batch size "
-            "and neighbours (keep track_running_stats=True, or use GroupNorm/LayerNorm)",
+            f"evaluated without the other {n - k}: a layer mixes information across the batch "
+            "(a BatchNorm with track_running_stats=False normalises with each batch's own "
+            "statistics); predictions depend on batch size and neighbours (keep "
+            "track_running_stats=True, or use GroupNorm/LayerNorm)",
             evidence,
         )
     return Check(
@@ -238,7 +216,7 @@ def _loss_independence(ctx: DoctorContext) -> Check:
     tol = LOSS_RTOL * (abs(whole) + 1e-12)
     doubled = min(abs(twice - whole), abs(twice - 2 * whole)) > tol
     bad = [(a, b) for (a, b) in halves if not _between(whole, a, b)]
-    if (doubled or bad) and not _batch_statistics_layers(task):  # those: the outputs' finding
+    if doubled or bad:
         seen = (
             f"with every sample twice it is {twice:.6g}"
             if doubled

@@ -67,16 +67,6 @@ def _leak_verdict(
             "(they pile up once a loss tensor is kept); call backward without retain_graph",
             evidence,
         )
-    if spy.retain_graph_calls and (tensors_grow or bytes_grow):
-        return Check(
-            "memory.graph_leak",
-            "fail",
-            f"backward(retain_graph=True) is called in {spy.retain_graph_calls} of "
-            f"{spy.backward_calls} backward calls and the activations it keeps grow every step "
-            f"({saved[1]} -> {saved[-1]} bytes alive over {len(saved) - 1} steps); free the "
-            "graph with a last backward without retain_graph, and keep no loss tensors",
-            evidence,
-        )
     if tensors_grow or bytes_grow:
         return Check(
             "memory.graph_leak",

@@ -93,14 +93,12 @@ def loss_logits(ctx: DoctorContext) -> Check:
     return Check("loss.logits", "pass", f"{call.name} receives raw logits", evidence)
 
 
-def _num_classes(ctx: DoctorContext, call: LossCall | None) -> int | None:
-    if call is not None and call.name in ("cross_entropy", "nll_loss") and call.input.dim() >= 2:
-        return int(call.input.shape[1])
-    n = getattr(ctx.datamodule, "num_classes", None)
-    if isinstance(n, int) and n > 0:
-        return n
-    n = ctx.cfg.model.get("num_classes")
-    return int(n) if isinstance(n, int) and n > 0 else None
+def _num_classes(call: LossCall | None) -> int | None:
+    """The classes a class-index loss scores: its input's class dimension (dim 1, or dim 0
+    for one unbatched sample); None for any other loss, which has no class range."""
+    if call is None or call.name not in CLASS_INDEX_LOSSES or call.input.dim() == 0:
+        return None
+    return int(call.input.shape[1 if call.input.dim() >= 2 else 0])
 
 
 def target_path(ctx: DoctorContext, call: LossCall) -> str | None:
@@ -120,7 +118,7 @@ def _valid(t: torch.Tensor, ignore: int | None) -> torch.Tensor:
 
 def targets_contract(ctx: DoctorContext) -> Check:
     call = first_loss(ctx)
-    classes = _num_classes(ctx, call)
+    classes = _num_classes(call)
     data = scan(ctx)
     path = target_path(ctx, call) if call is not None else None
     dtype = data.dtypes.get(path, "unknown") if path else "unknown"
@@ -130,12 +128,7 @@ def targets_contract(ctx: DoctorContext) -> Check:
         if broken is not None:
             return broken
     labels = data.values(path) if path else None
-    if (
-        labels is not None
-        and classes is not None
-        and call is not None
-        and call.name in CLASS_INDEX_LOSSES
-    ):
+    if labels is not None and call is not None and classes is not None:
         broken = _scanned_labels_fault(labels, call, classes, path, evidence)
         if broken is not None:
             return broken
@@ -152,7 +145,7 @@ def targets_contract(ctx: DoctorContext) -> Check:
         )
     scanned = f", {evidence['labels_scanned']} scanned" if "labels_scanned" in evidence else ""
     where = f" ({path}{scanned})" if path else ""
-    if classes is None or call.name not in CLASS_INDEX_LOSSES:
+    if classes is None:
         return Check(
             "targets.contract",
             "pass",

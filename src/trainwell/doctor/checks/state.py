@@ -15,12 +15,6 @@ from trainwell.doctor.report.verdict import Check
 from trainwell.errors import error_line, first_line
 
 
-def _has_rng(tree: Any) -> bool:
-    if isinstance(tree, dict):
-        return any("rng" in str(k).lower() or _has_rng(v) for k, v in tree.items())
-    return False
-
-
 def checkpoint_roundtrip(ctx: DoctorContext) -> Check:
     obs = observation(ctx)
     if obs.fit.error is not None:
@@ -44,7 +38,6 @@ def checkpoint_roundtrip(ctx: DoctorContext) -> Check:
         "optimizers": len(trainer.optimizers),
         "lr_schedulers": len(ckpt.get("lr_schedulers", [])),
         "schedulers": len(trainer.lr_scheduler_configs),
-        "rng_state_in_probe_checkpoint": _has_rng(ckpt),
         "bytes": path.stat().st_size,
     }
     fresh = ctx.make_task(seed=int(ctx.cfg.seed) + 1)
@@ -177,8 +170,6 @@ def _training_state_verdict(evidence: dict[str, Any]) -> Check:
             "them from scratch; save with trainer.save_checkpoint (full state)",
             evidence,
         )
-    # RNG and loader position come from train()'s always-on ExactResume, which the
-    # probe run does not install: evidence only, not a verdict.
     return Check(
         "checkpoint.roundtrip",
         "pass",
