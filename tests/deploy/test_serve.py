@@ -358,9 +358,13 @@ def test_the_readme_line_serves_and_ctrl_c_stops_it_with_one_line(
         assert proc.poll() is None, proc.communicate()[1][-3000:]
         os.killpg(proc.pid, signal.SIGINT)  # Ctrl-C: the terminal signals the whole group
         # Two signals sent back to back can be taken by two threads in either order: the second
-        # is sent once the kernel has handed the first to the server (no longer pending).
+        # is sent once the kernel has handed the first to the server (no longer pending), and a
+        # moment later: on a busy machine the thread that took it can wait that long to run its
+        # handler, and SIGTERM, taken meanwhile by the main thread, would be handled first. The
+        # drain that the second signal must land in lasts far longer.
         while _pending(proc.pid) & (1 << (signal.SIGINT - 1)) and time.monotonic() < deadline:
             time.sleep(0.001)
+        time.sleep(0.05)
         # A second signal at once, while LitServe drains, as `make serve` sends (make passes its
         # own SIGTERM on to the server) or a second Ctrl-C: the shutdown goes on, no traceback.
         os.kill(proc.pid, signal.SIGTERM)
