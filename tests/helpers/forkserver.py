@@ -73,9 +73,10 @@ def _child(request: dict) -> None:
 def _exit(code: object) -> None:
     """End the child as Python ends a process, minus tearing down its modules: that takes seconds
     with torch loaded (2.2 s against 0.1 s, measured), which is what the fork saved. What a
-    process does at exit that a user can see is kept, in Python's order: its non-daemon threads
-    are joined, the atexit functions run (logging flushes and closes its files, multiprocessing
-    joins its children, wandb finishes its run), the standard streams are flushed."""
+    process does at exit that a user can see is kept, in Python's order (CPython's own exit
+    steps, called by their names): its non-daemon threads are joined, the atexit functions run
+    (logging flushes and closes its files, multiprocessing joins its children, wandb finishes
+    its run), the standard streams are flushed."""
     import atexit
 
     if code is None:
@@ -85,9 +86,10 @@ def _exit(code: object) -> None:
     else:  # SystemExit("message"): printed, status 1
         print(code, file=sys.stderr)
         status = 1
-    for thread in threading.enumerate():
-        if thread is not threading.main_thread() and not thread.daemon:
-            thread.join()
+    # Python's own first step of an exit: its thread exit hooks (an idle ThreadPoolExecutor's
+    # workers are told to stop), then every non-daemon thread joined. Joining without the hooks
+    # waits forever on an executor nobody shut down.
+    threading._shutdown()
     atexit._run_exitfuncs()
     for stream in (sys.stdout, sys.stderr):
         with contextlib.suppress(Exception):  # a closed stream: nothing is left to flush
