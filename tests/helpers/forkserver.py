@@ -42,9 +42,9 @@ WARM = (
     "pytest",
 )
 OWN = ("trainwell", "project", "tests", "hydra_plugins", "mutants", "_bootstrap")
+KEPT = 2  # servers kept per process (most runs share one environment)
 # Environment read while those libraries are imported, or by the interpreter at its start: a run
 # that changes one of these gets a server started with it.
-KEPT = 2  # servers kept per process (most runs share one environment)
 IMPORT_TIME = ("PYTHON", "OMP_", "MKL_", "KMP_", "OPENBLAS", "CUDA", "TORCH", "PL_", "LIGHTNING")
 
 
@@ -53,8 +53,12 @@ def _child(request: dict) -> None:
     import runpy
 
     os.dup2(os.open(os.devnull, os.O_RDONLY), 0)  # the server's next request is not its input
-    for fd, name in ((1, "stdout"), (2, "stderr")):
-        os.dup2(os.open(request[name], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), fd)
+    out = os.open(request["stdout"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    os.dup2(out, 1)
+    if request["stderr"] == request["stdout"]:  # one file: one offset, or they overwrite each other
+        os.dup2(out, 2)
+    else:
+        os.dup2(os.open(request["stderr"], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), 2)
     if request.get("group"):
         os.setpgid(0, 0)  # a timeout stops the run and every process it started
     os.chdir(request["cwd"])
