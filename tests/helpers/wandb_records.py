@@ -14,8 +14,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wandb.proto import wandb_internal_pb2 as pb
-
 _BLOCK = 32768
 _HEADER = 7
 
@@ -58,6 +56,10 @@ class OfflineRun:
 
 
 def read_offline_run(run_file: Path) -> OfflineRun:
+    # Imported here: importing wandb takes seconds, which every pytest worker would otherwise pay
+    # while collecting, run it or not.
+    from wandb.proto import wandb_internal_pb2 as pb
+
     run = OfflineRun()
     for payload in _payloads(run_file):
         record = pb.Record()
