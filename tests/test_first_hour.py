@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.config import REPO
-from tests.test_bring_your_own import clone, run_line, venv_env
+from tests.test_bring_your_own import clone, run_in_clone, venv_env
 
 
 @pytest.mark.parametrize("script", ["train.py", "eval.py", "doctor.py"])
@@ -117,6 +117,6 @@ def test_a_cloners_own_configs_keep_the_structural_tests_green(cloned: Path) -> 
 
 
 def test_a_cloners_experiment_trains_through_the_script(cloned: Path, tmp_path: Path) -> None:
-    proc = run_line(cloned, f"python scripts/train.py experiment=myexp hydra.run.dir={tmp_path}")
+    proc = run_in_clone(cloned, "train.py", "experiment=myexp", f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (tmp_path / "results.json").is_file()

@@ -59,29 +59,27 @@ def trust_fixture(monkeypatch: pytest.MonkeyPatch, md5: dict[str, str]) -> None:
 
 
 def run_script_on_fixture(
-    script: str, md5: dict[str, str], *overrides: str
+    script: str, md5: dict[str, str], *overrides: str, served: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
-    """scripts/<script> in a subprocess, as a user runs it, with torchvision trusting the
-    fixture's md5 sums (this module's __main__ patches them, then runs the script)."""
-    from tests.helpers.scripts import TESTS_IMPORTABLE
+    """scripts/<script> in its own process, as a user runs it, with torchvision trusting the
+    fixture's md5 sums (`python -m tests.helpers.cifar_fixture` patches them, then runs the
+    script; a fork of the tests' warm interpreter, as every script run of the tests).
+    `served` ({"url", "tgz_md5"}): where torchvision downloads the archive from, and its sum."""
+    from tests.helpers.scripts import TESTS_IMPORTABLE, run_python
 
-    argv = ["-m", "tests.helpers.cifar_fixture", json.dumps(md5), str(SCRIPTS / script)]
+    argv = [json.dumps({"md5": md5, **(served or {})}), str(SCRIPTS / script), *overrides]
     full = {**os.environ, "PYTHONUNBUFFERED": "1", **TESTS_IMPORTABLE}
-    return subprocess.run(
-        [sys.executable, *argv, *overrides],
-        cwd=SCRIPTS.parent,
-        env=full,
-        capture_output=True,
-        text=True,
-        timeout=600,
-    )
+    return run_python({"module": "tests.helpers.cifar_fixture"}, argv, SCRIPTS.parent, full)
 
 
 if __name__ == "__main__":
-    md5_sums, script_path = json.loads(sys.argv[1]), sys.argv[2]
+    fixture, script_path = json.loads(sys.argv[1]), sys.argv[2]
+    md5_sums = fixture["md5"]
     CIFAR10.train_list = [[n, md5_sums[n]] for n in BATCHES]
     CIFAR10.test_list = [["test_batch", md5_sums["test_batch"]]]
     CIFAR10.meta = {**CIFAR10.meta, "md5": md5_sums["batches.meta"]}
+    if "url" in fixture:  # the same download code, aimed at a local server
+        CIFAR10.url, CIFAR10.tgz_md5 = fixture["url"], fixture["tgz_md5"]
     sys.argv = [script_path, *sys.argv[3:]]
     sys.path.insert(0, str(Path(script_path).parent))  # as `python scripts/x.py` puts it first
     runpy.run_path(script_path, run_name="__main__")

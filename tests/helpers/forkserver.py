@@ -1,4 +1,5 @@
-"""A warm interpreter whose forks run a script or `python -m <module>` as a fresh process would.
+"""A warm interpreter whose forks run a script, `python -m <module>` or `python -c <command>` as a
+fresh process would.
 
 A test that runs scripts/train.py spends seconds of it importing torch, Lightning and
 torchvision before the script does anything, on every call; so does every pytest run of
@@ -8,12 +9,13 @@ what it runs is the code on disk at that moment, as in a fresh process: `make mu
 mutants check exactly that, in the pytest process and in a script it starts. The child is a real
 process: its own pid, exit status, signals, atexit handlers and environment.
 
-A server is started with the environment that import-time settings come from (PYTHONPATH,
-thread counts, ...); `WarmInterpreter.for_env` keeps one per such environment. Anything else in
-a run's environment is set in the child before the script starts.
+A server is started with the environment that import-time settings come from (thread counts,
+...); `WarmInterpreter.for_env` keeps one per such environment. Anything else in a run's
+environment is set in the child before the script starts, and its PYTHONPATH put on the child's
+import path where a fresh interpreter puts it.
 
-Protocol, one JSON object per line: the client writes {"path" or "module", "argv", "cwd", "env",
-"stdout", "stderr"}; the server answers {"pid": N} when the child starts and {"code": N} (the
+Protocol, one JSON object per line: the client writes {"path", "module" or "command", "argv", "cwd",
+"env", "stdout", "stderr"}; the server answers {"pid": N} when the child starts and {"code": N} (the
 exit status as subprocess reports it, -N for a signal) when it ends.
 """
 
@@ -27,6 +29,7 @@ import subprocess
 import sys
 import threading
 import traceback
+import types
 from pathlib import Path
 
 # Third-party only: a module of the repository imported here would be the one on disk when the
@@ -46,6 +49,9 @@ KEPT = 2  # servers kept per process (most runs share one environment)
 # Environment read while those libraries are imported, or by the interpreter at its start: a run
 # that changes one of these gets a server started with it.
 IMPORT_TIME = ("PYTHON", "OMP_", "MKL_", "KMP_", "OPENBLAS", "CUDA", "TORCH", "PL_", "LIGHTNING")
+# ... less those only read while running: seed_everything writes these into the test process's
+# environment, and a server per seed would cost an import of torch each.
+RUN_TIME = ("PL_GLOBAL_SEED", "PL_SEED_WORKERS")
 
 
 def _child(request: dict) -> None:
@@ -62,9 +68,20 @@ def _child(request: dict) -> None:
     if request.get("group"):
         os.setpgid(0, 0)  # a timeout stops the run and every process it started
     os.chdir(request["cwd"])
+    started_with = os.environ.get("PYTHONPATH")  # the server's own: already on sys.path
     os.environ.clear()
     os.environ.update(request["env"])
-    if "module" in request:  # python -m <module>: the working directory first on the path
+    if started_with is None and request["env"].get("PYTHONPATH"):
+        # Where a fresh interpreter puts the run's PYTHONPATH: after the script's folder (put
+        # first below), before the standard library, each folder absolute and listed once.
+        folders = [os.path.abspath(p) for p in request["env"]["PYTHONPATH"].split(os.pathsep)]
+        sys.path[:] = list(dict.fromkeys(folders)) + [p for p in sys.path if p not in folders]
+    if "command" in request:  # python -c <command>: the working directory first on the path
+        sys.path.insert(0, "")
+        sys.argv = ["-c", *request["argv"]]
+        main = sys.modules["__main__"] = types.ModuleType("__main__")  # not the server's
+        exec(compile(request["command"], "<string>", "exec"), main.__dict__)
+    elif "module" in request:  # python -m <module>: the working directory first on the path
         sys.path.insert(0, os.getcwd())
         sys.argv = [request["module"], *request["argv"]]
         runpy.run_module(request["module"], run_name="__main__", alter_sys=True)
@@ -124,6 +141,18 @@ def serve() -> None:
         print(json.dumps({"code": os.waitstatus_to_exitcode(status)}), flush=True)
 
 
+def _startup_hooks(pythonpath: str) -> bool:
+    """Whether a folder of `pythonpath` holds sitecustomize or usercustomize, which the `site`
+    module imports while Python starts: only a server started with it runs them."""
+    return any(
+        (Path(folder) / f"{name}{suffix}").exists()
+        for folder in pythonpath.split(os.pathsep)
+        if folder
+        for name in ("sitecustomize", "usercustomize")
+        for suffix in (".py", "")
+    )
+
+
 class WarmInterpreter:
     """Client of one server process (started on first use, ended with the process using it)."""
 
@@ -139,14 +168,22 @@ class WarmInterpreter:
 
     @classmethod
     def for_env(cls, env: dict[str, str]) -> WarmInterpreter:
-        key = tuple(sorted((k, v) for k, v in env.items() if k.startswith(IMPORT_TIME)))
+        # A run's PYTHONPATH is put on the child's sys.path (_child), so runs with and without
+        # one share a server, unless a folder of it holds a module Python imports while it starts.
+        if not _startup_hooks(env.get("PYTHONPATH", "")):
+            env = {k: v for k, v in env.items() if k != "PYTHONPATH"}
+        key = tuple(
+            sorted(
+                (k, v) for k, v in env.items() if k.startswith(IMPORT_TIME) and k not in RUN_TIME
+            )
+        )
         with cls._lock:
             server = cls._servers.pop(key, None)
             if server is None or server.proc.poll() is not None:
                 server = cls(env)
             cls._servers[key] = server  # the most recently used last
-            # Each server holds torch and Lightning in memory: a test with its own PYTHONPATH
-            # (a temporary hooks folder) must not leave one behind for the rest of the session.
+            # Each server holds torch and Lightning in memory: a test with its own start-up
+            # hooks (a temporary sitecustomize) must not leave one behind for the session.
             while len(cls._servers) > KEPT:
                 stale = cls._servers.pop(next(iter(cls._servers)))
                 stale.close()

@@ -45,20 +45,35 @@ def run_script(
     the start-up tests do, to see what a fresh process imports."""
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "WANDB_SILENT": "true", **(env or {})}
     path = str(REPO / "scripts" / script)
-    if python_options or os.environ.get("TRAINWELL_TESTS_FRESH") == "1":
+    if python_options:
         return subprocess.run(
             [sys.executable, *python_options, path, *overrides],
             cwd=REPO, env=full_env, capture_output=True, text=True, timeout=timeout,
         )  # fmt: skip
+    return run_python({"path": path}, list(overrides), REPO, full_env, timeout)
+
+
+def run_python(
+    target: dict[str, str], argv: list[str], cwd: Path, env: dict[str, str], timeout: float = 600
+) -> subprocess.CompletedProcess:
+    """`python <target["path"]>`, `python -m <target["module"]>` or `python -c <target["command"]>`
+    with `argv`, run in `cwd` with exactly `env`, capturing output: a fork of a warm interpreter
+    (tests/helpers/forkserver.py), or a fresh `python` when TRAINWELL_TESTS_FRESH=1. A test of
+    what a fresh interpreter imports needs `subprocess` itself: the warm one holds torch."""
+    flag = next(k for k in ("path", "module", "command") if k in target)
+    how = [target[flag]] if flag == "path" else [f"-{flag[0]}", target[flag]]
+    command = [sys.executable, *how]
+    if os.environ.get("TRAINWELL_TESTS_FRESH") == "1":
+        return subprocess.run(
+            [*command, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout
+        )
     with tempfile.TemporaryDirectory(prefix="trainwell-run-") as tmp:
         out, err = Path(tmp) / "stdout", Path(tmp) / "stderr"
-        code = WarmInterpreter.for_env(full_env).run(
-            {"path": path}, list(overrides), REPO, full_env, out, err, timeout
-        )
+        code = WarmInterpreter.for_env(env).run(target, argv, cwd, env, out, err, timeout)
         stdout, stderr = (p.read_text(errors="replace") if p.exists() else "" for p in (out, err))
     if code is None:
-        raise subprocess.TimeoutExpired([path, *overrides], timeout, stdout, stderr)
-    return subprocess.CompletedProcess([sys.executable, path, *overrides], code, stdout, stderr)
+        raise subprocess.TimeoutExpired([*command, *argv], timeout, stdout, stderr)
+    return subprocess.CompletedProcess([*command, *argv], code, stdout, stderr)
 
 
 def run_ok(

@@ -8,9 +8,8 @@ names a class (the checkpoint holds tensors and plain values), so that is a run 
 
 from __future__ import annotations
 
+import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,7 +18,7 @@ import yaml
 from omegaconf import OmegaConf
 
 from tests.helpers.config import REPO
-from tests.helpers.scripts import run_ok
+from tests.helpers.scripts import run_ok, run_python
 from trainwell.io.moved_targets import MOVED, current_name, current_override, current_targets
 
 BEFORE = {new: old for old, new in MOVED}
@@ -89,9 +88,7 @@ def test_the_python_api_rebuilds_a_run_from_before_the_move(old_run: Path) -> No
         "    assert all(torch.equal(state[k], saved[k]) for k in saved)\n"
         "print('rebuilt')\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=300
-    )
+    proc = run_python({"command": code}, [], REPO, {**os.environ, "PYTHONUNBUFFERED": "1"}, 300)
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert proc.stdout.strip() == "rebuilt"
 

@@ -3,14 +3,15 @@ found (exit 2) in eval and in the converter, never the pickled-code advice or a 
 
 from __future__ import annotations
 
+import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 import torch
 
-from tests.helpers.scripts import call_script
+from tests.helpers.config import REPO
+from tests.helpers.scripts import call_script, run_python
 from trainwell.io.checkpoint_read import CheckpointError, load_checkpoint_file
 from trainwell.io.hparams import main as convert
 
@@ -50,13 +51,9 @@ def test_eval_of_a_garbage_file_is_one_line_exit_2(tmp_path: Path) -> None:
 
 
 def _convert(*args: str) -> subprocess.CompletedProcess:
-    """`python -m trainwell.io.hparams ARGS` as a user types it: a real process."""
-    return subprocess.run(
-        [sys.executable, "-m", "trainwell.io.hparams", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    """`python -m trainwell.io.hparams ARGS` as a user types it: a process of its own."""
+    target = {"module": "trainwell.io.hparams"}
+    return run_python(target, list(args), REPO, {**os.environ, "PYTHONUNBUFFERED": "1"}, 120)
 
 
 def test_the_converter_gives_one_line_errors_with_exit_2(

@@ -15,21 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.cifar_fixture import write_cifar10
-from tests.helpers.scripts import call_script, run_script, with_pythonpath
-
-# Loaded by the training subprocess before anything else (PYTHONPATH): the same download code,
-# aimed at the local server and the fixture's checksums.
-SITECUSTOMIZE = """
-import json, os
-from torchvision.datasets import CIFAR10
-_fixture = json.loads(os.environ["TW_TEST_CIFAR"])
-CIFAR10.url = _fixture["url"]
-CIFAR10.tgz_md5 = _fixture["tgz_md5"]
-CIFAR10.train_list = [[n, _fixture["md5"][n]] for n in _fixture["train"]]
-CIFAR10.test_list = [["test_batch", _fixture["md5"]["test_batch"]]]
-CIFAR10.meta = {**CIFAR10.meta, "md5": _fixture["md5"]["batches.meta"]}
-"""
+from tests.helpers.cifar_fixture import run_script_on_fixture, write_cifar10
+from tests.helpers.scripts import call_script
 
 
 @pytest.fixture
@@ -50,7 +37,6 @@ def served_archive(tmp_path: Path) -> Iterator[dict]:
             "url": f"http://127.0.0.1:{server.server_address[1]}/{archive.name}",
             "tgz_md5": hashlib.md5(archive.read_bytes()).hexdigest(),
             "md5": md5,
-            "train": [f"data_batch_{i}" for i in range(1, 6)],
         }
     finally:
         server.shutdown()
@@ -69,18 +55,16 @@ TINY = (
 
 
 def test_download_true_downloads_then_trains(tmp_path: Path, served_archive: dict) -> None:
-    hooks = tmp_path / "hooks"
-    hooks.mkdir()
-    (hooks / "sitecustomize.py").write_text(SITECUSTOMIZE)
     data_dir = tmp_path / "empty"
     data_dir.mkdir()
-    proc = run_script(
+    proc = run_script_on_fixture(
         "train.py",
+        served_archive["md5"],
         *TINY,
         "data.download=true",
         f"data.data_dir={data_dir}",
         f"hydra.run.dir={tmp_path / 'run'}",
-        env={**with_pythonpath(hooks), "TW_TEST_CIFAR": json.dumps(served_archive)},
+        served={k: served_archive[k] for k in ("url", "tgz_md5")},
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert (data_dir / "cifar-10-python.tar.gz").is_file()  # fetched from the server
