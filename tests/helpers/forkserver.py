@@ -158,7 +158,8 @@ def _startup_hooks(pythonpath: str) -> bool:
 class WarmInterpreter:
     """Client of one server process (started on first use, ended with the process using it)."""
 
-    _servers: dict[tuple[tuple[str, str], ...], WarmInterpreter] = {}
+    # (environment key, server), the most recently used last
+    _servers: list[tuple[tuple[tuple[str, str], ...], WarmInterpreter]] = []
     _lock = threading.Lock()
 
     def __init__(self, env: dict[str, str]) -> None:
@@ -166,10 +167,12 @@ class WarmInterpreter:
             [sys.executable, __file__], env=env, stdin=subprocess.PIPE,
             stdout=subprocess.PIPE, text=True,
         )  # fmt: skip
-        self.busy = threading.Lock()  # one run at a time per server
+        self.busy = threading.Lock()  # held from `for_env` to the end of the one run it serves
 
     @classmethod
     def for_env(cls, env: dict[str, str]) -> WarmInterpreter:
+        """An idle server for `env`, reserved for one `run`. Runs at the same time (the mutation
+        runner's jobs) each get a server of their own: a server forks one run at a time."""
         # A run's PYTHONPATH is put on the child's sys.path (_child), so runs with and without
         # one share a server, unless a folder of it holds a module Python imports while it starts.
         if not _startup_hooks(env.get("PYTHONPATH", "")):
@@ -180,15 +183,27 @@ class WarmInterpreter:
             )
         )
         with cls._lock:
-            server = cls._servers.pop(key, None)
-            if server is None or server.proc.poll() is not None:
+            server = None
+            for entry in list(cls._servers):
+                if entry[0] == key and entry[1].busy.acquire(blocking=False):
+                    if entry[1].proc.poll() is None:
+                        server = entry[1]
+                        cls._servers.remove(entry)
+                        break
+                    entry[1].busy.release()
+            if server is None:
                 server = cls(env)
-            cls._servers[key] = server  # the most recently used last
+                server.busy.acquire()
+            cls._servers.append((key, server))
             # Each server holds torch and Lightning in memory: a test with its own start-up
             # hooks (a temporary sitecustomize) must not leave one behind for the session.
-            while len(cls._servers) > KEPT:
-                stale = cls._servers.pop(next(iter(cls._servers)))
-                stale.close()
+            for entry in list(cls._servers[:-1]):
+                if len(cls._servers) <= KEPT:
+                    break
+                if entry[1].busy.acquire(blocking=False):  # idle: nobody is running on it
+                    cls._servers.remove(entry)
+                    entry[1].busy.release()
+                    entry[1].close()
             return server
 
     def close(self) -> None:
@@ -209,11 +224,13 @@ class WarmInterpreter:
         timeout: float | None,
         group: bool = False,
     ) -> int | None:
-        """Exit status of the run (as subprocess gives it), or None when `timeout` killed it."""
+        """Exit status of the run (as subprocess gives it), or None when `timeout` killed it.
+        The server was reserved by `for_env`; it is free again when the run ends."""
         assert self.proc.stdin is not None and self.proc.stdout is not None
+        assert self.busy.locked(), "run() on a server that for_env did not reserve"
         request = {**target, "argv": argv, "cwd": str(cwd), "env": env, "stdout": str(out),
                    "stderr": str(err), "group": group}  # fmt: skip
-        with self.busy:
+        try:
             self.proc.stdin.write(json.dumps(request) + "\n")
             self.proc.stdin.flush()
             started = self.proc.stdout.readline()
@@ -235,6 +252,8 @@ class WarmInterpreter:
             finally:
                 if timer is not None:
                     timer.cancel()
+        finally:
+            self.busy.release()
         return None if expired.is_set() else code
 
 
