@@ -135,3 +135,17 @@ def test_a_warmup_schedule_does_not_slow_the_overfit_probe(tmp_path: Path) -> No
     check = run_ids(tmp_path, overrides, ["overfit.one_batch"])["overfit.one_batch"]
     assert check.evidence["constant_lr"] == [0.003]
     assert check.status == "pass", check.message
+
+
+def test_a_verdict_does_not_depend_on_an_evaluation_that_crashed_before_it(tmp_path: Path) -> None:
+    # The test_step of this exhibit raises: that pass must not leave the shared probe task in
+    # eval mode (or hooked) for the checks after it, whose verdict would then be the crash's.
+    overrides = [
+        *FAST,
+        "model._target_=tests.doctor.museum.MSEOnClassIdsTask",
+        "model.net._target_=tests.doctor.museum.ClassIdRegressor",
+    ]
+    after = run_ids(tmp_path, overrides, ["eval.determinism", "checkpoint.roundtrip"])
+    assert after["eval.determinism"].status == "fail"  # the crash is reported where it happens
+    assert "raised" in after["eval.determinism"].message
+    assert after["checkpoint.roundtrip"].status == "pass", after["checkpoint.roundtrip"].message

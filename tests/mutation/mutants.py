@@ -1168,6 +1168,17 @@ MUTANTS: list[Mutant] = [
         "eval.batch_independence fails a loss that reads the batch order on an iterable dataset",
     ),
     Mutant(
+        "doctor: an evaluation that raised leaves the shared probe task in eval mode",
+        "src/trainwell/doctor/harness/outputs.py",
+        "            module.training = training",
+        "            pass",
+        (
+            "tests/doctor/test_harness.py::"
+            "test_a_verdict_does_not_depend_on_an_evaluation_that_crashed_before_it",
+        ),
+        "a check's verdict does not depend on which checks ran before it",
+    ),
+    Mutant(
         "doctor eval.batch_independence: a step that draws random numbers is compared anyway",
         "src/trainwell/doctor/checks/batch_independence.py",
         "    if other_seed != whole:",

@@ -74,6 +74,10 @@ def evaluation_outputs(
         borrowed = True
     watch = OutputWatch()
     trainer = ctx.trainer(callbacks=[watch], limit_val_batches=1.0)
+    # Lightning puts back each module's train/eval mode only when the pass ends normally: a step
+    # that raises leaves the task in eval mode, with the watch's hooks on it, and every check
+    # after this one would then train an eval-mode task (BatchNorm on running statistics).
+    modes = [(m, m.training) for m in task.modules()]
     try:
         with quiet():
             results = getattr(trainer, stage)(
@@ -93,6 +97,9 @@ def evaluation_outputs(
     finally:
         if borrowed:
             del task.validation_step
+        watch.on_validation_end(trainer, task)
+        for module, training in modes:
+            module.training = training
     return watch, ""
 
 
