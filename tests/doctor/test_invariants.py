@@ -16,8 +16,10 @@ from omegaconf import OmegaConf, open_dict
 from tests.helpers.config import compose_config
 from tests.helpers.doctor import QUICK_PROBES
 from trainwell.doctor.checks.modes import _metric_drift
+from trainwell.doctor.checks.split_agreement import _call_ids
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.settings import ProbeSettings
+from trainwell.doctor.harness.spy import LossCall
 from trainwell.doctor.report.verdict import Check
 from trainwell.doctor.run import run_checks
 
@@ -53,6 +55,7 @@ CASES = [
     ("label_map_per_split", "data", "data.split_agreement", "fail"),
     ("val_inputs_and_labels_zipped", "data", "data.split_agreement", "fail"),
     ("dict_val_labels_shuffled_apart", "records", "data.split_agreement", "fail"),
+    ("val_tags_one_position_off", "records", "data.split_agreement", "fail"),
     ("loss_weighted_by_position", "model", "eval.batch_independence", "fail"),
     ("inputs_standardised_per_batch", "model", "eval.batch_independence", "warn"),
     ("sorted_by_length_labels_left", "tokens", "eval.batch_independence", "fail"),
@@ -126,3 +129,18 @@ def test_a_training_step_that_draws_random_numbers_is_not_failed_for_reading_the
         tmp_path, "mixup_in_training_step", "model", "Healthy", ["eval.batch_independence"]
     )["eval.batch_independence"]
     assert check.status != "fail", check.message
+
+
+def test_labels_per_position_are_scored_at_real_positions_only() -> None:
+    # Two sequences of 3 positions, 2 classes: one label ignored (-100), one position padded.
+    scores = torch.tensor([[[1.0, 0.0, 0.0], [0.0, 1.0, 1.0]], [[0.0, 1.0, 0.0], [1.0, 0.0, 1.0]]])
+    target = torch.tensor([[0, 1, -100], [1, 0, 1]])
+    batch = {"ids": torch.ones(2, 3), "attention_mask": torch.tensor([[1, 1, 1], [1, 1, 0]])}
+    call = LossCall("cross_entropy", scores, target, ignore_index=-100)
+    predicted, true = _call_ids(call, batch)
+    assert predicted.tolist() == [0, 1, 1, 0] and true.tolist() == [0, 1, 1, 0]
+    call = LossCall("cross_entropy", scores, target.abs().clamp(max=1), ignore_index=1)
+    assert [t.tolist() for t in _call_ids(call, batch)] == [[0, 0], [0, 0]]
+    # one class id per sample: read as it is, whatever the batch's mask
+    call = LossCall("cross_entropy", scores[:, :, 0], torch.tensor([1, 0]))
+    assert [t.tolist() for t in _call_ids(call, batch)] == [[0, 1], [1, 0]]

@@ -65,7 +65,6 @@ def test_language_model_experiment_is_clean(tmp_path: Path) -> None:
         "device.placement",
         "data.worker_seeding",
         "data.class_balance",  # token sequences: no class per sample to count
-        "data.split_agreement",  # token sequences: no class per sample to score
         "model.head_width",  # a vocabulary, not classes: nothing declares a class count
     }
     assert "not (input, label) pairs" in by_id["data.class_balance"].message

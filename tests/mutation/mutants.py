@@ -1643,6 +1643,37 @@ MUTANTS: list[Mutant] = [
         "validation measures what training learns, whatever the batch structure",
     ),
     Mutant(
+        "doctor data.split_agreement: labels per position (tokens, tags) are not scored",
+        "src/trainwell/doctor/checks/split_agreement.py",
+        "        or target.shape != (scores.shape[:1] + scores.shape[2:])",
+        "        or target.shape != scores.shape[:1]",
+        (
+            f"{INV_T}[val_tags_one_position_off]",
+            "tests/doctor/test_invariants.py::test_labels_per_position_are_scored_at_real_positions_only",
+        ),
+        "validation measures what training learns, also where each position has its label",
+    ),
+    Mutant(
+        "doctor data.split_agreement: padded positions are scored",
+        "src/trainwell/doctor/checks/split_agreement.py",
+        "        keep &= ~padding[1].to(true.device).flatten()",
+        "        pass",
+        (
+            "tests/doctor/test_invariants.py::test_labels_per_position_are_scored_at_real_positions_only",
+        ),
+        "only real positions count toward per-position accuracy",
+    ),
+    Mutant(
+        "doctor data.split_agreement: ignored labels are scored",
+        "src/trainwell/doctor/checks/split_agreement.py",
+        "        keep &= true != call.ignore_index",
+        "        pass",
+        (
+            "tests/doctor/test_invariants.py::test_labels_per_position_are_scored_at_real_positions_only",
+        ),
+        "labels the loss ignores are not scored",
+    ),
+    Mutant(
         "doctor accumulation.equivalence: a manual task with several optimizers is skipped",
         "src/trainwell/doctor/checks/manual_accumulation.py",
         "    if not steps:\n",

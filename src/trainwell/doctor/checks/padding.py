@@ -16,24 +16,12 @@ from typing import Any
 import torch
 
 from trainwell.doctor.checks.finite_difference import ALONE, training_loss
-from trainwell.doctor.harness.batches import clone, leaves
+from trainwell.doctor.harness.batches import clone, leaves, padding_positions
 from trainwell.doctor.harness.context import DoctorContext, quiet
 from trainwell.doctor.report.verdict import Check
 
 ID = "loss.padding"
 HOOK = "put the padding mask in the batch as a `mask` / `attention_mask` tensor"
-
-
-def _padding(batch: Any) -> tuple[str, torch.Tensor] | None:
-    """(the mask's path, a bool tensor true at padding) or None."""
-    for path, t in leaves(batch):
-        name = path.lower()
-        if "mask" not in name or t.dim() != 2 or not (t.dtype == torch.bool or t.max() <= 1):
-            continue
-        pad = t.bool() if "pad" in name else ~t.bool()
-        if bool(pad.any()) and not bool(pad.all()):
-            return path, pad
-    return None
 
 
 def _rewrite(batch: Any, mask_path: str, pad: torch.Tensor) -> tuple[Any, list[str]]:
@@ -57,7 +45,7 @@ def _rewrite(batch: Any, mask_path: str, pad: torch.Tensor) -> tuple[Any, list[s
 
 
 def loss_padding(ctx: DoctorContext) -> Check:
-    found = _padding(ctx.batch)
+    found = padding_positions(ctx.batch)
     if found is None:
         return Check(ID, "skip", f"the probe batch has no padding mask; {HOOK} to test padding")
     mask_path, pad = found

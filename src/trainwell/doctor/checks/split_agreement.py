@@ -17,7 +17,7 @@ from typing import Any
 
 import torch
 
-from trainwell.doctor.harness.batches import replay_loader, size_of
+from trainwell.doctor.harness.batches import padding_positions, replay_loader, size_of
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.outputs import evaluation_outputs
 from trainwell.doctor.harness.spy import Spy
@@ -29,7 +29,7 @@ SAMPLES = 256  # scored per split
 LEARNT = 0.2  # the fit must beat chance on training data by this much (and by 3 sigma)
 HOOK = (
     "return one row of class scores per sample from forward on (input, class id) batches, or "
-    "hand cross_entropy one class id per sample in validation_step"
+    "hand cross_entropy one class id per sample (or per position) in validation_step"
 )
 
 
@@ -64,7 +64,8 @@ def _loss_scores(
     ctx: DoctorContext, task: Any, batches: list[Any]
 ) -> tuple[torch.Tensor, torch.Tensor] | str:
     """Predicted and true class ids of batches of any structure (dicts, nested), read from the
-    scores and labels the task's own evaluation step hands a class-index loss."""
+    scores and labels the task's own evaluation step hands a class-index loss: one per sample,
+    or one per position (tokens, tags), where ignored labels and padded positions don't count."""
     spy = Spy(max_calls=4 * len(batches))
     with spy:
         spy.active = True
@@ -74,12 +75,31 @@ def _loss_scores(
     if why:
         return why
     calls = [c for c in spy.losses if c.name in ("cross_entropy", "nll_loss")]
-    if len(calls) != len(batches) or any(
-        c.input.dim() != 2 or not _class_ids(c.target) or len(c.target) != size_of(b)
-        for c, b in zip(calls, batches, strict=False)
+    read = [_call_ids(c, b) for c, b in zip(calls, batches, strict=False)]
+    if len(calls) != len(batches) or any(r is None for r in read):
+        return "the evaluation step hands no class-index loss one class id per sample or position"
+    return torch.cat([r[0] for r in read]), torch.cat([r[1] for r in read])  # type: ignore[index]
+
+
+def _call_ids(call: Any, batch: Any) -> tuple[torch.Tensor, torch.Tensor] | None:
+    """(predicted, true) class ids of one loss call: scores (N, C) against N labels, or (N, C, ...)
+    against (N, ...) labels, one per position. None: not class scores against class ids."""
+    scores, target = call.input, call.target
+    if (
+        scores.dim() < 2
+        or target.is_floating_point()
+        or target.shape != (scores.shape[:1] + scores.shape[2:])
     ):
-        return "the evaluation step hands no class-index loss one class id per sample"
-    return torch.cat([c.input.argmax(dim=1) for c in calls]), torch.cat([c.target for c in calls])
+        return None
+    predicted, true = scores.argmax(dim=1).flatten(), target.flatten()
+    keep = true >= 0  # a negative label (the usual ignore_index, -100) names no class
+    if call.ignore_index is not None:
+        keep &= true != call.ignore_index
+    padding = padding_positions(batch)
+    per_position = true.numel() != size_of(batch)
+    if per_position and padding is not None and padding[1].numel() == true.numel():
+        keep &= ~padding[1].to(true.device).flatten()  # what the model makes of padding: no score
+    return (predicted[keep].cpu(), true[keep].cpu()) if bool(keep.any()) else None
 
 
 def _scores(ctx: DoctorContext, task: Any, loader: Any) -> tuple[torch.Tensor, torch.Tensor] | str:

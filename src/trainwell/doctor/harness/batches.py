@@ -39,6 +39,20 @@ def size_of(batch: Any) -> int | None:
         return None
 
 
+def padding_positions(batch: Any) -> tuple[str, torch.Tensor] | None:
+    """(the mask's path, a bool tensor true at padding) or None: the padding a batch marks with
+    a 2-d tensor whose key names a mask (`mask`, `attention_mask`: true or 1 at real positions;
+    `padding_mask`, `pad_mask`: true at padding)."""
+    for path, t in leaves(batch):
+        name = path.lower()
+        if "mask" not in name or t.dim() != 2 or not (t.dtype == torch.bool or t.max() <= 1):
+            continue
+        pad = t.bool() if "pad" in name else ~t.bool()
+        if bool(pad.any()) and not bool(pad.all()):
+            return path, pad
+    return None
+
+
 def restructure(
     batch: Any, leaf: Callable[[Any], Any], is_leaf: Callable[[Any], bool] = torch.is_tensor
 ) -> Any:
