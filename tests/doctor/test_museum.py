@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from tests.helpers.doctor import FAST, LM_FAST, MUSEUM, run_ids
+from trainwell.doctor.checks import CHECK_IDS
 
 NET = f"model.net._target_={MUSEUM}"
 TASK = f"model._target_={MUSEUM}"
@@ -293,3 +294,27 @@ def test_device_placement_skips_with_a_reason_on_cpu_only_machines(tmp_path: Pat
     check = run_ids(tmp_path, FAST, ["device.placement"])["device.placement"]
     assert check.status == "skip"
     assert "no CUDA device" in check.message
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    "overrides",
+    [pytest.param(FAST + o, id=name) for name, o, _, _ in EXHIBITS]
+    + [pytest.param(LM_FAST + o, id=name) for name, o, _, _ in LM_EXHIBITS]
+    + [pytest.param(FAST, id="healthy digits"), pytest.param(LM_FAST, id="healthy tokens")],
+)
+def test_every_verdict_in_a_full_run_is_the_verdict_of_the_check_alone(
+    tmp_path: Path, overrides: list[str]
+) -> None:
+    """A check's verdict does not depend on what the checks before it did to the shared probe
+    run (a mode, a hook, an RNG left behind). data.throughput times the loader: it moves with
+    the machine's load, not with the order."""
+    full = run_ids(tmp_path / "full", overrides, None)
+    moved = {}
+    for check_id in CHECK_IDS:
+        if check_id == "data.throughput":
+            continue
+        alone = run_ids(tmp_path / check_id, overrides, [check_id])[check_id]
+        if alone.status != full[check_id].status:
+            moved[check_id] = f"{full[check_id].status} in the full run: {full[check_id].message}"
+    assert moved == {}

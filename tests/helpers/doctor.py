@@ -21,7 +21,7 @@ LM_FAST = ["experiment=lm_accum", "model.net.dim=32", "data.num_sequences=400", 
 MUSEUM = "tests.doctor.museum"
 
 
-def run_ids(tmp_path: Path, overrides: list[str], ids: list[str]) -> dict[str, Check]:
+def run_ids(tmp_path: Path, overrides: list[str], ids: list[str] | None) -> dict[str, Check]:
     cfg = compose_config(overrides, tmp_path / "run", config_name="doctor")
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     ctx = DoctorContext(cfg, ProbeSettings.from_cfg(cfg.probe), workdir=tmp_path / "probes")
