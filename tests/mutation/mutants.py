@@ -1565,7 +1565,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor data.leakage: a train stream is never compared with val",
         "src/trainwell/doctor/checks/data.py",
-        "    by_content = any(why_not_indexable(x) for s in SPLITS for x in _loaders(ctx, s)[0])",
+        "    by_content = any(why_not_indexable(x) for loaders, _ in found.values() for x in loaders)",
         "    by_content = False",
         (f"{INV_T}[val_split_from_the_stream]",),
         "val samples that also occur in train are found on an iterable dataset too",

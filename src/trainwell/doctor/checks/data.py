@@ -169,8 +169,7 @@ def _hashes(dataset: Dataset, limit: int) -> dict[str, int]:
     return out
 
 
-def _indexable_datasets(ctx: DoctorContext, split: str) -> tuple[list[Dataset], str]:
-    loaders, why = _loaders(ctx, split)
+def _indexable_datasets(loaders: list[Any], why: str, split: str) -> tuple[list[Dataset], str]:
     if not loaders:
         return [], why
     datasets = []
@@ -210,21 +209,25 @@ def _overlap_verdict(overlaps: dict[str, tuple[int, int]], evidence: dict[str, A
     )
 
 
-def _split_samples(ctx: DoctorContext, split: str, by_content: bool) -> tuple[set, str]:
+def _split_samples(
+    ctx: DoctorContext, split: str, found: tuple[list[Any], str], by_content: bool
+) -> tuple[set, str]:
     """A split's samples as digests: by dataset index, or by what its loaders yield."""
     limit = ctx.settings.leakage_max_samples
+    loaders, why = found
     if by_content:
-        loaders, why = _loaders(ctx, split)
         return {h for loader in loaders for h in content(loader, limit, _inputs)}, why
-    datasets, why = _indexable_datasets(ctx, split)
+    datasets, why = _indexable_datasets(loaders, why, split)
     return {h for dataset in datasets for h in _hashes(dataset, limit)}, why
 
 
 def data_leakage(ctx: DoctorContext) -> Check:
     # A split without indices (an iterable dataset) is compared by the samples its loader yields,
     # and then every split is, so that both sides are hashed the same way.
-    by_content = any(why_not_indexable(x) for s in SPLITS for x in _loaders(ctx, s)[0])
-    train_hashes, _ = _split_samples(ctx, "train", by_content)
+    # Each split's loaders built once: a datamodule's *_dataloader() may be slow to build.
+    found = {split: _loaders(ctx, split) for split in SPLITS}
+    by_content = any(why_not_indexable(x) for loaders, _ in found.values() for x in loaders)
+    train_hashes, _ = _split_samples(ctx, "train", found["train"], by_content)
     evidence: dict[str, Any] = {
         "compared_by": "content" if by_content else "index",
         "max_samples_per_split": ctx.settings.leakage_max_samples,
@@ -233,7 +236,7 @@ def data_leakage(ctx: DoctorContext) -> Check:
     overlaps = {}
     compared = []
     for split in ("val", "test"):
-        other, why = _split_samples(ctx, split, by_content)
+        other, why = _split_samples(ctx, split, found[split], by_content)
         if not other:
             evidence[f"{split}_not_compared"] = why
             continue
