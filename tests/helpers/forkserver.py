@@ -185,12 +185,14 @@ class WarmInterpreter:
         with cls._lock:
             server = None
             for entry in list(cls._servers):
-                if entry[0] == key and entry[1].busy.acquire(blocking=False):
-                    if entry[1].proc.poll() is None:
-                        server = entry[1]
-                        cls._servers.remove(entry)
-                        break
-                    entry[1].busy.release()
+                if entry[0] != key or not entry[1].busy.acquire(blocking=False):
+                    continue
+                cls._servers.remove(entry)
+                if entry[1].proc.poll() is None:
+                    server = entry[1]
+                    break
+                entry[1].busy.release()  # it died (a run killed it): dropped, not kept listed
+                entry[1].close()
             if server is None:
                 server = cls(env)
                 server.busy.acquire()
