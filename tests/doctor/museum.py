@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import Dataset, Subset, TensorDataset
+from torch.utils.data import Dataset, TensorDataset
 
 from project.data import DigitsDataModule
 from project.models import DigitsCNN
@@ -282,10 +282,16 @@ class SameAugmentationDigits(DigitsDataModule):
         self.train_set = _SameRngNoise(self.train_set)
 
 
-class _Slow(Subset):
+class _Slow(Dataset):
+    def __init__(self, base: Dataset) -> None:
+        self.base = base
+
+    def __len__(self) -> int:
+        return len(self.base)
+
     def __getitem__(self, i: int):
         time.sleep(0.002)  # a disk read per sample
-        return super().__getitem__(i)
+        return self.base[i]
 
 
 class SlowDigits(DigitsDataModule):
@@ -293,7 +299,7 @@ class SlowDigits(DigitsDataModule):
         if self.train_set is not None:
             return
         super().setup(stage)
-        self.train_set = _Slow(self.train_set, range(len(self.train_set)))
+        self.train_set = _Slow(self.train_set)
 
 
 # -- healthy counterparts (the exhibit's check must pass on them) --------------------------------

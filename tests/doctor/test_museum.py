@@ -210,6 +210,8 @@ def test_planted_bug_is_caught(
     check = run_ids(tmp_path, overrides, [check_id])[check_id]
     assert (check.id, check.status) == (check_id, status), check.message
     assert "\n" not in check.message and len(check.message) > 20
+    # The check caught the bug, not a probe that crashed on the exhibit's own code.
+    assert not check.message.startswith("the probe itself raised"), check.message
 
 
 def test_undeclared_token_loss_is_named_with_its_fix(tmp_path: Path) -> None:
