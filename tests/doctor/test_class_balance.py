@@ -77,3 +77,13 @@ def test_an_untrained_net_collapsed_onto_another_class_is_no_fail(tmp_path: Path
     predicted = got.evidence["probe"]["predicted_counts"]
     assert sum(p > 0 for p in predicted) == 1 and predicted[0] == 0  # the premise: collapsed
     assert got.status == "warn", got.message
+
+
+def test_labels_a_training_step_reorders_are_still_counted(tmp_path: Path) -> None:
+    """A sequence classifier that sorts its batch by length hands the loss its labels in another
+    order: the batch's label tensor is still found, and the classes counted from it."""
+    from tests.doctor.test_invariants import run_case
+
+    got = run_case(tmp_path, "sorted_by_length_labels_left", "tokens", "Healthy", [ID])[ID]
+    assert got.status == "pass", got.message
+    assert sum(got.evidence["class_counts"]) == got.evidence["samples_counted"] > 0

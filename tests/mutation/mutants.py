@@ -662,6 +662,22 @@ MUTANTS: list[Mutant] = [
         "a weighted sampler, class weights or a macro monitor silence the warning",
     ),
     Mutant(
+        "doctor data.class_balance: samples that are no (input, label) pairs go uncounted",
+        CLASS_BALANCE,
+        '            labels, kept = _streamed(ctx, str(err).split(";")[0])',
+        "            raise",
+        (f"{INV_T}[long_tailed_records]",),
+        "the classes of dict records and (x, y, index) triples are counted from their batches",
+    ),
+    Mutant(
+        "doctor targets: a target the training step reordered is not found in the batch",
+        "src/trainwell/doctor/checks/loss.py",
+        "    for same in (torch.equal, lambda a, b:",
+        "    for same in (torch.equal,) or (lambda a, b:",
+        (f"{CLASS_BALANCE_T}::test_labels_a_training_step_reorders_are_still_counted",),
+        "labels sorted with their sequences are still read as the loss's targets",
+    ),
+    Mutant(
         "doctor data.class_balance: any collapse fails, untrained nets included",
         CLASS_BALANCE,
         " and int(predicted.argmax()) == int(counts.argmax())",

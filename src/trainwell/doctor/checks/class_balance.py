@@ -1,6 +1,7 @@
 """data.class_balance: training classes so unequal that accuracy hides what the model misses.
 
-Reads the training split's labels (without loading inputs where the dataset allows it). Warns
+Reads the training split's labels (without loading inputs where the dataset allows it; from the
+batches one pass of the train loader yields where its samples are not (input, label) pairs). Warns
 when the largest class has IMBALANCE_RATIO times the samples of the smallest and nothing
 compensates (no weighted sampler, no class weights in the loss, no macro metric monitored).
 On such data it also trains a fresh task briefly on the real train loader and predicts a
@@ -40,9 +41,10 @@ def _compensation(ctx: DoctorContext) -> list[str]:
     return found
 
 
-def _streamed(ctx: DoctorContext) -> tuple[torch.Tensor, dict[int, list[Any]]]:
+def _streamed(ctx: DoctorContext, why: str) -> tuple[torch.Tensor, dict[int, list[Any]]]:
     """The class ids of the samples the train loader yields in one pass (LABEL_LIMIT at most),
-    with up to probe.batch_size samples of each class kept for the collapse probe."""
+    with up to probe.batch_size samples of each class kept for the collapse probe. `why`: why
+    the dataset's own labels could not be read."""
     found: list[torch.Tensor] = []
     kept: dict[int, list[Any]] = {}
     seen = 0
@@ -54,9 +56,8 @@ def _streamed(ctx: DoctorContext) -> tuple[torch.Tensor, dict[int, list[Any]]]:
         y = dict(leaves(batch)).get(path or "batch[1]")
         if not torch.is_tensor(y) or y.dim() != 1 or y.is_floating_point() or y.dtype == torch.bool:
             raise TrainwellError(
-                f"{ctx.samples.why_not_indexable} and no tensor of its batches is a class id "
-                "per sample; yield (input, class id) pairs, or pass the class ids to a "
-                "cross-entropy loss"
+                f"{why}, and no tensor of its batches is a class id per sample; yield (input, "
+                "class id) pairs, or pass the class ids to a cross-entropy loss"
             )
         found.append(y.detach().cpu().long())
         for i, c in enumerate(found[-1].tolist()):
@@ -72,10 +73,13 @@ def data_class_balance(ctx: DoctorContext) -> Check:
     loader = ctx.samples.loader
     kept: dict[int, list[Any]] | None = None  # samples by class, where they come from a stream
     try:
-        if ctx.samples.indexable:
+        try:
+            if not ctx.samples.indexable:
+                raise TrainwellError(ctx.samples.why_not_indexable)
             labels = dataset_labels(loader.dataset, limit=LABEL_LIMIT)
-        else:
-            labels, kept = _streamed(ctx)
+        except TrainwellError as err:
+            # Dict records, (x, y, index) triples, a stream: the class ids are in its batches.
+            labels, kept = _streamed(ctx, str(err).split(";")[0])
         counts = class_counts(labels)
     except TrainwellError as err:
         return Check(ID, "skip", f"no class labels to count: {error_line(err)}", {})
@@ -88,11 +92,10 @@ def data_class_balance(ctx: DoctorContext) -> Check:
         "class_counts": counts.tolist(),
         "largest_to_smallest": round(ratio, 3),
         "threshold": IMBALANCE_RATIO,
+        "samples_counted": len(labels),
     }
     if ratio < IMBALANCE_RATIO:
         return Check(ID, "pass", f"the largest class is {ratio:.1f}x the smallest", evidence)
-    if kept is not None:
-        evidence["samples_counted"] = len(labels)
     collapsed = _collapsed_predictions(ctx, _balanced(ctx, labels, counts, kept), counts, evidence)
     smallest = int(torch.where(counts > 0, counts, counts.max() + 1).argmin())
     if collapsed:

@@ -103,12 +103,18 @@ def _num_classes(call: LossCall | None) -> int | None:
 
 def target_path(ctx: DoctorContext, call: LossCall) -> str | None:
     """Which tensor of the probe batch the loss received as its target (same values, in any
-    shape or dtype: `y`, `batch['targets'].flatten()`, `y.float()`), if any."""
+    shape, dtype or order: `y`, `batch['targets'].flatten()`, `y.float()`, `y[order]` after a
+    sort by length), if any; one with the values in the same order first."""
     target = call.target.reshape(-1).double()
-    for path, leaf in leaves(ctx.batch):
-        same_size = leaf.numel() == target.numel() and not leaf.is_complex()
-        if same_size and torch.equal(leaf.reshape(-1).double(), target):
-            return path
+    found = [
+        (path, leaf.reshape(-1).double())
+        for path, leaf in leaves(ctx.batch)
+        if leaf.numel() == target.numel() and not leaf.is_complex()
+    ]
+    for same in (torch.equal, lambda a, b: torch.equal(a.sort().values, b.sort().values)):
+        for path, values in found:
+            if same(values, target):
+                return path
     return None
 
 

@@ -187,4 +187,3 @@ class Spy(TorchFunctionMode):
             for b in set(self.retain_graph_batches)
             if self.retain_graph_batches.count(b) == self.backward_batches.count(b)
         )
-        return None
