@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from typing import Any
 
-import numpy as np
 import torch
-from torch.utils.data import Dataset
 
 from trainwell.doctor.harness.batches import leaves
 from trainwell.doctor.harness.context import DoctorContext
@@ -16,7 +13,6 @@ from trainwell.doctor.harness.samples import (
     content,
     iterate_batches,
     split_loaders,
-    why_not_indexable,
 )
 from trainwell.doctor.report.verdict import Check
 
@@ -121,64 +117,11 @@ def data_finite(ctx: DoctorContext) -> Check:
     return Check("data.finite", "pass", "every scanned batch is finite", evidence)
 
 
-def _digest(value: Any, out: Any) -> None:
-    """Feed a sample's content (any structure) into a hash."""
-    if isinstance(value, torch.Tensor):
-        value = value.detach().cpu().contiguous()
-        out.update(f"{value.dtype}{tuple(value.shape)}".encode())
-        if value.dtype == torch.bfloat16:  # numpy has no bfloat16: hash the same bits as int16
-            value = value.view(torch.int16)
-        out.update(value.numpy().tobytes())
-    elif isinstance(value, np.ndarray):
-        out.update(f"{value.dtype}{value.shape}".encode())
-        out.update(np.ascontiguousarray(value).tobytes())
-    elif isinstance(value, dict):
-        for key in sorted(value, key=str):
-            out.update(str(key).encode())
-            _digest(value[key], out)
-    elif isinstance(value, list | tuple):
-        for item in value:
-            _digest(item, out)
-    elif isinstance(value, str | bytes):
-        out.update(value.encode() if isinstance(value, str) else value)
-    else:
-        out.update(repr(value).encode())
-
-
 def _inputs(sample: Any) -> Any:
     """What identifies a sample: the input of an (input, target) pair, the whole sample else."""
     if isinstance(sample, tuple | list) and len(sample) == 2:
         return sample[0]
     return sample
-
-
-def _hashes(dataset: Dataset, limit: int) -> dict[str, int]:
-    """Digest of each sample's inputs -> its index (TensorDatasets are hashed without collation)."""
-    out: dict[str, int] = {}
-    tensors = getattr(dataset, "tensors", None)
-    n = min(len(dataset), limit)  # type: ignore[arg-type]
-    if tensors is not None and len(tensors) == 2:
-        flat = tensors[0][:n].reshape(n, -1).contiguous().numpy()
-        for i in range(n):
-            out.setdefault(hashlib.blake2b(flat[i].tobytes(), digest_size=16).hexdigest(), i)
-        return out
-    for i in range(n):
-        digest = hashlib.blake2b(digest_size=16)
-        _digest(_inputs(dataset[i]), digest)
-        out.setdefault(digest.hexdigest(), i)
-    return out
-
-
-def _indexable_datasets(loaders: list[Any], why: str, split: str) -> tuple[list[Dataset], str]:
-    if not loaders:
-        return [], why
-    datasets = []
-    for loader in loaders:
-        problem = why_not_indexable(loader)
-        if problem:
-            return [], problem.replace("the train", f"the {split}")
-        datasets.append(loader.dataset)
-    return datasets, ""
 
 
 # Above this share of a split found in train, the split was copied or drawn from train; below,
@@ -209,34 +152,20 @@ def _overlap_verdict(overlaps: dict[str, tuple[int, int]], evidence: dict[str, A
     )
 
 
-def _split_samples(
-    ctx: DoctorContext, split: str, found: tuple[list[Any], str], by_content: bool
-) -> tuple[set, str]:
-    """A split's samples as digests: by dataset index, or by what its loaders yield."""
-    limit = ctx.settings.leakage_max_samples
-    loaders, why = found
-    if by_content:
-        return {h for loader in loaders for h in content(loader, limit, _inputs)}, why
-    datasets, why = _indexable_datasets(loaders, why, split)
-    return {h for dataset in datasets for h in _hashes(dataset, limit)}, why
-
-
 def data_leakage(ctx: DoctorContext) -> Check:
-    # A split without indices (an iterable dataset) is compared by the samples its loader yields,
-    # and then every split is, so that both sides are hashed the same way.
-    # Each split's loaders built once: a datamodule's *_dataloader() may be slow to build.
-    found = {split: _loaders(ctx, split) for split in SPLITS}
-    by_content = any(why_not_indexable(x) for loaders, _ in found.values() for x in loaders)
-    train_hashes, _ = _split_samples(ctx, "train", found["train"], by_content)
+    # Every split is compared by the samples its loaders yield in one pass: a map-style dataset,
+    # an iterable one or a custom loader, all hashed the same way.
+    limit = ctx.settings.leakage_max_samples
+    train_hashes = set(content(ctx.samples.loader, limit, _inputs))
     evidence: dict[str, Any] = {
-        "compared_by": "content" if by_content else "index",
-        "max_samples_per_split": ctx.settings.leakage_max_samples,
+        "max_samples_per_split": limit,
         "train_samples_hashed": len(train_hashes),
     }
     overlaps = {}
     compared = []
     for split in ("val", "test"):
-        other, why = _split_samples(ctx, split, found[split], by_content)
+        loaders, why = split_loaders(ctx.datamodule, split)
+        other = {h for loader in loaders for h in content(loader, limit, _inputs)}
         if not other:
             evidence[f"{split}_not_compared"] = why
             continue
