@@ -16,6 +16,7 @@ from trainwell.doctor.harness.batches import (
     ConcatError,
     concat,
     leaves,
+    padding_positions,
     replay_loader,
     rows,
     size_of,
@@ -149,3 +150,30 @@ def test_a_verdict_does_not_depend_on_an_evaluation_that_crashed_before_it(tmp_p
     assert after["eval.determinism"].status == "fail"  # the crash is reported where it happens
     assert "raised" in after["eval.determinism"].message
     assert after["checkpoint.roundtrip"].status == "pass", after["checkpoint.roundtrip"].message
+
+
+def test_padding_is_told_by_a_mask_lengths_or_a_pad_id_but_not_by_an_end_of_sequence_id() -> None:
+    ids = torch.tensor([[5, 6, 7, 0, 0], [1, 2, 3, 4, 5], [3, 0, 0, 0, 0]])
+    padded = ids == 0
+    label = torch.tensor([0, 1, 0])
+    masked = padding_positions({"input_ids": ids, "attention_mask": (~padded).long()})
+    assert masked is not None and masked.marker == "batch['attention_mask']"
+    assert torch.equal(masked.pad, padded) and masked.pad_id is None
+    with_lengths = padding_positions((ids, torch.tensor([3, 5, 1]), label))
+    assert with_lengths is not None and with_lengths.marker == "batch[1]"
+    assert torch.equal(with_lengths.pad, padded)
+    by_id = padding_positions((ids, label))
+    assert by_id is not None and (by_id.marker, by_id.pad_id) == ("batch[0]", 0)
+    assert torch.equal(by_id.pad, padded)
+    labels = torch.where(padded, -100, ids)  # ignored labels at the padding only
+    by_label = padding_positions({"x": torch.randn(3, 5), "labels": labels})
+    assert by_label is not None and by_label.pad_id == -100
+    # an id that ends some rows once (end of sequence), one also found inside a row, rows all
+    # padded alike (fixed length): nothing tells padding from real positions
+    for batch_rows in (
+        [[5, 6, 7, 2], [1, 3, 4, 2], [3, 4, 1, 6]],
+        [[5, 0, 7, 0, 0], [1, 2, 3, 4, 5], [3, 0, 0, 0, 0]],
+        [[5, 6, 0, 0], [1, 2, 0, 0]],
+    ):
+        found = padding_positions((torch.tensor(batch_rows), label[: len(batch_rows)]))
+        assert found is None, batch_rows

@@ -27,8 +27,10 @@ CASES_PKG = "tests.doctor.invariants"
 COMMON = "tests.doctor.reported._common"
 
 # (case module, which part is swapped: "model" | "data" | "tokens" (the model, on token
-# sequences in dict batches) | "stream" (the model, on the case's own `Stream` datamodule) |
-# "records" (the data, read by the case's own `Model`), check id, status the bug draws)
+# sequences in dict batches) | "lengths" (the model, on (ids, lengths, label) tuples) | "ids"
+# (the model, on dict batches of padded ids without a mask) | "stream" (the model, on the
+# case's own `Stream` datamodule) | "records" (the data, read by the case's own `Model`), check
+# id, status the bug draws)
 CASES = [
     ("frozen_max_norm", "model", "optimizer.coverage", "fail"),
     ("frozen_batchnorm_stats", "model", "optimizer.coverage", "warn"),
@@ -48,6 +50,8 @@ CASES = [
     ("mean_over_padding", "tokens", "loss.padding", "fail"),
     ("attention_without_padding_mask", "tokens", "loss.padding", "fail"),
     ("tags_loss_counts_padding", "tokens", "loss.padding", "fail"),
+    ("rnn_last_step_over_padding", "lengths", "loss.padding", "fail"),
+    ("pad_ids_averaged_in", "ids", "loss.padding", "fail"),
     ("decay_sized_for_one_epoch", "model", "schedule.interval", "fail"),
     ("cosine_epochs_stepped_per_step", "model", "schedule.interval", "fail"),
     ("warmup_from_batch_idx", "model", "schedule.interval", "warn"),
@@ -82,6 +86,8 @@ def run_case(
         data = {
             "data": target,
             "tokens": f"{CASES_PKG}._tokens.Tokens",
+            "lengths": f"{CASES_PKG}._tokens.Lengths",
+            "ids": f"{CASES_PKG}._tokens.PaddedIds",
             "stream": f"{CASES_PKG}.{case}.Stream",
             "records": target,
         }

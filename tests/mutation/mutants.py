@@ -1632,10 +1632,53 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor loss.padding: a loss that moves with the padding passes",
         "src/trainwell/doctor/checks/padding.py",
-        "    if abs(after - before) > 1e-5 * max(1.0, abs(before)):",
-        "    if abs(after - before) > 1e9:",
+        "        if abs(value - before) > 1e-5 * max(1.0, abs(before)):",
+        "        if abs(value - before) > 1e9:",
         (f"{INV_T}[mean_over_padding]",),
         "inputs that must not matter do not matter: padding never moves the loss",
+    ),
+    Mutant(
+        "doctor loss.padding: lengths never tell where padding starts",
+        "src/trainwell/doctor/harness/batches.py",
+        "            pad = _from_lengths(lengths, t)",
+        "            pad = None",
+        (f"{INV_T}[rnn_last_step_over_padding]",),
+        "padding told by a lengths tensor is measured, not skipped",
+    ),
+    Mutant(
+        "doctor loss.padding: a pad id never tells where padding is",
+        "src/trainwell/doctor/harness/batches.py",
+        "        pad = _trailing_fill(t)",
+        "        pad = None",
+        (f"{INV_T}[pad_ids_averaged_in]",),
+        "padding told by the pad id filling the rows' ends is measured, not skipped",
+    ),
+    Mutant(
+        "doctor loss.padding: an end-of-sequence id that ends rows once is taken for padding",
+        "src/trainwell/doctor/harness/batches.py",
+        "and int(runs.max()) >= 2:",
+        "and int(runs.max()) >= 1:",
+        (
+            "tests/doctor/test_harness.py::"
+            "test_padding_is_told_by_a_mask_lengths_or_a_pad_id_but_not_by_an_end_of_sequence_id",
+        ),
+        "a real token is never rewritten as padding (no false alarm)",
+    ),
+    Mutant(
+        "doctor loss.padding: a batch padded by its pad id is never padded further",
+        "src/trainwell/doctor/checks/padding.py",
+        '        edits.append((f"padding every row with {EXTRA} more pad ids", further))',
+        "        pass",
+        (f"{INV_T}[pad_ids_averaged_in]",),
+        "a model that pools over pad ids fails even when no other tensor marks the padding",
+    ),
+    Mutant(
+        "doctor loss.padding: the tensor that marks the padding is rewritten too",
+        "src/trainwell/doctor/checks/padding.py",
+        "            path == padding.marker",
+        "            False",
+        (f"{INV_T}[pad_ids_averaged_in]",),
+        "a model that reads padding from its pad id is not failed for it (no false alarm)",
     ),
     Mutant(
         "doctor schedule.interval: the LR seen is not compared with the scheduler's curve",
@@ -1675,7 +1718,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor data.split_agreement: padded positions are scored",
         "src/trainwell/doctor/checks/split_agreement.py",
-        "        keep &= ~padding[1].to(true.device).flatten()",
+        "        keep &= ~padding.pad.to(true.device).flatten()",
         "        pass",
         (
             "tests/doctor/test_invariants.py::test_labels_per_position_are_scored_at_real_positions_only",

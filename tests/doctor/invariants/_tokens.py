@@ -25,7 +25,22 @@ def pad(samples: list[torch.Tensor]) -> dict[str, torch.Tensor]:
     return {"input_ids": ids, "attention_mask": mask, "label": label, "tags": ids % 3 * mask}
 
 
+def lengths_batch(samples: list[torch.Tensor]) -> tuple[torch.Tensor, ...]:
+    """(right-padded ids, each sequence's length, its label): what packed-RNN code collates."""
+    batch = pad(samples)
+    return batch["input_ids"], torch.tensor([len(s) for s in samples]), batch["label"]
+
+
+def ids_batch(samples: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Right-padded ids and a label, no mask: the model is to tell padding by its id."""
+    batch = pad(samples)
+    return {"input_ids": batch["input_ids"], "label": batch["label"]}
+
+
 class Tokens(L.LightningDataModule):
+    collate = staticmethod(pad)
+    first_id = 1  # the lowest token id a sequence holds (PAD is 0)
+
     def __init__(self, batch_size: int = 16) -> None:
         super().__init__()
         self.batch_size = batch_size
@@ -33,14 +48,30 @@ class Tokens(L.LightningDataModule):
     def setup(self, stage: str | None = None) -> None:
         g = torch.Generator().manual_seed(0)
         lengths = torch.randint(3, 12, (480,), generator=g).tolist()
-        seqs = [torch.randint(1, VOCAB, (n,), generator=g) for n in lengths]
+        seqs = [torch.randint(self.first_id, VOCAB, (n,), generator=g) for n in lengths]
         self.train, self.val = seqs[:400], seqs[400:]
 
     def train_dataloader(self) -> DataLoader:
-        return DataLoader(self.train, batch_size=self.batch_size, shuffle=True, collate_fn=pad)
+        return DataLoader(
+            self.train, batch_size=self.batch_size, shuffle=True, collate_fn=self.collate
+        )
 
     def val_dataloader(self) -> DataLoader:
-        return DataLoader(self.val, batch_size=self.batch_size, collate_fn=pad)
+        return DataLoader(self.val, batch_size=self.batch_size, collate_fn=self.collate)
+
+
+class Lengths(Tokens):
+    """Such sequences as (ids, lengths, label) tuples, id 0 a token too: only the lengths tell
+    padding from a real 0."""
+
+    collate = staticmethod(lengths_batch)
+    first_id = 0
+
+
+class PaddedIds(Tokens):
+    """The same sequences as {"input_ids", "label"} dicts, padding told only by its id."""
+
+    collate = staticmethod(ids_batch)
 
 
 class SequenceClassifier(L.LightningModule):

@@ -1,12 +1,12 @@
 """loss.padding: inputs that must not matter do not matter.
 
-The probe batch's padding is read from the batch itself: a tensor whose key names a mask
-(`mask`, `attention_mask`: true or 1 at real positions; `padding_mask`, `pad_mask`: true at
-padding). Every other integer tensor of the mask's shape (token ids, per-position labels) gets
-its padding positions rewritten with a value it holds at a real position (negative labels, an
-`ignore_index`, are left alone), and the task's training_step loss, computed in eval mode, must
-not move: a model that pools or attends over padding, or a loss that counts padded labels,
-makes it move.
+The probe batch's padding is read from the batch itself (harness.batches.padding_positions): a
+mask tensor, lengths, or a pad id filling the ends of a tensor's rows. Every integer tensor of
+the padding's shape other than the one that marks it (token ids, per-position labels) gets its
+padding positions rewritten with a value it holds at a real position (negative labels, an
+`ignore_index`, are left alone); where a pad id marks the padding, the batch is also padded
+further, by more pad ids. The task's training_step loss, computed in eval mode, must not move: a
+model that pools or attends over padding, or a loss that counts padded labels, makes it move.
 """
 
 from __future__ import annotations
@@ -16,21 +16,22 @@ from typing import Any
 import torch
 
 from trainwell.doctor.checks.finite_difference import ALONE, training_loss
-from trainwell.doctor.harness.batches import clone, leaves, padding_positions
+from trainwell.doctor.harness.batches import Padding, clone, leaves, padding_positions, restructure
 from trainwell.doctor.harness.context import DoctorContext, quiet
 from trainwell.doctor.report.verdict import Check
 
 ID = "loss.padding"
 HOOK = "put the padding mask in the batch as a `mask` / `attention_mask` tensor"
+EXTRA = 4  # positions of padding added to every row where a pad id marks the padding
 
 
-def _rewrite(batch: Any, mask_path: str, pad: torch.Tensor) -> tuple[Any, list[str]]:
-    """A copy of the batch with padding positions of every integer tensor of the mask's shape
-    set to a value from a real position (negative values left as they are)."""
-    copy, changed = clone(batch), []
+def _rewrite(batch: Any, padding: Padding) -> tuple[Any, list[str]]:
+    """A copy of the batch with padding positions of every integer tensor of the padding's shape
+    but the marker set to a value from a real position (negative values left as they are)."""
+    copy, changed, pad = clone(batch), [], padding.pad
     for path, t in leaves(copy):
         if (
-            path == mask_path
+            path == padding.marker
             or t.shape != pad.shape
             or t.is_floating_point()
             or t.dtype == torch.bool
@@ -44,32 +45,57 @@ def _rewrite(batch: Any, mask_path: str, pad: torch.Tensor) -> tuple[Any, list[s
     return copy, changed
 
 
+def _padded_further(batch: Any, pad: torch.Tensor) -> Any | None:
+    """The batch with EXTRA more padding positions per row: every tensor of the padding's shape
+    grows by the one value it holds at padding (None when one holds several there)."""
+
+    def grow(t: torch.Tensor) -> torch.Tensor:
+        if t.shape != pad.shape:
+            return t
+        fill = t[pad]
+        if not bool((fill == fill[0]).all()):
+            raise ValueError("several values at padding")
+        return torch.cat([t, fill[0].expand(t.shape[0], EXTRA)], dim=1)
+
+    try:
+        return restructure(batch, grow)
+    except ValueError:
+        return None
+
+
 def loss_padding(ctx: DoctorContext) -> Check:
-    found = padding_positions(ctx.batch)
-    if found is None:
+    padding = padding_positions(ctx.batch)
+    if padding is None:
         return Check(ID, "skip", f"the probe batch has no padding mask; {HOOK} to test padding")
-    mask_path, pad = found
-    edited, changed = _rewrite(ctx.batch, mask_path, pad)
+    count = int(padding.pad.sum())
+    rewritten, changed = _rewrite(ctx.batch, padding)
+    edits = []
+    if changed:
+        edits.append(
+            (f"rewriting the {count} padding positions of {', '.join(changed)}", rewritten)
+        )
+    further = _padded_further(ctx.batch, padding.pad) if padding.pad_id is not None else None
+    if further is not None:
+        edits.append((f"padding every row with {EXTRA} more pad ids", further))
     evidence: dict[str, Any] = {
-        "mask": mask_path,
-        "padding_positions": int(pad.sum()),
+        "padding_told_by": padding.where,
+        "padding_positions": count,
         "tensors_rewritten": changed,
+        "padded_further_by": EXTRA if further is not None else 0,
     }
-    if not changed:
+    if not edits:
         return Check(
             ID,
             "skip",
-            "no token or label tensor has the mask's shape; keep token ids or labels in the "
+            "no token or label tensor has the padding's shape; keep token ids or labels in the "
             "batch at the mask's shape to test padding",
             evidence,
         )
     task = ctx.make_task().eval()
     try:
         with torch.no_grad(), quiet():
-            before, after = (
-                float(training_loss(task, ctx.batch)),
-                float(training_loss(task, edited)),
-            )
+            before = float(training_loss(task, ctx.batch))
+            after = [float(training_loss(task, edited)) for _, edited in edits]
     except Exception as err:  # a step that needs the trainer
         return Check(
             ID,
@@ -78,20 +104,20 @@ def loss_padding(ctx: DoctorContext) -> Check:
             "to test padding",
             evidence,
         )
-    evidence |= {"loss": before, "loss_with_padding_rewritten": after}
-    if abs(after - before) > 1e-5 * max(1.0, abs(before)):
-        return Check(
-            ID,
-            "fail",
-            f"rewriting the {int(pad.sum())} padding positions ({mask_path} marks them) of "
-            f"{', '.join(changed)} moves the loss from {before:.6g} to {after:.6g}: the model "
-            "pools or attends over padding, or the loss counts padded labels; mask them "
-            "(a masked mean, key_padding_mask, ignore_index)",
-            evidence,
-        )
+    evidence |= {"loss": before, "loss_after_each_edit": after}
+    for (edit, _), value in zip(edits, after, strict=True):
+        if abs(value - before) > 1e-5 * max(1.0, abs(before)):
+            return Check(
+                ID,
+                "fail",
+                f"{edit} (padding told by {padding.where}) moves the loss from {before:.6g} to "
+                f"{value:.6g}: the model pools or attends over padding, or the loss counts "
+                "padded labels; mask them (a masked mean, key_padding_mask, ignore_index)",
+                evidence,
+            )
     return Check(
         ID,
         "pass",
-        f"the loss ignores the {int(pad.sum())} padding positions marked by {mask_path}",
+        f"the loss ignores the {count} padding positions told by {padding.where}",
         evidence,
     )

@@ -97,8 +97,8 @@ def _call_ids(call: Any, batch: Any) -> tuple[torch.Tensor, torch.Tensor] | None
         keep &= true != call.ignore_index
     padding = padding_positions(batch)
     per_position = true.numel() != size_of(batch)
-    if per_position and padding is not None and padding[1].numel() == true.numel():
-        keep &= ~padding[1].to(true.device).flatten()  # what the model makes of padding: no score
+    if per_position and padding is not None and padding.pad.numel() == true.numel():
+        keep &= ~padding.pad.to(true.device).flatten()  # what the model makes of padding: no score
     return (predicted[keep].cpu(), true[keep].cpu()) if bool(keep.any()) else None
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -39,17 +40,72 @@ def size_of(batch: Any) -> int | None:
         return None
 
 
-def padding_positions(batch: Any) -> tuple[str, torch.Tensor] | None:
-    """(the mask's path, a bool tensor true at padding) or None: the padding a batch marks with
-    a 2-d tensor whose key names a mask (`mask`, `attention_mask`: true or 1 at real positions;
-    `padding_mask`, `pad_mask`: true at padding)."""
-    for path, t in leaves(batch):
+def _integral(t: torch.Tensor) -> bool:
+    return not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)
+
+
+def _from_lengths(lengths: torch.Tensor, ids: torch.Tensor) -> torch.Tensor | None:
+    """Padding of `ids` (N, T) past each row's length, when `lengths` (N,) reads as such: the
+    longest is T, none is 0, and one value fills every position past a length (the pad id)."""
+    if lengths.dim() != 1 or len(lengths) != ids.shape[0] or not _integral(lengths):
+        return None
+    if int(lengths.min()) < 1 or int(lengths.max()) != ids.shape[1]:
+        return None
+    pad = torch.arange(ids.shape[1], device=ids.device) >= lengths[:, None].to(ids.device)
+    filled = ids[pad]
+    return pad if filled.numel() and bool((filled == filled[0]).all()) else None
+
+
+def _trailing_fill(ids: torch.Tensor) -> torch.Tensor | None:
+    """Padding of `ids` (N, T) by a pad id: a value found only in runs that end rows, runs of
+    several lengths with one of 2 or more and no row all padding, as padding to the batch's
+    longest row leaves them (an end-of-sequence id that only ends full rows is no padding)."""
+    for value in ids[:, -1].unique():
+        at = ids == value
+        # a run that ends the row: every position after a match matches too
+        suffix = at.flip(1).cumprod(1).flip(1).bool()
+        runs = suffix.sum(1)
+        ends_rows_only = bool((at == suffix).all()) and not bool(suffix.all(1).any())
+        if ends_rows_only and len(runs.unique()) > 1 and int(runs.max()) >= 2:
+            return suffix
+    return None
+
+
+@dataclass
+class Padding:
+    """Where a batch is padded: `pad` is true at padding; `marker` is the path of the tensor
+    that says so (a mask, lengths, or the padded tensor itself when a pad id fills it)."""
+
+    where: str  # how it was told, for messages
+    pad: torch.Tensor
+    marker: str
+    pad_id: int | None = None  # set when the marker is padded with this id
+
+
+def padding_positions(batch: Any) -> Padding | None:
+    """Where the batch is padded, read from, in order: a 2-d tensor whose key names a mask
+    (`mask`, `attention_mask`: true or 1 at real positions; `padding_mask`, `pad_mask`: true at
+    padding); a 1-d tensor of lengths of a 2-d integer tensor padded past them with one id
+    (`(ids, lengths, label)` tuples); a pad id filling the ends of a 2-d integer tensor's rows."""
+    found = list(leaves(batch))
+    for path, t in found:
         name = path.lower()
         if "mask" not in name or t.dim() != 2 or not (t.dtype == torch.bool or t.max() <= 1):
             continue
         pad = t.bool() if "pad" in name else ~t.bool()
         if bool(pad.any()) and not bool(pad.all()):
-            return path, pad
+            return Padding(path, pad, path)
+    ids = [(path, t) for path, t in found if t.dim() == 2 and _integral(t) and t.shape[1] > 1]
+    for path, lengths in found:
+        for _, t in ids:
+            pad = _from_lengths(lengths, t)
+            if pad is not None:
+                return Padding(f"the lengths in {path}", pad, path)
+    for path, t in ids:
+        pad = _trailing_fill(t)
+        if pad is not None:
+            pad_id = int(t[pad][0])
+            return Padding(f"the pad id {pad_id} in {path}", pad, path, pad_id)
     return None
 
 
