@@ -24,6 +24,7 @@ from trainwell.doctor.report.verdict import Check
 from trainwell.doctor.run import run_checks
 
 CASES_PKG = "tests.doctor.invariants"
+ACC = "accumulation.equivalence"
 COMMON = "tests.doctor.reported._common"
 
 # (case module, which part is swapped: "model" | "data" | "tokens" (the model, on token
@@ -151,3 +152,12 @@ def test_labels_per_position_are_scored_at_real_positions_only() -> None:
     # one class id per sample: read as it is, whatever the batch's mask
     call = LossCall("cross_entropy", scores[:, :, 0], torch.tensor([1, 0]))
     assert [t.tolist() for t in _call_ids(call, batch)] == [[0, 1], [1, 0]]
+
+
+def test_a_token_mean_weighted_by_samples_is_named_as_such_not_as_a_scale(tmp_path: Path) -> None:
+    """A masked mean over tokens, under accumulation weighed by samples: the window has one
+    batch's gradient size but not its direction, and the message says what to declare."""
+    check = run_case(tmp_path, "tags_loss_counts_padding", "tokens", "Healthy", [ACC])[ACC]
+    assert check.status == "warn", check.message  # K=1 here: latent, probed with K=2
+    assert "def loss_items(self, batch)" in check.message, check.message
+    assert "scaled per micro-batch" not in check.message

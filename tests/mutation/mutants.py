@@ -662,6 +662,17 @@ MUTANTS: list[Mutant] = [
         "a weighted sampler, class weights or a macro monitor silence the warning",
     ),
     Mutant(
+        "doctor accumulation.equivalence: a window of one batch's size is called scaled",
+        "src/trainwell/doctor/checks/accumulation.py",
+        "    if abs(ratio - 1) < 0.02:",
+        "    if False:",
+        (
+            "tests/doctor/test_invariants.py::"
+            "test_a_token_mean_weighted_by_samples_is_named_as_such_not_as_a_scale",
+        ),
+        "the message names what the user can change, never a scale that is not there",
+    ),
+    Mutant(
         "doctor data.class_balance: samples that are no (input, label) pairs go uncounted",
         CLASS_BALANCE,
         '            labels, kept = _streamed(ctx, str(err).split(";")[0])',
