@@ -198,6 +198,15 @@ class UnsavedStateTask(ClassificationTask):
         return self.net(x) / self.temperature
 
 
+class SchedulerStateDroppedTask(ClassificationTask):
+    """Scheduler states emptied from every checkpoint it writes (to keep it small): a resumed
+    run restarts its warm-up and decay from the first step."""
+
+    def on_save_checkpoint(self, checkpoint: dict) -> None:
+        super().on_save_checkpoint(checkpoint)
+        checkpoint["lr_schedulers"] = []
+
+
 class EvalCalibrationTask(ClassificationTask):
     """A calibration kept as a plain tensor attribute, updated in training and applied only when
     evaluating: the checkpoint never sees it, training steps never use it, and only evaluation

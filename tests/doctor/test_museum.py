@@ -82,6 +82,12 @@ EXHIBITS = [
     ),
     ("state outside the checkpoint", [f"{TASK}.UnsavedStateTask"], "checkpoint.roundtrip", "fail"),
     (
+        "scheduler state emptied from the checkpoint",
+        [f"{TASK}.SchedulerStateDroppedTask"],
+        "checkpoint.roundtrip",
+        "fail",
+    ),
+    (
         "eval-only state outside the checkpoint",
         [f"{TASK}.EvalCalibrationTask"],
         "checkpoint.roundtrip",

@@ -662,6 +662,17 @@ MUTANTS: list[Mutant] = [
         "a weighted sampler, class weights or a macro monitor silence the warning",
     ),
     Mutant(
+        "doctor checkpoint.roundtrip: scheduler states missing from the checkpoint pass",
+        "src/trainwell/doctor/checks/state.py",
+        '    if evidence["lr_schedulers"] < evidence["schedulers"]:',
+        "    if False:",
+        (
+            "tests/doctor/test_museum.py::"
+            "test_planted_bug_is_caught[scheduler state emptied from the checkpoint]",
+        ),
+        "a checkpoint that would restart the schedule on resume fails",
+    ),
+    Mutant(
         "doctor accumulation.equivalence: a window of one batch's size is called scaled",
         "src/trainwell/doctor/checks/accumulation.py",
         "    if abs(ratio - 1) < 0.02:",
