@@ -9,10 +9,7 @@ from pathlib import Path
 import pytest
 
 from tests.doctor.test_zoo import ENTRIES, zoo_config
-from tests.helpers.doctor import FAST, MUSEUM, QUICK_PROBES, run_ids
-from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.harness.settings import ProbeSettings
-from trainwell.doctor.run import run_checks
+from tests.helpers.doctor import FAST, MUSEUM, QUICK_PROBES, run_cfg, run_ids
 
 ID = "data.class_balance"
 IMBALANCED = [*FAST, "experiment=digits_imbalanced", "model.net.width=8"]
@@ -63,8 +60,7 @@ def test_healthy_zoo_and_lightning_demos_raise_no_alarm(
     tmp_path: Path, module: str | None, data: str | None, overrides: list[str]
 ) -> None:
     cfg = zoo_config(tmp_path, module, data, [*QUICK_PROBES, *overrides])
-    ctx = DoctorContext(cfg, ProbeSettings.from_cfg(cfg.probe), workdir=tmp_path / "probes")
-    (got,) = run_checks(ctx, only=[ID])
+    got = run_cfg(cfg, tmp_path / "probes", [ID])[ID]
     assert got.status in ("pass", "skip"), got.message
     assert "\n" not in got.message and len(got.message) > 20
 

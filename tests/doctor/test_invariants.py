@@ -8,20 +8,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import lightning as L
 import pytest
 import torch
 from omegaconf import OmegaConf, open_dict
 
 from tests.helpers.config import compose_config
-from tests.helpers.doctor import QUICK_PROBES
+from tests.helpers.doctor import QUICK_PROBES, run_cfg
 from trainwell.doctor.checks.modes import _metric_drift
 from trainwell.doctor.checks.split_agreement import _call_ids
-from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.harness.settings import ProbeSettings
 from trainwell.doctor.harness.spy import LossCall
 from trainwell.doctor.report.verdict import Check
-from trainwell.doctor.run import run_checks
 
 CASES_PKG = "tests.doctor.invariants"
 ACC = "accumulation.equivalence"
@@ -93,14 +89,7 @@ def run_case(
             "records": target,
         }
         cfg.data = OmegaConf.create({"_target_": data.get(part, f"{COMMON}.Digits")})
-    L.seed_everything(cfg.seed, workers=True, verbose=False)
-    ctx = DoctorContext(cfg, ProbeSettings.from_cfg(cfg.probe), workdir=tmp_path / variant / "p")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return {c.id: c for c in run_checks(ctx, only=ids)}
-    finally:
-        torch.set_num_threads(threads)
+    return run_cfg(cfg, tmp_path / variant / "p", ids)
 
 
 @pytest.mark.parametrize(("case", "part", "check_id", "status"), CASES, ids=[c[0] for c in CASES])

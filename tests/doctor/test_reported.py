@@ -9,17 +9,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import lightning as L
 import pytest
-import torch
 from omegaconf import OmegaConf, open_dict
 
 from tests.helpers.config import compose_config
-from tests.helpers.doctor import QUICK_PROBES
-from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.harness.settings import ProbeSettings
+from tests.helpers.doctor import QUICK_PROBES, run_cfg
 from trainwell.doctor.report.verdict import Check
-from trainwell.doctor.run import run_checks
 
 REPORTED = "tests.doctor.reported"
 DATA = f"{REPORTED}._common.Digits"
@@ -58,15 +53,7 @@ def _run(tmp_path: Path, case: str, part: str, variant: str, ids: list[str] | No
             {"_target_": target if part == "model" else f"{REPORTED}._common.Classifier"}
         )
         cfg.data = OmegaConf.create({"_target_": target if part == "data" else DATA})
-    L.seed_everything(cfg.seed, workers=True, verbose=False)
-    settings = ProbeSettings.from_cfg(cfg.probe)
-    ctx = DoctorContext(cfg, settings, workdir=tmp_path / variant / "probes")
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        return run_checks(ctx, only=ids)
-    finally:
-        torch.set_num_threads(threads)
+    return list(run_cfg(cfg, tmp_path / variant / "probes", ids).values())
 
 
 @pytest.mark.slow

@@ -10,17 +10,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import lightning as L
 import pytest
 from omegaconf import DictConfig, OmegaConf, open_dict
 
 from tests.doctor.zoo import write_wikitext
 from tests.helpers.config import compose_config
+from tests.helpers.doctor import run_cfg
 from trainwell.doctor.checks import CHECK_IDS
-from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.harness.settings import ProbeSettings
 from trainwell.doctor.report.verdict import Check
-from trainwell.doctor.run import diagnose, run_checks
+from trainwell.doctor.run import diagnose
+
+ACC = "accumulation.equivalence"
 
 ZOO = "tests.doctor.zoo"
 DEMO = "lightning.pytorch.demos.boring_classes.DemoModel"
@@ -209,9 +209,7 @@ def test_batchnorm_under_accumulation_warns_with_the_fix(tmp_path: Path) -> None
 
 def _accumulation(tmp_path: Path, overrides: list[str]) -> Check:
     cfg = zoo_config(tmp_path, DEMO, BORING_DATA, overrides)
-    L.seed_everything(cfg.seed, workers=True, verbose=False)
-    ctx = DoctorContext(cfg, ProbeSettings.from_cfg(cfg.probe), workdir=tmp_path / "probes")
-    return run_checks(ctx, only=["accumulation.equivalence"])[0]
+    return run_cfg(cfg, tmp_path / "probes", [ACC])[ACC]
 
 
 def test_summed_loss_without_accumulation_warns_with_what_would_break(tmp_path: Path) -> None:

@@ -6,6 +6,7 @@ from pathlib import Path
 
 import lightning as L
 import torch
+from omegaconf import DictConfig
 
 from tests.helpers.config import compose_config
 from trainwell.doctor.harness.context import DoctorContext
@@ -23,8 +24,14 @@ MUSEUM = "tests.doctor.museum"
 
 def run_ids(tmp_path: Path, overrides: list[str], ids: list[str] | None) -> dict[str, Check]:
     cfg = compose_config(overrides, tmp_path / "run", config_name="doctor")
+    return run_cfg(cfg, tmp_path / "probes", ids)
+
+
+def run_cfg(cfg: DictConfig, workdir: Path, ids: list[str] | None) -> dict[str, Check]:
+    """The chosen checks (every one: None) on a composed doctor config, seeded as the doctor
+    seeds, on one thread (xdist workers share the machine's cores)."""
     L.seed_everything(cfg.seed, workers=True, verbose=False)
-    ctx = DoctorContext(cfg, ProbeSettings.from_cfg(cfg.probe), workdir=tmp_path / "probes")
+    ctx = DoctorContext(cfg, ProbeSettings.from_cfg(cfg.probe), workdir=workdir)
     threads = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
