@@ -66,7 +66,7 @@ CASES = [
     ("manual_summed_loss_divided", "model", "accumulation.equivalence", "fail"),
     ("val_split_from_the_stream", "data", "data.leakage", "fail"),
     ("long_tailed_stream", "data", "data.class_balance", "fail"),
-    ("long_tailed_records", "records", "data.class_balance", "warn"),
+    ("long_tailed_records", "records", "data.class_balance", "fail"),
     ("stream_copied_to_every_worker", "data", "data.worker_seeding", "fail"),
 ]
 

@@ -692,6 +692,14 @@ MUTANTS: list[Mutant] = [
         "the classes of dict records and (x, y, index) triples are counted from their batches",
     ),
     Mutant(
+        "doctor batches: per-sample names and ids are not joined when batches are",
+        "src/trainwell/doctor/harness/batches.py",
+        "    if all(_per_sample_list(b, n) for b, n in zip(batches, sizes, strict=True)):",
+        "    if False:",
+        (f"{INV_T}[long_tailed_records]",),
+        "records with string ids are regrouped into one batch (class collapse, windows)",
+    ),
+    Mutant(
         "doctor targets: a target the training step reordered is not found in the batch",
         "src/trainwell/doctor/checks/loss.py",
         "    for same in (torch.equal, lambda a, b:",

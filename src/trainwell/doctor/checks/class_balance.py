@@ -15,7 +15,8 @@ from typing import Any
 import torch
 
 from trainwell.doctor.checks.loss import first_loss, target_path
-from trainwell.doctor.harness.batches import ConcatError, concat, leaves, rows
+from trainwell.doctor.checks.split_agreement import class_predictions
+from trainwell.doctor.harness.batches import ConcatError, concat, leaves, replay_loader, rows
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.samples import iterate_batches
 from trainwell.doctor.report.verdict import Check
@@ -156,32 +157,23 @@ def _collapsed_predictions(
     ctx: DoctorContext, batch: Any, counts: torch.Tensor, evidence: dict[str, Any]
 ) -> bool:
     """Fit a fresh task for probe.overfit_steps on the real train batches, then predict a
-    class-balanced batch. True when every prediction is the same class."""
+    class-balanced batch (of any structure, read as data.split_agreement reads predictions).
+    True when every prediction is the same class."""
     task, result = ctx.short_fit
     if result.error is not None:
         evidence["probe"] = f"the short fit raised {result.error_line}"
         return False
-    if not isinstance(batch, list | tuple) or len(batch) != 2:
-        evidence["probe"] = "batches are not (input, label) pairs: predictions not read"
+    if batch is None:
+        evidence["probe"] = "the samples of each class cannot be joined into one batch"
         return False
-    task.eval()
-    try:
-        with torch.no_grad():
-            logits = task(batch[0].to(task.device))
-    except Exception as err:  # a task without a usable forward: no verdict on predictions
-        evidence["probe"] = f"the task's forward raised {error_line(err)}"
+    read = class_predictions(ctx, task.eval(), replay_loader([batch]))
+    if isinstance(read, str):
+        evidence["probe"] = f"predictions not read: {read}"
         return False
-    if (
-        not isinstance(logits, torch.Tensor)
-        or logits.dim() != 2
-        or logits.shape[0] != len(batch[1])
-    ):
-        evidence["probe"] = "the task's forward does not return one row of class scores per sample"
-        return False
-    predicted = torch.bincount(logits.argmax(dim=1).cpu(), minlength=len(counts))
+    predicted = torch.bincount(read[0], minlength=len(counts))
     evidence["probe"] = {
         "fit_steps": ctx.settings.overfit_steps,
-        "balanced_batch": len(batch[1]),
+        "balanced_batch": len(read[1]),
         "predicted_counts": predicted.tolist(),
     }
     # Onto the majority class: the class frequencies learnt, not a net that is merely untrained.

@@ -102,7 +102,9 @@ def _call_ids(call: Any, batch: Any) -> tuple[torch.Tensor, torch.Tensor] | None
     return (predicted[keep].cpu(), true[keep].cpu()) if bool(keep.any()) else None
 
 
-def _scores(ctx: DoctorContext, task: Any, loader: Any) -> tuple[torch.Tensor, torch.Tensor] | str:
+def class_predictions(
+    ctx: DoctorContext, task: Any, loader: Any
+) -> tuple[torch.Tensor, torch.Tensor] | str:
     """Predicted and true class ids over up to SAMPLES samples, or why they cannot be read."""
     batches: list[Any] = []
     for batch in loader:
@@ -143,13 +145,13 @@ def data_split_agreement(ctx: DoctorContext) -> Check:
     train = ctx.samples.micro_batches(steps, 8) or ctx.samples.micro_batches(0, 8)
     task = ctx.make_task().eval()  # can it be scored at all (before paying for the fit)?
     for batches in (train[:1], val):
-        why = _scores(ctx, task, [next(iter(batches), None)])
+        why = class_predictions(ctx, task, [next(iter(batches), None)])
         if isinstance(why, str):
             return Check(ID, "skip", f"no predictions to score: {why}; {HOOK}", {})
     task, fit = ctx.short_fit
     if fit.error is not None:
         return Check(ID, "skip", f"the short fit failed: {fit.error_line}", {})
-    read = [_scores(ctx, task.eval(), train), _scores(ctx, task, val)]
+    read = [class_predictions(ctx, task.eval(), train), class_predictions(ctx, task, val)]
     why = next((r for r in read if isinstance(r, str)), None)
     if why is not None:
         return Check(ID, "skip", f"no predictions to score: {why}; {HOOK}", {})

@@ -8,6 +8,7 @@ through a real DataLoader so the user's training_step sees exactly what its own 
 from __future__ import annotations
 
 import dataclasses
+import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
@@ -35,7 +36,9 @@ def leaves(batch: Any, path: str = "batch") -> Iterator[tuple[str, torch.Tensor]
 def size_of(batch: Any) -> int | None:
     """Items in a batch as Lightning (and the template's default item count) sees it."""
     try:
-        return int(extract_batch_size(batch))
+        with warnings.catch_warnings():  # "ambiguous collection": the probes read it as Lightning
+            warnings.simplefilter("ignore")
+            return int(extract_batch_size(batch))
     except Exception:  # Lightning raises a MisconfigurationException when it finds no tensor
         return None
 
@@ -161,8 +164,19 @@ class ConcatError(ValueError):
     """The batches cannot be joined along their first dimension (ragged or non-tensor parts)."""
 
 
+def _per_sample_list(x: Any, n: int | None) -> bool:
+    """A plain list holding one non-tensor value per sample (names, ids), as `rows` splits."""
+    plain = isinstance(x, list | tuple) and not hasattr(x, "_fields")
+    return plain and len(x) == n and next(leaves(x), None) is None
+
+
 def concat(batches: list[Any]) -> Any:
-    """Join same-structured batches along dim 0 (only when every tensor's trailing shape agrees)."""
+    """Join same-structured batches along dim 0 (only when every tensor's trailing shape agrees);
+    lists of one non-tensor value per sample (names, ids) are joined as lists."""
+    return _join(batches, [size_of(b) for b in batches])
+
+
+def _join(batches: list[Any], sizes: list[int | None]) -> Any:
     first = batches[0]
     if isinstance(first, torch.Tensor):
         shapes = {tuple(b.shape[1:]) for b in batches}
@@ -172,11 +186,13 @@ def concat(batches: list[Any]) -> Any:
     if isinstance(first, Mapping):
         if any(set(b) != set(first) for b in batches):
             raise ConcatError("the batches have different keys")
-        return type(first)({k: concat([b[k] for b in batches]) for k in first})  # type: ignore[call-arg]
+        return type(first)({k: _join([b[k] for b in batches], sizes) for k in first})  # type: ignore[call-arg]
+    if all(_per_sample_list(b, n) for b, n in zip(batches, sizes, strict=True)):
+        return type(first)(x for b in batches for x in b)
     if isinstance(first, list | tuple):
         if any(len(b) != len(first) for b in batches):
             raise ConcatError("the batches have different lengths")
-        parts = [concat([b[i] for b in batches]) for i in range(len(first))]
+        parts = [_join([b[i] for b in batches], sizes) for i in range(len(first))]
         return type(first)(*parts) if hasattr(first, "_fields") else type(first)(parts)
     if all(b == first for b in batches):
         return first
