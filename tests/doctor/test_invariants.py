@@ -25,7 +25,8 @@ COMMON = "tests.doctor.reported._common"
 
 # (case module, which part is swapped: "model" | "data" | "tokens" (the model, on token
 # sequences in dict batches) | "lengths" (the model, on (ids, lengths, label) tuples) | "ids"
-# (the model, on dict batches of padded ids without a mask) | "stream" (the model, on the
+# (the model, on dict batches of padded ids without a mask) | "fixed" (the same, padded to one
+# width) | "stream" (the model, on the
 # case's own `Stream` datamodule) | "records" (the data, read by the case's own `Model`), check
 # id, status the bug draws)
 CASES = [
@@ -49,6 +50,7 @@ CASES = [
     ("tags_loss_counts_padding", "tokens", "loss.padding", "fail"),
     ("rnn_last_step_over_padding", "lengths", "loss.padding", "fail"),
     ("pad_ids_averaged_in", "ids", "loss.padding", "fail"),
+    ("fixed_width_tags_count_padding", "fixed", "loss.padding", "fail"),
     ("decay_sized_for_one_epoch", "model", "schedule.interval", "fail"),
     ("cosine_epochs_stepped_per_step", "model", "schedule.interval", "fail"),
     ("warmup_from_batch_idx", "model", "schedule.interval", "warn"),
@@ -85,6 +87,7 @@ def run_case(
             "tokens": f"{CASES_PKG}._tokens.Tokens",
             "lengths": f"{CASES_PKG}._tokens.Lengths",
             "ids": f"{CASES_PKG}._tokens.PaddedIds",
+            "fixed": f"{CASES_PKG}._tokens.FixedWidth",
             "stream": f"{CASES_PKG}.{case}.Stream",
             "records": target,
         }

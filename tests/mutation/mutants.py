@@ -686,8 +686,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor data.class_balance: samples that are no (input, label) pairs go uncounted",
         CLASS_BALANCE,
-        '            labels, kept = _streamed(ctx, str(err).split(";")[0])',
-        "            raise",
+        "            labels, kept = _streamed(ctx, why)",
+        "            raise TrainwellError(why)",
         (f"{INV_T}[long_tailed_records]",),
         "the classes of dict records and (x, y, index) triples are counted from their batches",
     ),
@@ -1697,10 +1697,18 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor loss.padding: a batch padded by its pad id is never padded further",
         "src/trainwell/doctor/checks/padding.py",
-        '        edits.append((f"padding every row with {EXTRA} more pad ids", further))',
+        '        edits.append((f"padding every row with {EXTRA} more pad ids", further, True))',
         "        pass",
         (f"{INV_T}[pad_ids_averaged_in]",),
         "a model that pools over pad ids fails even when no other tensor marks the padding",
+    ),
+    Mutant(
+        "doctor loss.padding: a model refusing rows padded further skips the whole check",
+        "src/trainwell/doctor/checks/padding.py",
+        'more pad ids", further, True))',
+        'more pad ids", further, False))',
+        (f"{INV_T}[fixed_width_tags_count_padding]",),
+        "a model of one row width is still tested by rewriting its padded labels",
     ),
     Mutant(
         "doctor loss.padding: the tensor that marks the padding is rewritten too",

@@ -37,6 +37,17 @@ def ids_batch(samples: list[torch.Tensor]) -> dict[str, torch.Tensor]:
     return {"input_ids": batch["input_ids"], "label": batch["label"]}
 
 
+WIDTH = 12  # longer than any sequence
+
+
+def fixed_width_batch(samples: list[torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Ids padded to WIDTH whatever the batch, and per-token tags (0 at padding), no mask."""
+    batch = pad(samples)
+    extra = WIDTH - batch["input_ids"].shape[1]
+    widen = lambda t: F.pad(t, (0, extra))  # noqa: E731
+    return {"input_ids": widen(batch["input_ids"]), "tags": widen(batch["tags"])}
+
+
 class Tokens(L.LightningDataModule):
     collate = staticmethod(pad)
     first_id = 1  # the lowest token id a sequence holds (PAD is 0)
@@ -72,6 +83,12 @@ class PaddedIds(Tokens):
     """The same sequences as {"input_ids", "label"} dicts, padding told only by its id."""
 
     collate = staticmethod(ids_batch)
+
+
+class FixedWidth(Tokens):
+    """Such sequences padded to WIDTH ids, as models that take one row length need them."""
+
+    collate = staticmethod(fixed_width_batch)
 
 
 class SequenceClassifier(L.LightningModule):

@@ -74,13 +74,15 @@ def data_class_balance(ctx: DoctorContext) -> Check:
     loader = ctx.samples.loader
     kept: dict[int, list[Any]] | None = None  # samples by class, where they come from a stream
     try:
-        try:
-            if not ctx.samples.indexable:
-                raise TrainwellError(ctx.samples.why_not_indexable)
-            labels = dataset_labels(loader.dataset, limit=LABEL_LIMIT)
-        except TrainwellError as err:
+        labels, why = None, ctx.samples.why_not_indexable
+        if not why:
+            try:
+                labels = dataset_labels(loader.dataset, limit=LABEL_LIMIT)
+            except TrainwellError as err:
+                why = str(err).split(";")[0]  # its advice is the weighted sampler's
+        if labels is None:
             # Dict records, (x, y, index) triples, a stream: the class ids are in its batches.
-            labels, kept = _streamed(ctx, str(err).split(";")[0])
+            labels, kept = _streamed(ctx, why)
         counts = class_counts(labels)
     except TrainwellError as err:
         return Check(ID, "skip", f"no class labels to count: {error_line(err)}", {})

@@ -63,20 +63,30 @@ def _padded_further(batch: Any, pad: torch.Tensor) -> Any | None:
         return None
 
 
+def _loss(task: Any, batch: Any) -> float | str:
+    """training_step's loss on `batch` in eval mode, or the error it raised."""
+    try:
+        with torch.no_grad(), quiet():
+            return float(training_loss(task, batch))
+    except Exception as err:  # reported by the caller as what could not be measured
+        return type(err).__name__
+
+
 def loss_padding(ctx: DoctorContext) -> Check:
     padding = padding_positions(ctx.batch)
     if padding is None:
         return Check(ID, "skip", f"the probe batch has no padding mask; {HOOK} to test padding")
     count = int(padding.pad.sum())
     rewritten, changed = _rewrite(ctx.batch, padding)
-    edits = []
+    edits = []  # (what was done, the edited batch, whether the model may refuse it)
     if changed:
         edits.append(
-            (f"rewriting the {count} padding positions of {', '.join(changed)}", rewritten)
+            (f"rewriting the {count} padding positions of {', '.join(changed)}", rewritten, False)
         )
     further = _padded_further(ctx.batch, padding.pad) if padding.pad_id is not None else None
     if further is not None:
-        edits.append((f"padding every row with {EXTRA} more pad ids", further))
+        # A model that takes rows of one length only refuses longer rows: not measured then.
+        edits.append((f"padding every row with {EXTRA} more pad ids", further, True))
     evidence: dict[str, Any] = {
         "padding_told_by": padding.where,
         "padding_positions": count,
@@ -92,20 +102,28 @@ def loss_padding(ctx: DoctorContext) -> Check:
             evidence,
         )
     task = ctx.make_task().eval()
-    try:
-        with torch.no_grad(), quiet():
-            before = float(training_loss(task, ctx.batch))
-            after = [float(training_loss(task, edited)) for _, edited in edits]
-    except Exception as err:  # a step that needs the trainer
+    before = _loss(task, ctx.batch)
+    if isinstance(before, str):  # a step that needs the trainer
         return Check(
             ID,
             "skip",
-            f"training_step cannot run outside the trainer ({type(err).__name__}); {ALONE} "
-            "to test padding",
+            f"training_step cannot run outside the trainer ({before}); {ALONE} to test padding",
             evidence,
         )
-    evidence |= {"loss": before, "loss_after_each_edit": after}
-    for (edit, _), value in zip(edits, after, strict=True):
+    after = {edit: (_loss(task, edited), optional) for edit, edited, optional in edits}
+    evidence |= {"loss": before, "loss_after_each_edit": {e: v for e, (v, _) in after.items()}}
+    refused = [(e, v) for e, (v, optional) in after.items() if isinstance(v, str)]
+    measured = {e: v for e, (v, _) in after.items() if not isinstance(v, str)}
+    if not measured or any(not after[e][1] for e, _ in refused):
+        edit, error = min(refused, key=lambda r: after[r[0]][1])  # a required edit first
+        return Check(
+            ID,
+            "skip",
+            f"training_step raised {error} after {edit}, so the padding could not be tested; "
+            f"{HOOK}",
+            evidence,
+        )
+    for edit, value in measured.items():
         if abs(value - before) > 1e-5 * max(1.0, abs(before)):
             return Check(
                 ID,

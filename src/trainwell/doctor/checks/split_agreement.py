@@ -5,7 +5,8 @@ batches and the first validation batches, each scored against its own split's ch
 its most common label. Predictions come from forward on (input, label) pairs, or, for batches of
 any other structure (dicts, nested), from the class scores and labels the task's own evaluation
 step hands its class-index loss, where labels per position (tokens, tags) are scored position by
-position. A fit that beats chance on training data but leaves validation at chance means validation does not measure what training learns: its labels were split from their inputs
+position. A fit that beats chance on training data but leaves validation at chance means
+validation does not measure what training learns: its labels were split from their inputs
 (shuffled apart, zipped from two loaders) or its label ids name other classes (a label map built
 per split; then a relabelling of the validation classes agrees with the predictions).
 """
