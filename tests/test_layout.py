@@ -3,7 +3,8 @@
 The engine (src/trainwell) imports nothing of the cloner's room (src/project, the examples) and
 names none of its classes or modules: deleting or replacing an example cannot break the engine.
 Inside the engine: blocks, loading -> io -> callbacks -> training -> doctor -> cli; deploy
-(predict, export, serve) sits beside the doctor, over training, and neither imports the other.
+(predict, export, serve) sits beside the doctor, over training, and neither imports the other;
+summary (sweep summaries) reads run dirs through io, and training's cross-validation writes one.
 
 Read from the source (every import statement, module-level or inside a function), so a cycle
 or a shortcut (training reaching into the doctor, a callback into training) fails here.
@@ -26,7 +27,8 @@ ALLOWED = {
     "loading": BASE | {"loading"},
     "io": BASE | {"io"},
     "callbacks": BASE | {"callbacks", "io", "blocks", "loading"},
-    "training": BASE | {"training", "callbacks", "io", "blocks", "loading"},
+    "summary": BASE | {"summary", "io"},
+    "training": BASE | {"training", "callbacks", "io", "blocks", "loading", "summary"},
     "doctor": BASE | {"doctor", "training", "callbacks", "io", "blocks", "loading"},
     "deploy": BASE | {"deploy", "training", "callbacks", "io", "blocks", "loading"},
 }

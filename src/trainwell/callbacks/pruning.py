@@ -21,9 +21,8 @@ from hydra.utils import instantiate
 from omegaconf import DictConfig, OmegaConf
 
 from trainwell.errors import TrainwellError
-from trainwell.io.results import write_results
+from trainwell.io.results import PRUNING_FILE, write_results
 
-PRUNING_FILE = "pruning.json"
 PRUNER_ATTR = "pruner"
 
 

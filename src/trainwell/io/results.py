@@ -8,6 +8,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+# A search trial's reported values and the step it was pruned at, if it was (callbacks/pruning.py);
+# the sweep summary counts pruned trials from it.
+PRUNING_FILE = "pruning.json"
+
 
 def write_results(path: Path, results: dict[str, Any]) -> None:
     """Write via a temp file + rename: a reader (a sweep script, a scheduler) never sees half a file."""
