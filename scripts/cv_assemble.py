@@ -1,8 +1,8 @@
 """Join cross-validation folds trained as separate jobs:
 `python scripts/cv_assemble.py <sweep dir of -m cv.fold=0,1,... cv.folds=K>`.
 
-Writes <sweep dir>/folds.json, oof_predictions.csv and results.json (`cv`), the same files one
-run of every fold writes.
+Writes <sweep dir>/folds.json, oof_predictions.csv, results.json (`cv`) and the folds' summary
+(summary.json, summary.md, summary.png), the same files one run of every fold writes.
 """
 
 import sys
@@ -17,6 +17,7 @@ USAGE = "usage: python scripts/cv_assemble.py <dir holding the fold jobs' run di
 
 def main(argv: list[str]) -> int:
     from trainwell.training.cv.collect import collect
+    from trainwell.training.cv.oof import cv_line
 
     if len(argv) != 1 or not Path(argv[0]).is_dir():
         print(f"error: {USAGE}", file=sys.stderr)
@@ -27,11 +28,7 @@ def main(argv: list[str]) -> int:
     except TrainwellError as err:
         print(f"error: {first_line(err)}", file=sys.stderr)
         return 2
-    cv = results["cv"]
-    print(
-        f"cv: {cv['folds']} folds, acc mean {cv['mean']['acc']:.4f} +- {cv['std']['acc']:.4f}, "
-        f"out-of-fold {cv['oof']['acc']:.4f} over {cv['oof']['samples']} samples"
-    )
+    print(cv_line(results["cv"]))
     print(f"run dir: {root}")
     return 0
 

@@ -41,14 +41,15 @@ from trainwell.deploy.raw import (
 from trainwell.deploy.raw_input import load_raw_input
 from trainwell.errors import TrainwellError
 from trainwell.io.named_paths import deployed_checkpoint
+from trainwell.loading.labels import probability_columns
 
 
 def _rows(
-    index: np.ndarray, logits: np.ndarray, targets: np.ndarray | None, classes: list[str]
+    index: np.ndarray, logits: np.ndarray, targets: np.ndarray | None, classes: list[str] | None
 ) -> list[str]:
     probs = torch.softmax(torch.from_numpy(logits).double(), dim=-1).numpy()
     order = np.argsort(index, kind="stable")
-    header = ["index", "prediction", *(f"p_{c}" for c in classes)]
+    header = ["index", "prediction", *probability_columns(classes, probs.shape[-1])]
     if targets is not None:
         header.append("target")
     lines = [",".join(header)]
@@ -186,5 +187,4 @@ def _predict_classes(run: TrainedRun, raw: RawData, cfg: DictConfig, source: obj
                 outs.append(forward_batch(run.module, batch, name).float().numpy())
     logits = np.concatenate(outs)
     check_class_scores(logits, run.module)
-    classes = raw.classes or [str(i) for i in range(logits.shape[-1])]
-    return _rows(index, logits, targets, classes)
+    return _rows(index, logits, targets, raw.classes)

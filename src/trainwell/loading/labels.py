@@ -84,3 +84,11 @@ def balanced_class_weights(counts: torch.Tensor) -> torch.Tensor:
     weights = torch.zeros(len(counts), dtype=torch.float64)
     weights[present] = counts.sum().double() / (classes * counts[present].double())
     return weights
+
+
+def probability_columns(classes: list[str] | None, n: int) -> list[str]:
+    """The class-probability columns of a predictions file and of the out-of-fold predictions:
+    `p_<class>` for each of the `n` classes, named as the datamodule names them (its raw form's
+    `classes`), else by number."""
+    names = [str(c) for c in classes] if classes else [str(i) for i in range(n)]
+    return [f"p_{name}" for name in names]

@@ -8,6 +8,8 @@ from typing import Any
 
 from trainwell.errors import TrainwellError
 from trainwell.io.results import write_results
+from trainwell.summary.build import cv_summary
+from trainwell.summary.write import write_summary
 from trainwell.training.cv.folds import FOLDS_FILE, Folds, read_folds, write_folds
 from trainwell.training.cv.oof import OOF_FILE, assemble, cv_metrics
 
@@ -23,8 +25,8 @@ def _job_dirs(root: Path) -> list[Path]:
 
 def collect(root: Path) -> dict[str, Any]:
     """Find every finished fold under `root` (a sweep dir of fold jobs, or one run dir), check
-    they belong to one assignment, and write folds.json, oof_predictions.csv and results.json
-    into `root`."""
+    they belong to one assignment, and write folds.json, oof_predictions.csv, results.json and
+    the folds' summary (summary.json, .md, .png) into `root`."""
     jobs = _job_dirs(root)
     if not jobs:
         raise TrainwellError(f"cv: no {FOLDS_FILE} in {root} or its subdirs: not a CV run's dir")
@@ -56,4 +58,5 @@ def collect(root: Path) -> dict[str, Any]:
         "last_ckpt": {f"fold_{k}": str(found[k] / "checkpoints" / "last.ckpt") for k in found},
     }
     write_results(root / "results.json", results)
+    write_summary(root, cv_summary(cv))
     return results

@@ -23,6 +23,8 @@ from omegaconf import DictConfig
 from trainwell.errors import TrainwellError
 from trainwell.io.checkpoint_read import load_checkpoint_file
 from trainwell.io.results import write_text
+from trainwell.loading.labels import probability_columns
+from trainwell.summary.stats import describe
 from trainwell.training.cv.folds import Folds
 
 OOF_FILE = "oof_predictions.csv"
@@ -32,10 +34,17 @@ def _write_lines(path: Path, lines: list[str]) -> None:
     write_text(path, "\n".join(lines) + "\n")
 
 
+def _class_names(datamodule: L.LightningDataModule) -> list[str] | None:
+    """The names predict.py gives the classes: the datamodule's raw form's `classes`."""
+    raw_form = getattr(datamodule, "raw_form", None)
+    return raw_form().get("classes") if callable(raw_form) else None
+
+
 def _fold_logits(
     cfg: DictConfig, folds: Folds, fold: int, ckpt_path: str
-) -> tuple[np.ndarray, np.ndarray]:
-    """(logits, targets) of the fold's validation samples, in their index order."""
+) -> tuple[np.ndarray, np.ndarray, list[str] | None]:
+    """(logits, targets, class names) of the fold's validation samples, in their index
+    order."""
     checkpoint = load_checkpoint_file(ckpt_path)
     datamodule = instantiate(cfg.data)
     datamodule.set_cv_fold(folds.train_of(fold), folds.val_of(fold))
@@ -56,12 +65,13 @@ def _fold_logits(
                 )
             logits.append(module(batch[0]).double())
             targets.append(batch[1])
-    return torch.cat(logits).numpy(), torch.cat(targets).numpy()
+    return torch.cat(logits).numpy(), torch.cat(targets).numpy(), _class_names(datamodule)
 
 
 def write_fold_predictions(cfg: DictConfig, folds: Folds, fold: int, ckpt_path: str) -> Path:
-    """fold_<k>/oof_predictions.csv: index, fold, prediction, p_<class>..., target."""
-    logits, targets = _fold_logits(cfg, folds, fold, ckpt_path)
+    """fold_<k>/oof_predictions.csv: index, fold, prediction, p_<class>..., target; the
+    probability columns named as predict.py names them."""
+    logits, targets, classes = _fold_logits(cfg, folds, fold, ckpt_path)
     index = folds.val_of(fold)
     if len(index) != len(logits):
         raise TrainwellError(
@@ -69,7 +79,8 @@ def write_fold_predictions(cfg: DictConfig, folds: Folds, fold: int, ckpt_path: 
             f"{len(logits)}; set_cv_fold must make val_dataloader yield exactly `val`"
         )
     probs = torch.softmax(torch.from_numpy(logits), dim=-1).numpy()
-    header = ["index", "fold", "prediction", *(f"p_{c}" for c in range(probs.shape[1])), "target"]
+    header = ["index", "fold", "prediction", *probability_columns(classes, probs.shape[1])]
+    header.append("target")
     lines = [",".join(header)]
     for i, sample in enumerate(index):
         cells = [str(int(sample)), str(fold), str(int(logits[i].argmax()))]
@@ -104,10 +115,11 @@ def fold_figures(
 
 
 def _mean_std(values: list[float]) -> tuple[float, float]:
-    mean = sum(values) / len(values)
-    # The sample std (ddof=1): the spread a new fold's score would show.
-    var = sum((v - mean) ** 2 for v in values) / (len(values) - 1) if len(values) > 1 else 0.0
-    return mean, math.sqrt(var)
+    """Mean and sample std (ddof=1: the spread a new fold's score would show), as the sweep
+    summaries compute them; NaN where they have none."""
+    stats = describe(values)
+    mean, std = (stats[k] for k in ("mean", "std"))
+    return (math.nan if mean is None else mean), (math.nan if std is None else std)
 
 
 def assemble(out_dir: Path, fold_dirs: dict[int, Path], folds: Folds) -> dict[str, Any]:
@@ -137,6 +149,15 @@ def assemble(out_dir: Path, fold_dirs: dict[int, Path], folds: Folds) -> dict[st
         "std": {k: s for k, (_, s) in stats.items()},
         "oof": {"acc": oof_acc, "samples": len(all_rows)},
     }
+
+
+def cv_line(cv: dict[str, Any]) -> str:
+    """The figures to report, as a run and scripts/cv_assemble.py end with them."""
+    acc = cv["mean"].get("acc"), cv["std"].get("acc")
+    return (
+        f"cv: {cv['folds']} folds, acc mean {acc[0]:.4f} ± {acc[1]:.4f} (sample std over "
+        f"folds), out-of-fold {cv['oof']['acc']:.4f} over {cv['oof']['samples']} samples"
+    )
 
 
 def cv_metrics(cv: dict[str, Any]) -> dict[str, float]:

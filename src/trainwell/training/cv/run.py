@@ -22,11 +22,14 @@ from trainwell.callbacks.pruning import trial_pruning
 from trainwell.errors import TrainwellError
 from trainwell.io.announce import announce
 from trainwell.io.results import write_results
+from trainwell.summary.build import cv_summary
+from trainwell.summary.write import write_summary
 from trainwell.training.cv.collect import UNTESTED
 from trainwell.training.cv.data_hook import refuse_leaks, require_hook, samples
 from trainwell.training.cv.folds import Folds, assign_folds, write_folds
 from trainwell.training.cv.oof import (
     assemble,
+    cv_line,
     cv_metrics,
     fold_figures,
     write_fold_predictions,
@@ -131,5 +134,8 @@ def cross_validate(cfg: DictConfig, doctor_report: str | None = None) -> dict[st
     else:  # one fold of a split run: scripts/cv_assemble.py joins the folds' run dirs
         results |= {"cv": {"folds": folds.k, "fold": chosen[0]}, "metrics": {}}
     write_results(run_dir / "results.json", results)
+    if len(chosen) == folds.k:
+        write_summary(run_dir, cv_summary(results["cv"]))
+        announce(cv_line(results["cv"]))
     announce(f"run dir: {run_dir}")
     return results
