@@ -54,3 +54,10 @@ def test_cv_overhead_runs_both_sides() -> None:
     assert out["folds"] == "2"
     assert float(out["cv_s"]) > 0 and float(out["runs_s"]) > 0
     assert float(out["probe_s"]) > 0 and float(out["oof_per_fold_s"]) > 0
+
+
+@pytest.mark.slow
+def test_summary_cost_plays_back_a_sweep_job_by_job() -> None:
+    out = run_benchmark("summary_cost.py", "--sizes", "4", "--reps", "1")
+    assert set(out) == {"per_job_s_4", "max_s_4"}
+    assert 0 < float(out["per_job_s_4"]) <= float(out["max_s_4"])

@@ -153,8 +153,12 @@ DOCS_EXCLUDED = {
             "export",
             "imbalance",
             "cv_overhead",
+            "summary_cost",
         )
     },
+    "python scripts/summarize.py logs/train/multiruns/<id>": (
+        "rebuilds a sweep's summary; tests/training/test_sweep_summary.py runs it on a real sweep"
+    ),
     "python scripts/cv_assemble.py logs/train/cv/<array job id>": (
         "joins a SLURM array's fold tasks; the joining is tested in tests/training"
     ),

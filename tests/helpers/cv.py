@@ -56,6 +56,15 @@ class TrainValDigits(DigitsDataModule):
         super().setup(stage)
 
 
+class NamedClassDigits(DigitsDataModule):
+    """Digits whose raw form names the classes `class_0`... (as a cloner's own data might)."""
+
+    def raw_form(self) -> dict:
+        form = super().raw_form()
+        form["classes"] = [f"class_{c}" for c in range(self.num_classes)]
+        return form
+
+
 class KillInFold(KillAt):
     """KillAt in one fold only: `where` is `${paths.output_dir}`, which resolves to each fold's
     run dir when the fold's callbacks are built; in every other fold it never fires."""

@@ -1858,3 +1858,101 @@ MUTANTS += [
         "a conflict stops with git's markers and one line naming the files",
     ),
 ]
+
+SUMMARY_T = "tests/summary/test_summary.py"
+SUMMARY_SWEEP_T = "tests/training/test_sweep_summary.py"
+CV_T = "tests/training/test_cross_validation.py"
+MUTANTS += [
+    Mutant(
+        "summary: the std divides by n (ddof=0)",
+        "src/trainwell/summary/stats.py",
+        "/ (n - 1)) if n > 1 else None",
+        "/ n) if n > 1 else None",
+        (
+            f"{SUMMARY_T}::test_seeds_are_pooled_and_each_group_has_n_mean_sample_std_min_max",
+            f"{SUMMARY_SWEEP_T}::test_a_sweep_of_seeds_and_lrs_gives_two_groups_of_three_from_the_jobs_results",
+        ),
+        "each group's std is the sample std over its jobs (ddof=1)",
+    ),
+    Mutant(
+        "summary: the seed is a group key",
+        "src/trainwell/summary/build.py",
+        "    pooled = set(settings.pool)\n",
+        "    pooled = set()\n",
+        (
+            f"{SUMMARY_T}::test_seeds_are_pooled_and_each_group_has_n_mean_sample_std_min_max",
+            f"{SUMMARY_SWEEP_T}::test_a_sweep_of_seeds_and_lrs_gives_two_groups_of_three_from_the_jobs_results",
+        ),
+        "jobs that differ only in their seed (summary.pool) form one group",
+    ),
+    Mutant(
+        "summary: a job the sweep's overrides give but no dir holds goes unnamed",
+        "src/trainwell/summary/jobs.py",
+        "    missing = [job for job in expected or [] if tuple(job.overrides) not in have]",
+        "    missing = []",
+        (
+            f"{SUMMARY_T}::test_summarize_names_a_removed_job_and_its_group_has_n_2",
+            f"{SUMMARY_SWEEP_T}::test_summarize_rebuilds_a_copied_sweep_and_names_a_removed_job",
+        ),
+        "summarize.py names every expected job that is not there, and its group counts n without it",
+    ),
+    Mutant(
+        "summary: a sweep relaunched with resume=auto splits into new groups",
+        "src/trainwell/summary/jobs.py",
+        '_BOOKKEEPING = frozenset({"run_id", "resume"})',
+        '_BOOKKEEPING = frozenset({"run_id"})',
+        (f"{SUMMARY_T}::test_a_relaunch_with_resume_auto_is_the_same_sweep",),
+        "a killed sweep relaunched with resume=auto ends with the uninterrupted sweep's summary",
+    ),
+    Mutant(
+        "summary: written only when the sweep ends, not as each job ends",
+        "src/trainwell/summary/callback.py",
+        "            update_summary(sweep_dir)\n",
+        "",
+        (f"{SUMMARY_T}::test_each_jobs_end_updates_the_summary_and_records_why_it_failed",),
+        "a partial (or killed) sweep has a partial summary",
+    ),
+    Mutant(
+        "summary: a job started again keeps its earlier attempt's failure",
+        "src/trainwell/summary/callback.py",
+        "        (Path(config.hydra.runtime.output_dir) / FAILURE_FILE).unlink(missing_ok=True)\n",
+        "",
+        (f"{SUMMARY_T}::test_each_jobs_end_updates_the_summary_and_records_why_it_failed",),
+        "a relaunched job is judged by its latest attempt",
+    ),
+    Mutant(
+        "summary: rows sorted as if every metric were maximized",
+        "src/trainwell/summary/build.py",
+        '    return (0, -mean if mode == "max" else mean)',
+        "    return (0, -mean)",
+        (f"{SUMMARY_T}::test_rows_are_sorted_by_the_monitored_metric_in_its_mode",),
+        "rows are sorted by the optimized metric in its mode, best first",
+    ),
+    Mutant(
+        "summary: a study's best trial ignores the direction",
+        "src/trainwell/summary/build.py",
+        "(value > best[1] if maximize else value < best[1])",
+        "value < best[1]",
+        (
+            f"{SUMMARY_T}::test_a_study_has_its_best_trial_and_pruned_count",
+            f"{SEARCH_T}::test_a_maximized_sweep_of_another_metric_picks_the_largest",
+        ),
+        "a study's summary names the trial its direction makes best",
+    ),
+    Mutant(
+        "cv: the run ends without printing its figures",
+        "src/trainwell/training/cv/run.py",
+        '        announce(cv_line(results["cv"]))\n',
+        "",
+        (f"{CV_T}::test_the_run_ends_with_mean_std_and_out_of_fold_figures_and_its_summary",),
+        "a cross-validation run ends by printing mean ± std and the out-of-fold figure",
+    ),
+    Mutant(
+        "cv: out-of-fold probability columns by class number",
+        "src/trainwell/training/cv/oof.py",
+        "*probability_columns(classes, probs.shape[1])]",
+        '*(f"p_{c}" for c in range(probs.shape[1]))]',
+        (f"{CV_T}::test_oof_probability_columns_are_named_as_predictions_name_them",),
+        "oof_predictions.csv names its probability columns as predictions do",
+    ),
+]

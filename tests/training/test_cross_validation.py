@@ -6,6 +6,8 @@ fold-per-job path (real subprocesses) are in test_cross_validation_kill.py (slow
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import shutil
 from pathlib import Path
@@ -25,8 +27,12 @@ from trainwell.training.run import train
 
 @pytest.fixture(scope="module")
 def cv_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The run dir; what the run printed is in `<run dir>.stdout`."""
     run_dir = tmp_path_factory.mktemp("cv") / "run"
-    train(compose_config(CV_RUN, run_dir))
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        train(compose_config(CV_RUN, run_dir))
+    run_dir.with_suffix(".stdout").write_text(printed.getvalue())
     return run_dir
 
 
@@ -102,6 +108,45 @@ def test_oof_accuracy_is_the_size_weighted_mean_and_each_fold_matches_its_valida
         assert results["best_ckpt"][f"fold_{k}"] == fold["best_ckpt"]
         assert results["last_ckpt"][f"fold_{k}"] == fold["last_ckpt"]
         assert Path(fold["last_ckpt"]).is_file()
+
+
+def test_the_run_ends_with_mean_std_and_out_of_fold_figures_and_its_summary(
+    cv_run: Path,
+) -> None:
+    cv = json.loads((cv_run / "results.json").read_text())["cv"]
+    lines = cv_run.with_suffix(".stdout").read_text().splitlines()
+    assert lines[-2:] == [
+        f"cv: {FOLDS} folds, acc mean {cv['mean']['acc']:.4f} ± {cv['std']['acc']:.4f} "
+        f"(sample std over folds), out-of-fold {cv['oof']['acc']:.4f} over 1437 samples",
+        f"run dir: {cv_run}",
+    ]
+    summary = json.loads((cv_run / "summary.json").read_text())
+    assert summary["kind"] == "cv" and summary["cv"] == {"folds": FOLDS, "oof": cv["oof"]}
+    (group,) = summary["groups"]
+    assert group["n"] == FOLDS and group["jobs"] == [f"fold_{k}" for k in range(FOLDS)]
+    for name in ("acc", "val/acc", "val/loss"):
+        assert group["metrics"][name]["mean"] == cv["mean"][name]
+        assert group["metrics"][name]["std"] == cv["std"][name]
+    assert "| n | acc |" in (cv_run / "summary.md").read_text()
+    assert (cv_run / "summary.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_oof_probability_columns_are_named_as_predictions_name_them(tmp_path: Path) -> None:
+    """A datamodule naming its classes (a cloner's `class_0`...): the out-of-fold file and
+    predict.py's files share one naming."""
+    from trainwell.deploy.predict import _rows
+
+    run = [
+        *CV_RUN,
+        "cv.folds=2",
+        "data._target_=tests.helpers.cv.NamedClassDigits",
+        "trainer.limit_train_batches=2",
+    ]
+    train(compose_config(run, tmp_path))
+    header = (tmp_path / "oof_predictions.csv").read_text().splitlines()[0].split(",")
+    classes = [f"class_{c}" for c in range(10)]
+    predicted = _rows(np.arange(1), np.zeros((1, 10)), np.zeros(1), classes)[0].split(",")
+    assert header[3:-1] == predicted[2:-1] == [f"p_class_{c}" for c in range(10)]
 
 
 def test_each_folds_checkpoints_carry_statistics_of_its_training_part_only(cv_run: Path) -> None:

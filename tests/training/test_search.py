@@ -172,6 +172,13 @@ def test_a_maximized_sweep_of_another_metric_picks_the_largest(tmp_path: Path) -
     summary = (sweep_dir / "optimization_results.yaml").read_text()
     assert f"best_trial: {best}\n" in summary and "direction: maximize\n" in summary
     assert f"best trial {best}: train/loss={values[best]} with " in proc.stdout
+    # The sweep summary (summary.json, built from the trials' files) names the same best trial.
+    study = json.loads((sweep_dir / "summary.json").read_text())
+    assert study["kind"] == "study" and study["sort"] == {"metric": "train/loss", "mode": "max"}
+    assert study["study"]["best_trial"]["job"] == str(best)
+    assert study["study"]["best_trial"]["value"] == values[best]
+    assert study["study"]["trials"] == {"complete": 2, "failed": 0, "pruned": 0}
+    assert [g["jobs"] for g in study["groups"]] == [[str(best)], [str(1 - best)]]
 
 
 @pytest.mark.slow
@@ -188,7 +195,8 @@ def test_failed_trial_is_recorded_and_the_sweep_goes_on_to_print_the_best(tmp_pa
     assert len(failed) == 1 and len(complete) == 1
     assert failed[0].params == {"model.optimizer.lr": -1.0}
     assert "ValueError: Invalid learning rate: -1.0" in failed[0].user_attrs["failure"]
-    assert (sweep_dir / str(failed[0].number) / "error.log").is_file()
+    failure_dir = sweep_dir / str(failed[0].number)
+    assert (failure_dir / "error.log").is_file()
     best = complete[0]
     best_dir = sweep_dir / str(best.number)
     # The value Optuna holds is what the job returned: the run's own val/loss.
@@ -200,6 +208,9 @@ def test_failed_trial_is_recorded_and_the_sweep_goes_on_to_print_the_best(tmp_pa
     )
     summary = (sweep_dir / "optimization_results.yaml").read_text()
     assert f"best_trial: {best.number}\n" in summary and f"best_value: {best.value}\n" in summary
+    (failure,) = json.loads((sweep_dir / "summary.json").read_text())["failed"]
+    assert failure["job"] == str(failed[0].number)
+    assert failure["cause"] == failed[0].user_attrs["failure"].removeprefix(f"{failure_dir}: ")
 
 
 @pytest.mark.slow
@@ -378,6 +389,10 @@ def test_pruned_trials_are_recorded_as_pruned_and_not_rerun(tmp_path: Path) -> N
         assert t.last_step == pruned_at["pruned_at"] < 2  # stopped before its last epoch
         assert not (sweep_dir / str(t.number) / "results.json").exists()
     assert "3 trials (1 complete, 0 failed, 2 pruned)" in proc.stdout
+    summary = json.loads((sweep_dir / "summary.json").read_text())
+    assert summary["study"]["trials"] == {"complete": 1, "failed": 0, "pruned": 2}
+    assert [j["job"] for j in summary["failed"]] == ["1", "2"]
+    assert all(j["cause"].startswith(f"trial {j['job']} pruned at step") for j in summary["failed"])
     # A pruned trial is reported as stopped, never as an error.
     assert "stopped: trial 1 pruned at step" in proc.stderr and "error:" not in proc.stderr
     again = _sweep(sweep_dir, *search)

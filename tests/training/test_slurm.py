@@ -257,6 +257,8 @@ def test_submitit_sweep_runs_both_jobs_and_a_preempted_one_requeues_to_the_same_
     assert f"resume=auto: resuming from {ckpts}/preempt.ckpt" in job_logs
     for job in ("0", "1"):
         assert (sweep / job / "results.json").is_file()
+    summary = json.loads((sweep / "summary.json").read_text())  # from the jobs' nodes and the sweep
+    assert summary["jobs"] == {"done": 2, "failed": 0, "missing": 0}
     assert_bitwise_equal(final_state(sweep / "0"), final_state(sweep / "1"))
 
 
@@ -301,5 +303,11 @@ def test_optuna_trials_run_as_slurm_jobs_and_a_failed_one_is_recorded(
         else:
             metrics = json.loads((run_dir / "results.json").read_text())["metrics"]
             assert trial.value == metrics["val/loss"]
+    # Each trial's end, on its node, updated the sweep's summary and recorded its failure.
+    summary = json.loads((sweep / "summary.json").read_text())
+    assert summary["study"]["trials"] == {"complete": 2, "failed": 1, "pruned": 0}
+    (failed,) = summary["failed"]
+    assert "Invalid learning rate: -1.0" in failed["cause"]
+    assert (sweep / failed["job"] / "failure.txt").read_text().strip() == failed["cause"]
     arrays = {p.name for p in (sweep / ".submitit").iterdir() if p.name.isdigit()}
     assert len(arrays) == 2  # two submissions: a batch of 2 trials, then the last one

@@ -138,25 +138,6 @@ def test_run_ids_differ_between_processes() -> None:
     assert len(ids) == 3
 
 
-def test_multirun_sweep_gives_one_dir_per_job(tmp_path: Path) -> None:
-    proc = call_script(
-        "train.py",
-        "-m",
-        "model.optimizer.lr=0.001,0.003",
-        "trainer.max_epochs=1",
-        "trainer.limit_train_batches=4",
-        "trainer.limit_val_batches=2",
-        "trainer.limit_test_batches=2",
-        "print_config=false",
-        f"hydra.sweep.dir={tmp_path}",
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    jobs = sorted(p.parent.name for p in tmp_path.glob("*/results.json"))
-    assert jobs == ["0", "1"]
-    lrs = [(tmp_path / j / ".hydra" / "overrides.yaml").read_text() for j in jobs]
-    assert "lr=0.001" in lrs[0] and "lr=0.003" in lrs[1]
-
-
 def test_max_steps_ending_before_the_first_validation(tmp_path: Path) -> None:
     """Early stopping on val/acc must not crash a run that ends before any validation."""
     proc = call_script(
