@@ -34,6 +34,12 @@ def test_a_serve_knob_outside_its_choices_is_one_line_before_any_import() -> Non
     assert check_command_line(CONF, "serve", ["artifact=x", "ort_spin=run"]) is None
 
 
+def test_a_summary_mode_outside_min_max_is_one_line_before_any_run() -> None:
+    problem = check_command_line(CONF, "train", ["summary.mode=maximize"])
+    assert problem == "summary.mode='maximize' is invalid: expected one of min, max, null"
+    assert check_command_line(CONF, "train", ["summary.mode=min"]) is None
+
+
 @pytest.mark.parametrize(("override", "expected"), CASES)
 def test_the_command_line_check_names_key_value_and_expectation(
     override: str, expected: str

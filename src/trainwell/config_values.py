@@ -29,8 +29,9 @@ TEMPLATE_KEYS: dict[str, tuple[type, float | None, str]] = {
 }
 
 # key: the values it may take (keys of one script's config, absent from the others')
-TEMPLATE_CHOICES: dict[str, tuple[str, ...]] = {
+TEMPLATE_CHOICES: dict[str, tuple[str | None, ...]] = {
     "ort_spin": ("always", "run", "never"),  # serve.yaml
+    "summary.mode": ("min", "max", None),  # train.yaml (null: the monitored metric's mode)
 }
 
 _MISSING = object()
@@ -66,7 +67,8 @@ def template_value_problem(cfg: DictConfig) -> str | None:
     for key, choices in TEMPLATE_CHOICES.items():
         value = _value(cfg, key)
         if value is not _MISSING and value not in choices:
-            return f"{key}={value!r} is invalid: expected one of {', '.join(choices)}"
+            named = ", ".join("null" if c is None else c for c in choices)
+            return f"{key}={value!r} is invalid: expected one of {named}"
     return None
 
 

@@ -176,6 +176,10 @@ def test_summarize_refuses_what_is_not_a_multirun_dir_in_one_line(tmp_path: Path
     proc = call_script("summarize.py", str(tmp_path))
     assert proc.returncode == 2 and proc.stderr.count("\n") == 1, proc.stderr
     assert "holds no jobs" in proc.stderr
+    (tmp_path / "results.json").write_text(json.dumps({"metrics": {"test/acc": 0.9}}))
+    proc = call_script("summarize.py", str(tmp_path))
+    assert proc.returncode == 2 and "is one run" in proc.stderr, proc.stderr
+    (tmp_path / "results.json").unlink()
     seeds_and_lrs(tmp_path)
     proc = call_script("summarize.py", str(tmp_path), "seed=1")
     assert proc.returncode == 2 and "summary.pool" in proc.stderr, proc.stderr
@@ -268,6 +272,19 @@ def test_a_search_trial_that_failed_into_a_return_value_is_recorded(tmp_path: Pa
     ended.return_value = TrialFailed(f"{tmp_path / '4'}: trial 4 pruned at step 2: val/loss=0.9")
     SweepSummary().on_job_end(config=_job_config(tmp_path, "4"), job_return=ended)
     assert (tmp_path / "4" / FAILURE_FILE).read_text() == "trial 4 pruned at step 2: val/loss=0.9\n"
+
+
+def test_a_summary_that_cannot_be_built_warns_in_one_line_and_the_job_stands(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    seeds_and_lrs(tmp_path)
+    (tmp_path / "2" / ".hydra" / "overrides.yaml").write_text("- [unclosed\n")
+    ended = JobReturn(status=JobStatus.COMPLETED)
+    ended.return_value = 0.5
+    SweepSummary().on_job_end(config=_job_config(tmp_path, "4"), job_return=ended)
+    err = capsys.readouterr().err
+    assert err.startswith("warning: sweep summary not updated (") and err.count("\n") == 1
+    assert f"python scripts/summarize.py {tmp_path} rebuilds it" in err
 
 
 @pytest.mark.parametrize("value", [0.5, {"metrics": 1}])

@@ -26,6 +26,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
+from trainwell.errors import TrainwellError
 from trainwell.summary.jobs import (
     CONFIG_FILE,
     MULTIRUN_FILE,
@@ -63,6 +64,8 @@ def settings_from(cfg: DictConfig) -> Settings:
     where given; else the search's metric and direction for a search, the monitored metric and
     mode (monitor.metric, monitor.mode) for any other sweep."""
     pool = _select(cfg, "summary.pool")
+    if isinstance(pool, str):  # summary.pool=seed: one key
+        pool = [pool]
     pool = ("seed",) if pool is None else tuple(str(k) for k in pool)
     direction = _select(cfg, "hydra.sweeper.direction")
     optimized = _select(cfg, "optimized_metric")
@@ -75,6 +78,8 @@ def settings_from(cfg: DictConfig) -> Settings:
     if mode is None and search is not None and metric == search["metric"]:
         mode = "min" if direction.startswith("min") else "max"
     mode = mode or _select(cfg, "monitor.mode") or "max"
+    if mode not in ("min", "max"):
+        raise TrainwellError(f"summary.mode={mode} is invalid: expected min or max")
     return Settings(pool, None if metric is None else str(metric), str(mode), search)
 
 

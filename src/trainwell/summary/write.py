@@ -33,7 +33,6 @@ from trainwell.summary.build import (
 from trainwell.summary.jobs import (
     MULTIRUN_FILE,
     NOT_FINISHED,
-    OVERRIDES_FILE,
     RESULTS_FILE,
     job_dirs,
 )
@@ -128,19 +127,15 @@ def rebuild(root: Path, overrides: list[str] | None = None) -> Path:
     run dir (its results.json `cv`) or a multirun dir (its jobs). `overrides`: `summary.*`
     settings in place of the ones the jobs ran with (`summary.pool=[seed,data.seed]`)."""
     results = root / RESULTS_FILE
-    if results.is_file() and not job_dirs(root):
-        cv = json.loads(results.read_text()).get("cv") or {}
-        if "per_fold" not in cv:
-            raise TrainwellError(
-                f"{root} is one run, not a multirun dir or a cross-validation: nothing to "
-                "summarise (its metrics are in results.json)"
-            )
+    cv = json.loads(results.read_text()).get("cv") or {} if results.is_file() else {}
+    if "per_fold" in cv:  # a cross-validation run, or fold jobs joined by cv_assemble.py
         with summary_lock(root):
             return write_summary(root, cv_summary(cv))
     if not job_dirs(root) and not (root / MULTIRUN_FILE).is_file():
+        what = "is one run" if results.is_file() else "holds no jobs (no */.hydra/overrides.yaml)"
         raise TrainwellError(
-            f"{root} holds no jobs (no */{OVERRIDES_FILE}): give the multirun dir, "
-            "logs/<task>/multiruns/<id>"
+            f"{root} {what}: give a multirun dir (logs/<task>/multiruns/<id>) or a "
+            "cross-validation run dir"
         )
     given = list(overrides or [])
     wrong = [o for o in given if not o.startswith("summary.")]
