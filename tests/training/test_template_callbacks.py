@@ -19,6 +19,7 @@ from omegaconf import DictConfig
 from tests.helpers.config import compose_config
 from trainwell.callbacks import LastCheckpoint, ThroughputLogger
 from trainwell.callbacks.accumulation import ExactAccumulation
+from trainwell.callbacks.checkpoint_rehearsal import CheckpointRehearsal
 from trainwell.callbacks.learning_rate import LearningRateLogger
 from trainwell.callbacks.preemption import PreemptionCheckpoint
 from trainwell.callbacks.training_state import ExactResume
@@ -104,9 +105,10 @@ def test_template_callbacks_in_documented_order(tmp_path: Path) -> None:
         *configured(cfg),
         PreemptionCheckpoint,
         BackgroundCheckpointWrites,
+        CheckpointRehearsal,
     ]
     assert callbacks[1] is plan  # the caller's planner: run.py's optimizer factories read it
-    assert callbacks[-2].dirpath == tmp_path / "run" / "checkpoints"
+    assert callbacks[-3].dirpath == tmp_path / "run" / "checkpoints"
     # The configured part is the default conf/callbacks tree, not an empty one.
     assert {ModelCheckpoint, LastCheckpoint, ThroughputLogger, LearningRateLogger} <= set(
         configured(cfg)

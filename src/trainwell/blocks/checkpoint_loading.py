@@ -40,9 +40,9 @@ def _rebuild(path: Path) -> Any:
     """The module of <run dir>/checkpoints/<name>.ckpt from <run dir>/.hydra/config.yaml's model
     node, its weights loaded weights-only, in eval mode: what trainwell.deploy.load_trained
     returns (tasks sit below deploy and cannot import it; a test holds the two equal)."""
-    import torch
     from hydra.utils import instantiate
 
+    from trainwell.io.checkpoint_read import load_checkpoint_file
     from trainwell.io.moved_targets import load_saved_config
 
     config = path.resolve().parent.parent / ".hydra" / "config.yaml"
@@ -52,5 +52,5 @@ def _rebuild(path: Path) -> Any:
             "(<run dir>/checkpoints/<name>.ckpt beside <run dir>/.hydra/config.yaml)"
         )
     module = instantiate(load_saved_config(config).model)
-    module.load_state_dict(torch.load(path, map_location="cpu", weights_only=True)["state_dict"])
+    module.load_state_dict(load_checkpoint_file(path)["state_dict"])
     return module.eval()

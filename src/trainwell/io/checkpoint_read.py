@@ -9,7 +9,7 @@ import pickle
 import re
 import zipfile
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from trainwell.errors import TrainwellError, first_line
 
@@ -29,19 +29,32 @@ class CheckpointError(TrainwellError):
 def load_checkpoint_file(
     path: str | Path, map_location: Any = "cpu", mmap: bool = False
 ) -> dict[str, Any]:
-    """torch.load with weights_only=True, turning every way a file can be bad into one line.
+    """torch.load with weights_only=True, turning every way a file can be bad into one line, and
+    the state saved as data (numpy values, io/checkpoint_state.py) back into its values.
 
     weights_only=True refuses pickles that would import and call arbitrary code on load; a
-    checkpoint is something a user (or an attacker) can point us at.
+    checkpoint is something a user (or an attacker) can point us at. Every reader (resume, eval,
+    test, predict, export, cross-validation, the doctor) loads through here.
     """
-    import torch  # here, not at the top: a command checks its ckpt_path before importing torch
-
     path = Path(path)
     if is_sharded_checkpoint(path):
         return _load_sharded(path, map_location)
     require_checkpoint(path)
+    return read_checkpoint(path, path, map_location=map_location, mmap=mmap)
+
+
+def read_checkpoint(
+    source: Path | IO[bytes], path: Path, map_location: Any = "cpu", mmap: bool = False
+) -> dict[str, Any]:
+    """`load_checkpoint_file` of `source`, a file or the bytes of one (`path` names it in
+    messages): the step-0 check (callbacks/checkpoint_rehearsal.py) reads its checkpoint from
+    memory with the loader every reader uses."""
+    import torch  # here, not at the top: a command checks its ckpt_path before importing torch
+
+    from trainwell.io.checkpoint_state import decode_state
+
     try:
-        checkpoint = torch.load(path, map_location=map_location, weights_only=True, mmap=mmap)
+        checkpoint = torch.load(source, map_location=map_location, weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as err:
         # Only a pickle that names a class or function holds code; any other refusal of the
         # weights-only unpickler ("Unsupported operand") is a file that is no checkpoint at all,
@@ -59,7 +72,7 @@ def load_checkpoint_file(
             f"{path} is not a Lightning checkpoint (no state_dict); pass a .ckpt written by "
             "scripts/train.py"
         )
-    return checkpoint
+    return decode_state(checkpoint)
 
 
 # Stateful template callbacks that were renamed (their state's form is unchanged): Lightning keys a
@@ -131,13 +144,14 @@ class PickledCheckpointError(CheckpointError):
 
 
 def _pickled(path: Path, err: BaseException) -> CheckpointError:
-    """A checkpoint holding a pickled object (trainwell writes none: its hparams are plain data)."""
+    """A checkpoint holding a pickled object (trainwell writes none: its hparams are plain data and
+    numpy state is saved as data), written elsewhere or by an earlier release."""
     found = _GLOBAL.search(str(err))
     what = found.group(1) if found else "classes or functions"
     reason = f"it holds pickled code ({what}) that a weights_only=True load never runs"
     return PickledCheckpointError(
-        f"refusing to load {path}: {reason}; if you trust the file, re-save it with plain "
-        f"hparams: {RESAVE.format(path=path)} (or torch.save({{'state_dict': ...}}))",
+        f"refusing to load {path}: {reason}; if you trust the file, re-save it as plain data: "
+        f"{RESAVE.format(path=path)} (or torch.save({{'state_dict': ...}}))",
         reason=reason,
     )
 

@@ -16,11 +16,13 @@ step can change the weights in place) and one writer thread writes the snapshots
 from __future__ import annotations
 
 import errno
+import io
 import os
 import threading
 from collections import OrderedDict, deque
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -28,12 +30,15 @@ import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning_utilities.core.apply_func import apply_to_collection
 
+from trainwell.errors import TrainwellError
 from trainwell.io.announce import announce
 from trainwell.io.checkpoint_read import (
     CheckpointError,
     load_checkpoint_file,
+    read_checkpoint,
     with_current_callback_names,
 )
+from trainwell.io.checkpoint_state import first_difference
 from trainwell.io.hparams import plain_checkpoint
 
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
@@ -93,6 +98,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         # recorded as its config node; without it (the doctor, a bare Trainer) as a description.
         self.hparams_config: Mapping[str, Any] | None = None
         self._said_hparams = False
+        self.rehearsal: Rehearsal | None = None
         self._executor: ThreadPoolExecutor | None = None
         self._pending: deque[Future[None]] = deque()
         self._error: BaseException | None = None
@@ -102,16 +108,11 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(
         self, checkpoint: dict[str, Any], path: Any, storage_options: Any | None = None
     ) -> None:
+        if self.rehearsal is not None:  # the step-0 check: nothing is written
+            self.rehearsal.run(self, checkpoint)
+            return
         self._raise_failure()
-        # Every checkpoint passes here (ModelCheckpoint, last/step, pre-emption, the doctor's
-        # round trip), so none can hold pickled hparams that a weights-only load refuses.
-        checkpoint, converted = plain_checkpoint(checkpoint, self.hparams_config)
-        if converted and not self._said_hparams:
-            self._said_hparams = True
-            announce(
-                "checkpoints keep these hparams as plain data (a run rebuilds its module from the "
-                f"config, never from them): {', '.join(converted)}"
-            )
+        checkpoint = self.prepare(checkpoint)
         if not self.background:
             self._write_atomic(checkpoint, Path(path))
             return
@@ -119,6 +120,32 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         while len(self._pending) >= self.max_pending:
             self._pending.popleft().result()
         self._submit(self._write_atomic, frozen, Path(path))
+
+    def prepare(self, checkpoint: dict[str, Any]) -> dict[str, Any]:
+        """`checkpoint` as plain data, as every save writes it.
+
+        Every checkpoint passes here (ModelCheckpoint, last/step, pre-emption, the doctor's round
+        trip, the step-0 check), so none can hold pickled hparams or numpy values that a
+        weights-only load refuses (io/hparams.py, io/checkpoint_state.py)."""
+        checkpoint, converted = plain_checkpoint(checkpoint, self.hparams_config)
+        if converted and not self._said_hparams:
+            self._said_hparams = True
+            announce(
+                "checkpoints keep these hparams as plain data (a run rebuilds its module from the "
+                f"config, never from them): {', '.join(converted)}"
+            )
+        return checkpoint
+
+    @contextmanager
+    def rehearsing(self, extra: Mapping[str, Any] | None = None) -> Iterator[Rehearsal]:
+        """Inside: a save writes nothing and reads itself back instead (callbacks/
+        checkpoint_rehearsal.py), with `extra` entries added to the checkpoint. The outcome is
+        kept, not raised, so that every rank reaches the save's barrier."""
+        self.rehearsal = Rehearsal(extra)
+        try:
+            yield self.rehearsal
+        finally:
+            self.rehearsal = None
 
     def remove_checkpoint(self, path: Any) -> None:
         if not self.background:
@@ -214,6 +241,42 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         return with_current_callback_names(
             load_checkpoint_file(path, map_location=map_location or "cpu")
         )
+
+
+REHEARSAL = Path("<the checkpoint written before step 1, in memory>")
+
+
+class Rehearsal:
+    """One save made into memory and read back by the loader every reader uses
+    (io/checkpoint_read.py): what would stop a later resume, eval, predict or export stops here.
+
+    `error`: None, or the one-line error (a value only pickled code could save, named by key
+    path and type; or a value that comes back as another type or other bits). `loaded`: the
+    checkpoint as a reader gets it."""
+
+    def __init__(self, extra: Mapping[str, Any] | None = None) -> None:
+        self.extra = dict(extra or {})
+        self.error: TrainwellError | None = None
+        self.loaded: dict[str, Any] | None = None
+        self.bytes = 0
+
+    def run(self, writer: AtomicCheckpointIO, checkpoint: dict[str, Any]) -> None:
+        checkpoint = {**checkpoint, **self.extra}
+        try:
+            buffer = io.BytesIO()
+            writer._write(writer.prepare(checkpoint), buffer)
+            self.bytes = buffer.tell()
+            buffer.seek(0)
+            self.loaded = read_checkpoint(buffer, REHEARSAL)
+            expected, _ = plain_checkpoint(checkpoint, writer.hparams_config, encode=False)
+            differs = first_difference(expected, self.loaded)
+            if differs:
+                raise CheckpointError(
+                    f"a checkpoint does not read back as it was saved ({differs}); "
+                    "save it as a tensor, a numpy array or a plain list"
+                )
+        except TrainwellError as err:  # the user's state: reported by the caller, on every rank
+            self.error = err
 
 
 class _ErrorKeepingFile:

@@ -9,8 +9,8 @@ a checkpoint keeps a readable record instead: the object's config node when the 
 one (`model.net`, `model.optimizer`), else a short description (`"<nn.Module MyNet>"`);
 omegaconf containers become plain dicts and lists. Weights and every other state are untouched.
 
-`python -m trainwell.io.hparams IN.ckpt OUT.ckpt` converts a checkpoint written elsewhere
-(it unpickles IN, so only for a file you trust).
+`python -m trainwell.io.hparams IN.ckpt OUT.ckpt` converts a checkpoint written elsewhere, or by
+an earlier release that pickled numpy state (it unpickles IN, so only for a file you trust).
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from collections.abc import Mapping
 from pathlib import Path, PurePath
 from typing import Any
 
+import numpy as np
 import torch
 from lightning.pytorch import LightningDataModule, LightningModule
 from omegaconf import Container, OmegaConf
@@ -32,6 +33,7 @@ from torch import nn
 
 from trainwell.errors import first_line
 from trainwell.io.checkpoint_read import found_in
+from trainwell.io.checkpoint_state import UnsavableStateError, decode_state, encode_state
 
 # (checkpoint key holding the hparams, key holding their type, config section they came from)
 SECTIONS = (
@@ -53,9 +55,14 @@ _MAX_DESCRIPTION = 160
 
 
 def plain_checkpoint(
-    checkpoint: dict[str, Any], config: Mapping[str, Any] | None = None
+    checkpoint: dict[str, Any], config: Mapping[str, Any] | None = None, encode: bool = True
 ) -> tuple[dict[str, Any], list[str]]:
-    """(the checkpoint with plain hparams, one "name -> what it became" entry per conversion).
+    """(the checkpoint as plain data, one "name -> what it became" entry per hparams conversion).
+
+    Every checkpoint trainwell writes passes here. Objects among the hparams become their config
+    nodes or descriptions; then, with `encode`, numpy values anywhere in the checkpoint become
+    weights-only data (io/checkpoint_state.py; every read decodes them), and a value that only
+    pickled code could save raises UnsavableStateError naming its key.
 
     `config`: the run's resolved config as plain containers (`{"model": {...}, "data": {...}}`);
     an object whose key has a node there is replaced by that node. The checkpoint is copied at
@@ -75,13 +82,13 @@ def plain_checkpoint(
             converted.append(f"{key} ({type(out[key]).__name__} -> dict)")
         prefix = "" if section == "model" else "datamodule."
         out[key] = _plain(out[key], node, prefix, converted, top=True)
-    return out, converted
+    return (encode_state(out) if encode else out), converted
 
 
 def _plain(value: Any, node: Any, path: str, converted: list[str], top: bool = False) -> Any:
     kind = type(value)
-    if kind in _LEAVES or isinstance(value, torch.Tensor):
-        return value
+    if kind in _LEAVES or isinstance(value, (torch.Tensor, np.ndarray, np.generic)):
+        return value  # numpy values are state, saved as data by encode_state
     if isinstance(value, Container):
         if not top:
             converted.append(f"{path} ({kind.__name__} -> {_container_kind(value)})")
@@ -166,8 +173,10 @@ def _join(path: str) -> str:
     return "." if path and not path.endswith(".") else ""
 
 
-HELP = """Re-save a checkpoint that holds pickled objects in its hparams (a net, an optimizer
-partial, an omegaconf container) with plain hparams, so that it loads with weights_only=True.
+HELP = """Re-save a checkpoint that a weights_only=True load refuses: objects in its hparams (a net,
+an optimizer partial, an omegaconf container) become plain data as trainwell writes them, and numpy
+arrays and scalars anywhere in it (a datamodule's statistics) are saved as data that reads back as
+the same numpy values.
 
 This converter UNPICKLES its input (torch.load with weights_only=False): a pickle can run any code,
 so run it only on files you trust."""
@@ -201,18 +210,28 @@ def main(argv: list[str]) -> int:
         return _fail(
             f"{source} is not a readable checkpoint (it holds a {type(checkpoint).__name__}, not a dict)"
         )
-    plain, converted = plain_checkpoint(checkpoint)
-    torch.save(plain, target)
+    # A checkpoint trainwell wrote holds its numpy values encoded: read them as values first,
+    # so that they are encoded once.
+    checkpoint = decode_state(checkpoint)
+    try:
+        plain, converted = plain_checkpoint(checkpoint, encode=False)
+        encoded = encode_state(plain)
+    except UnsavableStateError as err:
+        return _fail(f"{source} cannot be re-saved as plain data: {err}")
+    torch.save(encoded, target)
     try:
         torch.load(target, map_location="cpu", weights_only=True)
     except Exception as err:
         print(
-            f"error: {target} still holds pickled objects outside its hparams ({err!s:.200}); "
+            f"error: {target} still holds pickled objects ({err!s:.200}); "
             "save only what you need, e.g. torch.save({'state_dict': ckpt['state_dict']}, path)",
             file=sys.stderr,
         )
         return 1
-    print(f"wrote {target}: hparams made plain ({', '.join(converted) or 'nothing to convert'})")
+    done = [f"hparams made plain ({', '.join(converted) or 'nothing to convert'})"]
+    if encoded is not plain:
+        done.append("numpy values saved as data")
+    print(f"wrote {target}: {'; '.join(done)}")
     return 0
 
 

@@ -17,6 +17,7 @@ from omegaconf import DictConfig
 
 from trainwell import compat
 from trainwell.callbacks.accumulation import ExactAccumulation
+from trainwell.callbacks.checkpoint_rehearsal import CheckpointRehearsal
 from trainwell.callbacks.learning_rate import LearningRateLogger
 from trainwell.callbacks.preemption import PreemptionCheckpoint
 from trainwell.callbacks.training_state import ExactResume
@@ -73,9 +74,12 @@ def template_callbacks(
        callback that only writes to a logger is left out when the run has none.
     5. PreemptionCheckpoint (callbacks/preemption.py): SIGTERM / SIGUSR1 -> a checkpoint at the
        next window boundary, exit 3.
-    6. BackgroundCheckpointWrites (io/background_writes.py), last before the checkpoint
-       callbacks: checkpoints are written off the training thread inside the training loop, and
-       every write is on disk when it ends.
+    6. BackgroundCheckpointWrites (io/background_writes.py): checkpoints are written off the
+       training thread inside the training loop, and every write is on disk when it ends.
+    7. CheckpointRehearsal (callbacks/checkpoint_rehearsal.py), last before the checkpoint
+       callbacks: at train start, with every other callback started, the checkpoint a later
+       save writes is written into memory and read back; a value it cannot hold stops the run
+       before the first training step.
     """
     return [
         ExactAccumulation(),
@@ -85,6 +89,7 @@ def template_callbacks(
         *build_callbacks(cfg, has_logger=has_logger),
         PreemptionCheckpoint(run_dir / "checkpoints"),
         BackgroundCheckpointWrites(),
+        CheckpointRehearsal(),
     ]
 
 

@@ -16,6 +16,7 @@ from torch import nn
 
 from trainwell import compat
 from trainwell.errors import TrainwellError
+from trainwell.io.checkpoint_state import decode_state
 from trainwell.io.hparams import plain_checkpoint
 
 _DTYPES = {None: None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -58,11 +59,19 @@ class FSDP2Strategy(ModelParallelStrategy):
     def save_checkpoint(
         self, checkpoint: dict[str, Any], filepath: Any, storage_options: Any | None = None
     ) -> None:
+        if self.save_distributed and getattr(self.checkpoint_io, "rehearsal", None) is not None:
+            # The step-0 check of a sharded save: what goes into `meta.pt` (everything but the
+            # shards, which hold tensors only) through the checkpoint IO's rehearsal.
+            if self.is_global_zero:
+                meta = {k: v for k, v in checkpoint.items() if k != "optimizer_states"}
+                self.checkpoint_io.save_checkpoint({**meta, "state_dict": {}}, filepath)
+            return
         if self.save_distributed:
             # Lightning writes a sharded checkpoint's `meta.pt` with its own torch.save, past the
-            # checkpoint IO where every other checkpoint gets plain hparams: a module that saved
-            # objects as hyper-parameters would leave a meta.pt that only an unpickling load
-            # (weights_only=False) reads, and resume, eval and the doctor refuse it.
+            # checkpoint IO where every other checkpoint gets plain data: a module that saved
+            # objects as hyper-parameters, or a datamodule keeping numpy statistics, would leave
+            # a meta.pt that only an unpickling load (weights_only=False) reads, and resume, eval
+            # and the doctor refuse it.
             config = getattr(self.checkpoint_io, "hparams_config", None)
             checkpoint, _ = plain_checkpoint(checkpoint, config)
         super().save_checkpoint(checkpoint, filepath, storage_options)
@@ -75,8 +84,12 @@ class FSDP2Strategy(ModelParallelStrategy):
         super().setup_environment()
 
     def load_checkpoint(self, checkpoint_path: Any, weights_only: bool | None = None) -> Any:
-        return compat.load_model_parallel_checkpoint(
-            self, checkpoint_path, super().load_checkpoint, weights_only
+        # Lightning reads the file (or meta.pt) with its own torch.load, past the checkpoint IO:
+        # the state saved as data (numpy values) is turned back into its values here.
+        return decode_state(
+            compat.load_model_parallel_checkpoint(
+                self, checkpoint_path, super().load_checkpoint, weights_only
+            )
         )
 
     def shard(self, net: nn.Module) -> None:

@@ -69,7 +69,7 @@ def _none_loads(directory: Path, refused: list[tuple[Path, Any]]) -> CheckpointE
     path, err = refused[0]
     pickled = [p for p, e in refused if isinstance(e, PickledCheckpointError)]
     fix = (
-        f"if you trust them, re-save each with plain hparams ({RESAVE.format(path=pickled[0])})"
+        f"if you trust them, re-save each as plain data ({RESAVE.format(path=pickled[0])})"
         if pickled
         else "remove them"
     )

@@ -8,11 +8,13 @@ from typing import Any
 import lightning as L
 import torch
 
+from trainwell.callbacks.checkpoint_rehearsal import rehearse
 from trainwell.doctor.harness.context import DoctorContext, quiet
 from trainwell.doctor.harness.observe import crashed_message, observation
 from trainwell.doctor.harness.outputs import evaluation_outputs, output_differences
 from trainwell.doctor.report.verdict import Check
 from trainwell.errors import error_line, first_line
+from trainwell.io.checkpoint_read import load_checkpoint_file
 
 
 def checkpoint_roundtrip(ctx: DoctorContext) -> Check:
@@ -20,10 +22,19 @@ def checkpoint_roundtrip(ctx: DoctorContext) -> Check:
     if obs.fit.error is not None:
         return Check("checkpoint.roundtrip", "skip", crashed_message(obs))
     trainer = obs.fit.trainer
+    # train.py's step-0 check: the same save into memory, the datamodule's state included, read
+    # back by the loader resume, eval, predict and export use.
+    rehearsal = rehearse(trainer, ctx.datamodule)
+    if rehearsal.error is not None:
+        return Check(
+            "checkpoint.roundtrip",
+            "fail",
+            f"{rehearsal.error}; train.py stops on it before the first training step",
+        )
     path = ctx.workdir / "roundtrip.ckpt"
     trainer.save_checkpoint(path, weights_only=False)  # full state, as ModelCheckpoint writes
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)
+        ckpt = load_checkpoint_file(path)
     except Exception as err:  # pickled objects in the checkpoint: the finding itself
         return Check(
             "checkpoint.roundtrip",
