@@ -102,6 +102,10 @@ def _plain(value: Any, node: Any, path: str, converted: list[str], top: bool = F
     if kind in (list, tuple):
         items = [_plain(v, _child(node, i), f"{path}[{i}]", converted) for i, v in enumerate(value)]
         return items if kind is list else tuple(items)
+    if kind in (set, frozenset) and all(
+        type(v) in _LEAVES or isinstance(v, np.generic) for v in value
+    ):
+        return value  # saved as data by encode_state, read back as the same set
     if isinstance(value, (set, frozenset)):
         converted.append(f"{path} (set -> list)")
         return sorted((_plain(v, None, path, []) for v in value), key=repr)
