@@ -1956,3 +1956,66 @@ MUTANTS += [
         "oof_predictions.csv names its probability columns as predictions do",
     ),
 ]
+
+CKPT_STATE_T = "tests/io/test_checkpoint_state.py"
+STEP0_T = "tests/training/test_state_at_step_zero.py"
+MUTANTS += [
+    Mutant(
+        "checkpoint state: numpy values are read back as the data they were saved as",
+        "src/trainwell/io/checkpoint_read.py",
+        "    return decode_state(checkpoint)",
+        "    return checkpoint",
+        (
+            f"{CKPT_STATE_T}::test_every_kind_at_once_and_nothing_changed_in_place",
+            f"{STEP0_T}::test_numpy_statistics_train_and_test_and_come_back_as_numpy_to_the_bit",
+        ),
+        "state people keep comes back as the types it was (a numpy array as a numpy array)",
+    ),
+    Mutant(
+        "checkpoint state: numpy values are pickled into the checkpoint",
+        "src/trainwell/io/hparams.py",
+        "    return (encode_state(out) if encode else out), converted",
+        "    return out, converted",
+        (
+            f"{CKPT_STATE_T}::test_every_kind_at_once_and_nothing_changed_in_place",
+            f"{STEP0_T}::test_numpy_statistics_train_and_test_and_come_back_as_numpy_to_the_bit",
+        ),
+        "numpy state is saved in a form weights_only=True loads: the run tests its best checkpoint",
+    ),
+    Mutant(
+        "checkpoint state: a numpy scalar comes back as a 0-d array",
+        "src/trainwell/io/checkpoint_state.py",
+        "        return _read_array(value)[()]",
+        "        return _read_array(value)",
+        (f"{CKPT_STATE_T}::test_every_kind_at_once_and_nothing_changed_in_place",),
+        "an np.float64 comes back as an np.float64",
+    ),
+    Mutant(
+        "step 0: the run's checkpoint is not written and read back before training",
+        "src/trainwell/callbacks/checkpoint_rehearsal.py",
+        "        rehearsal = rehearse(trainer)\n",
+        "        return\n",
+        (
+            f"{STEP0_T}::test_a_value_no_checkpoint_can_hold_stops_the_run_before_its_first_training_step",
+        ),
+        "what can be known at step 0 is reported at step 0, before any training",
+    ),
+    Mutant(
+        "doctor: checkpoint.roundtrip saves the task without the datamodule's state",
+        "src/trainwell/doctor/checks/state.py",
+        "rehearsal = rehearse(trainer, ctx.datamodule)",
+        "rehearsal = rehearse(trainer)",
+        (f"{STEP0_T}::test_the_doctor_judges_the_datamodules_state_as_the_run_does",),
+        "the doctor's checkpoint check makes the run's step-0 save and load",
+    ),
+    Mutant(
+        "converter: a checkpoint trainwell wrote is encoded twice",
+        "src/trainwell/io/hparams.py",
+        "    checkpoint = decode_state(checkpoint)\n",
+        "",
+        (
+            f"{STEP0_T}::test_a_refused_checkpoint_names_the_converter_and_the_converter_reads_back_numpy",
+        ),
+        "the refusal's suggested command works, also on a file it already converted",
+    ),
+]
