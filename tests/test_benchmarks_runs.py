@@ -61,3 +61,11 @@ def test_summary_cost_plays_back_a_sweep_job_by_job() -> None:
     out = run_benchmark("summary_cost.py", "--sizes", "4", "--reps", "1")
     assert set(out) == {"per_job_s_4", "max_s_4"}
     assert 0 < float(out["per_job_s_4"]) <= float(out["max_s_4"])
+
+
+@pytest.mark.slow
+def test_state_checkpoint_runs_every_side() -> None:
+    out = run_benchmark("state_checkpoint.py", "--epochs", "1", "--reps", "1")
+    assert {"default_s", "no_step0_s", "lists_s", "numpy_s", "step0_s", "step0_share"} <= set(out)
+    assert 0 < float(out["step0_s"]) < float(out["default_s"])
+    assert 0 < float(out["step0_share"]) < 1
