@@ -151,3 +151,27 @@ def test_a_refused_checkpoint_names_the_converter_and_the_converter_reads_back_n
     assert loaded["mean"].tobytes() == state["mean"].tobytes()
     assert convert([str(new), str(tmp_path / "twice.ckpt")]) == 0  # converting again: the same
     assert load_checkpoint_file(tmp_path / "twice.ckpt")["MyData"]["n"] == np.int64(3)
+
+
+@pytest.mark.slow
+def test_resume_auto_over_an_earlier_releases_checkpoints_continues_after_the_named_command(
+    tmp_path: Path,
+) -> None:
+    run_dir = tmp_path / "run"
+    _train_numpy_run(run_dir)
+    for path in (run_dir / "checkpoints").glob("*.ckpt"):  # as an earlier release wrote them
+        torch.save(load_checkpoint_file(path), path)
+    longer = (*SHORT, NUMPY_DATA, "trainer.max_epochs=2", "resume=auto", f"hydra.run.dir={run_dir}")
+    proc = _script("train.py", *longer)
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    (line,) = _errors(proc.stderr)
+    command = re.search(r"python -m trainwell\.io\.hparams \S+ \S+\.ckpt", line)
+    assert command, line
+    argv = shlex.split(command.group(0))
+    env = {**os.environ, **TESTS_IMPORTABLE}
+    converted = run_python({"module": argv[2]}, argv[3:], tmp_path, env)
+    assert converted.returncode == 0, converted.stderr
+    proc = _script("train.py", *longer)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert f"resume=auto: resuming from {argv[4]}" in proc.stdout
+    assert json.loads((run_dir / "results.json").read_text())["finished_at"]["epoch"] == 2

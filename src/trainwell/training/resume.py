@@ -68,11 +68,17 @@ def _none_loads(directory: Path, refused: list[tuple[Path, Any]]) -> CheckpointE
     to the run's checkpoints, and be refused for it)."""
     path, err = refused[0]
     pickled = [p for p, e in refused if isinstance(e, PickledCheckpointError)]
-    fix = (
-        f"if you trust them, re-save each as plain data ({RESAVE.format(path=pickled[0])})"
-        if pickled
-        else "remove them"
-    )
+    fix = "remove them"
+    if pickled:
+        # last.ckpt, where there is one: the newest end-of-epoch state. The copy goes beside the
+        # refused files, where resume=auto finds it (and skips them, saying so).
+        source = max(pickled, key=lambda p: p.name == "last.ckpt")
+        target = source.with_name(f"{source.stem}-plain.ckpt")
+        command = RESAVE.format(path=source).replace("<new.ckpt>", str(target))
+        fix = (
+            f"if you trust them, re-save them as plain data beside them ({command}, likewise "
+            "for the others) and resume=auto continues from them"
+        )
     return CheckpointError(
         f"resume=auto: none of the {len(refused)} checkpoint(s) in {directory} loads "
         f"({path.name}: {err.reason}); {fix}, or start a new run with run_id=<new name>"
