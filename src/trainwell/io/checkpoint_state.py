@@ -8,9 +8,9 @@ and then fail to test, resume, evaluate or export. trainwell never widens what u
 it writes such values as data instead, and every reader turns that data back into the values:
 
 * a numpy array -> `{TAG: "numpy.ndarray", "dtype": ..., "shape": [...], "data": <tensor>}`,
-  the data a tensor of the array's own dtype where torch has one (float16/32/64, int8-64, uint8,
-  bool, complex), else the array's raw bytes as uint8 (strings, datetimes, big-endian, unsigned
-  wider than 8 bits); it comes back as a numpy array of the same dtype, shape and bits;
+  the data a tensor of the array's own dtype where torch has one (floats, ints, bools, complex
+  in native byte order), else the array's raw bytes as uint8 (strings, datetimes, structured,
+  big-endian); it comes back as a numpy array of the same dtype, shape and bits;
 * a numpy scalar (`np.float64(0.5)`, `np.int64(3)`, `np.str_`) -> `{TAG: "numpy.scalar", ...}`,
   back as the same numpy scalar type;
 * a dict whose keys are not plain (numpy integers from `np.unique`), or a user's dict that holds
@@ -233,7 +233,7 @@ def _decode_tagged(tag: str, value: dict[str, Any]) -> Any:
 
 def _read_array(value: dict[str, Any]) -> np.ndarray:
     dtype = np.lib.format.descr_to_dtype(value["dtype"])
-    data = value["data"].numpy()
+    data = value["data"].cpu().numpy()  # a reader may have mapped the checkpoint to a GPU
     if value.get("raw"):
         return np.frombuffer(data.tobytes(), dtype=dtype).reshape(value["shape"]).copy()
     return data.reshape(value["shape"])
