@@ -175,3 +175,24 @@ def test_resume_auto_over_an_earlier_releases_checkpoints_continues_after_the_na
     assert proc.returncode == 0, proc.stderr[-3000:]
     assert f"resume=auto: resuming from {argv[4]}" in proc.stdout
     assert json.loads((run_dir / "results.json").read_text())["finished_at"]["epoch"] == 2
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("data", "code"), [(NUMPY_DATA, 0), (SCALER_DATA, 2)], ids=["numpy", "scaler"]
+)
+def test_on_two_ranks_numpy_state_trains_and_a_value_no_checkpoint_can_hold_stops_every_rank(
+    data: str, code: int, tmp_path: Path
+) -> None:
+    """Rank 0 writes the checkpoint and so makes the step-0 save: every rank goes on with it or
+    stops with its line (no rank left waiting in a collective)."""
+    run_dir = tmp_path / "run"
+    proc = _script("train.py", *SHORT, data, "trainer=ddp_sim", f"hydra.run.dir={run_dir}")
+    assert proc.returncode == code, proc.stderr[-3000:]
+    if code == 0:
+        saved = load_checkpoint_file(run_dir / "checkpoints" / "last.ckpt")["NumpyStatsDigits"]
+        assert type(saved["mean"]) is np.ndarray and type(saved["count"]) is np.int64
+    else:
+        lines = _errors(proc.stderr)
+        assert lines and len(set(lines)) == 1, lines
+        assert lines[0].startswith("error: checkpoint['FittedScalerDigits']['scaler']")

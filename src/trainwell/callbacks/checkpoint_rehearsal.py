@@ -7,7 +7,7 @@ checkpoint a later save writes (model, optimizer, schedulers, loops, datamodule,
 module state, hyper-parameters) is made through the same `trainer.save_checkpoint` and the same
 writer, into memory (nothing reaches checkpoints/), and read back by the loader every reader uses;
 a value that cannot be saved, or that reads back as another type or other bits, stops the run in
-one line naming its key path and type (exit 2).
+one line naming its key path and type (exit 2), on every rank.
 """
 
 from __future__ import annotations
@@ -23,18 +23,15 @@ class CheckpointRehearsal(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         rehearsal = rehearse(trainer)
-        passed = trainer.strategy.reduce_boolean_decision(rehearsal.error is None, all=True)
-        if rehearsal.error is not None:
-            raise TrainwellError(f"{rehearsal.error}; stopped before the first training step")
-        if not passed:
-            raise TrainwellError(
-                "rank 0's checkpoint cannot be written and read back (its error is on its own "
-                "stderr); stopped before the first training step"
-            )
+        # Rank 0 writes (and so rehearses) the checkpoint: every rank stops with its line.
+        error = None if rehearsal.error is None else str(rehearsal.error)
+        error = trainer.strategy.broadcast(error, src=0)
+        if error is not None:
+            raise TrainwellError(f"{error}; stopped before the first training step")
 
 
 def rehearse(trainer: L.Trainer, datamodule: L.LightningDataModule | None = None) -> Rehearsal:
-    """The trainer's checkpoint saved into memory and read back: the outcome (on rank 0; every
+    """The trainer's checkpoint saved into memory and read back: the outcome (rank 0's; every
     rank must call it, the save gathers state across ranks).
 
     `datamodule`: for a trainer fitted on loaders (the doctor's probes), the datamodule whose
