@@ -1322,8 +1322,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "start-up: torch imported again before the command line is checked",
         "src/trainwell/io/checkpoint_read.py",
-        "from typing import Any\n\nfrom trainwell.errors import TrainwellError, first_line\n",
-        "from typing import Any\n\nimport torch  # noqa: F401\n\n"
+        "from typing import IO, Any\n\nfrom trainwell.errors import TrainwellError, first_line\n",
+        "from typing import IO, Any\n\nimport torch  # noqa: F401\n\n"
         "from trainwell.errors import TrainwellError, first_line\n",
         ("tests/test_startup.py::test_a_mistake_is_one_line_before_torch_lightning_torchvision",),
         "a mistyped key, value or checkpoint path is answered before torch is imported (< 1 s)",
