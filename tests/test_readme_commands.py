@@ -50,6 +50,14 @@ CURL = (
     "[0,3,15,2,0,11,8,0],[0,4,12,0,0,8,8,0],[0,5,8,0,0,9,8,0],[0,4,11,0,1,12,7,0],"
     "[0,2,14,5,10,12,0,0],[0,0,6,13,10,0,0,0]]]}'"
 )
+# docs/shipping.md's .npy request: the file it makes, then the request, and its Python twin.
+NPY_SAVE = (
+    'python -c "import numpy as np; from sklearn.datasets import load_digits; '
+    "np.save('digits.npy', load_digits().images[:4].astype(np.float32))\""
+)
+NPY_CURL = (
+    "curl -s localhost:8000/predict -H 'Content-Type: application/x-npy' --data-binary @digits.npy"
+)
 VERIFY_EXPORT = (
     'python -c "from trainwell.deploy.artifact import verify_export; '
     "verify_export('<run dir>/export')\""
@@ -216,6 +224,7 @@ CLUSTER_LINE = re.compile(
     r"(sbatch|python scripts/train\.py -m launcher=slurm|TORCH_DISABLE_SHARE_RDZV_TCP_STORE=1 torchrun)"
 )
 README_MAX_LINES = 300
+SHIPPING = REPO / "docs" / "shipping.md"
 
 
 def _bash_lines(text: str) -> list[str]:
@@ -242,7 +251,7 @@ def _page_lines() -> dict[str, list[str]]:
 
 def test_every_command_of_the_readme_and_docs_is_run_or_excluded_with_a_reason() -> None:
     pages = _page_lines()
-    run = (*RUN, *SERVE_LINES, CURL, *DOCS_RUN)
+    run = (*RUN, *SERVE_LINES, CURL, NPY_SAVE, NPY_CURL, *DOCS_RUN)
     excluded = {**EXCLUDED, **DOCS_EXCLUDED, **BY_ITS_OWN}
     unsorted = [
         f"{page}: {line}"
@@ -335,6 +344,13 @@ def _serve_as_written(project: Path, line: str) -> None:
         assert asked.returncode == 0, asked.stderr
         answer = json.loads(asked.stdout)
         assert answer["predictions"] == [0] and answer["labels"] == ["0"], answer
+        asked = run_line(project, NPY_CURL, timeout=60)
+        assert asked.returncode == 0, asked.stderr
+        assert json.loads(asked.stdout)["predictions"] == [0, 1, 2, 3], asked.stdout
+        python = next(b for k, b in FENCE.findall(SHIPPING.read_text()) if "x-npy" in b)
+        asked = run_line(project, f"python -c {shlex.quote(python)}", timeout=60)
+        assert asked.returncode == 0, asked.stderr
+        assert asked.stdout.strip() == "[0, 1, 2, 3]", asked.stdout
         os.killpg(proc.pid, signal.SIGTERM)
         out, err = proc.communicate(timeout=15)
     finally:
@@ -365,6 +381,8 @@ def test_the_cpu_command_blocks_run_as_written(project: Path) -> None:
     for line in DOCS_RUN:
         proc = run_line(project, line.replace("<run dir>", str(run_dir)))
         assert proc.returncode == 0, f"{line}\n{proc.stderr[-3000:]}"
+    proc = run_line(project, NPY_SAVE)  # the .npy body the server lines are asked with too
+    assert proc.returncode == 0, proc.stderr[-3000:]
     for line in SERVE_LINES:
         _serve_as_written(project, line.replace("<run>", run))
     # predict and export leave no run dirs of their own

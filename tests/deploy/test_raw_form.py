@@ -11,7 +11,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from trainwell.deploy.raw import forward_batch, raw_data
-from trainwell.deploy.raw_input import load_raw_input
+from trainwell.deploy.raw_input import read_raw_input
 from trainwell.errors import TrainwellError
 
 
@@ -60,8 +60,8 @@ class Halves(L.LightningDataModule):
 def test_without_the_hook_a_split_is_its_batch_form_in_loader_order() -> None:
     raw = raw_data(NoHook(), "test")
     samples, index, targets = raw.splits["test"]
-    assert raw.batch_form and raw.input_spec["form"] == "batch"
-    assert raw.input_spec["shape"] == [None, 3] and raw.input_spec["range"] is None
+    assert raw.batch_form and raw.spec.form == "batch"
+    assert raw.spec.shape == (None, 3) and raw.spec.range is None
     assert np.array_equal(samples, NoHook().x.numpy()) and index.tolist() == list(range(10))
     assert targets.tolist() == (torch.arange(10) % 3).tolist()
     assert isinstance(raw.preprocess, nn.Identity)
@@ -74,13 +74,13 @@ def test_without_the_hook_a_split_is_its_batch_form_in_loader_order() -> None:
 
 def test_the_hook_gives_spec_splits_preprocess_and_classes(tmp_path) -> None:
     raw = raw_data(Halves())
-    assert raw.input_spec["dynamic_axes"] == {"0": "batch"} and raw.classes == ["no", "yes"]
+    assert raw.spec.manifest()["dynamic_axes"] == {"0": "batch"} and raw.classes == ["no", "yes"]
     samples, index, targets = raw.splits["test"]
     assert index.tolist() == [10, 11, 12] and targets.tolist() == [0, 1, 0]
     assert torch.equal(raw.preprocess(torch.from_numpy(samples)), torch.from_numpy(samples) / 2)
     np.save(tmp_path / "big.npy", np.full((1, 4), 30.0, dtype=np.float32))
-    with pytest.raises(TrainwellError, match=r"expected \[0, 20\]"):
-        load_raw_input(tmp_path / "big.npy", raw.input_spec)
+    with pytest.raises(TrainwellError, match=r"must lie in \[0, 20\]"):
+        raw.spec.check(read_raw_input(tmp_path / "big.npy", raw.spec))
 
 
 def test_a_malformed_hook_answer_is_one_line() -> None:

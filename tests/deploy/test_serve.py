@@ -5,6 +5,7 @@ a tampered export never starts, and SIGTERM drains requests in flight and leaves
 from __future__ import annotations
 
 import contextlib
+import io
 import json
 import os
 import shutil
@@ -210,6 +211,47 @@ def test_a_bad_request_is_one_json_4xx_line_and_the_next_good_one_is_answered(
     assert "\n" not in answer.text.strip()
     error = answer.json()["error"]
     assert isinstance(error, str) and error and "Traceback" not in error
+    check_answer(ask(server, GOOD), expected(export, GOOD))
+
+
+def npy_body(array: np.ndarray, allow_pickle: bool = False) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, array, allow_pickle=allow_pickle)
+    return buffer.getvalue()
+
+
+def test_a_npy_body_is_answered_as_the_same_samples_in_json(server: str, export: Path) -> None:
+    x = samples(3, seed=4)
+    for array, kind in [(x, "application/x-npy"), (x.astype(np.float64), "Application/X-NPY; v=1")]:
+        answer = httpx.post(
+            f"{server}/predict", content=npy_body(array), headers={"content-type": kind}, timeout=60
+        )
+        assert answer.status_code == 200, answer.text
+        check_answer(answer.json(), expected(export, x))
+        assert answer.json() == ask(server, x)
+
+
+NPY_BAD = {
+    "pickled objects": npy_body(np.array([{"inputs": 1}], dtype=object), allow_pickle=True),
+    "not a .npy": b'{"inputs": [[0]]}',
+    "booleans": npy_body(np.ones((1, 8, 8), dtype=bool)),
+    "wrong shape": npy_body(np.ones((1, 64), dtype=np.float32)),
+    "above range": npy_body(np.full((1, 8, 8), 17.0, dtype=np.float32)),
+    "1e39 as float64": npy_body(np.full((1, 8, 8), 1e39)),
+}
+
+
+@pytest.mark.parametrize("kind", list(NPY_BAD))
+def test_a_bad_npy_body_is_one_json_4xx_line(server: str, export: Path, kind: str) -> None:
+    answer = httpx.post(
+        f"{server}/predict",
+        content=NPY_BAD[kind],
+        headers={"content-type": "application/x-npy"},
+        timeout=60,
+    )
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert isinstance(error, str) and error and "\n" not in error and "Traceback" not in error
     check_answer(ask(server, GOOD), expected(export, GOOD))
 
 

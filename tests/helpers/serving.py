@@ -67,6 +67,42 @@ def tiny_export(directory: Path, seed: int = 0) -> Path:
     return directory
 
 
+def rows_export(directory: Path, input_entry: dict) -> Path:
+    """An export over rows of any length (N, T), of any numeric dtype, with the manifest input
+    `input_entry`: class scores from the sum of each row (ONNX helpers, no torch)."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    dtype = helper.np_dtype_to_tensor_dtype(np.dtype(input_entry["dtype"]))
+    weight = np.linspace(-1, 1, 10, dtype=np.float32).reshape(1, 10) / 64
+    graph = helper.make_graph(
+        [
+            helper.make_node("Cast", ["inputs"], ["values"], to=TensorProto.FLOAT),
+            helper.make_node("ReduceSum", ["values", "axes"], ["sums"], keepdims=1),
+            helper.make_node("MatMul", ["sums", "weight"], ["logits"]),
+        ],
+        "rows",
+        [helper.make_tensor_value_info("inputs", dtype, ["batch", "sequence"])],
+        [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["batch", 10])],
+        initializer=[
+            numpy_helper.from_array(np.array([1], dtype=np.int64), "axes"),
+            numpy_helper.from_array(weight, "weight"),
+        ],
+    )
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 18)])
+    directory.mkdir(parents=True)
+    onnx.save(model, directory / artifact.ONNX)
+    manifest = {
+        "format": artifact.FORMAT,
+        "version": artifact.VERSION,
+        "files": artifact.file_entries(directory, (artifact.ONNX,)),
+        "input": input_entry,
+        "output": {"name": "logits", "classes": [str(i) for i in range(10)]},
+    }
+    write_results(directory / artifact.MANIFEST, manifest)
+    return directory
+
+
 def free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))

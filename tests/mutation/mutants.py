@@ -809,25 +809,25 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "serve request validation: values outside the manifest's range pass",
-        "src/trainwell/deploy/request.py",
-        "    if array.min() < low or array.max() > high:",
-        "    if array.min() < low:",
+        "src/trainwell/deploy/input_spec.py",
+        "            if low < self.range[0] or high > self.range[1]:",
+        "            if low < self.range[0]:",
         ("tests/deploy/test_request.py",),
         "a /predict value outside the manifest's input range is a one-line 4xx, not a prediction",
     ),
     Mutant(
         "serve request validation: NaN reaches the model",
-        "src/trainwell/deploy/request.py",
-        "    if not np.isfinite(array).all():",
-        "    if False:",
+        "src/trainwell/deploy/input_spec.py",
+        "        if floats and not np.isfinite(samples).all():",
+        "        if False:",
         ("tests/deploy/test_request.py",),
         "a /predict body with NaN is a one-line 4xx, not a prediction",
     ),
     Mutant(
         "serve request validation: a fractional value is truncated into a uint8 input",
-        "src/trainwell/deploy/request.py",
-        "    if np.issubdtype(dtype, np.integer) and not (array == np.floor(array)).all():",
-        "    if False:",
+        "src/trainwell/deploy/input_spec.py",
+        '        if dtype.kind in "ui" and floats:',
+        "        if False:",
         ("tests/deploy/test_request.py",),
         "a uint8 model's request with 3.5 in it is a one-line 4xx, not a silently truncated image",
     ),
@@ -842,8 +842,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "serve request validation: the level-by-level check passes lists nested too deep",
         "src/trainwell/deploy/request.py",
-        "    return False  # lists nested deeper than `depth`",
-        "    return True  # lists nested deeper than `depth`",
+        "    return None  # lists nested deeper than `depth`",
+        "    return {float}  # lists nested deeper than `depth`",
         ("tests/deploy/test_request.py",),
         "a /predict body nested deeper than the input's shape is a one-line 4xx naming it",
     ),
@@ -1047,12 +1047,14 @@ MUTANTS: list[Mutant] = [
         "synthetic raw samples through the graph's preprocessing equal evaluation's input",
     ),
     Mutant(
-        "predict: raw input outside the declared value range is accepted",
-        "src/trainwell/deploy/raw_input.py",
-        "    if samples.size and (samples.min() < low or samples.max() > high):",
-        "    if False:",
-        ("tests/deploy/test_raw_form.py::test_the_hook_gives_spec_splits_preprocess_and_classes",),
-        "input= with values outside the raw form's range is one line and exit 2",
+        "predict: input= files reach the model without the input spec's check",
+        "src/trainwell/deploy/predict.py",
+        '    return raw.spec.check(read_raw_input(str(source), raw.spec), where=f"input={source}")',
+        "    return read_raw_input(str(source), raw.spec)",
+        (
+            "tests/deploy/test_input_paths.py::test_the_server_and_predict_refuse_with_the_same_line",
+        ),
+        "input= samples the server would refuse are one line and exit 2, the server's line",
     ),
     Mutant(
         "deploy: a user datamodule's preprocess is left out of the graph",
@@ -1448,12 +1450,12 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "serve request validation: 1e39 reaches a float32 model as infinity",
-        "src/trainwell/deploy/request.py",
-        "    if np.issubdtype(dtype, np.floating) and not np.isfinite(cast).all():",
-        "    if False:",
+        "src/trainwell/deploy/input_spec.py",
+        "            if not np.isfinite(cast).all():",
+        "            if False:",
         (
-            "tests/deploy/test_request.py::"
-            "test_a_value_that_overflows_float32_is_refused_where_there_is_no_range",
+            "tests/deploy/test_input_spec.py::"
+            "test_each_former_disagreement_gets_one_answer_on_every_path",
         ),
         "a value that float32 cannot hold is a one-line 4xx even without a value range",
     ),
@@ -2017,5 +2019,45 @@ MUTANTS += [
             f"{STEP0_T}::test_a_refused_checkpoint_names_the_converter_and_the_converter_reads_back_numpy",
         ),
         "the refusal's suggested command works, also on a file it already converted",
+    ),
+]
+
+INPUT_SPEC = "src/trainwell/deploy/input_spec.py"
+ONE_ANSWER = (  # the same samples as a JSON body, a .npy body and a .npy file: one answer
+    "tests/deploy/test_input_spec.py::test_each_former_disagreement_gets_one_answer_on_every_path",
+    "tests/deploy/test_input_paths.py::test_the_server_and_predict_refuse_with_the_same_line",
+)
+MUTANTS += [
+    Mutant(
+        "input spec: a row with no values on a dynamic axis reaches the model",
+        INPUT_SPEC,
+        "            if samples.shape[axis] == 0:",
+        "            if False:",
+        ONE_ANSWER,
+        '{"inputs": [[]]} is a 400 from the server and exit 2 from predict, never a 500',
+    ),
+    Mutant(
+        "input spec: float64 samples cast to float32 unchecked (1e39 becomes infinity)",
+        INPUT_SPEC,
+        '        if np.can_cast(samples.dtype, dtype, "safe"):',
+        '        if np.can_cast(samples.dtype, dtype, "same_kind"):',
+        ONE_ANSWER,
+        "a float64 .npy holding 1e39 for a float32 model is refused, as the same value in JSON",
+    ),
+    Mutant(
+        "input spec: a row of padding only passes",
+        INPUT_SPEC,
+        "        if empty.size or mixed.size:",
+        "        if mixed.size:",
+        ONE_ANSWER,
+        "an all-padding row of token ids is refused by the server and predict alike",
+    ),
+    Mutant(
+        "serve request: whole-number floats in JSON read as integers",
+        "src/trainwell/deploy/request.py",
+        '    floats = float in kinds if kinds is not None else _check_numbers(inputs, "inputs", depth)',
+        "    floats = False",
+        ONE_ANSWER,
+        "3.0 for a uint8 model is refused over JSON as it is from a float .npy",
     ),
 ]

@@ -114,3 +114,48 @@ class OwnedDigits(L.LightningDataModule):
             "preprocess": ScaleDigits(),
             "classes": [str(c) for c in range(self.num_classes)],
         }
+
+
+class RowsToDigits(nn.Module):
+    """Rows of up to 64 values (N, T), a digit's pixels in reading order shifted by `offset` and
+    right-padded with zeros -> the loaders' (N, 8, 8) input."""
+
+    def __init__(self, offset: float) -> None:
+        super().__init__()
+        self.offset = offset
+
+    def forward(self, rows: torch.Tensor) -> torch.Tensor:
+        pixels = (rows.to(torch.float32) - self.offset).clamp(min=0)
+        pixels = nn.functional.pad(pixels, (0, 64 - pixels.shape[1]))
+        return pixels.view(-1, 8, 8) / SCALE
+
+
+class OwnedRows(OwnedDigits):
+    """OwnedDigits whose raw samples are rows of any length up to 64: `raw="values"`, float32
+    pixel values with no declared range; `raw="ids"`, byte ids (pixel + 1) right-padded with 0.
+    The two input specs whose rules the server and predict once applied differently."""
+
+    def __init__(self, raw: str = "values", **loader: Any) -> None:
+        super().__init__(**loader)
+        self.raw = raw
+
+    def raw_form(self) -> dict[str, Any]:
+        images, labels = self._load()
+        rows = images.reshape(-1, 64)
+        spec: dict[str, Any] = {
+            "shape": [None, None],
+            "dynamic_axes": {"0": "batch", "1": "sequence"},
+            "max_sequence": 64,
+            "description": "a digit's pixels in reading order",
+        }
+        if self.raw == "ids":
+            rows = (rows + 1).astype(np.uint8)
+            spec.update(dtype="uint8", range=[0, 255], pad=0)
+        else:
+            spec.update(dtype="float32")
+        return {
+            "input": spec,
+            "splits": {name: (rows[i], i, labels[i]) for name, i in self.splits.items()},
+            "preprocess": RowsToDigits(offset=1.0 if self.raw == "ids" else 0.0),
+            "classes": [str(c) for c in range(self.num_classes)],
+        }

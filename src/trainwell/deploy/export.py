@@ -202,6 +202,12 @@ def _swap_in(scratch: Path, final: Path) -> None:
     shutil.rmtree(old, ignore_errors=True)
 
 
+def _samples_origin(datamodule: Any, raw: Any) -> str:
+    """Where a split's samples come from, for a refusal: the raw_form() hook or the loaders."""
+    name = type(datamodule).__name__
+    return f"{name}'s loaders" if raw.batch_form else f"{name}.{HOOK}()"
+
+
 def export_checkpoint(cfg: DictConfig) -> Path:
     ckpt = deployed_checkpoint(cfg, "export.py")
     run_dir = run_dir_of(ckpt)
@@ -217,6 +223,10 @@ def export_checkpoint(cfg: DictConfig) -> Path:
     if split not in raw.splits:
         raise TrainwellError(f"split={split}: choose one of {', '.join(raw.splits)}")
     samples, _, targets = raw.splits[split]
+    # The samples parity runs on meet the rules the server and predict's input= check.
+    samples = raw.spec.check(
+        samples, where=f"{_samples_origin(run.datamodule, raw)}'s {split} split"
+    )
     model = RawModel(raw.preprocess, run.module).eval()
     scratch = run_dir / f".export.partial-{os.getpid()}"
     shutil.rmtree(scratch, ignore_errors=True)
@@ -228,7 +238,7 @@ def export_checkpoint(cfg: DictConfig) -> Path:
         if not raw.tokens:
             check_class_scores(eager, run.module)
         example = torch.from_numpy(samples[: min(len(samples), 4)].copy())
-        _export_graphs(model, example, scratch, raw.input_spec)
+        _export_graphs(model, example, scratch, raw.spec.manifest())
         _save_weights(run.module, scratch / artifact.WEIGHTS)
         others = {
             "onnxruntime": onnx_outputs(scratch / artifact.ONNX, samples),
@@ -252,7 +262,7 @@ def export_checkpoint(cfg: DictConfig) -> Path:
                 "path": str(Path(ckpt).resolve()),
                 "sha256": ckpt_sha256,
             },
-            "input": {"form": "raw", **raw.input_spec},
+            "input": raw.spec.manifest(),
             "output": {
                 "name": "logits",
                 "meaning": raw.output_meaning,

@@ -30,15 +30,8 @@ from tqdm import tqdm
 
 from trainwell.deploy.loading import TrainedRun, load_run, run_dir_of
 from trainwell.deploy.outputs import prediction_path
-from trainwell.deploy.raw import (
-    RawData,
-    RawModel,
-    check_class_scores,
-    forward_batch,
-    raw_data,
-    sequence_lengths,
-)
-from trainwell.deploy.raw_input import load_raw_input
+from trainwell.deploy.raw import RawData, RawModel, check_class_scores, forward_batch, raw_data
+from trainwell.deploy.raw_input import read_raw_input
 from trainwell.errors import TrainwellError
 from trainwell.io.named_paths import deployed_checkpoint
 from trainwell.loading.labels import probability_columns
@@ -109,14 +102,8 @@ def _predict_tokens(run: TrainedRun, raw: RawData, cfg: DictConfig, source: obje
     last, ll, counts, nexts = [], [], [], []
     with torch.inference_mode():
         if source:
-            samples = load_raw_input(source, raw.input_spec)
-            lengths = sequence_lengths(samples, raw.pad)
-            after_pad = np.arange(samples.shape[1]) >= lengths[:, None]
-            if (lengths < 1).any() or (samples[after_pad] != raw.pad).any():
-                raise TrainwellError(
-                    f"input={source}: each row must start with a real token and end in its "
-                    f"padding (id {raw.pad}) run, if any: right padding only"
-                )
+            samples = _raw_samples(source, raw)  # right padding only: the spec checked it
+            lengths = raw.spec.lengths(samples)
             model = RawModel(raw.preprocess, module).eval()
             for start in tqdm(range(0, len(samples), 256), desc="predict"):
                 rows = slice(start, start + 256)
@@ -141,6 +128,11 @@ def _predict_tokens(run: TrainedRun, raw: RawData, cfg: DictConfig, source: obje
             nexts.append(targets[rows, pick].numpy())
     likelihood = (np.concatenate(ll), np.concatenate(counts), np.concatenate(nexts))
     return _token_rows(index, np.concatenate(last), k, likelihood)
+
+
+def _raw_samples(source: object, raw: RawData) -> np.ndarray:
+    """The samples of an `input=` file, checked by the input spec the server checks requests with."""
+    return raw.spec.check(read_raw_input(str(source), raw.spec), where=f"input={source}")
 
 
 def _split(raw: RawData, cfg: DictConfig) -> str:
@@ -173,7 +165,7 @@ def _predict_classes(run: TrainedRun, raw: RawData, cfg: DictConfig, source: obj
     outs = []
     with torch.inference_mode():
         if source:
-            samples = load_raw_input(source, raw.input_spec)
+            samples = _raw_samples(source, raw)
             model = RawModel(raw.preprocess, run.module).eval()
             for start in tqdm(range(0, len(samples), 256), desc="predict"):
                 outs.append(model(torch.from_numpy(samples[start : start + 256])).numpy())

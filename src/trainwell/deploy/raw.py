@@ -4,7 +4,9 @@ A datamodule declares its raw form with a `raw_form()` method (`from_hook` says 
 what a raw sample is, each split's raw samples in loader order, and the module that maps a raw
 batch to the model's input as evaluation does (trainwell.blocks.preprocess has the common ones).
 A token model's raw form also names its padding (`"tokens"`), so predict and export read one
-prediction per real position. Without a raw form, predict and export take the **batch form**:
+prediction per real position. The raw form's `input` becomes the `InputSpec` (deploy/input_spec.py)
+that checks every sample handed to the model: predict's `input=` files, export's parity samples
+and, through the manifest, the server's requests. Without a raw form, predict and export take the **batch form**:
 the model input its loaders yield (`batch_form`), the preprocessing staying outside the graph
 (`input.form: batch` in the manifest) and `index` being the position in the split.
 
@@ -20,6 +22,7 @@ import numpy as np
 import torch
 from torch import nn
 
+from trainwell.deploy.input_spec import InputSpec
 from trainwell.errors import TrainwellError, first_line
 
 
@@ -41,7 +44,7 @@ CLASS_SCORES = "unnormalised class scores (softmax gives probabilities)"
 @dataclass
 class RawData:
     preprocess: nn.Module
-    input_spec: dict[str, Any]
+    spec: InputSpec
     classes: list[str] | None
     # split name -> (raw samples, dataset indices, targets); token models: targets (N, T) per
     # position, IGNORE_INDEX at the padding
@@ -51,16 +54,9 @@ class RawData:
     tokens: bool = False  # a token model: outputs (N, T, vocab), one prediction per position
     output_meaning: str = CLASS_SCORES
     batch_form: bool = False  # samples are what the loaders yield: preprocessing stays outside
-    pad: int = 0  # token models: the id that right-pads a row of raw samples
     ignore_index: int = -100  # token models: the target at padded positions
     # token models with dict batches: (model input key, real-position mask key)
     batch_keys: tuple[str, str] | None = None
-
-
-def sequence_lengths(samples: np.ndarray, pad: int) -> np.ndarray:
-    """Real tokens per row of right-padded token ids: up to the first `pad`."""
-    padded = samples == pad
-    return np.where(padded.any(axis=1), padded.argmax(axis=1), samples.shape[1])
 
 
 HOOK = "raw_form"
@@ -70,7 +66,11 @@ def from_hook(datamodule: Any) -> RawData:
     """RawData from `datamodule.raw_form()`, a plain dict (no trainwell import needed):
 
         {"input": {"dtype": "float32", "shape": [None, 8], "range": None | [low, high],
-                   "description": "what a raw sample is"},
+                   "description": "what a raw sample is",
+                   # optional: names of the None axes (default {"0": "batch"}), the longest
+                   # "sequence" axis, the id that right-pads rows of ids (N, T)
+                   "dynamic_axes": {"0": "batch", "1": "sequence"}, "max_sequence": 64,
+                   "pad": 0},
          "splits": {"test": (samples, indices, targets or None), ...},   # numpy arrays
          "preprocess": None | nn.Module,   # raw batch -> model input, as evaluation does it
          "classes": None | ["name", ...],
@@ -89,21 +89,21 @@ def from_hook(datamodule: Any) -> RawData:
             f"{name}.{HOOK}() must return a dict with 'input' and 'splits' "
             "(docs/your-project.md: Bring your own module)"
         )
-    spec = dict(form["input"])
-    missing = [key for key in ("dtype", "shape", "description") if key not in spec]
+    entry = dict(form["input"])
+    missing = [key for key in ("dtype", "shape", "description") if key not in entry]
     if missing:
         raise TrainwellError(f"{name}.{HOOK}()['input'] lacks {', '.join(missing)}")
-    spec.setdefault("range", None)
-    spec.setdefault("name", "inputs")
-    spec.setdefault("dynamic_axes", {"0": "batch"})
+    tokens = form.get("tokens")
+    if tokens is not None:  # a token model's rows are right-padded: the spec checks that too
+        entry.setdefault("pad", int(tokens.get("pad", 0)))
+    spec = InputSpec.from_dict({**entry, "form": "raw"}, f"{name}.{HOOK}()['input']")
     splits = {
         split: (np.asarray(x), np.asarray(i, dtype=np.int64), None if y is None else np.asarray(y))
         for split, (x, i, y) in form["splits"].items()
     }
-    tokens = form.get("tokens")
     extra: dict[str, Any] = {}
     if tokens is not None:
-        extra = {"tokens": True, "pad": int(tokens.get("pad", 0))}
+        extra = {"tokens": True}
         extra["ignore_index"] = int(tokens.get("ignore_index", -100))
         if "input_key" in tokens and "mask_key" in tokens:
             extra["batch_keys"] = (str(tokens["input_key"]), str(tokens["mask_key"]))
@@ -111,7 +111,7 @@ def from_hook(datamodule: Any) -> RawData:
         extra["output_meaning"] = str(form["output_meaning"])
     return RawData(
         preprocess=form.get("preprocess") or nn.Identity(),
-        input_spec=spec,
+        spec=spec,
         classes=None if form.get("classes") is None else [str(c) for c in form["classes"]],
         splits=splits,
         **extra,
@@ -194,16 +194,13 @@ def batch_form(datamodule: Any, split: str) -> RawData:
     index = np.arange(len(samples), dtype=np.int64)
     return RawData(
         preprocess=nn.Identity(),
-        input_spec={
-            "name": "inputs",
-            "dtype": samples.dtype.name,
-            "shape": [None, *samples.shape[1:]],
-            "dynamic_axes": {"0": "batch"},
-            "range": None,
-            "form": "batch",
-            "description": f"the model input as {name}'s loaders yield it (preprocessing "
-            "outside the graph)",
-        },
+        spec=InputSpec(
+            dtype=samples.dtype.name,
+            shape=(None, *samples.shape[1:]),
+            form="batch",
+            description=f"the model input as {name}'s loaders yield it (preprocessing outside "
+            "the graph)",
+        ),
         classes=None,
         splits={split: (samples, index, targets)},
         batch_form=True,

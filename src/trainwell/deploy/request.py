@@ -1,19 +1,26 @@
-"""Checking a /predict request body against the manifest's `input` spec, before any model sees it.
+"""A /predict request body, read and turned into an array; whether its values suit the model is
+the input spec's job (deploy/input_spec.py), the same for every path that feeds the model.
 
-`parse_inputs(body, spec)` returns a float array of shape (batch, *sample shape) or raises
-BadRequest with one line saying what is wrong: malformed JSON, no `inputs`, an empty list, the
-wrong shape, the wrong dtype (strings, booleans, nulls), NaN/inf or a value outside `range`, or a
-body over the size limit. The server answers a BadRequest with a 4xx status and that line.
+- `read_body`: the body, stopped at the size limit (413): the one place the limit is checked,
+  on the declared length before reading and on the bytes read for a body without one.
+- `json_samples`: `{"inputs": [<sample>, ...]}` parsed, every leaf checked to be a number and
+  no list nested deeper than a batch of samples; an array of int64 when every number is an
+  integer, else float64, so the spec can tell 3 from 3.0.
+- `npy_samples`: a `.npy` body (`Content-Type: application/x-npy`), read without pickle.
+
+Each raises BadRequest with one line and the status the server answers.
 """
 
 from __future__ import annotations
 
+import io
 import json
-import math
 from itertools import chain
 from typing import Any
 
 import numpy as np
+
+NPY = "application/x-npy"
 
 
 class BadRequest(ValueError):
@@ -24,38 +31,60 @@ class BadRequest(ValueError):
         self.status = status
 
 
-def _check_numbers(value: Any, where: str, depth: int) -> None:
+async def read_body(headers: dict[bytes, bytes], receive: Any, max_bytes: int) -> bytes:
+    """The ASGI request's body, refused (413) past `max_bytes` before more of it is read."""
+    declared = headers.get(b"content-length")
+    if declared is not None and declared.isdigit() and int(declared) > max_bytes:
+        raise BadRequest(
+            f"request body is {int(declared)} bytes, over the limit of {max_bytes}", 413
+        )
+    chunks, size = [], 0
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            raise BadRequest("client disconnected before the body was complete")
+        chunk = message.get("body", b"")
+        size += len(chunk)
+        if size > max_bytes:  # a chunked body without a length: stop reading at the limit
+            raise BadRequest(f"request body is over the limit of {max_bytes} bytes", 413)
+        chunks.append(chunk)
+        if not message.get("more_body", False):
+            return b"".join(chunks)
+
+
+def _check_numbers(value: Any, where: str, depth: int) -> bool:
     """Every leaf a number, lists nested at most `depth` deep (a batch of samples): deeper nesting
-    is refused here, never left to a recursion limit."""
+    is refused here, never left to a recursion limit. True when some leaf is a float."""
     if isinstance(value, list):
         if depth == 0:
             raise BadRequest(f"{where} is a list nested deeper than the input's shape allows")
-        for i, item in enumerate(value):
-            _check_numbers(item, f"{where}[{i}]", depth - 1)
-    elif isinstance(value, bool) or not isinstance(value, (int, float)):
+        return any(
+            [_check_numbers(item, f"{where}[{i}]", depth - 1) for i, item in enumerate(value)]
+        )
+    if isinstance(value, bool) or not isinstance(value, int | float):
         raise BadRequest(f"{where} is {type(value).__name__}, expected a number")
+    return isinstance(value, float)
 
 
-def _plainly_numbers(inputs: list, depth: int) -> bool:
-    """True when every leaf of `inputs` is an int or float and every list lies at most `depth`
-    deep, checked one nesting level at a time with C-level passes (`map(type, ...)`, `chain`)
-    instead of a Python call per element. False means "not sure": `_check_numbers` then walks the
-    body and names the first bad element, so a refusal reads the same either way."""
+def _plainly_numbers(inputs: list, depth: int) -> set[type] | None:
+    """The types of the leaves ({int}, {float}, {int, float}, or empty for empty lists) when every
+    leaf of `inputs` is an int or float and every list lies at most `depth` deep, checked one
+    nesting level at a time with C-level passes (`map(type, ...)`, `chain`) instead of a Python
+    call per element. None means "not sure": `_check_numbers` then walks the body and names the
+    first bad element, so a refusal reads the same either way."""
     level: list = inputs
     for _ in range(depth):
         kinds = set(map(type, level))
         if kinds <= {int, float}:  # bool is its own type here: True is refused, not taken as 1
-            return True
+            return kinds
         if kinds != {list}:  # strings, nulls, booleans or lists beside numbers
-            return False
+            return None
         level = list(chain.from_iterable(level))
-    return False  # lists nested deeper than `depth`
+    return None  # lists nested deeper than `depth`
 
 
-def parse_inputs(body: bytes | str, spec: dict[str, Any], max_bytes: int = 1 << 20) -> np.ndarray:
-    """The batch in `body` as an array of spec['dtype'], checked against `spec` (manifest input)."""
-    if len(body) > max_bytes:
-        raise BadRequest(f"request body is {len(body)} bytes, over the limit of {max_bytes}", 413)
+def json_samples(body: bytes | str, depth: int) -> np.ndarray:
+    """The batch in a JSON body, nested lists `depth` deep (the input's rank, batch included)."""
     try:
         payload = json.loads(body)
     except (ValueError, UnicodeDecodeError) as err:
@@ -69,38 +98,19 @@ def parse_inputs(body: bytes | str, spec: dict[str, Any], max_bytes: int = 1 << 
         raise BadRequest('"inputs" must be a list of samples')
     if not inputs:
         raise BadRequest('"inputs" is an empty list; send at least one sample')
-    if not _plainly_numbers(inputs, len(spec["shape"])):
-        _check_numbers(inputs, "inputs", len(spec["shape"]))
-    sample_shape = tuple(spec["shape"][1:])
+    kinds = _plainly_numbers(inputs, depth)
+    floats = float in kinds if kinds is not None else _check_numbers(inputs, "inputs", depth)
     try:
-        array = np.asarray(inputs, dtype=np.float64)
+        return np.asarray(inputs, dtype=np.float64 if floats else np.int64)
+    except OverflowError:
+        raise BadRequest("an integer in the inputs does not fit in 64 bits") from None
     except ValueError:
-        raise BadRequest(f"samples are ragged; each must have shape {list(sample_shape)}") from None
-    # None in the spec is a dynamic axis (a token model's sequence length): any size fits.
-    got_shape = array.shape[1:]
-    if len(got_shape) != len(sample_shape) or any(
-        want is not None and want != got for want, got in zip(sample_shape, got_shape, strict=True)
-    ):
-        raise BadRequest(
-            f"each sample must have shape {list(sample_shape)}, got {list(array.shape[1:])}"
-        )
-    longest = spec.get("max_sequence")
-    if longest is not None and array.ndim > 1 and array.shape[1] > int(longest):
-        raise BadRequest(f"sequences are {array.shape[1]} long, over the limit of {longest}")
-    if not np.isfinite(array).all():
-        raise BadRequest("inputs contain NaN or infinity")
-    low, high = spec.get("range") or (-math.inf, math.inf)
-    if array.min() < low or array.max() > high:
-        raise BadRequest(
-            f"inputs must lie in [{low}, {high}], got values in [{array.min()}, {array.max()}]"
-        )
-    dtype = np.dtype(spec["dtype"])
-    # A uint8 image sent as 3.7 would otherwise be truncated to 3 without a word.
-    if np.issubdtype(dtype, np.integer) and not (array == np.floor(array)).all():
-        raise BadRequest(f"inputs must be whole numbers (the model takes {dtype.name})")
-    with np.errstate(over="ignore"):  # checked just below
-        cast = array.astype(dtype)
-    # 1e39 is finite in float64 and infinite in float32: the model would see infinity.
-    if np.issubdtype(dtype, np.floating) and not np.isfinite(cast).all():
-        raise BadRequest(f"inputs overflow {dtype.name} (|value| up to {np.abs(array).max():g})")
-    return cast
+        raise BadRequest("samples are ragged: lists of one level differ in length") from None
+
+
+def npy_samples(body: bytes) -> np.ndarray:
+    """The batch in a .npy body, read without pickle (an object array is refused)."""
+    try:
+        return np.load(io.BytesIO(body), allow_pickle=False)
+    except (ValueError, OSError, EOFError) as err:
+        raise BadRequest(f"body is not a readable .npy array ({err})") from None

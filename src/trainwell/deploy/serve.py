@@ -1,6 +1,7 @@
 """`scripts/serve.py artifact=<export dir>`: the exported ONNX graph behind LitServe.
 
-    POST /predict {"inputs": [<raw sample>, ...]}
+    POST /predict {"inputs": [<raw sample>, ...]}        (or the samples as a .npy body, with
+                                                         Content-Type: application/x-npy)
       -> {"predictions": [int, ...], "probabilities": [[float, ...], ...],
           "labels": [<class name>, ...], "classes": [<class name>, ...]}   (names when the manifest
                                                                           has them)
@@ -11,11 +12,12 @@ anything starts (a changed or missing file: exit 2 naming it), and the inference
 ONNX Runtime session from bytes it checked again itself; nothing is read through pickle.
 
 Where a request is checked: `ValidateRequests`, an ASGI middleware in the HTTP process, reads the
-body (stopping at the size limit), parses the JSON once and checks it against the manifest's input
-spec (deploy/request.py). A bad body gets one JSON line and a 4xx there, before it reaches a queue
-or a worker. A good one travels on as a small envelope holding the float32 bytes: LitServe parses
-the request body itself, and handing it the user's JSON again would parse every request twice
-(which halved the batched throughput of a 32x32x3 model).
+body (stopping at the size limit), parses it once (deploy/request.py) and checks the samples
+against the manifest's input spec (deploy/input_spec.py, the rules predict's `input=` files
+meet too). A bad body gets one JSON line and a 4xx there, before it reaches a queue or a worker.
+A good one travels on as a small envelope holding the checked array's bytes: LitServe parses the
+request body itself, and handing it the user's JSON again would parse every request twice (which
+halved the batched throughput of a 32x32x3 model).
 
 SIGTERM (what Kubernetes and SLURM send): LitServe leaves SIGTERM to Python's default, which kills
 the main process at once and leaves its HTTP and inference processes serving as orphans. The main
@@ -37,11 +39,14 @@ from omegaconf import DictConfig
 from trainwell import compat
 from trainwell.deploy import artifact
 from trainwell.deploy.batching import GreedyBatchLoop
-from trainwell.deploy.request import BadRequest, parse_inputs
+from trainwell.deploy.input_spec import InputRefused, InputSpec
+from trainwell.deploy.request import NPY, BadRequest, json_samples, npy_samples, read_body
 from trainwell.deploy.shutdown import reap_children, stop_on_signals
 from trainwell.errors import TrainwellError
 
-ENVELOPE = "float32_b64"  # the key of the checked batch on its way from the middleware to a worker
+# The key of the checked batch (bytes of the manifest's dtype) on its way from the middleware to
+# a worker.
+ENVELOPE = "array_b64"
 
 
 def softmax(logits: np.ndarray) -> np.ndarray:
@@ -52,21 +57,30 @@ def softmax(logits: np.ndarray) -> np.ndarray:
 
 
 class ValidateRequests:
-    """ASGI middleware: POST /predict bodies checked against the input spec, answered 4xx with one
-    JSON line when bad; good ones forwarded as the float32 envelope the worker decodes."""
+    """ASGI middleware: POST /predict bodies (JSON, or .npy with `Content-Type: application/x-npy`)
+    checked against the input spec, answered 4xx with one JSON line when bad; good ones forwarded
+    as the envelope the worker decodes."""
 
-    def __init__(self, app: Any, spec: dict[str, Any], max_bytes: int, path: str = "/predict"):
+    def __init__(self, app: Any, spec: InputSpec, max_bytes: int, path: str = "/predict"):
         self.app, self.spec, self.max_bytes, self.path = app, spec, int(max_bytes), path
 
     async def __call__(self, scope: dict, receive: Any, send: Any) -> None:
         if scope["type"] != "http" or scope["path"] != self.path or scope["method"] != "POST":
             await self.app(scope, receive, send)
             return
+        headers = dict(scope["headers"])
         try:
-            body = await self._read_body(scope, receive)
-            array = parse_inputs(body, self.spec, self.max_bytes)
+            body = await read_body(headers, receive, self.max_bytes)
+            if _media_type(headers) == NPY:
+                samples = npy_samples(body)
+            else:  # JSON whatever the header says: `curl -d` sends form-urlencoded
+                samples = json_samples(body, self.spec.ndim)
+            array = self.spec.check(samples)
         except BadRequest as err:
             await _answer(send, err.status, {"error": str(err)})
+            return
+        except InputRefused as err:
+            await _answer(send, 400, {"error": str(err)})
             return
         envelope = json.dumps(
             {ENVELOPE: base64.b64encode(array.tobytes()).decode(), "shape": list(array.shape)}
@@ -89,24 +103,11 @@ class ValidateRequests:
 
         await self.app({**scope, "headers": headers}, replay, send)
 
-    async def _read_body(self, scope: dict, receive: Any) -> bytes:
-        declared = dict(scope["headers"]).get(b"content-length")
-        if declared is not None and declared.isdigit() and int(declared) > self.max_bytes:
-            raise BadRequest(
-                f"request body is {int(declared)} bytes, over the limit of {self.max_bytes}", 413
-            )
-        chunks, size = [], 0
-        while True:
-            message = await receive()
-            if message["type"] == "http.disconnect":
-                raise BadRequest("client disconnected before the body was complete")
-            chunk = message.get("body", b"")
-            size += len(chunk)
-            if size > self.max_bytes:  # a chunked body without a length: stop reading at the limit
-                raise BadRequest(f"request body is over the limit of {self.max_bytes} bytes", 413)
-            chunks.append(chunk)
-            if not message.get("more_body", False):
-                return b"".join(chunks)
+
+def _media_type(headers: dict[bytes, bytes]) -> str:
+    """`application/x-npy` of `Content-Type: application/x-npy; charset=...`, lower case."""
+    value = headers.get(b"content-type", b"").decode("latin-1")
+    return value.split(";", 1)[0].strip().lower()
 
 
 async def _answer(send: Any, status: int, payload: dict[str, Any]) -> None:
@@ -216,8 +217,9 @@ class OnnxAPI(_lit_api_base()):  # type: ignore[misc]
 def build_server(export_dir: Path, manifest: dict[str, Any], cfg: DictConfig) -> Any:
     import litserve as ls
 
+    spec = InputSpec.from_manifest(manifest)
     max_batch = int(cfg.max_batch_size)
-    if any(size is None for size in manifest["input"]["shape"][1:]) and max_batch > 1:
+    if any(size is None for size in spec.shape[1:]) and max_batch > 1:
         # Requests of different lengths cannot be stacked into one batch.
         print("serve: the input has a dynamic axis besides the batch: batching off", flush=True)
         max_batch = 1
@@ -237,9 +239,7 @@ def build_server(export_dir: Path, manifest: dict[str, Any], cfg: DictConfig) ->
         devices=1,
         workers_per_device=int(cfg.workers),
         fast_queue=bool(cfg.fast_queue),
-        middlewares=[
-            (ValidateRequests, {"spec": manifest["input"], "max_bytes": int(cfg.max_body_bytes)})
-        ],
+        middlewares=[(ValidateRequests, {"spec": spec, "max_bytes": int(cfg.max_body_bytes)})],
     )
     compat.set_litserve_drain_timeout(server, float(cfg.drain_timeout))
     return server
