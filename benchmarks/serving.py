@@ -1,28 +1,42 @@
-"""The exported model served by scripts/serve.py against ONNX Runtime in-process, on CPU.
+"""The exported model served by scripts/serve.py, against a LitServe server written the way
+LitServe's documentation shows and against ONNX Runtime in-process, on CPU.
 
     .venv/bin/python benchmarks/serving.py                          # digits_cnn and resnet18
-    .venv/bin/python benchmarks/serving.py --requests 200 --models digits_cnn
+    .venv/bin/python benchmarks/serving.py --models resnet18 --rounds 3
 
 For `digits_cnn` (raw float 8x8 digits) and `resnet18` (raw uint8 32x32x3 images, width from
 conf/model/resnet18.yaml), each net behind its raw-input preprocessing is exported through
 trainwell.deploy.export's path into a temporary export directory with a manifest (untrained
-weights: speed does not depend on them). Then, side by side in one run:
+weights: speed does not depend on them). Three servers of that export are started, each paused
+(SIGSTOP of its process group) while the others are measured:
 
-- latency at batch 1, concurrency 1: p50 / p99 of `session.run` in this process (the limit) and of
-  one HTTP request to the real server (`scripts/serve.py`, batching off and at its defaults);
-- throughput at concurrency 32: requests/s of the server without batching (max_batch_size=1) and
-  with its default dynamic batching;
-- failed or lost requests under that load (any non-200 answer or broken connection);
-- in-process samples/s at batch 16 over batch 1: the most that batching can gain on this CPU;
-- the batched server's requests/s over in-process samples/s at batch 16 (the server's
-  max_batch_size), and at concurrency 1 the p50 with batching off over the p50 with it on;
-- where the CPU goes at concurrency 32, in ms per request: the inference worker, the rest of the
-  server (HTTP process, queue manager, broker, main process: read from /proc for the server's
-  process group) and this load generator, beside ONNX Runtime's own CPU per sample in-process.
+- `nobatch`: scripts/serve.py with max_batch_size=1;
+- `batch`: scripts/serve.py at its defaults (dynamic batching);
+- `litserve`: benchmarks/litserve_peer.py, a LitAPI whose decode_request, batch, predict,
+  unbatch and encode_response wrap an ONNX Runtime session over the same model.onnx, with the
+  batching side's max batch size, batch timeout, ONNX Runtime threads and spinning, and
+  LitServe transport; it checks nothing.
 
-The in-process side runs before, between and after the server sides, and each side is compared
-with the mean of the in-process runs either side of it: on a shared machine a load change between
-sides then moves both terms of a ratio alike.
+Each is sent one sample per request by the same load generator. At concurrency 1, p50 / p99
+latency, measured in blocks of `--block` requests to one side at a time, every side once per
+block of rounds, the order rotating, with ONNX Runtime in-process at batch 1 (the limit no server
+reaches) as one more side: every side meets the same changes in the shared machine's load. At
+concurrency 32, requests/s, in `--rounds` rounds of every side, the order rotating, with ONNX
+Runtime in-process at batch 16 before the first side and after each (each side is compared with
+the mean of the in-process runs either side of it, ours with the peer within the same round).
+Failed or lost requests (any non-200 answer or broken connection) are counted everywhere.
+`batch` and `litserve` are also sent the samples as a .npy file: ours as the body
+(`Content-Type: application/x-npy`), the peer base64-encoded in JSON, since LitServe reads every
+body that is not a form as JSON. Printed beside them: in-process samples/s at batch 16 over
+batch 1 (the most batching can gain on this CPU), and where the CPU goes at concurrency 32, in
+ms per request: the inference worker, the rest of the server (HTTP process, queue manager,
+broker, main process: read from /proc for the server's process group) and this load generator,
+beside ONNX Runtime's own CPU per sample in-process.
+
+The figures are medians over the rounds (c32) and percentiles over every block (c1);
+`batched_vs_litserve` (our req/s over the peer's at concurrency 32, batching on) and
+`c1_over_litserve_ms` (our p50 minus the peer's at concurrency 1, batching on), and their `_npy`
+twins, are resnet18's (the last model's when resnet18 is not run).
 
 The load generator talks to 127.0.0.1 only, sends a bounded number of requests, and is kept
 light because it shares the CPU with the server: one thread per connection, raw http.client
@@ -32,8 +46,10 @@ over keep-alive connections, bodies encoded before the clock starts. Last line: 
 from __future__ import annotations
 
 import argparse
+import base64
 import contextlib
 import http.client
+import io
 import json
 import os
 import signal
@@ -43,6 +59,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -105,18 +122,6 @@ def session_for(export: Path) -> Any:
     )
 
 
-def in_process_latency(export: Path, raw: np.ndarray, n: int) -> list[float]:
-    session = session_for(export)
-    times = []
-    for i in range(n + 10):
-        x = raw[i % len(raw)][None]
-        start = time.perf_counter()
-        session.run(None, {"inputs": x})
-        if i >= 10:  # the first runs allocate
-            times.append(time.perf_counter() - start)
-    return times
-
-
 def in_process_rate(export: Path, raw: np.ndarray, batch: int, n: int) -> float:
     """Samples/s of `session.run` at `batch`: what batching could gain at most, with no server."""
     session = session_for(export)
@@ -151,20 +156,13 @@ def cpu_per_request(before: dict[int, float], after: dict[int, float], n: int) -
     return used[0] / n * 1e3, sum(used[1:]) / n * 1e3
 
 
-def in_process(export: Path, raw: np.ndarray, requests: int, n_load: int) -> dict[str, float]:
-    """One in-process run: p50/p99 ms at batch 1, samples/s at batch 16 and 1, and CPU ms (this
-    process, ONNX Runtime's threads included) per sample at batch 16."""
-    p50, p99 = percentiles(in_process_latency(export, raw, requests))
+def in_process(export: Path, raw: np.ndarray, n_load: int) -> dict[str, float]:
+    """One in-process run: samples/s at batch 16 and 1, and CPU ms (this process, ONNX Runtime's
+    threads included) per sample at batch 16."""
     cpu = time.process_time()
     b16 = in_process_rate(export, raw, 16, n_load)
     b16_cpu = (time.process_time() - cpu) / (max(n_load // 16, 1) * 16 + 16) * 1e3
-    return {
-        "p50": p50,
-        "p99": p99,
-        "b16": b16,
-        "b1": in_process_rate(export, raw, 1, n_load),
-        "b16_cpu": b16_cpu,
-    }
+    return {"b16": b16, "b1": in_process_rate(export, raw, 1, n_load // 4), "b16_cpu": b16_cpu}
 
 
 def free_port() -> int:
@@ -173,61 +171,93 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-@contextlib.contextmanager
-def server(export: Path, run_dir: Path, *overrides: str):
-    port = free_port()
+def start(command: list[str], port: int) -> subprocess.Popen:
+    """A server in its own session (its process group is what is paused, resumed and stopped),
+    once /health answers 200."""
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            str(REPO / "scripts" / "serve.py"),
-            f"artifact={export}",
-            f"port={port}",
-            f"hydra.run.dir={run_dir}",
-            *overrides,
-        ],
+        command,
         cwd=REPO,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
         start_new_session=True,
     )
-    try:
-        deadline = time.monotonic() + 300
-        while True:
-            if proc.poll() is not None:
-                raise SystemExit(f"server exited {proc.returncode}: {proc.stderr.read()[-2000:]}")
-            if time.monotonic() > deadline:
-                raise SystemExit("server did not become healthy in 300 s")
-            try:
-                conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
-                conn.request("GET", "/health")
-                if conn.getresponse().status == 200:
-                    break
-            except OSError:
-                time.sleep(0.2)
-        yield port, proc.pid
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(proc.pid, signal.SIGTERM)  # the server's own drain; SIGKILL if it hangs
+    deadline = time.monotonic() + 300
+    while True:
+        if proc.poll() is not None:
+            raise SystemExit(f"server exited {proc.returncode}: {proc.stderr.read()[-2000:]}")
+        if time.monotonic() > deadline:
+            stop(proc, signal.SIGKILL)
+            raise SystemExit("server did not become healthy in 300 s")
         try:
-            proc.wait(timeout=15)
-        except subprocess.TimeoutExpired:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.wait(timeout=15)
+            conn = http.client.HTTPConnection("127.0.0.1", port, timeout=5)
+            conn.request("GET", "/health")
+            if conn.getresponse().status == 200:
+                return proc
+        except OSError:
+            time.sleep(0.2)
 
 
-def bodies(raw: np.ndarray, n: int) -> list[bytes]:
-    return [json.dumps({"inputs": raw[i % len(raw)][None].tolist()}).encode() for i in range(n)]
+def stop(proc: subprocess.Popen, how: signal.Signals) -> None:
+    """Our server drains on SIGTERM; stock LitServe leaves its children running on SIGTERM, so
+    its group gets SIGKILL. Either way, SIGKILL for whatever is left after 15 s."""
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGCONT)  # a paused group cannot act on SIGTERM
+        os.killpg(proc.pid, how)
+    try:
+        proc.wait(timeout=15)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=15)
+    with contextlib.suppress(ProcessLookupError):
+        os.killpg(proc.pid, signal.SIGKILL)  # LitServe's children outlive its main process
 
 
-def load(port: int, payload: list[bytes], concurrency: int) -> tuple[list[float], int, float]:
-    """Send every body once over `concurrency` keep-alive connections; (latencies, failures,
-    requests/s)."""
+def pause(proc: subprocess.Popen, paused: bool) -> None:
+    """SIGSTOP the server's whole process group while the others are measured (an idle LitServe
+    worker polls its queue, which would take CPU from the side being measured); SIGCONT to
+    measure it."""
+    os.killpg(proc.pid, signal.SIGSTOP if paused else signal.SIGCONT)
+
+
+def json_body(sample: np.ndarray) -> bytes:
+    return json.dumps({"inputs": sample[None].tolist()}).encode()
+
+
+def npy_bytes(sample: np.ndarray) -> bytes:
+    buffer = io.BytesIO()
+    np.save(buffer, sample[None])
+    return buffer.getvalue()
+
+
+# How each side takes a body of each kind: our server reads a .npy body as is; LitServe reads
+# every body that is not a form as JSON, so the peer takes the same .npy bytes base64-encoded in
+# JSON (benchmarks/litserve_peer.py).
+JSON_HEADERS = {"Content-Type": "application/json"}
+ENCODINGS: dict[str, tuple[Callable[[np.ndarray], bytes], dict[str, str]]] = {
+    "json": (json_body, JSON_HEADERS),
+    "npy": (npy_bytes, {"Content-Type": "application/x-npy"}),
+    "npy_in_json": (
+        lambda x: json.dumps({"npy": base64.b64encode(npy_bytes(x)).decode()}).encode(),
+        JSON_HEADERS,
+    ),
+}
+
+
+def bodies(raw: np.ndarray, n: int, encoding: str) -> list[bytes]:
+    encode = ENCODINGS[encoding][0]
+    return [encode(raw[i % len(raw)]) for i in range(n)]
+
+
+def load(
+    port: int, payload: list[bytes], concurrency: int, headers: dict[str, str]
+) -> tuple[list[float], int, float]:
+    """Send every body once over `concurrency` keep-alive connections; (latencies, failed or lost
+    requests, requests/s)."""
     latencies: list[float] = []
     failures = [0]
     lock = threading.Lock()
     shares = [payload[i::concurrency] for i in range(concurrency)]
-    headers = {"Content-Type": "application/json"}
 
     def client(share: list[bytes]) -> None:
         conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
@@ -260,24 +290,146 @@ def load(port: int, payload: list[bytes], concurrency: int) -> tuple[list[float]
     return latencies, failures[0], len(payload) / elapsed
 
 
+def measure(
+    port: int, pgid: int, many: list[bytes], encoding: str, concurrency: int
+) -> dict[str, float]:
+    """One body kind on one server at `concurrency`: requests/s, failures, and CPU ms per request
+    in the worker, the rest of the server and the client."""
+    headers = ENCODINGS[encoding][1]
+    cpu_before, client_before = group_cpu(pgid), time.process_time()
+    _, failed, rate = load(port, many, concurrency, headers)
+    client_ms = (time.process_time() - client_before) / len(many) * 1e3
+    worker_ms, rest_ms = cpu_per_request(cpu_before, group_cpu(pgid), len(many))
+    return {
+        "rps": rate,
+        "failed": failed,
+        "worker": worker_ms,
+        "rest": rest_ms,
+        "client": client_ms,
+    }
+
+
+def paired_latency(
+    servers: dict[str, tuple[subprocess.Popen, int]],
+    load_bodies: dict[str, tuple[list[bytes], list[bytes]]],
+    export: Path,
+    raw: np.ndarray,
+    requests: int,
+    block: int,
+) -> dict[tuple[str, str], tuple[list[float], int]]:
+    """Concurrency 1, paired: `block` requests to one side at a time (the others paused), every
+    side once per block of rounds, the order rotating, ONNX Runtime in-process (batch 1) being
+    one more side. Every side then meets the same changes in the machine's load, minute by
+    minute. Returns (latencies, failed requests) per (side, body kind)."""
+    session = session_for(export)
+    keys = [("inproc", "array")] + [(s, e) for s, encs in SIDE_ENCODINGS.items() for e in encs]
+    out: dict[tuple[str, str], tuple[list[float], int]] = {key: ([], 0) for key in keys}
+    for side, encoding in keys[1:]:  # warm-up: connections, first allocations
+        proc, port = servers[side]
+        pause(proc, False)
+        sent = sent_as(side, encoding)
+        load(port, load_bodies[sent][0][:10], 1, ENCODINGS[sent][1])
+        pause(proc, True)
+    for _ in range(10):
+        session.run(None, {"inputs": raw[:1]})
+    for n, start in enumerate(range(10, requests + 10, block)):
+        shift = n % len(keys)
+        for side, encoding in keys[shift:] + keys[:shift]:
+            latencies, failed = out[(side, encoding)]
+            if side == "inproc":
+                for i in range(start, start + block):
+                    x = raw[i % len(raw)][None]
+                    begin = time.perf_counter()
+                    session.run(None, {"inputs": x})
+                    latencies.append(time.perf_counter() - begin)
+                continue
+            proc, port = servers[side]
+            one = load_bodies[sent_as(side, encoding)][0][start : start + block]
+            pause(proc, False)
+            # The first request after the pause wakes every process of the server: not counted.
+            load(port, one[:1], 1, ENCODINGS[sent_as(side, encoding)][1])
+            more, more_failed, _ = load(port, one, 1, ENCODINGS[sent_as(side, encoding)][1])
+            pause(proc, True)
+            latencies.extend(more)
+            out[(side, encoding)] = (latencies, failed + more_failed)
+    return out
+
+
+def sent_as(side: str, encoding: str) -> str:
+    """The body kind a side is sent for `encoding`: the peer takes .npy bytes inside JSON."""
+    return "npy_in_json" if side == "litserve" and encoding == "npy" else encoding
+
+
+def serve_setting(overrides: list[str], key: str) -> str:
+    """A serve.py setting as the batching side runs it: its last override, else conf/serve.yaml."""
+    for item in reversed(overrides):
+        if item.split("=", 1)[0].lstrip("+") == key:
+            return item.split("=", 1)[1]
+    from omegaconf import OmegaConf
+
+    return str(OmegaConf.load(REPO / "conf" / "serve.yaml")[key])
+
+
+def peer_command(export: Path, port: int, overrides: list[str]) -> list[str]:
+    """benchmarks/litserve_peer.py with the batching side's max batch size, batch timeout, ONNX
+    Runtime threads and spinning, and LitServe transport."""
+    command = [
+        sys.executable,
+        str(REPO / "benchmarks" / "litserve_peer.py"),
+        f"--export={export}",
+        f"--port={port}",
+        f"--max-batch-size={serve_setting(overrides, 'max_batch_size')}",
+        f"--batch-timeout={serve_setting(overrides, 'batch_timeout')}",
+        f"--threads={serve_setting(overrides, 'threads')}",
+        f"--spin={serve_setting(overrides, 'ort_spin')}",
+    ]
+    if serve_setting(overrides, "fast_queue").lower() == "true":
+        command.append("--fast-queue")
+    return command
+
+
+def serve_command(export: Path, port: int, run_dir: Path, overrides: tuple[str, ...]) -> list[str]:
+    return [
+        sys.executable,
+        str(REPO / "scripts" / "serve.py"),
+        f"artifact={export}",
+        f"port={port}",
+        f"hydra.run.dir={run_dir}",
+        *overrides,
+    ]
+
+
+# What each side is sent: our server without and with batching, and the LitServe peer.
+SIDE_ENCODINGS = {"nobatch": ("json",), "batch": ("json", "npy"), "litserve": ("json", "npy")}
+
+
+def median(values: list[float]) -> float:
+    return float(np.median(values))
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--models", nargs="+", default=["digits_cnn", "resnet18"])
     parser.add_argument("--requests", type=int, default=400, help="latency requests per side")
     parser.add_argument("--load-requests", type=int, default=0, help="0: 20 per client")
     parser.add_argument("--concurrency", type=int, default=32)
+    parser.add_argument("--rounds", type=int, default=2, help="c32 rounds of every side")
+    parser.add_argument(
+        "--block", type=int, default=20, help="c1 requests to one side before the next side's"
+    )
     parser.add_argument("--resnet-width", type=int, default=64)
     parser.add_argument(
         "--ort-threads",
         type=int,
         default=0,
-        help="ONNX Runtime intra-op threads in-process and in the server (0: its default)",
+        help="ONNX Runtime intra-op threads in-process and in every server (0: its default)",
     )
     parser.add_argument(
         "--serve",
         nargs="*",
         default=[],
-        help="serve.py overrides of both server sides, e.g. ort_spin=run",
+        help="serve.py overrides of both of our server sides, e.g. ort_spin=run (the peer "
+        "follows the batching side's)",
     )
     parser.add_argument(
         "--batch",
@@ -287,81 +439,173 @@ def main(argv: list[str] | None = None) -> None:
         "(default: conf/serve.yaml's), e.g. batch_timeout=0.002 max_batch_size=32",
     )
     args = harness.parse_args(
-        parser, argv, "serving: scripts/serve.py vs ONNX Runtime in-process (CPU)", threads=0
-    )
+        parser, argv, "serving: scripts/serve.py vs a LitServe server vs ONNX Runtime in-process",
+        threads=0,
+    )  # fmt: skip
     sys.path.insert(0, str(REPO / "benchmarks"))
     global ORT_THREADS
     ORT_THREADS = args.ort_threads
     n_load = args.load_requests or 20 * args.concurrency
-    figures: dict[str, float | int] = {}
+    figures: dict[str, float | int | str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models:
             export = Path(tmp) / name / "export"
             raw = build_export(name, export, args.resnet_width)
-            one = bodies(raw, args.requests + 10)
-            many = bodies(raw, n_load)
             threads = (f"threads={args.ort_threads}",) if args.ort_threads else ()
-            sides = {
+            overrides = {
                 "nobatch": ("max_batch_size=1", *threads, *args.serve),
                 "batch": (*threads, *args.serve, *args.batch),
             }
-            # In-process runs before, between and after the server sides: each side is compared
-            # with the mean of the in-process runs on either side of it, so that a load change
-            # on the shared machine between sides moves both terms of a ratio alike.
-            local = [in_process(export, raw, args.requests, n_load)]
-            for side, overrides in sides.items():
-                with server(export, Path(tmp) / name / f"run-{side}", *overrides) as (port, pgid):
-                    load(port, one[:10], 1)  # warm-up: connections, first allocations
-                    latencies, failed_1, _ = load(port, one[10:], 1)
-                    p50, p99 = percentiles(latencies)
-                    cpu_before, client_before = group_cpu(pgid), time.process_time()
-                    _, failed_n, rate = load(port, many, args.concurrency)
-                    client_ms = (time.process_time() - client_before) / n_load * 1e3
-                    worker_ms, rest_ms = cpu_per_request(cpu_before, group_cpu(pgid), n_load)
-                local.append(in_process(export, raw, args.requests, n_load))
-                near = {k: (local[-2][k] + local[-1][k]) / 2 for k in local[-1]}
+            load_bodies = {
+                encoding: (bodies(raw, args.requests + 10, encoding), bodies(raw, n_load, encoding))
+                for encoding in ENCODINGS
+            }
+            servers: dict[str, tuple[subprocess.Popen, int]] = {}
+            try:
+                for side in SIDE_ENCODINGS:  # started one at a time, each paused once healthy
+                    port = free_port()
+                    if side == "litserve":
+                        command = peer_command(export, port, [*overrides["batch"]])
+                    else:
+                        run_dir = Path(tmp) / name / f"run-{side}"
+                        command = serve_command(export, port, run_dir, overrides[side])
+                    servers[side] = start(command, port), port
+                    pause(servers[side][0], True)
+                results = run_rounds(args, servers, load_bodies, export, raw, n_load, name)
+            finally:
+                for side, (proc, _) in servers.items():
+                    stop(proc, signal.SIGKILL if side == "litserve" else signal.SIGTERM)
+            figures.update(results)
+        headline = "resnet18" if "resnet18" in args.models else args.models[-1]
+        figures["headline_model"] = headline
+        for key in (
+            "batched_vs_litserve",
+            "batched_vs_litserve_npy",
+            "c1_over_litserve_ms",
+            "c1_over_litserve_ms_npy",
+        ):
+            figures[key] = figures[f"{headline}_{key}"]
+    harness.final_line(**figures)
+
+
+def run_rounds(
+    args: argparse.Namespace,
+    servers: dict[str, tuple[subprocess.Popen, int]],
+    load_bodies: dict[str, tuple[list[bytes], list[bytes]]],
+    export: Path,
+    raw: np.ndarray,
+    n_load: int,
+    name: str,
+) -> dict[str, float | int]:
+    """The paired concurrency-1 phase, then the concurrency-32 rounds: every side once per round,
+    the order rotating between rounds, with ONNX Runtime in-process (batch 16) before the first
+    side and after each. Each side is compared with the mean of the in-process runs either side
+    of it, and ours with the peer within the same round, so that a change in the shared
+    machine's load moves both terms of a ratio alike."""
+    c1 = paired_latency(servers, load_bodies, export, raw, args.requests, args.block)
+    for (side, encoding), (latencies, failed) in c1.items():
+        p50, p99 = percentiles(latencies)
+        print(
+            f"{name} c1 {side}[{encoding}]: p50 {p50:.2f} ms p99 {p99:.2f} ms over "
+            f"{len(latencies)} requests, failed {failed}",
+            flush=True,
+        )
+    local = [in_process(export, raw, n_load)]
+    runs: dict[tuple[str, str], list[dict[str, float]]] = {}
+    sides = list(SIDE_ENCODINGS)
+    for round_ in range(args.rounds):
+        shift = round_ % len(sides)
+        for side in sides[shift:] + sides[:shift]:
+            proc, port = servers[side]
+            pause(proc, False)
+            measured = {}
+            for encoding in SIDE_ENCODINGS[side]:
+                sent = sent_as(side, encoding)
+                many = load_bodies[sent][1]
+                measured[encoding] = measure(port, proc.pid, many, sent, args.concurrency)
+            pause(proc, True)
+            local.append(in_process(export, raw, n_load))
+            near = {k: (local[-2][k] + local[-1][k]) / 2 for k in local[-1]}
+            for encoding, m in measured.items():
+                m["over_inproc_b16"] = m["rps"] / near["b16"]
+                runs.setdefault((side, encoding), []).append(m)
                 print(
-                    f"{name} server[{side}] b1 c1: p50 {p50:.2f} ms p99 {p99:.2f} ms "
-                    f"(+{p50 - near['p50']:.2f} ms over in-process); c{args.concurrency}: "
-                    f"{rate:.1f} req/s ({rate / near['b16']:.2f}x in-process b16), "
-                    f"failed {failed_1 + failed_n}; CPU ms/request: worker {worker_ms:.2f}, "
-                    f"rest of server {rest_ms:.2f}, client {client_ms:.2f} (in-process: "
+                    f"{name} round {round_ + 1} {side}[{encoding}] c{args.concurrency}: "
+                    f"{m['rps']:.1f} req/s ({m['over_inproc_b16']:.2f}x in-process b16), "
+                    f"failed {m['failed']}; CPU ms/request: worker {m['worker']:.2f}, rest of "
+                    f"server {m['rest']:.2f}, client {m['client']:.2f} (in-process: "
                     f"{near['b16_cpu']:.2f} ms/sample at b16); load1 {os.getloadavg()[0]:.1f}",
                     flush=True,
                 )
-                figures[f"{name}_{side}_p50_ms"] = p50
-                figures[f"{name}_{side}_p99_ms"] = p99
-                figures[f"{name}_{side}_over_inproc_p50_ms"] = p50 - near["p50"]
-                figures[f"{name}_{side}_rps"] = rate
-                figures[f"{name}_{side}_over_inproc_b16_x"] = rate / near["b16"]
-                figures[f"{name}_{side}_worker_cpu_ms"] = worker_ms
-                figures[f"{name}_{side}_rest_cpu_ms"] = rest_ms
-                figures[f"{name}_{side}_client_cpu_ms"] = client_ms
-                figures[f"{name}_failed"] = figures.get(f"{name}_failed", 0) + failed_1 + failed_n
-            mean = {k: float(np.mean([run[k] for run in local])) for k in local[0]}
-            print(
-                f"{name} in-process b1 c1: p50 {mean['p50']:.2f} ms p99 {mean['p99']:.2f} ms; "
-                f"samples/s batch 16 / batch 1: {mean['b16'] / mean['b1']:.2f}x "
-                f"(mean of {len(local)} runs between the server sides)",
-                flush=True,
-            )
-            figures[f"{name}_inproc_p50_ms"], figures[f"{name}_inproc_p99_ms"] = (
-                mean["p50"],
-                mean["p99"],
-            )
-            figures[f"{name}_inproc_b16_sps"] = mean["b16"]
-            figures[f"{name}_inproc_b16_over_b1_x"] = mean["b16"] / mean["b1"]
-            figures[f"{name}_inproc_b16_cpu_ms"] = mean["b16_cpu"]
-            figures[f"{name}_batching_x"] = (
-                figures[f"{name}_batch_rps"] / figures[f"{name}_nobatch_rps"]
-            )
-            # Targets: batched throughput against in-process at the same batch size; at
-            # concurrency 1, batching on must not cost latency against batching off.
-            # (`{name}_batch_over_inproc_b16_x`, set above with the batched side's figures.)
-            figures[f"{name}_c1_batch_on_over_off_x"] = (
-                figures[f"{name}_nobatch_p50_ms"] / figures[f"{name}_batch_p50_ms"]
-            )
-    harness.final_line(**figures)
+    return summary(name, c1, runs, local, args.concurrency)
+
+
+def summary(
+    name: str,
+    c1: dict[tuple[str, str], tuple[list[float], int]],
+    runs: dict[tuple[str, str], list[dict[str, float]]],
+    local: list[dict[str, float]],
+    concurrency: int,
+) -> dict[str, float | int]:
+    """c1: percentiles over every paired block; c32: medians over the rounds, ratios of ours to
+    the peer taken within each round first."""
+    figures: dict[str, float | int] = {}
+    inproc_p50, inproc_p99 = percentiles(c1[("inproc", "array")][0])
+    for (side, encoding), (latencies, _) in c1.items():
+        if side == "inproc":
+            continue
+        label = side if encoding == "json" else f"{side}_{encoding}"
+        p50, p99 = percentiles(latencies)
+        figures[f"{name}_{label}_p50_ms"], figures[f"{name}_{label}_p99_ms"] = p50, p99
+        figures[f"{name}_{label}_over_inproc_p50_ms"] = p50 - inproc_p50
+    keys = {
+        "rps": "rps",
+        "over_inproc_b16": "over_inproc_b16_x",
+        "worker": "worker_cpu_ms",
+        "rest": "rest_cpu_ms",
+        "client": "client_cpu_ms",
+    }
+    for (side, encoding), measured in runs.items():
+        label = side if encoding == "json" else f"{side}_{encoding}"
+        for key, figure in keys.items():
+            figures[f"{name}_{label}_{figure}"] = median([m[key] for m in measured])
+    figures[f"{name}_failed"] = int(
+        sum(m["failed"] for ms in runs.values() for m in ms)
+        + sum(failed for _, failed in c1.values())
+    )
+    for encoding, suffix in (("json", ""), ("npy", "_npy")):
+        ours, peer = runs[("batch", encoding)], runs[("litserve", encoding)]
+        ratios = [o["rps"] / p["rps"] for o, p in zip(ours, peer, strict=True)]
+        label = "" if encoding == "json" else "_npy"
+        gap = figures[f"{name}_batch{label}_p50_ms"] - figures[f"{name}_litserve{label}_p50_ms"]
+        figures[f"{name}_batched_vs_litserve{suffix}"] = median(ratios)
+        figures[f"{name}_c1_over_litserve_ms{suffix}"] = gap
+        print(
+            f"{name} ours / LitServe [{encoding}]: c{concurrency} req/s per round "
+            + ", ".join(f"{r:.3f}" for r in ratios)
+            + f"; c1 p50 ours - LitServe {gap:+.2f} ms",
+            flush=True,
+        )
+    mean = {k: float(np.mean([run[k] for run in local])) for k in local[0]}
+    print(
+        f"{name} in-process b1 c1: p50 {inproc_p50:.2f} ms p99 {inproc_p99:.2f} ms; samples/s "
+        f"batch 16 / batch 1: {mean['b16'] / mean['b1']:.2f}x (mean of {len(local)} runs "
+        "between the server sides)",
+        flush=True,
+    )
+    figures[f"{name}_inproc_p50_ms"], figures[f"{name}_inproc_p99_ms"] = inproc_p50, inproc_p99
+    figures[f"{name}_inproc_b16_sps"] = mean["b16"]
+    figures[f"{name}_inproc_b16_over_b1_x"] = mean["b16"] / mean["b1"]
+    figures[f"{name}_inproc_b16_cpu_ms"] = mean["b16_cpu"]
+    figures[f"{name}_batching_x"] = figures[f"{name}_batch_rps"] / figures[f"{name}_nobatch_rps"]
+    # Targets: our batched server against the LitServe peer (req/s at concurrency 32, p50 at
+    # concurrency 1), and against ONNX Runtime in-process at the same batch size, the limit
+    # (`{name}_batch_over_inproc_b16_x`); at concurrency 1, batching on must not cost latency
+    # against batching off.
+    figures[f"{name}_c1_batch_on_over_off_x"] = (
+        figures[f"{name}_nobatch_p50_ms"] / figures[f"{name}_batch_p50_ms"]
+    )
+    return figures
 
 
 if __name__ == "__main__":
