@@ -347,7 +347,9 @@ def _serve_as_written(project: Path, line: str) -> None:
         asked = run_line(project, NPY_CURL, timeout=60)
         assert asked.returncode == 0, asked.stderr
         assert json.loads(asked.stdout)["predictions"] == [0, 1, 2, 3], asked.stdout
-        python = next(b for k, b in FENCE.findall(SHIPPING.read_text()) if "x-npy" in b)
+        python = next(
+            b for k, b in FENCE.findall(SHIPPING.read_text()) if k == "python" and "x-npy" in b
+        )
         asked = run_line(project, f"python -c {shlex.quote(python)}", timeout=60)
         assert asked.returncode == 0, asked.stderr
         assert asked.stdout.strip() == "[0, 1, 2, 3]", asked.stdout
