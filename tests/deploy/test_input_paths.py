@@ -108,3 +108,23 @@ def test_good_rows_are_answered_alike_by_the_server_and_predict(
     assert proc.returncode == 0, proc.stderr[-3000:]
     lines = (run / "predictions" / "rows.csv").read_text().splitlines()
     assert [line.split(",")[0] for line in lines[1:]] == ["0", "1"]
+
+
+def test_export_checks_the_samples_of_its_parity_run_by_the_same_spec(
+    run: Path, tmp_path: Path
+) -> None:
+    # A raw form whose declared range its own test split breaks (ids 1-17, range [0, 10]): one
+    # line naming the split, exit 2, before any tracing, and no export.
+    proc = call_script(
+        "export.py",
+        f"ckpt_path={run / 'checkpoints' / 'best.ckpt'}",
+        "+data.raw=ids",
+        "+data.top_id=10",
+        f"hydra.run.dir={tmp_path / 'export'}",
+    )
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines()[-1] == (
+        "error: OwnedRows.raw_form()'s test split: inputs must lie in [0, 10], got values in "
+        "[1, 17] (a digit's pixels in reading order)"
+    )
+    assert not (run / "export").exists()

@@ -2060,4 +2060,15 @@ MUTANTS += [
         ONE_ANSWER,
         "3.0 for a uint8 model is refused over JSON as it is from a float .npy",
     ),
+    Mutant(
+        "export: parity samples are not checked by the input spec",
+        "src/trainwell/deploy/export.py",
+        "    samples = raw.spec.check(\n        samples, where=",
+        "    samples = (lambda samples, where: samples)(\n        samples, where=",
+        (
+            "tests/deploy/test_input_paths.py::"
+            "test_export_checks_the_samples_of_its_parity_run_by_the_same_spec",
+        ),
+        "a raw form whose own split breaks its input spec is one line and exit 2 at export",
+    ),
 ]

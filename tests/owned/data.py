@@ -135,9 +135,9 @@ class OwnedRows(OwnedDigits):
     pixel values with no declared range; `raw="ids"`, byte ids (pixel + 1) right-padded with 0.
     The two input specs whose rules the server and predict once applied differently."""
 
-    def __init__(self, raw: str = "values", **loader: Any) -> None:
+    def __init__(self, raw: str = "values", top_id: int = 255, **loader: Any) -> None:
         super().__init__(**loader)
-        self.raw = raw
+        self.raw, self.top_id = raw, top_id  # top_id: the declared range's top, for a mistake
 
     def raw_form(self) -> dict[str, Any]:
         images, labels = self._load()
@@ -150,7 +150,7 @@ class OwnedRows(OwnedDigits):
         }
         if self.raw == "ids":
             rows = (rows + 1).astype(np.uint8)
-            spec.update(dtype="uint8", range=[0, 255], pad=0)
+            spec.update(dtype="uint8", range=[0, self.top_id], pad=0)
         else:
             spec.update(dtype="float32")
         return {

@@ -25,8 +25,9 @@ manifest.json (version 1):
 `shape` uses null for a dynamic axis; `dynamic_axes` names each one by its position ("batch", and
 "sequence" for a token model, whose input also has "max_sequence" and "pad", the id that
 right-pads its rows); `range` is null where values are unbounded. The server checks requests
-with the spec this entry describes (deploy/input_spec.py), as predict checks its `input=` files. `parity.unit` says what `parity.samples` counts: samples, or a token model's real
-(unpadded) tokens.
+with the spec this entry describes (deploy/input_spec.py), as predict checks its `input=` files.
+`parity.unit` says what `parity.samples` counts: samples, or a token model's real (unpadded)
+tokens.
 """
 
 from __future__ import annotations

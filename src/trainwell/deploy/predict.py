@@ -131,7 +131,7 @@ def _predict_tokens(run: TrainedRun, raw: RawData, cfg: DictConfig, source: obje
 
 
 def _raw_samples(source: object, raw: RawData) -> np.ndarray:
-    """The samples of an `input=` file, checked by the input spec the server checks requests with."""
+    """The samples of an `input=` file, checked by the spec the server checks requests with."""
     return raw.spec.check(read_raw_input(str(source), raw.spec), where=f"input={source}")
 
 

@@ -4,11 +4,12 @@ A datamodule declares its raw form with a `raw_form()` method (`from_hook` says 
 what a raw sample is, each split's raw samples in loader order, and the module that maps a raw
 batch to the model's input as evaluation does (trainwell.blocks.preprocess has the common ones).
 A token model's raw form also names its padding (`"tokens"`), so predict and export read one
-prediction per real position. The raw form's `input` becomes the `InputSpec` (deploy/input_spec.py)
-that checks every sample handed to the model: predict's `input=` files, export's parity samples
-and, through the manifest, the server's requests. Without a raw form, predict and export take the **batch form**:
-the model input its loaders yield (`batch_form`), the preprocessing staying outside the graph
-(`input.form: batch` in the manifest) and `index` being the position in the split.
+prediction per real position. The raw form's `input` becomes the `InputSpec`
+(deploy/input_spec.py) that checks every sample handed to the model: predict's `input=` files,
+export's parity samples and, through the manifest, the server's requests. Without a raw form,
+predict and export take the **batch form**: the model input its loaders yield (`batch_form`), the
+preprocessing staying outside the graph (`input.form: batch` in the manifest) and `index` being
+the position in the split.
 
 Reading `input=` files in that form is deploy/raw_input.py's job.
 """
