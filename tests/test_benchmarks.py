@@ -161,8 +161,17 @@ def test_gpu_suite_names_every_file_with_gpu_tests() -> None:
     assert marked == sorted(gpu_suite.GPU_TESTS)
 
 
-# Imported by the benchmarks, not run; and the GPU suite's own scripts (docs/benchmarks.md).
-NOT_A_MAKE_TARGET = {"harness", "raw_loop", "fit_timer", "phase_marker", "gpu_suite", "host_syncs"}
+# Imported by the benchmarks, not run (litserve_peer: the server serving.py measures ours
+# against); and the GPU suite's own scripts (docs/benchmarks.md).
+NOT_A_MAKE_TARGET = {
+    "harness",
+    "raw_loop",
+    "fit_timer",
+    "phase_marker",
+    "gpu_suite",
+    "host_syncs",
+    "litserve_peer",
+}
 
 
 def test_every_benchmark_runs_in_make_bench_or_bench_long() -> None:
