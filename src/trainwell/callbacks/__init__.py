@@ -3,10 +3,12 @@
 Always installed (guarantees, not options): exact accumulation, training state (RNG, metric
 states, loader position), pre-emption. Configured in conf/callbacks/guards.yaml and on by
 default: the non-finite guard, gradient-norm logging, the train-mode guard; and in
-conf/callbacks/default.yaml the throughput / MFU logger.
+conf/callbacks/default.yaml the throughput / MFU logger. Off by default, `ema.decay=0.999`
+(conf/callbacks/ema.yaml): the EMA of the weights.
 """
 
 from trainwell.callbacks.accumulation import ExactAccumulation
+from trainwell.callbacks.ema import ExactEMA
 from trainwell.callbacks.grad_norm import GradNormLogger
 from trainwell.callbacks.last_checkpoint import LastCheckpoint
 from trainwell.callbacks.learning_rate import LearningRateLogger
@@ -20,6 +22,7 @@ from trainwell.callbacks.training_state import ExactResume
 
 __all__ = [
     "ExactAccumulation",
+    "ExactEMA",
     "ExactResume",
     "GradNormLogger",
     "LastCheckpoint",

@@ -7,6 +7,8 @@ its callers). Private Lightning and torch attributes are used here and nowhere e
 `from trainwell import compat` and `compat.<name>`; the modules group the entries by what they
 touch:
 
+* averaging: Lightning's EMA callback and torch's AveragedModel (where the average lives, its
+  update, the trained weights after fit);
 * loops: the training loop (accumulation divisor, resumed loader order, SIGTERM broadcast);
 * checkpoints: last.ckpt, step checkpoints, FSDP2 checkpoint loading;
 * logged_results: what `self.log` and torchmetrics keep privately;
@@ -27,6 +29,12 @@ from typing import Any
 # script answers a mistyped key or path without importing torch and Lightning (five seconds on
 # two cores) for workarounds it never reaches.
 _HOMES = {
+    "AVERAGING": "averaging",
+    "PlacedAverage": "averaging",
+    "PlacedEMAWeightAveraging": "averaging",
+    "TRAINED": "averaging",
+    "holds_average": "averaging",
+    "load_full_state": "averaging",
     "skip_empty_callback_hooks": "callback_hooks",
     "at_epoch_last_batch": "checkpoints",
     "hold_saves_before_validation": "checkpoints",

@@ -18,6 +18,7 @@ from omegaconf import DictConfig
 from trainwell import compat
 from trainwell.callbacks.accumulation import ExactAccumulation
 from trainwell.callbacks.checkpoint_rehearsal import CheckpointRehearsal
+from trainwell.callbacks.ema import ema_callbacks
 from trainwell.callbacks.learning_rate import LearningRateLogger
 from trainwell.callbacks.preemption import PreemptionCheckpoint
 from trainwell.callbacks.training_state import ExactResume
@@ -66,17 +67,20 @@ def template_callbacks(
        with another effective batch refused.
     3. ExactResume (callbacks/training_state.py): RNG streams, metric states, logged running
        means and the loader position go into every checkpoint and come back on resume.
-    4. MonitoredMetricCheck (training/monitored_metric.py), then conf/callbacks/: the
+    4. ExactEMA (callbacks/ema.py), with `ema.decay` set (conf/callbacks/ema.yaml): the
+       weights' moving average, updated once per optimizer step before any checkpoint of that
+       step is written; validation and every checkpoint's state_dict hold the average.
+    5. MonitoredMetricCheck (training/monitored_metric.py), then conf/callbacks/: the
        monitored metric checked at the first validation, before early stopping reads it (a
        module that logs none trains without best.ckpt and early stopping; one that logs others
        is refused, exit 2); best/last/step checkpoints, early stopping, the guards (non-finite,
        train mode), gradient-norm / LR / throughput logging, progress bar, model summary. A
        callback that only writes to a logger is left out when the run has none.
-    5. PreemptionCheckpoint (callbacks/preemption.py): SIGTERM / SIGUSR1 -> a checkpoint at the
+    6. PreemptionCheckpoint (callbacks/preemption.py): SIGTERM / SIGUSR1 -> a checkpoint at the
        next window boundary, exit 3.
-    6. BackgroundCheckpointWrites (io/background_writes.py): checkpoints are written off the
+    7. BackgroundCheckpointWrites (io/background_writes.py): checkpoints are written off the
        training thread inside the training loop, and every write is on disk when it ends.
-    7. CheckpointRehearsal (callbacks/checkpoint_rehearsal.py), last before the checkpoint
+    8. CheckpointRehearsal (callbacks/checkpoint_rehearsal.py), last before the checkpoint
        callbacks: at train start, with every other callback started, the checkpoint a later
        save writes is written into memory and read back; a value it cannot hold stops the run
        before the first training step.
@@ -85,6 +89,7 @@ def template_callbacks(
         ExactAccumulation(),
         plan,
         ExactResume(),
+        *ema_callbacks(cfg),
         MonitoredMetricCheck(),
         *build_callbacks(cfg, has_logger=has_logger),
         PreemptionCheckpoint(run_dir / "checkpoints"),

@@ -12,6 +12,7 @@ from omegaconf import DictConfig
 
 from trainwell import compat
 from trainwell.errors import TrainwellError
+from trainwell.io.checkpoint_read import load_checkpoint_file
 from trainwell.io.named_paths import eval_checkpoint
 from trainwell.io.results import write_results
 from trainwell.loading.sharding import install_loader_policy
@@ -50,9 +51,12 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     # The checkpoint holds the training callbacks' state, which testing does not need.
     with compat.callbacks_left_out_on_purpose():
         tested = trainer.test(task, datamodule=datamodule, ckpt_path=ckpt, weights_only=True)
+    # What was tested is the checkpoint's state_dict: an EMA run's holds the average.
+    averaged = "ema" if compat.holds_average(load_checkpoint_file(ckpt, mmap=True)) else "trained"
     results = {
         "metrics": {k: float(v) for k, v in tested[0].items()},
         "ckpt": str(Path(ckpt).resolve()),
+        "weights": {"test": averaged},
     }
     if trainer.is_global_zero:
         write_results(run_dir / "results.json", results)

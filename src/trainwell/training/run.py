@@ -17,6 +17,7 @@ from hydra.utils import instantiate
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
 
+from trainwell.callbacks.ema import refuse_resume_without_ema, weights_used
 from trainwell.callbacks.last_checkpoint import LastCheckpoint
 from trainwell.callbacks.pruning import OptunaPruning, trial_pruning
 from trainwell.callbacks.training_state import ExactResume
@@ -134,7 +135,9 @@ def train(
     plan = _plan_callback(cfg, ckpt_path)
     module: L.LightningModule = instantiate(cfg.model, **planned_factories(cfg.model, plan))
     if ckpt_path:
-        check_architecture(load_checkpoint_file(ckpt_path)["state_dict"], module, ckpt_path)
+        resumed = load_checkpoint_file(ckpt_path)
+        check_architecture(resumed["state_dict"], module, ckpt_path)
+        refuse_resume_without_ema(resumed, ckpt_path, cfg)
     loggers = build_loggers(cfg)
     callbacks = template_callbacks(cfg, run_dir, plan, has_logger=bool(loggers))
     pruning = trial_pruning(cfg, run_dir)
@@ -166,6 +169,7 @@ def train(
         "best_ckpt": best,
         "last_ckpt": last,
         "test": tested_what,
+        "weights": weights_used(callbacks),
         "plan": plan.plan.as_dict() if plan.plan is not None else {},
         "finished_at": {"global_step": trainer.global_step, "epoch": trainer.current_epoch},
         "stop_reason": why_stopped,
