@@ -184,6 +184,14 @@ class PlacedAverage(AveragedModel):
         self.n_averaged.fill_(self.count)
 
     @torch.no_grad()
+    def take(self, model: nn.Module, count: int) -> None:
+        """Become `model`'s current values (bit for bit, shard by shard) after `count` updates."""
+        for a, m in zip(_named_tensors(self.module), _named_tensors(model), strict=True):
+            _local(a[1]).copy_(_local(m[1].detach()))
+        self.count = int(count)
+        self.n_averaged.fill_(self.count)
+
+    @torch.no_grad()
     def swap(self, model: nn.Module) -> None:
         """Exchange the average's values and `model`'s, bit for bit."""
         for a, m in zip(_named_tensors(self.module), _named_tensors(model), strict=True):
@@ -261,15 +269,17 @@ class PlacedEMAWeightAveraging(EMAWeightAveraging):
             return  # test / validate / predict use the checkpoint's state_dict: the average (4.)
         if not holds_average(checkpoint):
             return  # the average starts from the loaded weights at the first update
-        # Lightning loaded the average (`state_dict`) into the module: training goes on from
-        # the trained weights.
-        load_full_state(pl_module, checkpoint[TRAINED])
-        pending = (checkpoint["state_dict"], int(checkpoint[AVERAGING]["n_averaged"]))
+        # Lightning has loaded the average (`state_dict`) into the module: the average takes it,
+        # and training goes on from the trained weights.
+        count = int(checkpoint[AVERAGING]["n_averaged"])
         average = self.average
         if average is None:  # DDP / one device: the strategy places the module after this
-            self._pending = pending
-        else:  # FSDP2: restored once the module is sharded and the average built
-            average.load_gathered_state(*pending)
+            self._pending = (checkpoint["state_dict"], count)
+        else:
+            # FSDP2: restored once the module is sharded and the average built; the strategy
+            # loaded `state_dict` into the shards and removed it from the checkpoint.
+            average.take(pl_module, count)
+        load_full_state(pl_module, checkpoint[TRAINED])
 
 
 # The checkpoint keys Lightning's WeightAveraging writes beside `state_dict` (the average).
