@@ -889,3 +889,90 @@ def test_litserve_drains_for_uvicorn_graceful_timeout_seconds() -> None:
     assert "timeout_graceful_shutdown=self.uvicorn_graceful_timeout" in source
     compat.set_litserve_drain_timeout(server, 8.0)
     assert server.uvicorn_graceful_timeout == 8.0
+
+
+# -- compat/averaging.py: Lightning's WeightAveraging / EMAWeightAveraging, torch's AveragedModel --
+
+
+def _averaging_fit(tmp_path: Path, **kwargs: Any) -> tuple[Any, dict, L.Trainer]:
+    from lightning.pytorch.callbacks import EMAWeightAveraging
+
+    from tests.helpers.averaging import NormNet, fit, saved
+
+    module = NormNet()
+    trainer = fit(module, EMAWeightAveraging(decay=0.5), **kwargs)
+    return module, saved(trainer, tmp_path / "after_fit.ckpt"), trainer
+
+
+def test_weight_averaging_builds_its_average_before_the_module_is_placed(tmp_path: Path) -> None:
+    """compat.PlacedEMAWeightAveraging (1.): the average keeps the dtype (on a GPU: the device)
+    the module had before the strategy placed it."""
+    module, checkpoint, _ = _averaging_fit(tmp_path, precision="64-true")
+    assert module.net[0].weight.dtype == torch.float64
+    assert checkpoint["state_dict"]["net.0.weight"].dtype == torch.float32
+
+
+def test_weight_averaging_leaves_sharded_modules_unsharded() -> None:
+    """compat.PlacedEMAWeightAveraging (1.): a module with configure_model is built again outside
+    the strategy (Lightning-AI/pytorch-lightning#21414 still open)."""
+    from lightning.pytorch.callbacks import EMAWeightAveraging
+
+    from tests.helpers.averaging import ConfiguredNormNet, fit
+
+    with pytest.warns(UserWarning, match="doesn't support sharding model layers"):
+        fit(ConfiguredNormNet(), EMAWeightAveraging(decay=0.5), steps=1)
+
+
+def test_averaged_model_reads_its_count_on_the_device_at_every_update() -> None:
+    """compat.PlacedAverage (2.): the count lives where the weights do and is read at every
+    update (a host sync per optimizer step on a GPU; a meta tensor cannot be read at all)."""
+    from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
+
+    # WeightAveraging builds it on the module's device: there, a GPU; here, one nothing can read.
+    model = torch.nn.Linear(3, 2, device="meta")
+    average = AveragedModel(model, "meta", multi_avg_fn=get_ema_multi_avg_fn(0.9), use_buffers=True)
+    with pytest.raises((RuntimeError, NotImplementedError), match="meta"):
+        average.update_parameters(model)
+
+
+def test_ema_weight_averaging_updates_tensor_by_tensor() -> None:
+    """compat.PlacedAverage (2.): EMAWeightAveraging hands AveragedModel a per-tensor avg_fn
+    (three kernels per tensor), not the fused multi_avg_fn."""
+    import inspect
+
+    from lightning.pytorch.callbacks import EMAWeightAveraging
+
+    source = inspect.getsource(EMAWeightAveraging.__init__)
+    assert "avg_fn=get_ema_avg_fn(decay=decay)" in source and "multi_avg_fn" not in source
+
+
+def test_weight_averaging_saves_the_average_as_the_trained_weights_after_fit(
+    tmp_path: Path,
+) -> None:
+    """compat.PlacedEMAWeightAveraging (3.): after on_train_end the module holds the average, and
+    a checkpoint saved then has no trained weights left to resume from."""
+    _, checkpoint, _ = _averaging_fit(tmp_path)
+    for name, value in checkpoint["state_dict"].items():
+        assert torch.equal(checkpoint["current_model_state"][name], value), name
+
+
+def test_weight_averaging_tests_the_trained_weights_of_a_checkpoint_after_fit(
+    tmp_path: Path,
+) -> None:
+    """compat.PlacedEMAWeightAveraging (4.): trainer.test(ckpt_path=...) after fit restores the
+    callback too, which loads current_model_state over the averaged state_dict."""
+    from lightning.pytorch.callbacks import EMAWeightAveraging
+
+    from tests.helpers.averaging import NormNet, fit, points
+
+    module = NormNet()
+    trainer = fit(module, EMAWeightAveraging(decay=0.5))
+    trainer.save_checkpoint(tmp_path / "after_fit.ckpt")
+    written = torch.load(tmp_path / "after_fit.ckpt", weights_only=True)
+    # Its average made distinct from its trained weights (after fit they are equal, see above):
+    written["state_dict"] = {k: v + 1.0 for k, v in written["current_model_state"].items()}
+    torch.save(written, tmp_path / "distinct.ckpt")
+    trainer.test(module, dataloaders=points(), ckpt_path=tmp_path / "distinct.ckpt")
+    tested = module.net[0].weight.detach()
+    assert torch.equal(tested, written["current_model_state"]["net.0.weight"])
+    assert not torch.equal(tested, written["state_dict"]["net.0.weight"])
