@@ -592,3 +592,50 @@ class SchedulerFirstTask(ClassificationTask):
         sched.step()
         opt.step()
         return loss.detach()
+
+
+# -- callbacks --------------------------------------------------------------------------------
+
+
+class MicroBatchEMA(L.Callback):
+    """A hand-written EMA of the weights updated at every training batch's end: under
+    accumulation that is every micro-batch, K updates per optimizer step (it decays K times too
+    fast). Saved as Lightning's EMA saves it: the average in state_dict, the weights beside it."""
+
+    def __init__(self, decay: float = 0.9) -> None:
+        self.decay = decay
+        self.average: dict[str, torch.Tensor] = {}
+
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self.average = {n: p.detach().clone() for n, p in pl_module.named_parameters()}
+
+    @torch.no_grad()
+    def update(self, pl_module: L.LightningModule) -> None:
+        for name, param in pl_module.named_parameters():
+            self.average[name].lerp_(param, 1 - self.decay)
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        self.update(pl_module)
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
+        checkpoint["current_model_state"] = dict(checkpoint["state_dict"])
+        checkpoint["state_dict"] = {**checkpoint["state_dict"], **self.average}
+
+
+class StepEMA(MicroBatchEMA):
+    """The twin: updates only after a batch that ended an optimizer step."""
+
+    _step = 0
+
+    def on_train_batch_end(self, trainer, pl_module, outputs, batch, batch_idx) -> None:
+        if trainer.global_step != self._step:
+            self._step = trainer.global_step
+            self.update(pl_module)
+
+
+class UnsavedEMA(StepEMA):
+    """Averages once per optimizer step, but the checkpoint never sees the average (its twin:
+    StepEMA, which saves it)."""
+
+    def on_save_checkpoint(self, trainer, pl_module, checkpoint) -> None:
+        pass

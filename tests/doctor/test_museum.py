@@ -13,6 +13,7 @@ from trainwell.doctor.checks import CHECK_IDS
 NET = f"model.net._target_={MUSEUM}"
 TASK = f"model._target_={MUSEUM}"
 DATA = f"data._target_={MUSEUM}"
+CALLBACK = f"+callbacks.averaging._target_={MUSEUM}"
 
 EXHIBITS = [
     # (exhibit, overrides, check id, expected status)
@@ -186,6 +187,13 @@ EXHIBITS = [
         "schedule.interval",
         "warn",
     ),
+    (
+        "EMA updated at every micro-batch",
+        [f"{CALLBACK}.MicroBatchEMA", "trainer.accumulate_grad_batches=2"],
+        "weights.averaging",
+        "fail",
+    ),
+    ("EMA left out of the checkpoint", [f"{CALLBACK}.UnsavedEMA"], "weights.averaging", "fail"),
 ]
 
 # Exhibits in the language-model experiment (LM_FAST instead of FAST).
@@ -285,6 +293,7 @@ BASELINE = {
     "schedule.interval": ["trainer.accumulate_grad_batches=2"],
     # K=3: the last window of the 20-batch digits epoch is short, so the tail probe runs too
     "accumulation.equivalence": ["trainer.accumulate_grad_batches=3", "model.net.dropout=0.5"],
+    "weights.averaging": ["ema.decay=0.9"],  # the template's EMA: an average to look at
 }
 
 

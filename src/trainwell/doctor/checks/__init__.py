@@ -8,6 +8,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from trainwell.doctor.checks.accumulation import accumulation_equivalence
+from trainwell.doctor.checks.averaging import weights_averaging
 from trainwell.doctor.checks.batch_independence import eval_batch_independence
 from trainwell.doctor.checks.class_balance import data_class_balance
 from trainwell.doctor.checks.data import data_finite, data_leakage
@@ -53,6 +54,7 @@ CHECKS: dict[str, Callable[[DoctorContext], Check]] = {
     "checkpoint.partial_load": checkpoint_partial_load,
     "precision.master_weights": precision_master_weights,
     "accumulation.equivalence": accumulation_equivalence,
+    "weights.averaging": weights_averaging,
     "memory.graph_leak": memory_graph_leak,
     "schedule.interval": schedule_interval,
     "device.placement": device_placement,

@@ -1,0 +1,310 @@
+"""weights.averaging: a moving average of the weights (EMA, SWA) updated once per optimizer step,
+never per micro-batch, and saved in the checkpoint.
+
+An average updated at every micro-batch under accumulation decays K times too fast and nothing
+says so; one kept outside the checkpoint restarts on every resume and never reaches eval,
+predict or export. The check finds averages by what they do, not by their class: in a short
+real fit under accumulation (K >= 2) with the run's averaging callbacks (`ema.decay`, Lightning's
+WeightAveraging, a callback of the user's own) it watches every tensor they and the module hold
+outside the optimizer; a tensor is an average of a weight when each change moves it straight
+towards that weight (an EMA or SWA update: `avg += a * (w - avg)`), unlike statistics such as
+BatchNorm's or a codebook's. Then it checks when those updates happened (after micro-batches
+that ended an optimizer step only) and where a checkpoint written mid-run keeps them (its
+state_dict, which eval, predict and export load).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import lightning as L
+import torch
+from hydra.utils import instantiate
+from lightning.pytorch.callbacks import WeightAveraging
+from omegaconf import DictConfig
+from torch import nn
+from torch.optim.swa_utils import AveragedModel
+
+from trainwell.callbacks.ema import ema_callbacks
+from trainwell.doctor.harness.batches import replay_loader
+from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.report.verdict import Check
+from trainwell.errors import error_line
+
+ID = "weights.averaging"
+STEPS = 4  # optimizer steps in the probe; the last window's end is not observed (fit stops)
+PARALLEL = 0.99  # cosine between an update and (weight - average) for an averaging update
+_DEPTH = 3  # attribute levels searched inside a callback
+# Packages whose callbacks keep no average of their own (checkpoints, logging, progress): left out.
+_BUILT_IN = ("lightning", "pytorch_lightning", "trainwell")
+
+
+def _user_callbacks(cfg: DictConfig) -> tuple[list[L.Callback], list[str]]:
+    """The run's averaging callbacks: the template's EMA, Lightning's WeightAveraging family and
+    any callback of the user's own (neither Lightning's nor the template's), built as the run
+    builds them; and the names of those that could not be built."""
+    callbacks: list[L.Callback] = list(ema_callbacks(cfg))
+    unbuilt: list[str] = []
+    for name, node in (cfg.get("callbacks") or {}).items():
+        if node is None:
+            continue
+        try:
+            callback = instantiate(node)
+        except Exception as err:  # reported in the evidence; the run itself would say more
+            unbuilt.append(f"{name}: {error_line(err)}")
+            continue
+        home = type(callback).__module__.split(".")[0]
+        if isinstance(callback, WeightAveraging) or home not in _BUILT_IN:
+            callbacks.append(callback)
+    return callbacks, unbuilt
+
+
+def _tensors_in(value: Any, path: str, depth: int, seen: set[int]) -> dict[str, torch.Tensor]:
+    """Every floating tensor reachable from `value` (modules, containers, plain objects)."""
+    if id(value) in seen or depth < 0:
+        return {}
+    seen.add(id(value))
+    if isinstance(value, torch.Tensor):
+        return {path: value} if value.is_floating_point() else {}
+    if isinstance(value, nn.Module):
+        named = {**dict(value.named_parameters()), **dict(value.named_buffers())}
+        return {f"{path}.{n}": t for n, t in named.items() if t.is_floating_point()}
+    if isinstance(value, dict):
+        items = value.items()
+    elif isinstance(value, list | tuple):
+        items = enumerate(value)
+    elif hasattr(value, "__dict__") and not isinstance(value, type):
+        items = vars(value).items()
+    else:
+        return {}
+    found: dict[str, torch.Tensor] = {}
+    for key, item in items:
+        if isinstance(key, str) and key in ("_trainer", "trainer"):
+            continue
+        found.update(_tensors_in(item, f"{path}.{key}", depth - 1, seen))
+    return found
+
+
+@dataclass
+class _Average:
+    """One tensor that moved towards a weight, and when."""
+
+    owner: str
+    weight: str  # the trained parameter it averages
+    at_step_ends: int = 0  # updates right after a micro-batch that ended an optimizer step
+    mid_window: int = 0  # updates after a micro-batch that did not
+
+
+class _Watch(L.Callback):
+    """Last of the probe's callbacks: at each training batch's start (everything the previous
+    micro-batch did, the module's own hooks included, is done) it compares the candidate
+    tensors with their previous values; after the second optimizer step it writes a checkpoint
+    and keeps the averages' values of that moment. (Not a dataclass: Hydra would take it for a
+    config when the Trainer is instantiated with it.)"""
+
+    def __init__(self, owners: list[L.Callback], checkpoint_path: str) -> None:
+        self.owners = owners
+        self.checkpoint_path = checkpoint_path
+        self.averages: dict[str, _Average] = {}
+        self.saved_values: dict[str, torch.Tensor] = {}
+        self.transitions: list[bool] = []  # did an optimizer step end each watched micro-batch?
+        self._before: dict[str, torch.Tensor] = {}
+        self._step = -1
+        self._saved = False
+
+    def _candidates(self, trainer: L.Trainer, module: L.LightningModule) -> dict[str, torch.Tensor]:
+        """What may hold an average: the averaging callbacks' tensors (not the live weights they
+        may also point at), an AveragedModel in the module, module parameters no optimizer holds."""
+        optimized = {id(p) for o in trainer.optimizers for g in o.param_groups for p in g["params"]}
+        live = {id(p) for p in module.parameters() if id(p) in optimized and p.requires_grad}
+        found: dict[str, torch.Tensor] = {}
+        seen: set[int] = {id(self), id(module), id(trainer)}
+        for callback in self.owners:
+            held = _tensors_in(vars(callback), type(callback).__name__, _DEPTH, seen)
+            found.update({k: v for k, v in held.items() if id(v) not in live})
+        for name, sub in module.named_modules():
+            if isinstance(sub, AveragedModel):  # even if the optimizer holds it by mistake
+                found.update(_tensors_in(sub, f"module.{name}", 1, set()))
+        for name, param in module.named_parameters():
+            if id(param) not in optimized:
+                found[f"module.{name}"] = param
+        return found
+
+    def _trained(
+        self, trainer: L.Trainer, module: L.LightningModule, exclude: set[int]
+    ) -> dict[str, torch.Tensor]:
+        """The weights the optimizers train, less the candidate averages."""
+        ids = {id(p) for o in trainer.optimizers for g in o.param_groups for p in g["params"]}
+        return {
+            n: p
+            for n, p in module.named_parameters()
+            if id(p) in ids and p.requires_grad and id(p) not in exclude
+        }
+
+    def on_train_batch_start(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
+    ) -> None:
+        candidates = self._candidates(trainer, pl_module)
+        now = {k: v.detach().clone() for k, v in candidates.items()}
+        held = {id(v) for v in candidates.values()}
+        weights = {k: v.detach() for k, v in self._trained(trainer, pl_module, held).items()}
+        if self._step >= 0:
+            stepped = trainer.global_step != self._step
+            self.transitions.append(stepped)
+            for name, value in now.items():
+                before = self._before.get(name)
+                if before is None or before.shape != value.shape or torch.equal(before, value):
+                    continue
+                weight = _averaged_weight(before, value, weights)
+                if weight is None:
+                    continue
+                average = self.averages.setdefault(name, _Average(name.split(".")[0], weight))
+                if stepped:
+                    average.at_step_ends += 1
+                elif trainer.global_step > 0:  # an average built lazily before step 1 is no update
+                    average.mid_window += 1
+        self._before, self._step = now, trainer.global_step
+        if trainer.global_step >= 2 and not self._saved and self.transitions[-1:] == [True]:
+            self._saved = True
+            trainer.save_checkpoint(self.checkpoint_path, weights_only=False)
+            self.saved_values = {k: v.clone() for k, v in now.items()}
+
+
+def _averaged_weight(
+    before: torch.Tensor, after: torch.Tensor, weights: dict[str, torch.Tensor]
+) -> str | None:
+    """The trained weight `after - before` points straight at (None: no such weight)."""
+    step = (after - before).double().flatten()
+    best, name = 0.0, None
+    for key, weight in weights.items():
+        if weight.shape != before.shape:
+            continue
+        towards = (weight.double() - before.double()).flatten()
+        norm = float(step.norm() * towards.norm())
+        if norm == 0.0 or not math.isfinite(norm):
+            continue
+        cosine = float(step @ towards) / norm
+        if cosine > max(best, PARALLEL):
+            best, name = cosine, key
+    return name
+
+
+def _where(value: torch.Tensor, checkpoint: dict[str, Any]) -> str | None:
+    """'state_dict' or another top-level key of `checkpoint` holding a tensor equal to `value`."""
+    value = value.cpu()
+
+    def holds(node: Any) -> bool:
+        if isinstance(node, torch.Tensor):
+            return node.shape == value.shape and torch.equal(node, value)
+        if isinstance(node, dict):
+            return any(holds(v) for v in node.values())
+        if isinstance(node, list | tuple):
+            return any(holds(v) for v in node)
+        return False
+
+    if holds(checkpoint.get("state_dict", {})):
+        return "state_dict"
+    return next((k for k, v in checkpoint.items() if k != "state_dict" and holds(v)), None)
+
+
+def weights_averaging(ctx: DoctorContext) -> Check:
+    callbacks, unbuilt = _user_callbacks(ctx.cfg)
+    accumulate = max(2, ctx.accumulate)
+    batches = ctx.samples.micro_batches(0, accumulate * (STEPS + 1))
+    train = replay_loader(batches, repeats=math.ceil(accumulate * (STEPS + 1) / len(batches)))
+    path = ctx.workdir / "averaging.ckpt"
+    watch = _Watch(callbacks, str(path))
+    task = ctx.make_task()
+    fit = ctx.fit(
+        task, train, callbacks=[*callbacks, watch], max_steps=STEPS, accumulate=accumulate
+    )
+    evidence: dict[str, Any] = {
+        "callbacks_watched": [type(c).__name__ for c in callbacks],
+        "accumulate": accumulate,
+        "micro_batches_watched": len(watch.transitions),
+        "optimizer_steps_watched": sum(watch.transitions),
+    }
+    if unbuilt:
+        evidence["callbacks_not_built"] = unbuilt
+    if fit.error is not None:
+        return Check(
+            ID,
+            "skip",
+            f"the probe fit with the run's averaging callbacks raised {fit.error_line}; "
+            "fix that first, then rerun the doctor",
+            evidence,
+        )
+    if not watch.averages:
+        return Check(
+            ID,
+            "skip",
+            "no moving average of the weights found (no averaging callback, ema.decay is null, "
+            "and nothing the module keeps outside the optimizer moves towards its weights)",
+            evidence,
+        )
+    return _verdict(watch, path, accumulate, evidence)
+
+
+def _verdict(watch: _Watch, path: Any, accumulate: int, evidence: dict[str, Any]) -> Check:
+    owners: dict[str, list[_Average]] = {}
+    for name, average in watch.averages.items():
+        owners.setdefault(average.owner, []).append(average)
+        evidence.setdefault("averages", {})[name] = {
+            "averages": average.weight,
+            "updates_after_an_optimizer_step": average.at_step_ends,
+            "updates_mid_window": average.mid_window,
+        }
+    for owner, averages in owners.items():
+        mid = max(a.mid_window for a in averages)
+        if mid:
+            steps = max(a.at_step_ends for a in averages)
+            return Check(
+                ID,
+                "fail",
+                f"{owner} updates its weight average after micro-batches that end no optimizer "
+                f"step ({mid + steps} updates in {steps} watched optimizer steps of {accumulate} "
+                f"micro-batches): under accumulation it decays {accumulate} times too fast; "
+                "update it once per optimizer step (when trainer.global_step changes), or use "
+                "ema.decay=<decay>",
+                evidence,
+            )
+    if not watch.saved_values or not path.is_file():
+        return Check(ID, "skip", "the probe wrote no checkpoint to look in", evidence)
+    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    places: dict[str, set[str | None]] = {}
+    for name, average in watch.averages.items():
+        value = watch.saved_values.get(name)
+        if value is not None:
+            places.setdefault(average.owner, set()).add(_where(value, checkpoint))
+    evidence["kept_in"] = {owner: sorted(map(str, found)) for owner, found in places.items()}
+    for owner, found in places.items():
+        if None in found:
+            return Check(
+                ID,
+                "fail",
+                f"{owner}'s weight average is not in the checkpoint: a resume restarts it from "
+                "the weights and eval, predict and export never see it; save it in the "
+                "checkpoint's state_dict (Lightning's EMAWeightAveraging does, or use "
+                "ema.decay=<decay>)",
+                evidence,
+            )
+        if "state_dict" not in found:
+            return Check(
+                ID,
+                "warn",
+                f"{owner} saves its weight average outside the checkpoint's state_dict "
+                f"({', '.join(sorted(map(str, found)))}): eval, predict and export load the "
+                "state_dict, the trained weights; put the average there (ema.decay=<decay> "
+                "does)",
+                evidence,
+            )
+    return Check(
+        ID,
+        "pass",
+        f"the weight average of {', '.join(sorted(owners))} is updated once per optimizer "
+        f"step (none of {len(watch.transitions) - sum(watch.transitions)} mid-window "
+        "micro-batches updated it) and kept in the checkpoint's state_dict",
+        evidence,
+    )
