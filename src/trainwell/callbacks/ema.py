@@ -20,11 +20,17 @@ from __future__ import annotations
 from typing import Any
 
 import lightning as L
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from trainwell import compat
 from trainwell.errors import TrainwellError
 from trainwell.io.announce import announce
+
+_SHARDED = (
+    "ema.decay with trainer.strategy.save_distributed_checkpoint=true is not supported: the "
+    "average travels in one ordinary checkpoint; set "
+    "trainer.strategy.save_distributed_checkpoint=false"
+)
 
 
 def saved_decay(checkpoint: dict[str, Any]) -> float | None:
@@ -71,11 +77,7 @@ class ExactEMA(compat.PlacedEMAWeightAveraging):
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if stage == "fit" and getattr(trainer.strategy, "save_distributed", False):
-            raise TrainwellError(
-                "ema.decay with trainer.strategy.save_distributed_checkpoint=true is not "
-                "supported: the average travels in one ordinary checkpoint; set "
-                "trainer.strategy.save_distributed_checkpoint=false"
-            )
+            raise TrainwellError(_SHARDED)
         super().setup(trainer, pl_module, stage)
 
     def state_dict(self) -> dict[str, Any]:
@@ -108,6 +110,8 @@ def ema_callbacks(cfg: DictConfig) -> list[L.Callback]:
     node = cfg.get("ema")
     if node is None or node.get("decay") is None:
         return []
+    if OmegaConf.select(cfg, "trainer.strategy.save_distributed_checkpoint", default=False):
+        raise TrainwellError(_SHARDED)
     return [ExactEMA(**dict(node))]
 
 
