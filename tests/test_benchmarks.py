@@ -20,6 +20,7 @@ from tests.helpers.benchmarks import BENCH, REPO
 
 sys.path.insert(0, str(BENCH))  # benchmarks/ is a folder of scripts, not a package
 
+import ema_cost
 import gpu_throughput
 import guard_overhead
 import harness
@@ -125,6 +126,26 @@ def test_figure_prints_and_records_median_and_spread(capsys: pytest.CaptureFixtu
     median = harness.figure(figures, "x_s", [1.0, 3.0, 2.0], "x", " s", spread=True)
     assert median == 2.0 and figures == {"x_s": 2.0, "x_s_spread": pytest.approx(0.5)}
     assert capsys.readouterr().out.startswith("x: median 2 s (min 1, max 3, n=3")
+
+
+def test_ema_cost_sides_differ_only_by_their_average() -> None:
+    """ema_cost.py's sides: no average, the template's EMA, Lightning's EMA callback; the same
+    decay, nothing else changed."""
+    import tempfile
+
+    from hydra.utils import instantiate
+    from lightning.pytorch.callbacks import EMAWeightAveraging
+
+    from trainwell.callbacks.ema import ExactEMA, ema_callbacks
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cfgs = {k: harness.compose(v, Path(tmp)) for k, v in ema_cost.SIDES.items()}
+    assert ema_callbacks(cfgs["off"]) == [] and ema_callbacks(cfgs["lightning"]) == []
+    (ema,) = ema_callbacks(cfgs["ema"])
+    assert isinstance(ema, ExactEMA) and ema.decay == ema_cost.DECAY
+    stock = instantiate(cfgs["lightning"].callbacks.stock_ema)
+    assert type(stock) is EMAWeightAveraging
+    assert set(cfgs["lightning"].callbacks) - set(cfgs["off"].callbacks) == {"stock_ema"}
 
 
 def test_guard_overhead_switches_off_exactly_the_guards_it_profiles() -> None:

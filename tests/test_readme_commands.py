@@ -150,6 +150,7 @@ DOCS_EXCLUDED = {
         for name in (
             "overhead",
             "guard_overhead",
+            "ema_cost",
             "memory",
             "data_pipeline",
             "startup",

@@ -1,0 +1,137 @@
+"""What EMA (`ema.decay`) costs per optimizer step, against the same run without it.
+
+    .venv/bin/python benchmarks/ema_cost.py                     # digits CNN, 4 epochs, 3 reps
+    .venv/bin/python benchmarks/ema_cost.py --override model=resnet18 --override data=synthetic
+
+Three sides of `trainwell.training.run.train`, interleaved, identical but for the average: `off`
+(ema.decay=null), `ema` (ema.decay=0.999: the template's ExactEMA) and `lightning` (Lightning's
+own EMAWeightAveraging(decay=0.999) added as a callback: the same work, done by the stock
+callback). Figure: the training time per optimizer step (FitTimer's train part of each epoch
+after the first, validation and checkpoint writes left out) of each side, as ratios to `off`.
+
+A second figure isolates the update itself: one update of the run's module by the template's
+average (one fused foreach lerp, the count on the host) and by torch's AveragedModel with the
+per-tensor EMA function Lightning's callback passes it, each timed over many repetitions on the
+same module.
+
+Last line: `ema_step_ratio=.. lightning_step_ratio=.. ema_update_ms=.. lightning_update_ms=..
+tensors=.. off_step_ms=..`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import harness
+
+DECAY = 0.999
+SIDES: dict[str, list[str]] = {
+    "off": [],
+    "ema": [f"ema.decay={DECAY}"],
+    "lightning": [
+        "+callbacks.stock_ema._target_=lightning.pytorch.callbacks.EMAWeightAveraging",
+        f"+callbacks.stock_ema.decay={DECAY}",
+    ],
+}
+
+
+def step_seconds(side: str, epochs: int, extra: list[str], out: Path) -> float:
+    """Training seconds per optimizer step of one train() call, epochs after the first."""
+    from fit_timer import FitTimer
+
+    from trainwell.training.run import train
+
+    overrides = [
+        *extra,
+        *SIDES[side],
+        f"trainer.max_epochs={epochs}",
+        "test=false",
+        "print_config=false",
+        "callbacks.early_stopping=null",
+        "callbacks.rich_progress_bar=null",
+        "+callbacks.bench_timer._target_=fit_timer.FitTimer",
+    ]
+    results = train(harness.compose(overrides, out))
+    timed = FitTimer.last
+    steps = int(results["finished_at"]["global_step"])
+    per_epoch = steps / max(len(timed["train_seconds"]), 1)
+    later = timed["train_seconds"][1:] or timed["train_seconds"]
+    return sum(later) / (per_epoch * len(later))
+
+
+def update_seconds(extra: list[str], reps: int) -> dict[str, Any]:
+    """Seconds per update of the run's module: the template's average and AveragedModel with
+    Lightning's per-tensor EMA function, alternating."""
+    import torch
+    from hydra.utils import instantiate
+    from torch.optim.swa_utils import AveragedModel, get_ema_avg_fn
+
+    from trainwell.compat.averaging import PlacedAverage
+
+    with tempfile.TemporaryDirectory() as tmp:
+        module = instantiate(harness.compose(extra, Path(tmp)).model)
+    placed = PlacedAverage(module, DECAY)
+    stock = AveragedModel(module, avg_fn=get_ema_avg_fn(DECAY), use_buffers=True)
+    times: dict[str, list[float]] = {"ema": [], "lightning": []}
+    with torch.no_grad():
+        for _ in range(reps):
+            for name, average in (("ema", placed), ("lightning", stock)):
+                start = time.perf_counter()
+                for _ in range(10):
+                    average.update_parameters(module)
+                times[name].append((time.perf_counter() - start) / 10)
+    tensors = len(list(module.parameters())) + len(list(module.buffers()))
+    return {name: statistics.median(values) for name, values in times.items()} | {
+        "tensors": tensors
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--epochs", type=int, default=4)
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--override", action="append", default=[], help="a train.py override")
+    args = harness.parse_args(
+        parser, argv, lambda a: f"EMA cost per optimizer step: {' '.join(a.override) or 'digits'}"
+    )
+    sys.path.insert(0, str(harness.REPO / "benchmarks"))  # fit_timer, built by Hydra by name
+    with tempfile.TemporaryDirectory(prefix="tw-bench-ema-") as tmp:
+
+        def side(name: str) -> float:
+            return step_seconds(name, args.epochs, args.override, Path(tempfile.mkdtemp(dir=tmp)))
+
+        def report(rep: int, results: dict[str, float]) -> None:
+            line = ", ".join(f"{k}: {1e3 * v:.3f} ms/step" for k, v in results.items())
+            print(f"rep {rep}: {line}", flush=True)
+
+        times = harness.interleaved({k: (lambda k=k: side(k)) for k in SIDES}, args.reps, report)
+    update = update_seconds(args.override, reps=max(5, 5 * args.reps))
+    figures: dict[str, float | int | str] = {}
+    medians = {k: harness.summary(v)["median"] for k, v in times.items()}
+    for name in SIDES:
+        harness.figure(
+            figures, f"{name}_step_ms", [1e3 * t for t in times[name]], f"{name}: per step", " ms"
+        )
+    print(
+        f"one update of {update['tensors']} tensors: template {1e3 * update['ema']:.3f} ms, "
+        f"Lightning's {1e3 * update['lightning']:.3f} ms"
+    )
+    harness.final_line(
+        ema_step_ratio=medians["ema"] / medians["off"],
+        lightning_step_ratio=medians["lightning"] / medians["off"],
+        ema_update_ms=1e3 * update["ema"],
+        lightning_update_ms=1e3 * update["lightning"],
+        tensors=update["tensors"],
+        off_step_ms=figures["off_step_ms"],
+    )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
