@@ -6,16 +6,18 @@
 Three sides of `trainwell.training.run.train`, interleaved, identical but for the average: `off`
 (ema.decay=null), `ema` (ema.decay=0.999: the template's ExactEMA) and `lightning` (Lightning's
 own EMAWeightAveraging(decay=0.999) added as a callback: the same work, done by the stock
-callback). Figure: the training time per optimizer step (FitTimer's train part of each epoch
-after the first, validation and checkpoint writes left out) of each side, as ratios to `off`.
+callback). Figures: the training time per optimizer step (FitTimer's train part of each epoch
+after the first, validation and checkpoint writes left out) of each side, as ratios to `off`;
+and, steadier on a shared machine, the time spent inside the averaging callback's per-batch
+hook (the update) per optimizer step, as a share of `off`'s step.
 
 A second figure isolates the update itself: one update of the run's module by the template's
 average (one fused foreach lerp, the count on the host) and by torch's AveragedModel with the
 per-tensor EMA function Lightning's callback passes it, each timed over many repetitions on the
 same module.
 
-Last line: `ema_step_ratio=.. lightning_step_ratio=.. ema_update_ms=.. lightning_update_ms=..
-tensors=.. off_step_ms=..`.
+Last line: `ema_step_ratio=.. lightning_step_ratio=.. ema_hook_share=.. lightning_hook_share=..
+ema_update_ms=.. lightning_update_ms=.. tensors=.. off_step_ms=..` (and each side's figures).
 """
 
 from __future__ import annotations
@@ -41,11 +43,39 @@ SIDES: dict[str, list[str]] = {
 }
 
 
-def step_seconds(side: str, epochs: int, extra: list[str], out: Path) -> float:
-    """Training seconds per optimizer step of one train() call, epochs after the first."""
+class HookClock:
+    """Seconds spent inside the averaging callbacks' per-batch hook (the update), summed over a
+    fit: patched onto Lightning's WeightAveraging for the benchmark's lifetime."""
+
+    seconds = 0.0
+    calls = 0
+
+    @classmethod
+    def install(cls) -> None:
+        # The template's ExactEMA inherits this hook: patched once, it times both sides.
+        from lightning.pytorch.callbacks import WeightAveraging
+
+        hook = WeightAveraging.on_train_batch_end
+
+        def timed(self: Any, *args: Any, **kwargs: Any) -> None:
+            start = time.perf_counter()
+            try:
+                hook(self, *args, **kwargs)
+            finally:
+                cls.seconds += time.perf_counter() - start
+                cls.calls += 1
+
+        WeightAveraging.on_train_batch_end = timed  # type: ignore[method-assign]
+
+
+def step_seconds(side: str, epochs: int, extra: list[str], out: Path) -> tuple[float, float]:
+    """(training seconds per optimizer step, seconds in the averaging hook per optimizer step)
+    of one train() call, epochs after the first (the hook: over the whole fit)."""
     from fit_timer import FitTimer
 
     from trainwell.training.run import train
+
+    HookClock.seconds, HookClock.calls = 0.0, 0
 
     overrides = [
         *extra,
@@ -62,7 +92,7 @@ def step_seconds(side: str, epochs: int, extra: list[str], out: Path) -> float:
     steps = int(results["finished_at"]["global_step"])
     per_epoch = steps / max(len(timed["train_seconds"]), 1)
     later = timed["train_seconds"][1:] or timed["train_seconds"]
-    return sum(later) / (per_epoch * len(later))
+    return sum(later) / (per_epoch * len(later)), HookClock.seconds / max(steps, 1)
 
 
 def update_seconds(extra: list[str], reps: int) -> dict[str, Any]:
@@ -101,22 +131,41 @@ def main(argv: list[str] | None = None) -> int:
         parser, argv, lambda a: f"EMA cost per optimizer step: {' '.join(a.override) or 'digits'}"
     )
     sys.path.insert(0, str(harness.REPO / "benchmarks"))  # fit_timer, built by Hydra by name
+    HookClock.install()
     with tempfile.TemporaryDirectory(prefix="tw-bench-ema-") as tmp:
 
-        def side(name: str) -> float:
+        def side(name: str) -> tuple[float, float]:
             return step_seconds(name, args.epochs, args.override, Path(tempfile.mkdtemp(dir=tmp)))
 
-        def report(rep: int, results: dict[str, float]) -> None:
-            line = ", ".join(f"{k}: {1e3 * v:.3f} ms/step" for k, v in results.items())
+        def report(rep: int, results: dict[str, tuple[float, float]]) -> None:
+            line = ", ".join(
+                f"{k}: {1e3 * v[0]:.3f} ms/step ({1e3 * v[1]:.3f} in the update hook)"
+                for k, v in results.items()
+            )
             print(f"rep {rep}: {line}", flush=True)
 
-        times = harness.interleaved({k: (lambda k=k: side(k)) for k in SIDES}, args.reps, report)
+        runs = harness.interleaved({k: (lambda k=k: side(k)) for k in SIDES}, args.reps, report)
     update = update_seconds(args.override, reps=max(5, 5 * args.reps))
     figures: dict[str, float | int | str] = {}
+    times = {k: [step for step, _ in v] for k, v in runs.items()}
+    hooks = {k: [hook for _, hook in v] for k, v in runs.items()}
     medians = {k: harness.summary(v)["median"] for k, v in times.items()}
     for name in SIDES:
         harness.figure(
-            figures, f"{name}_step_ms", [1e3 * t for t in times[name]], f"{name}: per step", " ms"
+            figures,
+            f"{name}_step_ms",
+            [1e3 * t for t in times[name]],
+            f"{name}: per step",
+            " ms",
+            spread=True,
+        )
+    for name in ("ema", "lightning"):
+        harness.figure(
+            figures,
+            f"{name}_hook_ms",
+            [1e3 * t for t in hooks[name]],
+            f"{name}: hook per step",
+            " ms",
         )
     print(
         f"one update of {update['tensors']} tensors: template {1e3 * update['ema']:.3f} ms, "
@@ -125,10 +174,12 @@ def main(argv: list[str] | None = None) -> int:
     harness.final_line(
         ema_step_ratio=medians["ema"] / medians["off"],
         lightning_step_ratio=medians["lightning"] / medians["off"],
+        ema_hook_share=figures["ema_hook_ms"] / figures["off_step_ms"],  # type: ignore[operator]
+        lightning_hook_share=figures["lightning_hook_ms"] / figures["off_step_ms"],  # type: ignore[operator]
         ema_update_ms=1e3 * update["ema"],
         lightning_update_ms=1e3 * update["lightning"],
         tensors=update["tensors"],
-        off_step_ms=figures["off_step_ms"],
+        **figures,
     )
     return 0
 
