@@ -120,6 +120,11 @@ EXCLUDED = {
     "python scripts/train.py -m launcher=slurm trainer=ddp seed=1,2,3": "a SLURM cluster",
     "torchrun --nproc-per-node=4 scripts/train.py trainer=ddp trainer.devices=4 "
     "hydra.run.dir=<dir> resume=auto": "four GPUs",
+    "python scripts/train.py ema.decay=0.999": (
+        "a default run with EMA: a minute; tests/training/test_ema.py runs short ones"
+    ),
+    "python scripts/train.py ema.decay=0.999 ema.update_starting_at_step=1000 "
+    "ema.update_every_n_steps=2": DEFAULT_VARIANT,
     "python scripts/train.py cv.folds=5": (
         "five default runs, minutes; tests/training/test_cross_validation*.py run 4 short folds"
     ),

@@ -2072,3 +2072,40 @@ MUTANTS += [
         "a raw form whose own split breaks its input spec is one line and exit 2 at export",
     ),
 ]
+
+EMA = "src/trainwell/callbacks/ema.py"
+EMA_COMPAT = "src/trainwell/compat/averaging.py"
+EMA_T = "tests/training/test_ema.py"
+EMA_DOCTOR_T = (
+    "tests/doctor/test_averaging.py::test_an_average_updated_per_optimizer_step_and_saved_passes"
+)
+MUTANTS += [
+    Mutant(
+        "ema: the average is updated after every micro-batch",
+        EMA,
+        "    @property\n    def updates(self) -> int:",
+        (
+            "    def on_train_batch_end(self, trainer, pl_module, *args, **kwargs) -> None:\n"
+            "        self.average.update_parameters(pl_module)  # whether or not a step ended\n\n"
+            "    @property\n    def updates(self) -> int:"
+        ),
+        (
+            f"{EMA_T}::test_k4_micro_batches_of_16_average_as_k1_batches_of_64",
+            f"{EMA_DOCTOR_T}[ema.decay]",
+        ),
+        "the average moves once per optimizer step: K updates per step under accumulation "
+        "would decay it K times too fast",
+    ),
+    Mutant(
+        "ema: the checkpoint keeps no average (state_dict left as the trained weights)",
+        EMA_COMPAT,
+        '        checkpoint["state_dict"] = averaged\n',
+        "",
+        (
+            f"{EMA_T}::test_the_checkpoint_holds_the_average_the_trained_weights_and_the_count",
+            f"{EMA_DOCTOR_T}[ema.decay]",
+        ),
+        "a checkpoint's state_dict is the average (eval, predict, export and serve load it) and "
+        "a resume continues it",
+    ),
+]
