@@ -6,10 +6,11 @@
 Three sides of `trainwell.training.run.train`, interleaved, identical but for the average: `off`
 (ema.decay=null), `ema` (ema.decay=0.999: the template's ExactEMA) and `lightning` (Lightning's
 own EMAWeightAveraging(decay=0.999) added as a callback: the same work, done by the stock
-callback). Figures: the training time per optimizer step (FitTimer's train part of each epoch
-after the first, validation and checkpoint writes left out) of each side, as ratios to `off`;
-and, steadier on a shared machine, the time spent inside the averaging callback's per-batch
-hook (the update) per optimizer step, as a share of `off`'s step.
+callback). Figures: the host time per optimizer step (process CPU time from each training
+batch's start to its end, epochs after the first: forward, backward, optimizer step and the
+update; CPU time because neighbours on a shared machine stretch wall time far more) of each
+side, as ratios to `off`; and the time inside the averaging callback's per-batch hook (the
+update) per optimizer step, as a share of `off`'s step.
 
 A second figure isolates the update itself: one update of the run's module by the template's
 average (one fused foreach lerp, the count on the host) and by torch's AveragedModel with the
@@ -28,9 +29,10 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import harness
+import lightning as L
 
 DECAY = 0.999
 SIDES: dict[str, list[str]] = {
@@ -44,11 +46,10 @@ SIDES: dict[str, list[str]] = {
 
 
 class HookClock:
-    """Seconds spent inside the averaging callbacks' per-batch hook (the update), summed over a
-    fit: patched onto Lightning's WeightAveraging for the benchmark's lifetime."""
+    """Process CPU seconds inside the averaging callbacks' per-batch hook (the update), summed
+    over a fit: patched onto Lightning's WeightAveraging for the benchmark's lifetime."""
 
     seconds = 0.0
-    calls = 0
 
     @classmethod
     def install(cls) -> None:
@@ -58,25 +59,44 @@ class HookClock:
         hook = WeightAveraging.on_train_batch_end
 
         def timed(self: Any, *args: Any, **kwargs: Any) -> None:
-            start = time.perf_counter()
+            start = time.process_time()
             try:
                 hook(self, *args, **kwargs)
             finally:
-                cls.seconds += time.perf_counter() - start
-                cls.calls += 1
+                cls.seconds += time.process_time() - start
 
         WeightAveraging.on_train_batch_end = timed  # type: ignore[method-assign]
 
 
+class StepClock(L.Callback):
+    """Process CPU seconds of every training batch, from its start to its end (forward,
+    backward, optimizer step and the averaging update, which runs before this hook; not the
+    data loading, validation or checkpoint writes): the host's time per step, which neighbours
+    on a shared machine stretch far less than wall time. Built by Hydra inside train()."""
+
+    last: ClassVar[list[float]] = []
+
+    def __init__(self) -> None:
+        self.batches: list[float] = []
+        self._start = 0.0
+        StepClock.last = self.batches
+
+    def on_train_batch_start(self, *args: Any) -> None:
+        self._start = time.process_time()
+
+    def on_train_batch_end(self, *args: Any) -> None:
+        self.batches.append(time.process_time() - self._start)
+
+
 def step_seconds(side: str, epochs: int, extra: list[str], out: Path) -> tuple[float, float]:
-    """(training seconds per optimizer step, seconds in the averaging hook per optimizer step)
-    of one train() call, epochs after the first (the hook: over the whole fit)."""
-    from fit_timer import FitTimer
+    """(host CPU seconds per optimizer step, of them in the averaging hook) of one train() call,
+    the first epoch left out (warm-up)."""
+    # The class Hydra builds (module `ema_cost`), which is not `__main__`'s when run as a script.
+    from ema_cost import StepClock as Built
 
     from trainwell.training.run import train
 
-    HookClock.seconds, HookClock.calls = 0.0, 0
-
+    HookClock.seconds = 0.0
     overrides = [
         *extra,
         *SIDES[side],
@@ -85,14 +105,14 @@ def step_seconds(side: str, epochs: int, extra: list[str], out: Path) -> tuple[f
         "print_config=false",
         "callbacks.early_stopping=null",
         "callbacks.rich_progress_bar=null",
-        "+callbacks.bench_timer._target_=fit_timer.FitTimer",
+        "+callbacks.step_clock._target_=ema_cost.StepClock",
     ]
     results = train(harness.compose(overrides, out))
-    timed = FitTimer.last
     steps = int(results["finished_at"]["global_step"])
-    per_epoch = steps / max(len(timed["train_seconds"]), 1)
-    later = timed["train_seconds"][1:] or timed["train_seconds"]
-    return sum(later) / (per_epoch * len(later)), HookClock.seconds / max(steps, 1)
+    batches = Built.last
+    later = batches[len(batches) // epochs :] if epochs > 1 else batches
+    per_step = sum(later) / max(1, round(steps * len(later) / len(batches)))
+    return per_step, HookClock.seconds / max(steps, 1)
 
 
 def update_seconds(extra: list[str], reps: int) -> dict[str, Any]:
@@ -130,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
     args = harness.parse_args(
         parser, argv, lambda a: f"EMA cost per optimizer step: {' '.join(a.override) or 'digits'}"
     )
-    sys.path.insert(0, str(harness.REPO / "benchmarks"))  # fit_timer, built by Hydra by name
+    sys.path.insert(0, str(harness.REPO / "benchmarks"))  # ema_cost.StepClock, built by name
     HookClock.install()
     with tempfile.TemporaryDirectory(prefix="tw-bench-ema-") as tmp:
 

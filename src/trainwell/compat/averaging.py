@@ -136,6 +136,8 @@ class PlacedAverage(AveragedModel):
         self.count = 0
 
     def _pairs(self, model: nn.Module) -> tuple[list[torch.Tensor], ...]:
+        # Read from the module at every update (a layer replaced mid-run is averaged as it is
+        # now); called under no_grad, so the weights need no detach.
         lerp_to: list[torch.Tensor] = []
         lerp_from: list[torch.Tensor] = []
         copy_to: list[torch.Tensor] = []
@@ -147,10 +149,10 @@ class PlacedAverage(AveragedModel):
             for a, m in zip(mine, theirs, strict=True):
                 if averaged and a.is_floating_point():
                     lerp_to.append(_local(a))
-                    lerp_from.append(_local(m.detach()))
+                    lerp_from.append(_local(m))
                 else:
                     copy_to.append(_local(a))
-                    copy_from.append(_local(m.detach()))
+                    copy_from.append(_local(m))
         return lerp_to, lerp_from, copy_to, copy_from
 
     @torch.no_grad()
