@@ -26,6 +26,9 @@ TEMPLATE_KEYS: dict[str, tuple[type, float | None, str]] = {
     "trainer.max_steps": (int, -1, "an integer >= -1 (-1: no limit)"),
     "trainer.accumulate_grad_batches": (int, 1, "an integer >= 1"),
     "model.optimizer.lr": (float, 0, "a number >= 0"),
+    "ema.decay": (float, 0, "a number in [0, 1] (0.999 is usual) or null (off)"),
+    "ema.update_every_n_steps": (int, 1, "an integer >= 1"),
+    "ema.update_starting_at_step": (int, 0, "an integer >= 0 (0-based) or null"),
 }
 
 # key: the values it may take (keys of one script's config, absent from the others')

@@ -4,7 +4,7 @@ Always installed (guarantees, not options): exact accumulation, training state (
 states, loader position), pre-emption. Configured in conf/callbacks/guards.yaml and on by
 default: the non-finite guard, gradient-norm logging, the train-mode guard; and in
 conf/callbacks/default.yaml the throughput / MFU logger. Off by default, `ema.decay=0.999`
-(conf/callbacks/ema.yaml): the EMA of the weights.
+(conf/callbacks/_ema.yaml): the EMA of the weights.
 """
 
 from trainwell.callbacks.accumulation import ExactAccumulation

@@ -105,7 +105,7 @@ class ExactEMA(compat.PlacedEMAWeightAveraging):
 
 
 def ema_callbacks(cfg: DictConfig) -> list[L.Callback]:
-    """The run's EMA as `ema.*` configures it (conf/callbacks/ema.yaml): none when `ema.decay` is
+    """The run's EMA as `ema.*` configures it (conf/callbacks/_ema.yaml): none when `ema.decay` is
     null or the config has no `ema` node."""
     node = cfg.get("ema")
     if node is None or node.get("decay") is None:

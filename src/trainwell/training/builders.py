@@ -67,7 +67,7 @@ def template_callbacks(
        with another effective batch refused.
     3. ExactResume (callbacks/training_state.py): RNG streams, metric states, logged running
        means and the loader position go into every checkpoint and come back on resume.
-    4. ExactEMA (callbacks/ema.py), with `ema.decay` set (conf/callbacks/ema.yaml): the
+    4. ExactEMA (callbacks/ema.py), with `ema.decay` set (conf/callbacks/_ema.yaml): the
        weights' moving average, updated once per optimizer step before any checkpoint of that
        step is written; validation and every checkpoint's state_dict hold the average.
     5. MonitoredMetricCheck (training/monitored_metric.py), then conf/callbacks/: the
