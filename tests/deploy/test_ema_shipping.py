@@ -1,8 +1,8 @@
 """An EMA run of the shipped digits CNN (BatchNorm after every convolution) ships its average:
 export.py writes the averaged weights and BatchNorm statistics (the checkpoint's state_dict, not
 the trained weights beside it), and the exported graphs answer as evaluation did (the export's
-parity, and its accuracy is results.json's test accuracy); load_from_checkpoint returns the
-average too."""
+parity, and its accuracy is results.json's test accuracy); predict.py and load_from_checkpoint
+use the average too."""
 
 from __future__ import annotations
 
@@ -59,6 +59,18 @@ def test_the_export_ships_the_average_and_answers_as_evaluation(run: Path, tmp_p
         assert parity[path]["agreement"] == 1.0 and parity[path]["max_abs_diff"] <= 1e-4
     test_acc = json.loads((run / "results.json").read_text())["metrics"]["test/acc"]
     assert parity["onnxruntime"]["accuracy"] == pytest.approx(test_acc, abs=1e-6)
+
+
+def test_predictions_score_the_test_metric_of_the_average(run: Path, tmp_path: Path) -> None:
+    best = run / "checkpoints" / "best.ckpt"
+    proc = call_script("predict.py", f"ckpt_path={best}", f"hydra.run.dir={tmp_path / 'predict'}")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    rows = [line.split(",") for line in (run / "predictions" / "test.csv").read_text().splitlines()]
+    header, body = rows[0], rows[1:]
+    predicted, target = header.index("prediction"), header.index("target")
+    accuracy = sum(r[predicted] == r[target] for r in body) / len(body)
+    test_acc = json.loads((run / "results.json").read_text())["metrics"]["test/acc"]
+    assert accuracy == pytest.approx(test_acc, abs=1e-6)
 
 
 def test_load_from_checkpoint_returns_the_average(run: Path) -> None:

@@ -174,3 +174,25 @@ def test_resuming_an_ema_checkpoint_without_ema_is_refused(
 def test_a_bad_decay_is_refused_in_one_line(tmp_path: Path) -> None:
     with pytest.raises(TrainwellError, match=r"ema.decay=1.5 is not in \[0, 1\]"):
         train(compose_config([*EXACT, "ema.decay=1.5"], tmp_path))
+
+
+def test_a_preempted_run_saves_the_average_and_resumes_both_bitwise(
+    one_batch: tuple[Path, dict, dict], tmp_path: Path
+) -> None:
+    from trainwell.callbacks.preemption import Preempted
+
+    _, results, want = one_batch
+    sigterm = [
+        "+callbacks.killer._target_=tests.helpers.killer.KillAt",
+        "+callbacks.killer.batch=5",
+        "+callbacks.killer.signal=SIGTERM",
+    ]
+    with pytest.raises(Preempted):
+        _run(tmp_path, "data.batch_size=64", *sigterm)
+    saved = load_checkpoint(tmp_path / "checkpoints" / "preempt.ckpt")
+    assert int(saved["averaging_state"]["n_averaged"]) == saved["global_step"] == 6
+    got_results, got = _run(tmp_path, "data.batch_size=64", "resume=auto")
+    for key in ("state_dict", "current_model_state"):
+        for name, value in want[key].items():
+            assert torch.equal(got[key][name], value), (key, name)
+    assert got_results["metrics"] == results["metrics"]
