@@ -28,7 +28,6 @@ from torch import nn
 from torch.optim.swa_utils import AveragedModel
 
 from trainwell.callbacks.ema import ema_callbacks
-from trainwell.doctor.harness.batches import replay_loader
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.report.verdict import Check
 from trainwell.errors import error_line
@@ -212,8 +211,9 @@ def _where(value: torch.Tensor, checkpoint: dict[str, Any]) -> str | None:
 def weights_averaging(ctx: DoctorContext) -> Check:
     callbacks, unbuilt = _user_callbacks(ctx.cfg)
     accumulate = max(2, ctx.accumulate)
-    batches = ctx.samples.micro_batches(0, accumulate * (STEPS + 1))
-    train = replay_loader(batches, repeats=math.ceil(accumulate * (STEPS + 1) / len(batches)))
+    # The probe batch (probe.batch_size samples) as every micro-batch: what matters is when the
+    # average moves, and the weights move at every optimizer step on any batch.
+    train = ctx.fixed_loader(repeats=accumulate * (STEPS + 1))
     path = ctx.workdir / "averaging.ckpt"
     watch = _Watch(callbacks, str(path))
     task = ctx.make_task()
