@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import lightning as L
+from lightning.pytorch.trainer.states import TrainerFn
 from omegaconf import DictConfig, OmegaConf
 
 from trainwell import compat
@@ -86,7 +87,9 @@ class ExactEMA(compat.PlacedEMAWeightAveraging):
     def on_load_checkpoint(
         self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
     ) -> None:
-        if not compat.holds_average(checkpoint):
+        if trainer.state.fn != TrainerFn.FITTING:
+            pass  # testing or validating a checkpoint: its state_dict, the average, is used
+        elif not compat.holds_average(checkpoint):
             announce(
                 "ema: the checkpoint holds no average (written without ema.decay); the average "
                 "starts from its weights at the next update"
