@@ -192,6 +192,7 @@ NOT_A_MAKE_TARGET = {
     "gpu_suite",
     "host_syncs",
     "litserve_peer",
+    "state_datamodules",  # the datamodules state_checkpoint.py compares
 }
 
 
