@@ -40,6 +40,7 @@ from trainwell.io.checkpoint_read import (
 )
 from trainwell.io.checkpoint_state import first_difference
 from trainwell.io.hparams import plain_checkpoint
+from trainwell.io.snapshot_buffers import Lease, SnapshotBuffers
 
 _DISK_FULL = {errno.ENOSPC, errno.EDQUOT, errno.EFBIG}
 
@@ -50,8 +51,9 @@ def _copy(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.detach().clone()
 
 
-def snapshot(checkpoint: Any) -> Any:
-    """A copy of the checkpoint that later training cannot change: new containers, new tensors.
+def snapshot(checkpoint: Any, copy: Callable[[torch.Tensor], torch.Tensor] = _copy) -> Any:
+    """A copy of the checkpoint that later training cannot change: new containers, new tensors
+    (each made by `copy`: a clone, or a copy into a reused buffer, io/snapshot_buffers.py).
 
     Plain dicts, lists and tuples (nearly all of a checkpoint) are walked directly; any other
     collection goes through Lightning's apply_to_collection, which keeps its type. The direct
@@ -60,16 +62,16 @@ def snapshot(checkpoint: Any) -> Any:
     """
     kind = type(checkpoint)
     if kind is dict or kind is OrderedDict:
-        return kind((k, snapshot(v)) for k, v in checkpoint.items())
+        return kind((k, snapshot(v, copy)) for k, v in checkpoint.items())
     if kind is list:
-        return [snapshot(v) for v in checkpoint]
+        return [snapshot(v, copy) for v in checkpoint]
     if kind is tuple:
-        return tuple(snapshot(v) for v in checkpoint)
+        return tuple(snapshot(v, copy) for v in checkpoint)
     if isinstance(checkpoint, torch.Tensor):
-        return _copy(checkpoint)
+        return copy(checkpoint)
     if isinstance(checkpoint, (str, bytes, int, float, bool, type(None))):
         return checkpoint
-    return apply_to_collection(checkpoint, torch.Tensor, _copy)
+    return apply_to_collection(checkpoint, torch.Tensor, copy)
 
 
 class AtomicCheckpointIO(TorchCheckpointIO):
@@ -103,6 +105,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         self._pending: deque[Future[None]] = deque()
         self._error: BaseException | None = None
         self._lock = threading.Lock()
+        # Buffers of written snapshots, copied into by the next ones (CPU tensors only).
+        self._buffers = SnapshotBuffers(keep=self.max_pending)
 
     # -- the training thread's side ------------------------------------------------------------
     def save_checkpoint(
@@ -116,10 +120,10 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         if not self.background:
             self._write_atomic(checkpoint, Path(path))
             return
-        frozen = snapshot(checkpoint)
         while len(self._pending) >= self.max_pending:
             self._pending.popleft().result()
-        self._submit(self._write_atomic, frozen, Path(path))
+        lease = self._buffers.lease()
+        self._submit(self._write_snapshot, snapshot(checkpoint, lease.copy), Path(path), lease)
 
     def prepare(self, checkpoint: dict[str, Any]) -> dict[str, Any]:
         """`checkpoint` as plain data, as every save writes it.
@@ -167,6 +171,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             if self._executor is not None:
                 self._executor.shutdown(wait=True)
                 self._executor = None
+            self._buffers.clear()
 
     def _submit(self, fn: Callable[..., None], *args: Any) -> None:
         if self._executor is None:
@@ -193,6 +198,12 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         except BaseException as err:  # handed to the training thread by _raise_failure
             with self._lock:
                 self._error = err
+
+    def _write_snapshot(self, checkpoint: dict[str, Any], target: Path, lease: Lease) -> None:
+        try:
+            self._write_atomic(checkpoint, target)
+        finally:
+            lease.give_back()  # written (or failed): its buffers may take the next snapshot
 
     def _write_atomic(self, checkpoint: dict[str, Any], target: Path) -> None:
         target.parent.mkdir(parents=True, exist_ok=True)
