@@ -20,7 +20,7 @@ from torchmetrics import MeanMetric
 
 from project.data.sequences import IGNORE_INDEX
 from trainwell.blocks.checkpoint_loading import LoadsLikeLoadTrained
-from trainwell.blocks.metrics import EpochMetricHooks, EpochMetricLog
+from trainwell.blocks.metrics import EpochMetricHooks, EpochMetricLog, WeightedMean
 from trainwell.blocks.model_setup import shard_and_compile
 from trainwell.blocks.optimization import (
     OptimizerFactory,
@@ -33,6 +33,15 @@ Batch = dict[str, torch.Tensor]
 
 class Perplexity(MeanMetric):
     """exp(token-weighted mean loss): update it exactly like the loss MeanMetric."""
+
+    def compute(self) -> torch.Tensor:
+        return super().compute().exp()
+
+
+class TrainingPerplexity(WeightedMean):
+    """Perplexity on the training path: WeightedMean's update never waits for the GPU, where
+    MeanMetric's NaN check reads the device at every micro-batch (the non-finite guard stops a
+    NaN run instead)."""
 
     def compute(self) -> torch.Tensor:
         return super().compute().exp()
@@ -60,7 +69,8 @@ class LanguageModelTask(LoadsLikeLoadTrained, EpochMetricHooks, L.LightningModul
         self.net = net
         self.optimizer_factory = optimizer
         self.scheduler_factory = scheduler
-        for stage in ("train", "val", "test"):
+        self.train_loss, self.train_ppl = WeightedMean(), TrainingPerplexity()
+        for stage in ("val", "test"):
             setattr(self, f"{stage}_loss", MeanMetric())
             setattr(self, f"{stage}_ppl", Perplexity())
         self._epoch_log = EpochMetricLog()
@@ -89,7 +99,7 @@ class LanguageModelTask(LoadsLikeLoadTrained, EpochMetricHooks, L.LightningModul
         log = self._epoch_log.take(stage)
         for kind in ("loss", "ppl"):
             metric = getattr(self, f"{stage}_{kind}")
-            metric.update(loss.detach(), weight=tokens)
+            metric.update(loss.detach(), tokens)
             if log:
                 self.log(f"{stage}/{kind}", metric, on_step=False, on_epoch=True, prog_bar=True)
 

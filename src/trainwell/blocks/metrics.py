@@ -27,7 +27,9 @@ class WeightedMean(Metric):
         self.add_state("mean_value", torch.tensor(0.0), dist_reduce_fx="sum", persistent=False)
         self.add_state("weight", torch.tensor(0.0), dist_reduce_fx="sum", persistent=False)
 
-    def update(self, value: torch.Tensor, count: int) -> None:
+    def update(self, value: torch.Tensor, count: int | torch.Tensor) -> None:
+        """`count`: a python int, or an integer tensor on the value's device (a token count
+        computed on the GPU stays there)."""
         # In place: no nn.Module attribute write per step (states are reset by assignment).
         self.mean_value.add_((value.to(self.dtype) * count).sum())
         self.weight.add_(count)

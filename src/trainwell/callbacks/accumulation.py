@@ -38,6 +38,7 @@ import torch
 from torch.distributed.tensor import DTensor
 
 from trainwell import compat
+from trainwell.callbacks import cadence
 from trainwell.errors import TrainwellError
 from trainwell.loading.batch_size import batch_size
 
@@ -85,7 +86,7 @@ def count_items(module: L.LightningModule, batch: Any, batch_idx: int = 0) -> in
         raise _bad_count(module, tuple(count.shape), batch_idx, "a tensor of that shape")
     if count.is_floating_point() or count.is_complex():
         raise _bad_count(module, count, batch_idx, f"dtype {count.dtype}, not an integer")
-    if count.device.type == "cpu":
+    if cadence.host_reads_are_free(count.device):
         value = int(count)
         if value <= 0:
             raise _bad_count(module, value, batch_idx, "not positive")
@@ -195,7 +196,7 @@ class ExactAccumulation(L.Callback):
                 reduced = torch.full((), float(total), device=device, dtype=torch.float64)
             torch.distributed.all_reduce(reduced, op=torch.distributed.ReduceOp.SUM)
             factor: float | torch.Tensor = (numerator / reduced).float()
-            if device.type == "cpu" and float(reduced) <= 0:
+            if cadence.host_reads_are_free(device) and float(reduced) <= 0:
                 raise ItemCountError(self._empty_window(trainer))
         elif isinstance(total, torch.Tensor):
             factor = (numerator / total.double()).float()

@@ -10,6 +10,7 @@ says otherwise: the steps at which GradNormLogger reads its norms anyway.
 from __future__ import annotations
 
 import lightning as L
+import torch
 
 
 def window_ends(trainer: L.Trainer, batches_done: int) -> bool:
@@ -25,3 +26,11 @@ def is_reading_step(trainer: L.Trainer, batches_done: int, every: int | None = N
     """In on_train_batch_end: whether the optimizer step that just ended is a reading step."""
     every = every or trainer.log_every_n_steps or 1
     return window_ends(trainer, batches_done) and (trainer.global_step - 1) % every == 0
+
+
+def host_reads_are_free(device: torch.device) -> bool:
+    """Whether the host can read a value on `device` without waiting for queued work: on the
+    CPU it can, so the callbacks read and check at once there. The one place that decides it,
+    so a probe that counts a GPU's syncs on a CPU (benchmarks/sync_probe.py) can send a CPU run
+    down the GPU's code path."""
+    return device.type == "cpu"

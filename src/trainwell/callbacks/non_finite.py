@@ -13,6 +13,7 @@ import torch
 from lightning.pytorch.trainer.states import TrainerFn
 from torch.distributed.tensor import DTensor
 
+from trainwell.callbacks import cadence
 from trainwell.callbacks.cadence import is_reading_step
 
 DOCTOR_HINT = "run `python scripts/doctor.py` with the same overrides (data.finite, grad.flow)"
@@ -86,7 +87,7 @@ class NonFiniteGuard(L.Callback):
 
     # -- recording ---------------------------------------------------------------------------
     def _immediate(self, trainer: L.Trainer, device: torch.device) -> bool:
-        return self.eager_on_cpu and device.type == "cpu" and trainer.world_size == 1
+        return self.eager_on_cpu and cadence.host_reads_are_free(device) and trainer.world_size == 1
 
     def _record(self, slot: int, bad: torch.Tensor, code: int) -> None:
         if self._flags is None:

@@ -37,7 +37,7 @@ class EveryStepLanguageModel(LanguageModelTask):
     def _track(self, stage: str, loss: torch.Tensor, tokens: torch.Tensor) -> None:
         for kind in ("loss", "ppl"):
             metric = getattr(self, f"{stage}_{kind}")
-            metric.update(loss.detach(), weight=tokens)
+            metric.update(loss.detach(), tokens)
             self.log(f"{stage}/{kind}", metric, on_step=False, on_epoch=True, prog_bar=True)
 
 
