@@ -57,7 +57,7 @@ doctor: $(STAMP)
 # The benchmarks with their small defaults; each prints its figures as its last line (docs/benchmarks.md).
 # make bench: the training-side figures (minutes in all); make bench-long: those that take minutes
 # each (serving, shutdown, export, imbalance, doctor time); the GPU suite needs a GPU (docs/benchmarks.md).
-BENCHMARKS := overhead guard_overhead startup memory data_pipeline gpu_throughput resume_position host_cost cv_overhead summary_cost ema_cost
+BENCHMARKS := overhead guard_overhead startup memory data_pipeline gpu_throughput resume_position host_cost cv_overhead summary_cost ema_cost epoch_cost host_syncs
 BENCHMARKS_LONG := serving serving_shutdown export imbalance doctor_time state_checkpoint
 bench: $(STAMP)
 	@for b in $(BENCHMARKS); do echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py || exit 1; done

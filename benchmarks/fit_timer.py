@@ -15,6 +15,7 @@ from typing import Any, ClassVar
 
 import lightning as L
 import torch
+from harness import StepClock
 
 
 def _sync() -> None:
@@ -31,7 +32,8 @@ class FitTimer(L.Callback):
     so the checkpoints Lightning writes after `on_train_epoch_end` count in the epoch they end.
     Per epoch: `train_seconds` (epoch start -> validation start), `val_seconds` (validation start
     -> end), `val_setup_seconds` (validation minus its batches: loader iterator, mode switches,
-    metric compute), `ckpt_seconds` (time the training thread spends in trainer.save_checkpoint).
+    metric compute), `ckpt_seconds` (time the training thread spends in trainer.save_checkpoint),
+    `step_seconds` (every training step, harness.StepClock).
     On a GPU each boundary synchronises, which costs a few syncs per epoch, none per step.
 
     CPU time is the robust figure on a shared machine: neighbours stretch wall time, not the CPU
@@ -49,6 +51,7 @@ class FitTimer(L.Callback):
         self.val_setup_seconds: list[float] = []
         self.ckpt_seconds: list[float] = []
         self.train_batches = 0
+        self.steps = StepClock()
         self._in_epoch = False
         self._val_start = self._val_first = self._val_last = 0.0
 
@@ -56,6 +59,7 @@ class FitTimer(L.Callback):
         if stage != "fit":
             return
         self.fit_start, self.fit_start_cpu = time.perf_counter(), time.process_time()
+        self.steps = StepClock()
         save = trainer.save_checkpoint
 
         def timed_save(*args: Any, **kwargs: Any) -> Any:
@@ -87,6 +91,10 @@ class FitTimer(L.Callback):
         self.epoch_start, self.epoch_start_cpu = time.perf_counter(), time.process_time()
         self.ckpt_seconds.append(0.0)
         self._in_epoch = True
+        self.steps.epoch()
+
+    def on_train_batch_start(self, *args: Any) -> None:
+        self.steps.mark()
 
     def on_train_batch_end(self, *args: Any) -> None:
         self.train_batches += 1
@@ -137,6 +145,7 @@ class FitTimer(L.Callback):
             "val_seconds": list(self.val_seconds),
             "val_setup_seconds": list(self.val_setup_seconds),
             "ckpt_seconds": list(self.ckpt_seconds),
+            "step_seconds": self.steps.seconds(),
             "peak_memory": torch.cuda.max_memory_allocated() if torch.cuda.is_available() else 0,
             "train_batches": self.train_batches,
             # The final weights in memory: last.ckpt is not them when the final epoch did not

@@ -1,13 +1,16 @@
 """Every GPU figure docs/benchmarks.md asks for, in one or two invocations of under 10 minutes.
 
-    python benchmarks/gpu_suite.py --part throughput   # ~5-6 min on an H100
+    python benchmarks/gpu_suite.py --part throughput   # ~7-9 min on an H100 (budget 560 s)
     python benchmarks/gpu_suite.py --part features     # ~4-5 min on an H100
+    python benchmarks/gpu_suite.py --part syncs        # ~2-3 min on an H100
     python benchmarks/gpu_suite.py --part all --smoke  # the CPU path, tiny sizes (the tests)
 
 Part `throughput` (benchmarks/gpu_throughput.py): ResNet-18 width 64, batch 512, 50k synthetic
-images on the on-device data path, fp32 / bf16 / +channels_last / +compile, trainwell vs the raw
-loop with the same features, interleaved: img/s, ratio (target >= 0.97), MFU, peak memory and
-the per-epoch fixed costs (checkpoint, validation set-up) in ms.
+images on the on-device data path, fp32 / bf16 / +channels_last / +compile, trainwell vs bare
+Lightning vs the raw loop with the same features, interleaved: img/s, the ratios (trainwell /
+raw, target >= 0.97; bare / raw: Lightning's share; trainwell / bare: ours, target >= 1.0), MFU,
+peak memory, step time and the per-epoch fixed costs (checkpoint, validation set-up, the rest)
+in ms, and the first step after a checkpoint against a steady one.
 
 Part `features`:
   accum_*     `experiment=resnet_accum data=synthetic` (micro-batch 128 x K=4, on-device data)
@@ -16,8 +19,14 @@ Part `features`:
               trainer=fsdp on one GPU: img/s, peak MiB, final train loss, val accuracy
   grad_ckpt   benchmarks/memory.py at width 64, batch 512: activation memory with checkpointing
               on / off (target <= 0.60) and step time (target <= 1.35)
-  host_syncs  benchmarks/host_syncs.py: syncs between logging steps (target 0), K=1 and K=4
-  gpu_tests   `pytest -m gpu` in a subprocess (the sync test, CPU = GPU data batches)
+
+Part `syncs`:
+  host_syncs  benchmarks/host_syncs.py: syncs in steady training steps (target 0 of trainwell's),
+              per case (default, k1, k4, lm) in bf16 (+ channels_last for the CIFAR-shaped cases),
+              counted with set_sync_debug_mode("warn") and attributed to trainwell / Lightning
+  strict      the same runs with set_sync_debug_mode("error") in every steady step: a sync
+              there fails the run
+  gpu_tests   `pytest -m gpu` in a subprocess (the sync tests, CPU = GPU data batches)
 
 Results go to <--out or $OUT>/gpu_suite.json (rewritten after every item, so a run stopped at
 its time limit keeps what it measured) and gpu_suite.md (the tables). Items that would not fit
@@ -201,13 +210,24 @@ def grad_ckpt_memory(smoke: bool) -> dict[str, Any]:
     }
 
 
+# case -> mode of the `syncs` part: the mode with the largest gap where the batches are images
+SYNC_RUNS = {"default": "bf16", "k1": "bf16_cl", "k4": "bf16_cl", "lm": "bf16"}
+
+
 def host_syncs_item(case: str, smoke: bool) -> dict[str, Any]:
     import host_syncs
 
-    result = host_syncs.count_syncs(case, extra=["model.net.width=4"] if smoke else None)
-    result["passed"] = bool(result["planted_seen"]) and result["syncs_outside_reading_steps"] == 0
+    width, samples = (4, 960) if smoke else (16, 3840)
+    result = host_syncs.count_syncs(case, SYNC_RUNS[case], width=width, samples=samples)
+    result["passed"] = bool(result["planted_seen"]) and result["steady_ours"] == 0
     result.pop("batches")  # per-batch detail stays in host_syncs.json when run alone
     return result
+
+
+def strict_item(case: str) -> dict[str, Any]:
+    import host_syncs
+
+    return host_syncs.strict_run(case, SYNC_RUNS[case], width=16, samples=3840)
 
 
 def gpu_tests() -> dict[str, Any]:
@@ -233,8 +253,9 @@ def headline(items: dict[str, Any]) -> dict[str, float | int | str]:
         "device": "cuda" if torch.cuda.is_available() else "cpu"
     }
     for mode, res in items.get("throughput", {}).get("modes", {}).items():
-        figures[f"{mode}_tw_img_s"] = res["median"]["tw_img_s"]
-        figures[f"{mode}_ratio"] = res["median"]["ratio"]
+        for key in ("tw_img_s", "ratio", "bare_ratio", "tw_vs_bare", "tw_after_ckpt"):
+            if key in res["median"]:
+                figures[f"{mode}_{key}"] = res["median"][key]
     for name in FEATURES:
         if "img_s" in items.get(name, {}):
             figures[f"{name}_img_s"] = items[name]["img_s"]
@@ -243,10 +264,14 @@ def headline(items: dict[str, Any]) -> dict[str, float | int | str]:
     if "activation_ratio_on_off" in grad_ckpt:
         figures["grad_ckpt_act_ratio"] = grad_ckpt["activation_ratio_on_off"]
         figures["grad_ckpt_time_ratio"] = grad_ckpt["step_time_ratio_on_off"]
-    for case in ("k1", "k4"):
+    for case in SYNC_RUNS:
         syncs = items.get(f"host_syncs_{case}", {})
         if "passed" in syncs:
-            figures[f"host_syncs_{case}_outside"] = syncs["syncs_outside_reading_steps"]
+            figures[f"host_syncs_{case}_ours"] = syncs["steady_ours"]
+            figures[f"host_syncs_{case}_lightning"] = syncs["steady_lightning"]
+        strict = items.get(f"strict_{case}", {})
+        if "passed" in strict:
+            figures[f"strict_{case}"] = int(strict["passed"])
     if "returncode" in items.get("gpu_tests", {}):
         figures["gpu_tests_rc"] = items["gpu_tests"]["returncode"]
     return figures
@@ -254,7 +279,7 @@ def headline(items: dict[str, Any]) -> dict[str, float | int | str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--part", choices=["throughput", "features", "all"], default="all")
+    parser.add_argument("--part", choices=["throughput", "features", "syncs", "all"], default="all")
     parser.add_argument("--budget-s", type=float, default=560.0, help="stop starting new items")
     parser.add_argument("--reps", type=int, default=None, help="throughput repetitions")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes (the CPU test)")
@@ -287,11 +312,16 @@ def main(argv: list[str] | None = None) -> int:
             )
         suite.tables.append("### resnet_accum features\n\n" + feature_table(suite.results["items"]))
         suite.run("grad_ckpt_memory", 30, lambda: grad_ckpt_memory(args.smoke))
-        if args.smoke:  # two 60-batch CPU epochs; tests/callbacks/test_host_syncs.py has them
+        suite.save()
+    if args.part in ("syncs", "all"):
+        if args.smoke:  # the CPU probe's runs are tests/callbacks/ and src/project/tests/'s
             suite.results["items"]["host_syncs"] = {"skipped": "--smoke"}
         else:
-            for case in ("k1", "k4"):
+            for case in SYNC_RUNS:
                 suite.run(f"host_syncs_{case}", 40, lambda c=case: host_syncs_item(c, False))
+            if cuda:
+                for case in SYNC_RUNS:
+                    suite.run(f"strict_{case}", 40, lambda c=case: strict_item(c))
             suite.run("gpu_tests", 120, gpu_tests)
         suite.save()
     print(json.dumps(suite.results["items"], indent=1, default=str)[-6000:])

@@ -1,17 +1,21 @@
-"""P2: ResNet-18 training throughput, trainwell vs the hand-written loop with the same features.
+"""P2: ResNet-18 training throughput: trainwell, bare Lightning and the hand-written loop, same work.
 
     .venv/bin/python benchmarks/gpu_throughput.py                      # on a GPU box
     .venv/bin/python benchmarks/gpu_throughput.py --num-samples 256 --num-val 64 --batch 32 \\
         --width 8 --modes fp32 --epochs 2                             # tiny CPU smoke run
 
-Both sides, interleaved A/B in one process (the order alternates between repetitions), run
+Three sides, interleaved in one process (the order rotates between repetitions), run
 `model=resnet18 data=synthetic` (CIFAR-shaped) through the SAME data path: by default the
 on-device pipeline (`data.on_device=true data.augment=true`: uint8 on the GPU, crop + flip +
-normalise per batch there), `--data cpu` for the DataLoader path. Both validate once per epoch
+normalise per batch there), `--data cpu` for the DataLoader path. All validate once per epoch
 and checkpoint every epoch with the same policy (last.ckpt every epoch, best.ckpt when val
-accuracy improved; atomic; written in the background on both sides, `--raw-ckpt sync` for an
-inline-writing raw loop). The trainwell side is `train()` itself with its default callbacks
-and CSV logger.
+accuracy improved):
+  tw    `train()` itself with its default callbacks and CSV logger (atomic background writes)
+  bare  Lightning's Trainer with none of trainwell's callbacks, task or checkpoint IO
+        (benchmarks/bare_lightning.py: Lightning's ModelCheckpoint, its own IO, CSV logger)
+  raw   the hand-written loop (benchmarks/raw_loop.py: atomic writes in a background thread;
+        `--raw-ckpt sync` for an inline-writing raw loop)
+raw -> bare is Lightning's share of the gap, bare -> tw ours; `--sides` runs a subset.
 
 Modes:
   fp32             trainer.precision=32-true (TF32 matmuls: trainwell sets matmul precision high)
@@ -19,16 +23,21 @@ Modes:
   bf16_cl          bf16 + channels_last: NHWC batches (data.channels_last) and an NHWC model
   bf16_cl_compile  + model.compile=true (torch.compile of the net, in place)
 
-Figures per mode (medians over repetitions):
+Figures per mode and side (medians over repetitions; ratios per repetition, then the median):
   img/s     training images / training seconds of the epochs after the first (the first pays
             compile, cudnn autotune, allocator warm-up); validation and checkpoints excluded
-  ratio     trainwell img/s / raw img/s (target >= 0.97)
-  mfu       trainwell img/s x FLOPs per image (FlopCounterMode, forward + backward) / the device's
-            dense peak for the mode's compute dtype (Lightning's get_available_flops: TF32 for
-            fp32, bf16 otherwise); mfu_bf16 divides by the bf16 peak in every mode
+  ratio     tw img/s / raw img/s (target >= 0.97); bare_ratio = bare / raw (Lightning's share),
+            tw_vs_bare = tw / bare (ours; target >= 1.0)
+  step_ms   median training step (batch start to the next, harness.StepClock: CUDA events)
+  mfu       img/s x FLOPs per image (FlopCounterMode, forward + backward) / the device's dense
+            peak for the mode's compute dtype (Lightning's get_available_flops: TF32 for fp32,
+            bf16 otherwise); mfu_bf16 divides by the bf16 peak in every mode
   logged    what trainwell's ThroughputLogger logged (median over the last epoch): img/s, MFU
   peak_mib  torch.cuda.max_memory_allocated over the run
-  ckpt_ms / val_setup_ms / fixed_ms   per-epoch fixed costs on each side (see harness.fixed_costs)
+  ckpt_ms / val_setup_ms / fixed_ms   per-epoch fixed costs (see harness.fixed_costs); other_ms
+            = fixed - ckpt - val set-up: epoch-end hooks and logging
+  after_ckpt   the first step after an epoch's checkpoints / a steady step (background writes
+            must not hold the next step: ~1.0; harness.after_checkpoint)
 
 On a machine without CUDA it runs the same code on the CPU and says so (the smoke test).
 Writes gpu_throughput.json and a table to --out or $OUT when set. Last line: key=value figures.
@@ -47,6 +56,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import bare_lightning
 import fit_timer
 import harness
 import raw_loop
@@ -82,14 +92,27 @@ MODES: dict[str, tuple[list[str], bool, torch.dtype]] = {
 
 FINAL_KEYS = (
     "tw_img_s",
+    "bare_img_s",
     "raw_img_s",
     "ratio",
+    "bare_ratio",
+    "tw_vs_bare",
     "mfu",
     "tw_peak_mib",
+    "tw_step_ms",
+    "bare_step_ms",
+    "raw_step_ms",
     "tw_ckpt_ms",
+    "bare_ckpt_ms",
     "raw_ckpt_ms",
     "tw_fixed_ms",
+    "bare_fixed_ms",
     "raw_fixed_ms",
+    "tw_after_ckpt",
+    "bare_after_ckpt",
+    "raw_after_ckpt",
+    "tw_maxdiff",
+    "bare_maxdiff",
 )
 
 
@@ -171,11 +194,12 @@ def measure(
     deadline: float | None = None,
     progress: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, dict[str, Any]]:
-    """Every mode, trainwell and raw, interleaved; per-mode figures (medians) and raw samples.
+    """Every mode, each side in `args.sides`, interleaved; per-mode figures (medians) and the
+    samples.
 
-    `deadline` (time.perf_counter() value): pairs not started by then are skipped; `progress`
-    gets the samples so far after every pair (a caller saves them, in case the process is
-    stopped)."""
+    `deadline` (time.perf_counter() value): repetitions not started by then are skipped;
+    `progress` gets the samples so far after every repetition of a mode (a caller saves them,
+    in case the process is stopped)."""
     cuda = torch.cuda.is_available()
     device = torch.device("cuda" if cuda else "cpu")
     flops = train_flops_per_image(args.width)
@@ -209,68 +233,145 @@ def measure(
                         channels_last=cl, ckpt=args.raw_ckpt,
                     )  # fmt: skip
 
-            pair = harness.rotated({"tw": run_tw, "raw": run_raw}, rep)
-            tw, raw = pair["tw"], pair["raw"]
+            def run_bare(overrides: list[str] = overrides, cl: bool = channels_last) -> dict:
+                with tempfile.TemporaryDirectory(prefix="tw-bench-gpu-") as tmp:
+                    out = bare_lightning.run_from_config(
+                        overrides, args.epochs, Path(tmp), device=device, channels_last=cl
+                    )
+                    out["images_per_epoch"] = args.num_samples
+                    return out
+
+            sides = {"tw": run_tw, "bare": run_bare, "raw": run_raw}
+            runs = harness.rotated({k: v for k, v in sides.items() if k in args.sides}, rep)
             row = samples[mode]
-            figures = {
-                "tw_img_s": images_per_second(tw),
-                "raw_img_s": images_per_second(raw),
-                "tw_peak_mib": tw["peak_memory"] / 2**20,
-                "raw_peak_mib": raw["peak_memory"] / 2**20,
-                **{f"tw_{k}": v for k, v in harness.fixed_costs(tw).items()},
-                **{f"raw_{k}": v for k, v in harness.fixed_costs(raw).items()},
-                **{f"tw_{k}": v for k, v in tw.items() if k.startswith("logged_")},
-            }
+            figures = side_figures(runs)
             for key, value in figures.items():
                 row.setdefault(key, []).append(value)
             if progress is not None:
                 progress({"samples": samples})
-            print(
-                f"[rep {rep} {mode}] trainwell {figures['tw_img_s']:.0f} img/s, raw "
-                f"{figures['raw_img_s']:.0f} img/s, peak {figures['tw_peak_mib']:.0f} / "
-                f"{figures['raw_peak_mib']:.0f} MiB, ckpt {figures['tw_ckpt_ms']:.1f} / "
-                f"{figures['raw_ckpt_ms']:.1f} ms/epoch",
-                flush=True,
-            )
+            print(f"[rep {rep} {mode}] " + progress_line(figures), flush=True)
     results: dict[str, dict[str, Any]] = {}
     for mode, row in samples.items():
         if not row:
             continue
+        # Ratios per repetition (the sides of one repetition ran under the same load), then
+        # the median; the sides' own figures are medians of their samples.
         med = {k: statistics.median(v) for k, v in row.items()}
-        tw = row["tw_img_s"]
         peak = dtype_peak(MODES[mode][2])
         med |= {
-            "ratio": med["tw_img_s"] / med["raw_img_s"],
-            "ratio_min": min(t / r for t, r in zip(tw, row["raw_img_s"], strict=True)),
-            "tw_spread": (max(tw) - min(tw)) / 2 / med["tw_img_s"],
             "flops_per_image": flops,
-            "mfu": med["tw_img_s"] * flops / peak if peak else float("nan"),
-            "raw_mfu": med["raw_img_s"] * flops / peak if peak else float("nan"),
-            "mfu_bf16": med["tw_img_s"] * flops / peak_bf16 if peak_bf16 else float("nan"),
             "peak_flops": peak or float("nan"),
-            "reps": len(tw),
+            "reps": max(len(v) for v in row.values()),
         }
+        for side in ("tw", "bare", "raw"):
+            if f"{side}_img_s" in med:
+                images = med[f"{side}_img_s"]
+                med[f"{side}_mfu"] = images * flops / peak if peak else float("nan")
+                med[f"{side}_mfu_bf16"] = images * flops / peak_bf16 if peak_bf16 else float("nan")
+        if "tw_img_s" in row:
+            tw = row["tw_img_s"]
+            med["mfu"], med["mfu_bf16"] = med["tw_mfu"], med["tw_mfu_bf16"]
+            med["tw_spread"] = (max(tw) - min(tw)) / 2 / med["tw_img_s"]
+        if "ratio" in row:
+            med["ratio_min"] = min(row["ratio"])
         results[mode] = {"median": med, "samples": row}
     return results
 
 
+SIDES = ("tw", "bare", "raw")
+# (figure, numerator side, denominator side): the gap and its two shares, in img/s
+RATIOS = (
+    ("ratio", "tw", "raw"),  # the whole gap (target >= 0.97)
+    ("bare_ratio", "bare", "raw"),  # Lightning's share: its loop, checkpoint IO, logging
+    ("tw_vs_bare", "tw", "bare"),  # ours: the task, callbacks and checkpoint IO (target >= 1.0)
+)
+
+
+def side_figures(runs: dict[str, dict]) -> dict[str, float]:
+    """One repetition's figures: per side, and the ratios between the sides that ran."""
+    figures: dict[str, float] = {}
+    for side, run in runs.items():
+        steps = [s for epoch in run["step_seconds"][1:] for s in epoch] or [float("nan")]
+        costs = harness.fixed_costs(run)
+        figures |= {
+            f"{side}_img_s": images_per_second(run),
+            f"{side}_peak_mib": run["peak_memory"] / 2**20,
+            f"{side}_step_ms": 1000 * statistics.median(steps),
+            f"{side}_after_ckpt": harness.after_checkpoint(run["step_seconds"]),
+            **{f"{side}_{k}": v for k, v in costs.items()},
+            # The epoch's fixed cost besides the two named parts: epoch-end hooks and logging.
+            f"{side}_other_ms": costs["fixed_ms"] - costs["ckpt_ms"] - costs["val_setup_ms"],
+            **{f"{side}_{k}": v for k, v in run.items() if k.startswith("logged_")},
+        }
+    for name, num, den in RATIOS:
+        if num in runs and den in runs:
+            figures[name] = figures[f"{num}_img_s"] / figures[f"{den}_img_s"]
+    for side in ("tw", "bare"):
+        if side in runs and "raw" in runs:
+            # Same init, data order, optimizer and schedule: the same final weights (exactly in
+            # fp32 on a CPU): every side did the same work.
+            figures[f"{side}_maxdiff"] = weight_difference(runs[side], runs["raw"])
+    return figures
+
+
+def weight_difference(a: dict, b: dict) -> float:
+    """Largest |difference| between the two runs' final floating-point weights."""
+    diffs = [0.0]
+    for key, value in a["net_state"].items():
+        if value.is_floating_point():
+            other = b["net_state"][key].to(value.device)
+            diffs.append((value.float() - other.float()).abs().max().item())
+    return max(diffs)
+
+
+def progress_line(figures: dict[str, float]) -> str:
+    sides = [s for s in SIDES if f"{s}_img_s" in figures]
+    return (
+        " / ".join(sides) + ": "
+        + " / ".join(f"{figures[f'{s}_img_s']:.0f}" for s in sides) + " img/s, step "
+        + " / ".join(f"{figures[f'{s}_step_ms']:.1f}" for s in sides) + " ms, ckpt "
+        + " / ".join(f"{figures[f'{s}_ckpt_ms']:.1f}" for s in sides) + " ms/epoch, peak "
+        + " / ".join(f"{figures[f'{s}_peak_mib']:.0f}" for s in sides) + " MiB"
+    )  # fmt: skip
+
+
+def _cell(m: dict[str, Any], key: str, fmt: str, sides: tuple[str, ...] = SIDES) -> str:
+    return " / ".join(format(m.get(f"{side}_{key}", float("nan")), fmt) for side in sides)
+
+
 def table(results: dict[str, dict[str, Any]]) -> str:
+    """Throughput and MFU (trainwell vs raw), then the gap split three ways, per mode."""
     lines = [
         "| mode | trainwell img/s | raw img/s | ratio (min) | MFU tw / raw | logged img/s, MFU "
-        "| peak MiB tw / raw | ckpt ms/epoch tw / raw | val set-up ms tw / raw "
-        "| fixed ms/epoch tw / raw |",
-        "|---|---|---|---|---|---|---|---|---|---|",
+        "| peak MiB tw / raw |",
+        "|---|---|---|---|---|---|---|",
     ]
     for mode, res in results.items():
         m = res["median"]
         logged = f"{m.get('tw_logged_img_s', float('nan')):.0f}, {m.get('tw_logged_mfu', float('nan')):.3f}"
         lines.append(
-            f"| {mode} | {m['tw_img_s']:.0f} | {m['raw_img_s']:.0f} | {m['ratio']:.3f} "
-            f"({m['ratio_min']:.3f}) | {m['mfu']:.3f} / {m['raw_mfu']:.3f} | {logged} "
-            f"| {m['tw_peak_mib']:.0f} / {m['raw_peak_mib']:.0f} "
-            f"| {m['tw_ckpt_ms']:.1f} / {m['raw_ckpt_ms']:.1f} "
-            f"| {m['tw_val_setup_ms']:.1f} / {m['raw_val_setup_ms']:.1f} "
-            f"| {m['tw_fixed_ms']:.1f} / {m['raw_fixed_ms']:.1f} |"
+            f"| {mode} | {m.get('tw_img_s', float('nan')):.0f} | {m.get('raw_img_s', float('nan')):.0f} "
+            f"| {m.get('ratio', float('nan')):.3f} ({m.get('ratio_min', float('nan')):.3f}) "
+            f"| {_cell(m, 'mfu', '.3f', ('tw', 'raw'))} | {logged} "
+            f"| {_cell(m, 'peak_mib', '.0f', ('tw', 'raw'))} |"
+        )
+    lines += [
+        "",
+        "The gap split: raw -> bare Lightning (Lightning's share) -> trainwell (ours).",
+        "",
+        "| mode | img/s tw / bare / raw | bare / raw | tw / bare | step ms tw / bare / raw "
+        "| fixed ms/epoch tw / bare / raw | ckpt ms | val set-up ms | other ms "
+        "| after-ckpt step tw / bare / raw |",
+        "|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for mode, res in results.items():
+        m = res["median"]
+        lines.append(
+            f"| {mode} | {_cell(m, 'img_s', '.0f')} | {m.get('bare_ratio', float('nan')):.3f} "
+            f"| {m.get('tw_vs_bare', float('nan')):.3f} | {_cell(m, 'step_ms', '.2f')} "
+            f"| {_cell(m, 'fixed_ms', '.1f')} | {_cell(m, 'ckpt_ms', '.1f')} "
+            f"| {_cell(m, 'val_setup_ms', '.1f')} | {_cell(m, 'other_ms', '.1f')} "
+            f"| {_cell(m, 'after_ckpt', '.2f')} |"
         )
     return "\n".join(lines)
 
@@ -292,6 +393,13 @@ def parser(cuda: bool) -> argparse.ArgumentParser:
     p.add_argument("--reps", type=int, default=2 if cuda else 1)
     p.add_argument("--num-workers", type=int, default=0, help="data=cpu only")
     p.add_argument("--raw-ckpt", choices=["background", "sync", "none"], default="background")
+    p.add_argument(
+        "--sides",
+        nargs="+",
+        choices=list(SIDES),
+        default=list(SIDES),
+        help="tw: trainwell, bare: bare Lightning, raw: the hand-written loop",
+    )
     p.add_argument("--out", default=None, help="folder for gpu_throughput.json (default: $OUT)")
     p.add_argument(
         "--no-cudnn-benchmark",
@@ -327,12 +435,14 @@ def main(argv: list[str] | None = None) -> int:
         )
         (out / "gpu_throughput.md").write_text(text + "\n")
     figures: dict[str, float | str] = {"device": "cuda" if cuda else "cpu"}
-    best = max(results, key=lambda m: results[m]["median"]["tw_img_s"])
-    figures |= {"best_mode": best, "best_img_s": results[best]["median"]["tw_img_s"]}
+    if all("tw_img_s" in r["median"] for r in results.values()):
+        best = max(results, key=lambda m: results[m]["median"]["tw_img_s"])
+        figures |= {"best_mode": best, "best_img_s": results[best]["median"]["tw_img_s"]}
     for mode, res in results.items():
         m = res["median"]
         for key in FINAL_KEYS:
-            figures[f"{mode}_{key}"] = m[key]
+            if key in m:
+                figures[f"{mode}_{key}"] = m[key]
     harness.final_line(**figures)
     return 0
 

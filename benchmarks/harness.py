@@ -10,6 +10,7 @@ line of `key=value` pairs (`final_line`); `make bench` and docs/benchmarks.md re
 from __future__ import annotations
 
 import argparse
+import itertools
 import os
 import platform
 import statistics
@@ -132,6 +133,59 @@ def fixed_costs(run: dict[str, Any]) -> dict[str, float]:
         "ckpt_ms": 1000 * statistics.median(ckpt),
         "val_setup_ms": 1000 * statistics.median(setup),
     }
+
+
+class StepClock:
+    """The time between consecutive training-batch starts, per epoch: a step's duration.
+
+    On a GPU the marks are CUDA events on the current stream (no host sync; read at the end), so
+    a step that waits on the host (a held GIL, a host sync) shows as device time lost."""
+
+    def __init__(self) -> None:
+        self._cuda: bool | None = None  # decided at the first mark, when the run uses its device
+        self.epochs: list[list[Any]] = []
+
+    def epoch(self) -> None:
+        self.epochs.append([])
+
+    def mark(self) -> None:
+        import torch
+
+        if not self.epochs:
+            self.epoch()
+        if self._cuda is None:
+            self._cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+        if self._cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self.epochs[-1].append(event)
+        else:
+            self.epochs[-1].append(time.perf_counter())
+
+    def seconds(self) -> list[list[float]]:
+        """Per epoch, the duration of every step but the last (which has no next start)."""
+        if self._cuda:
+            import torch
+
+            torch.cuda.synchronize()
+            return [
+                [a.elapsed_time(b) / 1000 for a, b in itertools.pairwise(marks)]
+                for marks in self.epochs
+            ]
+        return [[b - a for a, b in itertools.pairwise(marks)] for marks in self.epochs]
+
+
+def after_checkpoint(step_seconds: list[list[float]]) -> float:
+    """How much longer the first step after an epoch's checkpoints takes than a steady one:
+    median over the epochs after the first of step 0 / the median step of the epoch's second half
+    (the background writes of the checkpoint overlap step 0). NaN with under 4 steps per epoch."""
+    ratios = []
+    for steps in step_seconds[1:]:
+        if len(steps) < 3:
+            continue
+        steady = statistics.median(steps[len(steps) // 2 :])
+        ratios.append(steps[0] / steady)
+    return statistics.median(ratios) if ratios else float("nan")
 
 
 def describe(name: str, values: Sequence[float], unit: str = "") -> str:

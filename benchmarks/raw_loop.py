@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import Any
 
 import torch
+from harness import StepClock
 from torch import nn
 from torch.utils.data import DataLoader
 
@@ -41,6 +42,7 @@ class RawResult:
     val_seconds: list[float] = field(default_factory=list)  # the validation pass, set-up included
     val_setup_seconds: list[float] = field(default_factory=list)  # pass minus its batches
     ckpt_seconds: list[float] = field(default_factory=list)  # training-thread time in saves
+    step_seconds: list[list[float]] = field(default_factory=list)  # per epoch: harness.StepClock
     images: int = 0  # training images processed
 
 
@@ -132,15 +134,18 @@ def fit(
     windows = window_sizes(train_loader, accumulate)
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     checkpoints = checkpoints or EpochCheckpoints(None, "none")
+    clock = StepClock()
     for epoch in range(epochs):
         start, start_cpu = time.perf_counter(), time.process_time()
         set_sampler_epoch(train_loader, epoch)  # what Lightning does at every epoch start
         net.train()
         loss_sum = torch.zeros((), device=device)
         seen = 0
+        clock.epoch()
         for i, (x, y) in enumerate(train_loader):
             if max_batches is not None and i >= max_batches:
                 break
+            clock.mark()  # where Lightning calls on_train_batch_start: the batch is in hand
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             with autocast_for(precision, device):
                 loss = criterion(net(x), y)
@@ -174,6 +179,7 @@ def fit(
         result.epoch_seconds.append(time.perf_counter() - start)
         result.epoch_cpu.append(time.process_time() - start_cpu)
     checkpoints.close()
+    result.step_seconds = clock.seconds()
     return result
 
 
@@ -210,29 +216,53 @@ def total_steps(loader: DataLoader, accumulate: int, epochs: int) -> int:
     return math.ceil(len(loader) / accumulate) * epochs
 
 
-def run_from_config(
+@dataclass
+class Built:
+    """What `train()` would build from a config, for a side that trains it another way."""
+
+    cfg: Any
+    datamodule: Any
+    task: Any
+    net: nn.Module
+    accumulate: int
+    precision: str
+    plan: Any
+    lr: float | None
+
+    def optimization(self, params: Any) -> tuple[torch.optim.Optimizer, Any]:
+        """The task's optimizer (at the plan's scaled LR) and per-step schedule for `params`."""
+        extra = {} if self.lr is None else {"lr": self.lr}
+        optimizer = self.task.optimizer_factory(params=params, **extra)
+        scheduler = None
+        if self.task.scheduler_factory is not None:
+            steps = self.plan.total_optimizer_steps
+            scheduler = self.task.scheduler_factory(optimizer=optimizer, total_steps=steps)
+        return optimizer, scheduler
+
+
+def build_from_config(
     overrides: list[str],
     epochs: int,
     tmp: Path,
     device: torch.device | None = None,
     channels_last: bool = False,
-    ckpt: str = "background",
-) -> dict[str, Any]:
-    """This loop on exactly what `train()` would build from the same overrides.
+) -> Built:
+    """Exactly what `train()` would build from the same overrides.
 
     The same RNG sequence train() uses (seed, datamodule, then the model), the datamodule's own
     loaders, the task's optimizer/scheduler factories with the training plan's total steps and
-    (batch-scaled) LR, the resolved precision, and `model.compile` applied the same way.
+    (batch-scaled) LR, the resolved precision (and its matmul setting), and `model.compile`
+    applied the same way.
     """
     import lightning as L
-    from harness import compose, timed
+    from harness import compose
     from hydra.utils import instantiate
     from omegaconf import OmegaConf
 
     from trainwell.loading.sharding import install_loader_policy
     from trainwell.training.builders import build_trainer
     from trainwell.training.plan_callback import plan_for
-    from trainwell.training.precision import resolve_precision
+    from trainwell.training.precision import configure_matmul, resolve_precision
 
     device = device or torch.device("cpu")
     cfg = compose([*overrides, f"trainer.max_epochs={epochs}"], tmp / "raw")
@@ -249,6 +279,7 @@ def run_from_config(
     if cfg.model.get("compile", False):
         net.compile()  # in place, as ClassificationTask.configure_model does
     precision = resolve_precision(cfg.trainer.precision, cfg.trainer.accelerator)
+    configure_matmul(precision)  # process-wide, as the trainwell side sets it: TF32 alike
     # The Trainer is only read for the plan (accumulation, world size, epochs), never fitted.
     optimizer_cfg, scheduler_cfg = cfg.model.get("optimizer"), cfg.model.get("scheduler")
     plan = plan_for(
@@ -259,19 +290,32 @@ def run_from_config(
         optimizer_cfg.get("lr") if optimizer_cfg is not None else None,
         OmegaConf.to_container(scheduler_cfg, resolve=True) if scheduler_cfg else None,
     )
-    lr = getattr(plan, "lr", None)
+    return Built(cfg, dm, task, net, accumulate, precision, plan, getattr(plan, "lr", None))
+
+
+def run_from_config(
+    overrides: list[str],
+    epochs: int,
+    tmp: Path,
+    device: torch.device | None = None,
+    channels_last: bool = False,
+    ckpt: str = "background",
+) -> dict[str, Any]:
+    """This loop on exactly what `train()` would build from the same overrides
+    (`build_from_config`)."""
+    from harness import timed
+
+    device = device or torch.device("cpu")
+    built = build_from_config(overrides, epochs, tmp, device, channels_last)
+    dm, net = built.datamodule, built.net
 
     def go() -> RawResult:
         train_loader, val_loader = dm.train_dataloader(), dm.val_dataloader()
-        extra = {} if lr is None else {"lr": lr}
-        optimizer = task.optimizer_factory(params=net.parameters(), **extra)
-        scheduler = None
-        if task.scheduler_factory is not None:
-            steps = plan.total_optimizer_steps
-            scheduler = task.scheduler_factory(optimizer=optimizer, total_steps=steps)
+        optimizer, scheduler = built.optimization(net.parameters())
         return fit(
-            net, train_loader, val_loader, optimizer, scheduler, epochs, accumulate, precision,
-            device=device, label_smoothing=float(cfg.model.label_smoothing),
+            net, train_loader, val_loader, optimizer, scheduler, epochs, built.accumulate,
+            built.precision, device=device,
+            label_smoothing=float(built.cfg.model.label_smoothing),
             checkpoints=EpochCheckpoints(tmp / "raw" / "checkpoints", ckpt),
         )  # fmt: skip
 
@@ -287,6 +331,7 @@ def run_from_config(
         "val_seconds": result.val_seconds,
         "val_setup_seconds": result.val_setup_seconds,
         "ckpt_seconds": result.ckpt_seconds,
+        "step_seconds": result.step_seconds,
         "images_per_epoch": result.images // max(epochs, 1),
         "peak_memory": torch.cuda.max_memory_allocated() if device.type == "cuda" else 0,
         "train_loss": result.train_loss,

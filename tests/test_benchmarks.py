@@ -10,6 +10,7 @@ are never asserted.
 
 from __future__ import annotations
 
+import math
 import statistics
 import sys
 from pathlib import Path
@@ -61,6 +62,23 @@ def test_bf16_peak_lookup_prefers_the_specific_name() -> None:
     assert gpu_throughput.bf16_peak("NVIDIA H200") == 989e12
     assert gpu_throughput.bf16_peak("NVIDIA A100-SXM4-80GB") == 312e12
     assert gpu_throughput.bf16_peak("Some Future GPU") is None
+
+
+def test_after_checkpoint_compares_step_zero_with_the_epochs_second_half() -> None:
+    # Epoch 0 (warm-up) is left out; each later epoch: step 0 / median of its second half.
+    steps = [[9.0, 1.0, 1.0, 1.0], [2.0, 5.0, 1.0, 1.0], [3.0, 1.0, 2.0, 2.0]]
+    assert harness.after_checkpoint(steps) == pytest.approx((2.0 + 1.5) / 2)
+    assert math.isnan(harness.after_checkpoint([[1.0, 1.0], [1.0, 1.0]]))  # too few steps
+
+
+def test_step_clock_times_each_step_from_its_start_to_the_next() -> None:
+    clock = harness.StepClock()
+    for _ in range(2):
+        clock.epoch()
+        for _ in range(3):
+            clock.mark()
+    seconds = clock.seconds()
+    assert [len(epoch) for epoch in seconds] == [2, 2] and all(s >= 0 for e in seconds for s in e)
 
 
 def test_fixed_costs_are_the_epoch_minus_its_batches() -> None:
@@ -190,7 +208,8 @@ NOT_A_MAKE_TARGET = {
     "fit_timer",
     "phase_marker",
     "gpu_suite",
-    "host_syncs",
+    "bare_lightning",
+    "sync_probe",
     "litserve_peer",
     "state_datamodules",  # the datamodules state_checkpoint.py compares
 }

@@ -41,6 +41,32 @@ def test_gpu_throughput_runs_on_cpu() -> None:
     assert float(out["fp32_tw_img_s"]) > 0 and float(out["fp32_raw_img_s"]) > 0
     if out["device"] == "cpu":
         assert math.isnan(float(out["fp32_mfu"]))  # no GPU peak to divide by
+        # The gap's split: bare Lightning beside trainwell and the raw loop, the same arithmetic.
+        assert float(out["fp32_tw_maxdiff"]) == 0.0 and float(out["fp32_bare_maxdiff"]) == 0.0
+    for side in ("tw", "bare", "raw"):
+        assert float(out[f"fp32_{side}_step_ms"]) > 0 and float(out[f"fp32_{side}_ckpt_ms"]) > 0
+    ratio = float(out["fp32_ratio"])
+    split = float(out["fp32_bare_ratio"]) * float(out["fp32_tw_vs_bare"])
+    assert ratio == pytest.approx(split, rel=2e-3)  # printed to 4 significant digits
+
+
+@pytest.mark.slow
+def test_epoch_cost_runs_every_side_on_the_same_arithmetic() -> None:
+    out = run_benchmark("epoch_cost.py", "--width", "4", "--reps", "1", "--epochs", "3")
+    for side in ("tw", "bare", "raw"):
+        assert float(out[f"{side}_ckpt_ms"]) > 0 and float(out[f"{side}_val_setup_ms"]) > 0
+        assert float(out[f"{side}_after_ckpt"]) > 0  # 6 steps an epoch: step 0 against 3..5
+    assert float(out["tw_maxdiff"]) == 0.0 and float(out["bare_maxdiff"]) == 0.0
+    assert float(out["ckpt_val_ratio"]) > 0 and float(out["tw_vs_bare_ckpt_val"]) > 0
+
+
+@pytest.mark.slow
+def test_host_syncs_runs_on_cpu_with_the_probe() -> None:
+    out = run_benchmark(
+        "host_syncs.py", "--cases", "k4", "--modes", "bf16_cl", "--width", "4", "--samples", "1920"
+    )
+    assert out["k4_bf16_cl_planted_seen"] == "1"
+    assert out["k4_bf16_cl_ours"] == "0" and out["k4_bf16_cl_lightning"] == "0"
 
 
 @pytest.mark.slow
