@@ -22,6 +22,9 @@ loops, not the optimizers:
   tw_task   the same, with trainwell's own ClassificationTask (model=mlp, 32 input features)
   tw_lm     the same, with experiment=lm_accum on a tiny Transformer (its own workload: its
             figure is tracked on its own, not compared)
+  bare_bf16_cl, tw_task_bf16_cl   `bare` and `tw_task` in bf16-mixed with channels_last
+            (3x8x8 images in NHWC memory, a one-convolution net turned channels_last): the mode
+            with the largest gap on the H100
 
 Timed: epochs 2.. (the first pays one-off costs), from the start of each epoch's first batch to
 the end of its last (validation and checkpoints excluded), per training batch, in microseconds,
@@ -30,7 +33,8 @@ costs, robust when neighbours load the machine) and wall time (`wall`). Ratios a
 repetition (every side under the same load), then the median across repetitions. The Lightning
 sides run Lightning's own hook dispatch even after a trainwell side patched it.
 Last line: `<side>_cpu_us=.. <side>_wall_us=.. ... tw_task_vs_bare=.. tw_user_vs_lightning=..
-..._wall=..` (ratios without a suffix are CPU; `_spread` = half-range / median).
+tw_task_vs_bare_bf16_cl=.. ..._wall=..` (ratios without a suffix are CPU; `_spread` =
+half-range / median).
 """
 
 from __future__ import annotations
@@ -61,7 +65,17 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 FEATURES, CLASSES, HIDDEN = 32, 10, 64
-SIDES = ("raw", "bare", "lightning", "tw_user", "tw_task", "tw_lm")
+IMAGE, CHANNELS = (3, 8, 8), 8  # the bf16 + channels_last sides' images and conv width
+SIDES = (
+    "raw",
+    "bare",
+    "lightning",
+    "tw_user",
+    "tw_task",
+    "tw_lm",
+    "bare_bf16_cl",
+    "tw_task_bf16_cl",
+)
 LM_TINY = [
     "experiment=lm_accum",
     "data.num_sequences=1280",  # ~64 micro-batches of 16 per epoch
@@ -75,6 +89,17 @@ LM_TINY = [
 
 def make_net() -> nn.Module:
     return nn.Sequential(nn.Linear(FEATURES, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, CLASSES))
+
+
+def make_cnn() -> nn.Module:
+    """The bf16 + channels_last sides' net: one convolution (NHWC in channels_last), pooled."""
+    return nn.Sequential(
+        nn.Conv2d(IMAGE[0], CHANNELS, 3, padding=1),
+        nn.Tanh(),
+        nn.AdaptiveAvgPool2d(1),
+        nn.Flatten(),
+        nn.Linear(CHANNELS, CLASSES),
+    )
 
 
 _TASK_OPTIMIZATION: list[Any] = []
@@ -92,16 +117,20 @@ def task_optimization(params: Any, total_steps: int) -> tuple[Any, Any]:
 
 
 class VectorData(L.LightningDataModule):
-    """Seeded Gaussian features with a learnable label; train / val / test splits."""
+    """Seeded Gaussian features with a learnable label; train / val / test splits. `images`:
+    3x8x8 images in channels_last memory instead (the bf16 + channels_last sides)."""
 
     num_classes = CLASSES  # the task's model.num_classes defaults to the datamodule's
 
     def __init__(self, num_samples: int = 4096, num_val: int = 64, batch_size: int = 16,
-                 seed: int = 0) -> None:  # fmt: skip
+                 seed: int = 0, images: bool = False) -> None:  # fmt: skip
         super().__init__()
         gen = torch.Generator().manual_seed(seed)
-        x = torch.randn(num_samples + 2 * num_val, FEATURES, generator=gen)
-        y = x[:, :CLASSES].argmax(dim=1)
+        shape = IMAGE if images else (FEATURES,)
+        x = torch.randn(num_samples + 2 * num_val, *shape, generator=gen)
+        y = x.flatten(1)[:, :CLASSES].argmax(dim=1)
+        if images:
+            x = x.contiguous(memory_format=torch.channels_last)
         n = num_samples
         self.splits = {
             "train": TensorDataset(x[:n], y[:n]),
@@ -125,9 +154,9 @@ class UserModule(L.LightningModule):
     """What a user writes: a net, its loss, an optimizer with a per-step schedule; `log=True`
     logs the loss each step."""
 
-    def __init__(self, log: bool = True) -> None:
+    def __init__(self, log: bool = True, cnn: bool = False) -> None:
         super().__init__()
-        self.net, self.logging = make_net(), log
+        self.net, self.logging = make_cnn() if cnn else make_net(), log
 
     def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
         x, y = batch
@@ -242,12 +271,21 @@ def lightning_as_shipped() -> Iterator[None]:
             setattr(owner, name, fn)
 
 
-def run_lightning(epochs: int, samples: int, tmp: Path, as_users_run_it: bool) -> dict[str, float]:
+def run_lightning(
+    epochs: int, samples: int, tmp: Path, as_users_run_it: bool, bf16_cl: bool = False
+) -> dict[str, float]:
     from lightning.pytorch.callbacks import ModelCheckpoint, TQDMProgressBar
     from lightning.pytorch.loggers import CSVLogger
 
     L.seed_everything(0, verbose=False)
     callbacks: list[L.Callback] = [StepTimer()]
+    if bf16_cl:
+        from fit_timer import ChannelsLast
+
+        callbacks.append(ChannelsLast())
+        extra_precision = {"precision": "bf16-mixed"}
+    else:
+        extra_precision = {}
     extra: dict[str, Any] = {"enable_progress_bar": False, "enable_checkpointing": False}
     if as_users_run_it:
         callbacks += [
@@ -258,16 +296,24 @@ def run_lightning(epochs: int, samples: int, tmp: Path, as_users_run_it: bool) -
     trainer = L.Trainer(
         accelerator="cpu", devices=1, max_epochs=epochs, callbacks=callbacks,
         enable_model_summary=False, default_root_dir=tmp,
-        logger=extra.pop("logger", False), **extra,
+        logger=extra.pop("logger", False), **extra, **extra_precision,
     )  # fmt: skip
     StepTimer.last = []  # a fit that never reaches on_fit_end must not report the previous one
+    module = UserModule(log=as_users_run_it, cnn=bf16_cl)
     with lightning_as_shipped():
-        trainer.fit(UserModule(log=as_users_run_it), VectorData(num_samples=samples))
+        trainer.fit(module, VectorData(num_samples=samples, images=bf16_cl))
     return per_step_us(StepTimer.last)
 
 
 def trainwell_config(side: str, epochs: int, samples: int, tmp: Path) -> Any:
     overrides = LM_TINY if side == "tw_lm" else ["model=mlp"]
+    bf16_cl = side == "tw_task_bf16_cl"
+    if bf16_cl:
+        overrides = [
+            *overrides,
+            "trainer.precision=bf16-mixed",
+            "+callbacks.bench_cl._target_=fit_timer.ChannelsLast",
+        ]
     cfg = compose(
         [*overrides, f"trainer.max_epochs={epochs}", "test=false", "print_config=false"], tmp
     )
@@ -276,10 +322,13 @@ def trainwell_config(side: str, epochs: int, samples: int, tmp: Path) -> Any:
         if side == "tw_lm":
             return cfg
         cfg.data = OmegaConf.create(
-            {"_target_": "host_cost.VectorData", "num_samples": samples, "batch_size": 16}
-        )
+            {"_target_": "host_cost.VectorData", "num_samples": samples, "batch_size": 16,
+             "images": bf16_cl}
+        )  # fmt: skip
         if side == "tw_user":
             cfg.model = OmegaConf.create({"_target_": "host_cost.UserModule"})
+        elif bf16_cl:
+            cfg.model.net = OmegaConf.create({"_target_": "host_cost.make_cnn"})
         else:
             cfg.model.net._args_[1].in_features = FEATURES
     return cfg
@@ -297,8 +346,11 @@ def run_side(side: str, epochs: int, samples: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="tw-host-cost-") as tmp:
         if side == "raw":
             return run_raw(epochs, samples)
-        if side in ("bare", "lightning"):
-            return run_lightning(epochs, samples, Path(tmp), as_users_run_it=side == "lightning")
+        if side in ("bare", "lightning", "bare_bf16_cl"):
+            return run_lightning(
+                epochs, samples, Path(tmp), as_users_run_it=side == "lightning",
+                bf16_cl=side == "bare_bf16_cl",
+            )  # fmt: skip
         return run_trainwell(side, epochs, samples, Path(tmp))
 
 
@@ -309,6 +361,8 @@ RATIOS = (
     ("tw_user_vs_lightning", "tw_user", "lightning"),
     ("tw_task_vs_bare", "tw_task", "bare"),
     ("tw_task_vs_lightning", "tw_task", "lightning"),
+    # bf16-mixed + channels_last (the mode with the largest GPU gap): the same figure
+    ("tw_task_vs_bare_bf16_cl", "tw_task_bf16_cl", "bare_bf16_cl"),
 )
 
 
