@@ -160,7 +160,9 @@ class ClassificationTask(LoadsLikeLoadTrained, EpochMetricHooks, L.LightningModu
     def on_validation_epoch_end(self) -> None:
         if self.trainer.sanity_checking:
             return
-        self.val_acc_best(self.val_acc.compute())
+        # update(), not __call__: a call also computes the value of this one update, which is
+        # never read (the MaxMetric state is the same).
+        self.val_acc_best.update(self.val_acc.compute())
         self.log("val/acc_best", self.val_acc_best.compute(), prog_bar=True)
 
     def test_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
