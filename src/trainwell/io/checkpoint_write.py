@@ -51,6 +51,9 @@ def _copy(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.detach().clone()
 
 
+_IMMUTABLE = (str, bytes, int, float, bool, type(None))
+
+
 def snapshot(checkpoint: Any, copy: Callable[[torch.Tensor], torch.Tensor] = _copy) -> Any:
     """A copy of the checkpoint that later training cannot change: new containers, new tensors
     (each made by `copy`: a clone, or a copy into a reused buffer, io/snapshot_buffers.py).
@@ -66,10 +69,12 @@ def snapshot(checkpoint: Any, copy: Callable[[torch.Tensor], torch.Tensor] = _co
     if kind is list:
         return [snapshot(v, copy) for v in checkpoint]
     if kind is tuple:
+        if all(type(v) in _IMMUTABLE for v in checkpoint):
+            return checkpoint  # nothing in it can change (the 625 ints of a Python RNG state)
         return tuple(snapshot(v, copy) for v in checkpoint)
     if isinstance(checkpoint, torch.Tensor):
         return copy(checkpoint)
-    if isinstance(checkpoint, (str, bytes, int, float, bool, type(None))):
+    if isinstance(checkpoint, _IMMUTABLE):
         return checkpoint
     return apply_to_collection(checkpoint, torch.Tensor, copy)
 
