@@ -20,7 +20,8 @@ from harness import StepClock
 
 def _sync() -> None:
     # CUDA runs asynchronously: without a sync an epoch "ends" before its kernels do.
-    if torch.cuda.is_available() and torch.cuda.is_initialized():
+    # (is_initialized alone: is_available asks the driver, ~1 ms a call on a CPU-only machine.)
+    if torch.cuda.is_initialized():
         torch.cuda.synchronize()
 
 
@@ -50,10 +51,15 @@ class FitTimer(L.Callback):
         self.val_seconds: list[float] = []
         self.val_setup_seconds: list[float] = []
         self.ckpt_seconds: list[float] = []
+        # The same two parts in the training thread's CPU time (time.thread_time): robust when
+        # neighbours load the machine; blind to waits (a pending write, the GIL, I/O).
+        self.val_setup_cpu: list[float] = []
+        self.ckpt_cpu: list[float] = []
         self.train_batches = 0
         self.steps = StepClock()
         self._in_epoch = False
         self._val_start = self._val_first = self._val_last = 0.0
+        self._val_cpu = (0.0, 0.0, 0.0)  # thread CPU at validation start, first batch, last
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         if stage != "fit":
@@ -64,13 +70,14 @@ class FitTimer(L.Callback):
 
         def timed_save(*args: Any, **kwargs: Any) -> Any:
             _sync()
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.thread_time()
             try:
                 return save(*args, **kwargs)
             finally:
                 _sync()
                 if self._in_epoch and self.ckpt_seconds:
                     self.ckpt_seconds[-1] += time.perf_counter() - start
+                    self.ckpt_cpu[-1] += time.thread_time() - start_cpu
 
         trainer.save_checkpoint = timed_save  # type: ignore[method-assign]  # this instance only
 
@@ -90,6 +97,7 @@ class FitTimer(L.Callback):
         _sync()
         self.epoch_start, self.epoch_start_cpu = time.perf_counter(), time.process_time()
         self.ckpt_seconds.append(0.0)
+        self.ckpt_cpu.append(0.0)
         self._in_epoch = True
         self.steps.epoch()
 
@@ -104,12 +112,15 @@ class FitTimer(L.Callback):
             return
         _sync()
         self._val_start = self._val_first = time.perf_counter()
+        now_cpu = time.thread_time()
+        self._val_cpu = (now_cpu, now_cpu, now_cpu)
         self.train_seconds.append(self._val_start - self.epoch_start)
 
     def on_validation_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
         if not trainer.sanity_checking and self._val_first == self._val_start:
             _sync()
             self._val_first = time.perf_counter()
+            self._val_cpu = (self._val_cpu[0], time.thread_time(), time.thread_time())
 
     def on_validation_batch_end(
         self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any,
@@ -120,6 +131,7 @@ class FitTimer(L.Callback):
         if batch_idx + 1 == trainer.num_val_batches[dataloader_idx]:
             _sync()  # the last batch: its kernels are done when the clock is read
         self._val_last = time.perf_counter()
+        self._val_cpu = (*self._val_cpu[:2], time.thread_time())
 
     def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         if trainer.sanity_checking or not self._in_epoch:
@@ -130,6 +142,8 @@ class FitTimer(L.Callback):
         # The batches' time: first batch in hand -> last batch done; set-up is the rest.
         batches = max(self._val_last, self._val_first) - self._val_first
         self.val_setup_seconds.append(self.val_seconds[-1] - batches)
+        start, first, last = self._val_cpu
+        self.val_setup_cpu.append(time.thread_time() - start - (max(last, first) - first))
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._close_epoch()
@@ -145,6 +159,8 @@ class FitTimer(L.Callback):
             "val_seconds": list(self.val_seconds),
             "val_setup_seconds": list(self.val_setup_seconds),
             "ckpt_seconds": list(self.ckpt_seconds),
+            "val_setup_cpu": list(self.val_setup_cpu),
+            "ckpt_cpu": list(self.ckpt_cpu),
             "step_seconds": self.steps.seconds(),
             "peak_memory": torch.cuda.max_memory_allocated() if torch.cuda.is_available() else 0,
             "train_batches": self.train_batches,

@@ -128,11 +128,17 @@ def fixed_costs(run: dict[str, Any]) -> dict[str, float]:
         fixed.append(run["epoch_seconds"][e] - run["train_seconds"][e] - val_batches)
         ckpt.append(run["ckpt_seconds"][e])
         setup.append(run["val_setup_seconds"][e])
-    return {
+    costs = {
         "fixed_ms": 1000 * statistics.median(fixed),
         "ckpt_ms": 1000 * statistics.median(ckpt),
         "val_setup_ms": 1000 * statistics.median(setup),
     }
+    for part in ("ckpt", "val_setup"):  # the training thread's CPU time, where recorded
+        if run.get(f"{part}_cpu"):
+            costs[f"{part}_cpu_ms"] = 1000 * statistics.median(
+                run[f"{part}_cpu"][e] for e in epochs
+            )
+    return costs
 
 
 class StepClock:

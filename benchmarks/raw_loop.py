@@ -42,6 +42,8 @@ class RawResult:
     val_seconds: list[float] = field(default_factory=list)  # the validation pass, set-up included
     val_setup_seconds: list[float] = field(default_factory=list)  # pass minus its batches
     ckpt_seconds: list[float] = field(default_factory=list)  # training-thread time in saves
+    val_setup_cpu: list[float] = field(default_factory=list)  # the same two, thread CPU time
+    ckpt_cpu: list[float] = field(default_factory=list)
     step_seconds: list[list[float]] = field(default_factory=list)  # per epoch: harness.StepClock
     images: int = 0  # training images processed
 
@@ -162,13 +164,14 @@ def fit(
         result.train_seconds.append(time.perf_counter() - start)
         result.images += seen
         if val_loader is not None:
-            val_start = time.perf_counter()
-            result.val_loss, result.val_acc, batches = evaluate(
+            val_start, val_cpu = time.perf_counter(), time.thread_time()
+            result.val_loss, result.val_acc, batches, batches_cpu = evaluate(
                 net, val_loader, criterion, precision, device
             )
             result.val_seconds.append(time.perf_counter() - val_start)
             result.val_setup_seconds.append(result.val_seconds[-1] - batches)
-        ckpt_start = time.perf_counter()
+            result.val_setup_cpu.append(time.thread_time() - val_cpu - batches_cpu)
+        ckpt_start, ckpt_cpu = time.perf_counter(), time.thread_time()
         state = {"epoch": epoch, "state_dict": net.state_dict()}
         state["optimizer"] = optimizer.state_dict()
         if scheduler is not None:
@@ -176,6 +179,7 @@ def fit(
         checkpoints.save(state, result.val_acc)
         sync()
         result.ckpt_seconds.append(time.perf_counter() - ckpt_start)
+        result.ckpt_cpu.append(time.thread_time() - ckpt_cpu)
         result.epoch_seconds.append(time.perf_counter() - start)
         result.epoch_cpu.append(time.process_time() - start_cpu)
     checkpoints.close()
@@ -185,19 +189,20 @@ def fit(
 
 def evaluate(
     net: nn.Module, loader: DataLoader, criterion: nn.Module, precision: str, device: torch.device
-) -> tuple[float, float, float]:
-    """(val loss, val accuracy, seconds inside the batches: first batch in hand -> last done)."""
+) -> tuple[float, float, float, float]:
+    """(val loss, val accuracy, seconds inside the batches: first batch in hand -> last done,
+    the same in the thread's CPU time)."""
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
     net.eval()
     loss_sum = torch.zeros((), device=device)
     correct = torch.zeros((), device=device, dtype=torch.long)
     seen = 0
-    first = 0.0
+    first = first_cpu = 0.0
     with torch.inference_mode():
         for i, (x, y) in enumerate(loader):
             if i == 0:
                 sync()
-                first = time.perf_counter()
+                first, first_cpu = time.perf_counter(), time.thread_time()
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             with autocast_for(precision, device):
                 logits = net(x)
@@ -206,9 +211,9 @@ def evaluate(
             correct += (logits.argmax(1) == y).sum()
             seen += y.shape[0]
     sync()
-    batches = time.perf_counter() - first
+    batches, batches_cpu = time.perf_counter() - first, time.thread_time() - first_cpu
     net.train()
-    return (loss_sum / seen).item(), (correct.float() / seen).item(), batches
+    return (loss_sum / seen).item(), (correct.float() / seen).item(), batches, batches_cpu
 
 
 def total_steps(loader: DataLoader, accumulate: int, epochs: int) -> int:
@@ -331,6 +336,8 @@ def run_from_config(
         "val_seconds": result.val_seconds,
         "val_setup_seconds": result.val_setup_seconds,
         "ckpt_seconds": result.ckpt_seconds,
+        "val_setup_cpu": result.val_setup_cpu,
+        "ckpt_cpu": result.ckpt_cpu,
         "step_seconds": result.step_seconds,
         "images_per_epoch": result.images // max(epochs, 1),
         "peak_memory": torch.cuda.max_memory_allocated() if device.type == "cuda" else 0,
