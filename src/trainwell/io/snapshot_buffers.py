@@ -1,11 +1,13 @@
 """Host buffers that checkpoint snapshots reuse, so a save copies the state instead of allocating it.
 
 A background save copies every tensor of the checkpoint before the next step changes them in
-place. On the CPU a fresh copy of a ResNet-18 state (~90 MB with its momentum buffers) costs
-~40 ms of the training thread, most of it page faults: allocations that large come from the
-operating system and go back to it when freed. Copying into the buffers of an earlier snapshot
-whose write has finished costs ~8 ms. GPU tensors are not pooled: the caching allocator already
-reuses device memory, and a kept device copy would hold memory the activations could use.
+place. On the CPU, when that copy needs fresh memory (best.ckpt and last.ckpt at the same epoch
+end: the second snapshot is taken while the first still waits for its write), a ResNet-18 state
+(~90 MB with its momentum buffers) costs the training thread ~40 ms of page faults on top of the
+~10 ms copy: memory freed in blocks that large goes back to the operating system. Copying into
+the buffers of snapshots whose writes have finished costs the copy alone
+(benchmarks/epoch_cost.py). GPU tensors are not pooled: the caching allocator already reuses
+device memory, and a kept device copy would hold memory the activations could use.
 """
 
 from __future__ import annotations
