@@ -110,6 +110,17 @@ def owner_of(filename: str) -> str:
     return "other"
 
 
+def _shown(filename: str) -> str:
+    """A frame's file as read in a report: relative to the checkout, or `lightning/...`."""
+    for prefix in LIGHTNING:
+        if filename.startswith(prefix):
+            return "lightning/" + filename[len(prefix) :]
+    try:
+        return str(Path(filename).relative_to(REPO))
+    except ValueError:
+        return filename
+
+
 def _host_side(frame: Any) -> bool:
     code = frame.f_code
     return any(code.co_filename.endswith(f) and code.co_name == n for f, n in HOST_SIDE)
@@ -120,11 +131,7 @@ def caller(frame: Any) -> tuple[str, str]:
     while frame is not None:
         filename = frame.f_code.co_filename
         if not filename.startswith(_LIBRARIES) and not filename.startswith("<"):
-            try:
-                shown = str(Path(filename).relative_to(REPO))
-            except ValueError:
-                shown = filename.replace(LIGHTNING, "lightning/")
-            return owner_of(filename), f"{shown}:{frame.f_lineno}"
+            return owner_of(filename), f"{_shown(filename)}:{frame.f_lineno}"
         frame = frame.f_back
     return "other", "?"
 

@@ -49,9 +49,10 @@ def test_a_snapshot_waiting_for_its_write_keeps_its_buffers(tmp_path: Path) -> N
     io.save_checkpoint(model_state(1.0), tmp_path / "warm.ckpt")
     io.flush()
     io.gate.clear()
+    io.started.clear()
     state = model_state(2.0)
     io.save_checkpoint(state, tmp_path / "a.ckpt")  # takes the free buffers, held at the gate
-    assert io.started.wait(timeout=30)
+    assert io.started.wait(timeout=30)  # its write has begun: it is at the gate
     state["state_dict"]["w"].add_(100.0)  # the next optimizer step, in place
     io.save_checkpoint(model_state(3.0), tmp_path / "b.ckpt")  # must not write into a's buffers
     io.gate.set()

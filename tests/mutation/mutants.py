@@ -2109,3 +2109,68 @@ MUTANTS += [
         "a resume continues it",
     ),
 ]
+SYNCS_TASK_T = (
+    "src/project/tests/tasks/test_host_syncs.py::test_no_host_sync_in_the_steady_training_step"
+)
+SYNCS_ENGINE_T = (
+    "tests/callbacks/test_host_syncs.py::test_the_template_callbacks_add_no_sync_to_a_steady_step"
+)
+CKPT_WRITE = "src/trainwell/io/checkpoint_write.py"
+MUTANTS += [
+    Mutant(
+        "classification task: the training step reads a count off the device",
+        "src/project/tasks/classification.py",
+        "self.train_loss.update(loss.detach(), y.numel())",
+        "self.train_loss.update(loss.detach(), int((y >= 0).sum()))",
+        (f"{SYNCS_TASK_T}[default]",),
+        "the template's task makes no host-device sync in a steady training step",
+    ),
+    Mutant(
+        "LM task: the training loss and perplexity check every micro-batch for NaN on the host",
+        "src/project/tasks/language_model.py",
+        "self.train_loss, self.train_ppl = WeightedMean(), TrainingPerplexity()",
+        "self.train_loss, self.train_ppl = MeanMetric(), Perplexity()",
+        (f"{SYNCS_TASK_T}[lm]",),
+        "the template's task makes no host-device sync in a steady training step",
+    ),
+    Mutant(
+        "non-finite guard: reads the loss and gradients at every step on a GPU too",
+        NONFIN,
+        "return self.eager_on_cpu and cadence.host_reads_are_free(device) and trainer.world_size == 1",
+        "return self.eager_on_cpu and trainer.world_size == 1",
+        (f"{SYNCS_ENGINE_T}[1]",),
+        "the template's callbacks make no host-device sync between logging steps",
+    ),
+    Mutant(
+        "exact accumulation: reads each micro-batch's item count off the GPU",
+        ACC,
+        "    if cadence.host_reads_are_free(count.device):",
+        '    if count.device.type != "meta":',
+        (f"{SYNCS_TASK_T}[lm]",),
+        "token-exact accumulation makes no host-device sync between logging steps",
+    ),
+    Mutant(
+        "checkpoints: a save waits for its own write",
+        CKPT_WRITE,
+        "self._submit(self._write_snapshot, snapshot(checkpoint, lease.copy), Path(path), lease)",
+        "self._submit(self._write_snapshot, snapshot(checkpoint, lease.copy), Path(path), lease)"
+        "\n        self.flush()",
+        (
+            "tests/training/test_checkpoint_writes_off_the_step.py::"
+            "test_the_next_epoch_trains_while_the_checkpoints_are_written",
+        ),
+        "checkpoint writes never hold the training thread: the next epoch trains meanwhile",
+    ),
+    Mutant(
+        "checkpoints: a snapshot's buffers are lent out before its write is done",
+        CKPT_WRITE,
+        "            self._write_atomic(checkpoint, target)\n        finally:\n            lease.give_back()",
+        "            lease.give_back()\n            self._write_atomic(checkpoint, target)\n"
+        "        finally:\n            pass",
+        (
+            "tests/io/test_snapshot_buffers.py::"
+            "test_a_snapshot_waiting_for_its_write_keeps_its_buffers",
+        ),
+        "a checkpoint holds the state at save time, whatever the training does meanwhile",
+    ),
+]
