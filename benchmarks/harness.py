@@ -24,10 +24,11 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 CONF = REPO / "conf"
 
-try:  # a checkout that was copied, not pip-installed (a GPU box): use its src/ directly
-    import trainwell  # noqa: F401
-except ImportError:
-    sys.path.insert(0, str(REPO / "src"))
+# This checkout's src/ first, as scripts/_bootstrap.py does for the scripts: a benchmark measures
+# the code next to it, never another checkout's through an editable install (and a copied,
+# uninstalled checkout on a GPU box finds its trainwell at all).
+if str(REPO / "src") not in sys.path:
+    sys.path.insert(1, str(REPO / "src"))
 
 
 def compose(overrides: Sequence[str], output_dir: Path) -> Any:

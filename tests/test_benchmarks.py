@@ -64,6 +64,21 @@ def test_bf16_peak_lookup_prefers_the_specific_name() -> None:
     assert gpu_throughput.bf16_peak("Some Future GPU") is None
 
 
+def test_a_benchmark_imports_the_trainwell_next_to_it(tmp_path: Path) -> None:
+    """Not another checkout's through an editable install (a second clone, a worktree)."""
+    import os
+    import subprocess
+
+    code = f"import sys; sys.path.insert(0, {str(BENCH)!r}); import harness, trainwell; "
+    code += "print(trainwell.__file__)"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=tmp_path, env=env, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert Path(out.stdout.strip()).resolve().is_relative_to(REPO / "src")
+
+
 def test_after_checkpoint_compares_step_zero_with_the_epochs_second_half() -> None:
     # Epoch 0 (warm-up) is left out; each later epoch: step 0 / median of its second half.
     steps = [[9.0, 1.0, 1.0, 1.0], [2.0, 5.0, 1.0, 1.0], [3.0, 1.0, 2.0, 2.0]]
