@@ -168,8 +168,12 @@ DOCS_EXCLUDED = {
             "imbalance",
             "cv_overhead",
             "summary_cost",
+            "state_checkpoint",
+            "epoch_cost",
         )
     },
+    "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/epoch_cost.py": CPU_BENCH,
+    "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/gpu_throughput.py --reps 3": CPU_BENCH,
     "python scripts/summarize.py logs/train/multiruns/<id>": (
         "rebuilds a sweep's summary; tests/training/test_sweep_summary.py runs it on a real sweep"
     ),
@@ -180,15 +184,16 @@ DOCS_EXCLUDED = {
         "joins a multirun's fold jobs; the joining is tested in tests/training"
     ),
     ".venv/bin/python benchmarks/gpu_throughput.py": GPU_SUITE,
-    ".venv/bin/python benchmarks/gpu_suite.py --part throughput|features": GPU_SUITE,
+    ".venv/bin/python benchmarks/gpu_suite.py --part throughput|features|syncs": GPU_SUITE,
     ".venv/bin/python benchmarks/host_syncs.py": GPU_SUITE,
     "echo /.whl/ >> .git/info/exclude && mkdir -p .whl": WHEELS,
     "python3 -m pip download --no-deps -d .whl hydra-core==1.3.2 omegaconf==2.3.0": WHEELS,
     "python3 -m pip wheel --no-deps -w .whl antlr4-python3-runtime==4.9.3": WHEELS,
     "python3 -m pip install -q --no-index --no-deps --target /tmp/site .whl/*.whl && export "
     "PYTHONPATH=/tmp/site": WHEELS,
-    "PYTHONUNBUFFERED=1 python3 benchmarks/gpu_suite.py --part throughput": GPU_SUITE,
     "PYTHONUNBUFFERED=1 python3 benchmarks/gpu_suite.py --part features": GPU_SUITE,
+    "PYTHONUNBUFFERED=1 python3 benchmarks/gpu_suite.py --part throughput --reps 1": GPU_SUITE,
+    "PYTHONUNBUFFERED=1 python3 benchmarks/gpu_suite.py --part syncs": GPU_SUITE,
     "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/host_cost.py": CPU_BENCH,
     "mkdir -p logs/slurm": "prepares a SLURM submission",
     **dict.fromkeys(
