@@ -2174,3 +2174,15 @@ MUTANTS += [
         "a checkpoint holds the state at save time, whatever the training does meanwhile",
     ),
 ]
+
+STYLE_T = "tests/test_style.py::test_make_format_fixes_what_make_lint_reports_on_ordinary_code"
+MUTANTS += [
+    Mutant(
+        "style: make format leaves a lambda bound to a name for make lint to report",
+        "pyproject.toml",
+        'extend-safe-fixes = ["E731", "F841", "RUF059"]',
+        'extend-safe-fixes = ["F841", "RUF059"]',
+        (STYLE_T,),
+        "make format fixes what make lint reports wherever ruff can",
+    ),
+]
