@@ -2186,3 +2186,18 @@ MUTANTS += [
         "make format fixes what make lint reports wherever ruff can",
     ),
 ]
+
+LAYOUT_T = "tests/test_layout.py"
+MUTANTS += [
+    Mutant(
+        "docs check: the config table check covers the cloner's groups too",
+        LAYOUT_T,
+        "table = {g: o for g, o in _group_table(repo).items() if g in ENGINE_GROUPS}",
+        "table = _group_table(repo)",
+        (
+            f"{LAYOUT_T}::test_a_cloners_configs_added_committed_or_deleted_need_no_row_but_the_engines_do",
+        ),
+        "a config a cloner adds, commits or deletes in data/ model/ experiment/ hparams_search/ "
+        "needs no edit to a template file",
+    ),
+]
