@@ -13,6 +13,7 @@ from sklearn.datasets import load_digits
 from tests.helpers.config import OWNED
 from tests.helpers.scripts import TESTS_IMPORTABLE, call_script, run_ok
 from trainwell.deploy.artifact import verify_export
+from trainwell.io.results import NEW_FILE_MODE
 
 pytestmark = pytest.mark.engine
 
@@ -66,6 +67,9 @@ def test_the_export_takes_raw_digits_and_answers_as_the_predictions(
     assert proc.returncode == 0, proc.stderr[-3000:]
     manifest = verify_export(run / "export")
     assert manifest["input"]["form"] == "raw" and manifest["input"]["shape"] == [None, 8, 8]
+    # safetensors writes 0600: every exported file ends as readable as the run dir's others
+    modes = {p.name: p.stat().st_mode & 0o777 for p in (run / "export").iterdir()}
+    assert set(modes.values()) == {NEW_FILE_MODE}, modes
     parity = manifest["parity"]["paths"]
     assert parity["onnxruntime"]["agreement"] == 1.0
     assert parity["onnxruntime"]["max_abs_diff"] <= 1e-4

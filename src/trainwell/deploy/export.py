@@ -33,6 +33,7 @@ from trainwell.deploy.raw import (
 )
 from trainwell.errors import TrainwellError
 from trainwell.io.named_paths import deployed_checkpoint
+from trainwell.io.results import as_new_file
 
 
 class ExportFailed(TrainwellError):
@@ -178,6 +179,7 @@ def _save_weights(module: torch.nn.Module, path: Path) -> None:
     from safetensors.torch import save_file
 
     save_file({k: v.detach().clone().contiguous() for k, v in module.state_dict().items()}, path)
+    as_new_file(path)  # safetensors writes 0600
 
 
 def _versions() -> dict[str, str]:

@@ -13,11 +13,36 @@ from typing import Any
 PRUNING_FILE = "pruning.json"
 
 
+def _new_file_mode() -> int:
+    """The mode open() gives a new file in this process: 0o666 less the umask. tempfile.mkstemp
+    (and safetensors) create files 0600, which the run dir's other readers (a teammate, a server
+    started by another user) cannot read while every other file of the run dir can."""
+    try:  # Linux says it without changing it (changing it, even briefly, races other threads)
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("Umask:"):
+                return 0o666 & ~int(line.split()[1], 8)
+    except OSError:
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return 0o666 & ~mask
+
+
+NEW_FILE_MODE = _new_file_mode()
+
+
+def as_new_file(path: Path) -> None:
+    """Give `path`, written by a library that creates files 0600, the mode any other file of the
+    run dir has (the umask's)."""
+    os.chmod(path, NEW_FILE_MODE)
+
+
 def write_results(path: Path, results: dict[str, Any]) -> None:
     """Write via a temp file + rename: a reader (a sweep script, a scheduler) never sees half a file."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".results-", suffix=".json")
     try:
+        os.fchmod(fd, NEW_FILE_MODE)
         with os.fdopen(fd, "w") as f:
             json.dump(results, f, indent=2, sort_keys=True)
             f.write("\n")
@@ -32,6 +57,7 @@ def write_text(path: Path, text: str) -> None:
     file beside it, then a rename; a kill leaves the old file or none."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}-", suffix=".tmp")
     try:
+        os.fchmod(fd, NEW_FILE_MODE)
         with os.fdopen(fd, "w") as f:
             f.write(text)
         os.replace(tmp, path)
