@@ -22,9 +22,12 @@ class BarProbe(L.Callback):
     def __init__(self, bar: ThrottledProgressBar) -> None:
         self.bar = bar
         self.seen: list[tuple[str, float]] = []
+        self.epochs: list[str] = []  # the bar's text at each epoch's end
 
     def _read(self, where: str) -> None:
         self.seen.append((where, self.bar.train_progress_bar.completed))
+        if where == "epoch_end":
+            self.epochs.append(self.bar.train_progress_bar.description.strip())
 
     def on_validation_start(self, trainer: L.Trainer, *args: Any) -> None:
         if not trainer.sanity_checking:
@@ -55,7 +58,7 @@ class Model(BoringModel):
         return super().validation_step(batch[0], batch_idx)
 
 
-def _fit(tmp_path: Any, **kwargs: Any) -> list[tuple[str, float]]:
+def _fit(tmp_path: Any, **kwargs: Any) -> BarProbe:
     # refresh_rate=1: one update per second, so within this sub-second fit every update after
     # the first is throttled and only the flushes can bring the bar up to date.
     bar = ThrottledProgressBar(refresh_rate=1)
@@ -66,15 +69,23 @@ def _fit(tmp_path: Any, **kwargs: Any) -> list[tuple[str, float]]:
         default_root_dir=tmp_path, **kwargs,
     )  # fmt: skip
     trainer.fit(Model())
-    return probe.seen
+    return probe
 
 
 def test_bar_is_current_at_validation_and_epoch_end(tmp_path: Any) -> None:
-    seen = _fit(tmp_path, max_epochs=1, val_check_interval=7)
+    seen = _fit(tmp_path, max_epochs=1, val_check_interval=7).seen
     assert seen == [("val", 7), ("val", 14), ("epoch_end", 20), ("train_end", 20)]
 
 
 def test_bar_is_current_when_max_steps_stops_mid_epoch(tmp_path: Any) -> None:
     seen = _fit(tmp_path, max_steps=5, max_epochs=1, check_val_every_n_epoch=None,
-                val_check_interval=1000)  # fmt: skip
+                val_check_interval=1000).seen  # fmt: skip
     assert seen[-1] == ("train_end", 5)
+
+
+def test_the_bar_counts_epochs_from_one_as_max_epochs_and_the_closing_line_do(
+    tmp_path: Any,
+) -> None:
+    """`max_epochs=3` runs epochs 1, 2 and 3 of 3 (the closing line says "stopped after epoch 3
+    of 3"); Lightning's own bar says Epoch 0/2 .. 2/2."""
+    assert _fit(tmp_path, max_epochs=3).epochs == ["Epoch 1/3", "Epoch 2/3", "Epoch 3/3"]

@@ -3,6 +3,9 @@
 Lightning's bar updates its task and re-reads every progress-bar metric at every training batch,
 although the screen is redrawn only `refresh_rate` times per second: on a fast step (small model,
 fast GPU) that per-batch Python is a large share of the host's time between kernels.
+
+Epochs are counted from 1, as `trainer.max_epochs`, the plan and the run's closing line count
+them: Lightning's bar says "Epoch 15/19" for the epoch that line calls "epoch 16 of 20".
 """
 
 from __future__ import annotations
@@ -23,6 +26,29 @@ class ThrottledProgressBar(_LightningRichProgressBar):
         super().__init__(refresh_rate=refresh_rate, **kwargs)
         self._next_draw = 0.0
         self._pending: tuple[L.Trainer, L.LightningModule, int] | None = None
+        self._described: tuple[Any, int] | None = None  # (bar task, epoch) last described
+
+    def _describe(self, trainer: L.Trainer) -> None:
+        """Name the training bar's epoch from 1 (once per task and epoch: Lightning recreates the
+        task on a mid-epoch resume, with its own 0-based text)."""
+        task = self.train_progress_bar_id
+        if (
+            self.progress is None
+            or task is None
+            or self._described == (task, trainer.current_epoch)
+        ):
+            return
+        self._described = (task, trainer.current_epoch)
+        text = f"Epoch {trainer.current_epoch + 1}"
+        if trainer.max_epochs is not None and trainer.max_epochs > 0:
+            text += f"/{trainer.max_epochs}"
+        text = f"{text:{len(self.validation_description)}}"  # as wide as "Validation": no flicker
+        style = self.theme.description
+        self.progress.update(task, description=f"[{style}]{text}" if style else text)
+
+    def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_train_epoch_start(trainer, pl_module)
+        self._describe(trainer)
 
     def on_train_batch_end(
         self,
@@ -39,6 +65,7 @@ class ThrottledProgressBar(_LightningRichProgressBar):
         self._pending = None
         self._next_draw = now + 1.0 / max(self.refresh_rate, 1)
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
+        self._describe(trainer)
 
     def _flush(self) -> None:
         # The last skipped update (a run stopped by max_steps mid-epoch, or validation every N
