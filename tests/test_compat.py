@@ -869,6 +869,34 @@ def test_lightning_still_advertises_its_logger_and_warns_of_missing_callbacks(
             test.test(model, ckpt_path=tmp_path / "c.ckpt", weights_only=False)
 
 
+def test_lightning_still_raises_torchs_leafspec_deprecation_and_only_its_own_is_silenced(
+    tmp_path: Path,
+) -> None:
+    """compat.noise.silence_lightning_leafspec_warning: a plain fit still warns from Lightning's
+    module (delete the entry once it does not); with the filter the fit says nothing of it, and
+    the same warning raised by other code still shows."""
+    from lightning.pytorch.demos.boring_classes import BoringModel
+
+    def leafspec_warnings(silenced: bool) -> list[str]:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            if silenced:
+                compat.silence_lightning_leafspec_warning()
+            quiet_trainer(default_root_dir=tmp_path, max_steps=1).fit(BoringModel())
+            warnings.warn_explicit(
+                "`isinstance(treespec, LeafSpec)` is deprecated, use ...",
+                FutureWarning,
+                "mine.py",
+                1,
+                module="mine",
+            )
+        return [w.filename for w in seen if "LeafSpec" in str(w.message)]
+
+    raised = leafspec_warnings(silenced=False)
+    assert any(name.endswith("lightning/pytorch/utilities/_pytree.py") for name in raised)
+    assert leafspec_warnings(silenced=True) == ["mine.py"]
+
+
 def test_litserve_drains_for_uvicorn_graceful_timeout_seconds() -> None:
     """compat.set_litserve_drain_timeout: LitServer keeps the drain timeout in a public-looking
     attribute it hands to each uvicorn server; once this fails, pass upstream's argument instead."""

@@ -15,8 +15,8 @@ touch:
 * schedulers: plateau schedulers a resume would not step;
 * launchers: Hydra multirun + DDP, torchrun restarts, wandb runs in sweeps;
 * callback_hooks: the per-hook cost of callbacks that do not implement the hook;
-* noise: Lightning's advertisement and its missing-callbacks warning where eval leaves them out
-  on purpose;
+* noise: Lightning's advertisement, its missing-callbacks warning where eval leaves them out
+  on purpose, and its use of a torch API that torch deprecates;
 * serving: LitServe's shutdown (how long requests in flight may finish);
 * module_hooks: the per-step cost of Lightning's module and strategy hook dispatch and of its
   training_step signature check.
@@ -69,6 +69,7 @@ _HOMES = {
     "lean_module_hooks": "module_hooks",
     "callbacks_left_out_on_purpose": "noise",
     "drop_logger_advert": "noise",
+    "silence_lightning_leafspec_warning": "noise",
     "end_fit_restart": "schedulers",
     "plateau_steps_due": "schedulers",
     "step_plateau_schedulers": "schedulers",

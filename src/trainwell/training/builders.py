@@ -116,11 +116,13 @@ def build_trainer(cfg: DictConfig, **overrides: Any) -> L.Trainer:
       weights_only=True whatever a caller asks for (io/checkpoint_read.py);
     * `trainer.precision` resolved (auto, and no silent fp16 -> bf16 on CPU);
     * logged means synced across ranks without Lightning's integer flooring (compat);
-    * Lightning's advertisement for its cloud logger is not printed (compat);
+    * Lightning's advertisement for its cloud logger is not printed, nor its own deprecated use
+      of a torch API (compat);
     * a callback costs nothing in a hook it does not implement, and no hook pays for a profiler
       that is not set (compat).
     """
     compat.drop_logger_advert()
+    compat.silence_lightning_leafspec_warning()
     compat.exact_logged_means()
     compat.skip_empty_callback_hooks()
     compat.lean_module_hooks()
