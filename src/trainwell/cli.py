@@ -7,7 +7,7 @@ import sys
 import traceback
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import hydra
 from hydra.core.hydra_config import HydraConfig
@@ -19,6 +19,9 @@ import trainwell.resolvers  # noqa: F401  (registers resolvers before Hydra comp
 from trainwell import compat
 from trainwell.command_line import check_command_line, composed, without_null_groups
 from trainwell.errors import TrainwellError, error_line, first_line
+
+if TYPE_CHECKING:
+    from trainwell.io.refused_run import RunDirBefore
 
 EXIT_USAGE = 2
 EXIT_FAILURE = 1
@@ -143,27 +146,60 @@ def hydra_entry(
             if problem is not None:
                 print(f"error: {problem}", file=sys.stderr)
                 raise SystemExit(EXIT_USAGE)
+        before = _run_dir_before(config_dir, config_name, sys.argv[1:])
         if lock_run_dir:
             _lock_before_hydra_writes(config_dir, config_name, sys.argv[1:])
-        return main()
+        try:
+            return main()
+        except SystemExit as exit_:
+            if exit_.code == EXIT_USAGE and before is not None:
+                _undo_launch(before)
+            raise
 
     return entry
+
+
+def _launch_run_dir(config_dir: Path, config_name: str, argv: list[str]) -> Path | None:
+    """The run dir a single run (not a multirun, not a DDP rank) of this command line will use,
+    when it is known before Hydra starts."""
+    from trainwell.io.run_lock import takes_run_dir_lock
+
+    if any(arg.startswith("-") for arg in argv) or not takes_run_dir_lock():
+        return None
+    try:
+        run_dir = OmegaConf.select(composed(config_dir, config_name, tuple(argv)), "hydra.run.dir")
+    except (HydraException, OmegaConfBaseException, ValueError):
+        return None  # resolvable only inside Hydra's job (it names ${hydra:...})
+    return Path(str(run_dir)) if run_dir is not None else None
+
+
+def _run_dir_before(config_dir: Path, config_name: str, argv: list[str]) -> RunDirBefore | None:
+    from trainwell.io.refused_run import RunDirBefore
+
+    run_dir = _launch_run_dir(config_dir, config_name, argv)
+    return RunDirBefore.record(run_dir) if run_dir is not None else None
+
+
+def _undo_launch(before: RunDirBefore) -> None:
+    """A refused run (exit 2) leaves nothing new: Hydra's .hydra/, the job log and the lock it
+    wrote go (io/refused_run.py)."""
+    from trainwell.io.run_lock import release_run_dir
+
+    release_run_dir(before.run_dir)
+    before.undo_bookkeeping()
 
 
 def _lock_before_hydra_writes(config_dir: Path, config_name: str, argv: list[str]) -> None:
     """Take the run dir's lock before Hydra creates .hydra/ and train.log in it: a second launch
     into a dir in use exits 2 naming the holder and changes nothing there. A multirun (its job
     dirs are known only inside the sweep) locks each job's dir when the job starts (train_job)."""
-    from trainwell.io.run_lock import RunDirInUse, lock_run_dir, takes_run_dir_lock
+    from trainwell.io.run_lock import RunDirInUse, lock_run_dir
 
-    if any(arg.startswith("-") for arg in argv) or not takes_run_dir_lock():
-        return
+    run_dir = _launch_run_dir(config_dir, config_name, argv)
+    if run_dir is None:
+        return  # a multirun, a rank, or a dir known only inside Hydra's job: train_job locks it
     try:
-        run_dir = OmegaConf.select(composed(config_dir, config_name, tuple(argv)), "hydra.run.dir")
-    except (HydraException, OmegaConfBaseException, ValueError):
-        return  # resolvable only inside Hydra's job (it names ${hydra:...}): train_job locks it
-    try:
-        lock_run_dir(Path(str(run_dir)))
+        lock_run_dir(run_dir)
     except RunDirInUse as err:
         print(f"error: {err}", file=sys.stderr)
         raise SystemExit(EXIT_USAGE) from None
