@@ -43,12 +43,14 @@ def cfg_factory(tmp_path: Path) -> Callable[..., DictConfig]:
 def digits_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """One real run of the default experiment (`python scripts/train.py`), shared by the tests that
     read its outputs (results, checkpoints, eval, notebook). Returns the run dir; what the run
-    printed is beside it, in `train.stdout` (outside the run dir, which holds only run outputs)."""
+    printed is beside it, in `train.stdout` and `train.stderr` (outside the run dir, which holds
+    only run outputs)."""
     shared, lock = shared_dir(tmp_path_factory, "digits")
     run_dir = shared / "run"
     with lock:  # one worker trains; the others read the same run when it is done
         if not (shared / "train.stdout").exists():
             proc = run_script("train.py", f"hydra.run.dir={run_dir}")
             assert proc.returncode == 0, proc.stderr[-3000:]
+            (shared / "train.stderr").write_text(proc.stderr)
             (shared / "train.stdout").write_text(proc.stdout)
     return run_dir

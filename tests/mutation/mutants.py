@@ -2201,3 +2201,62 @@ MUTANTS += [
         "needs no edit to a template file",
     ),
 ]
+
+TRAIN_SCRIPT_T = "tests/training/test_train_script.py"
+MUTANTS += [
+    Mutant(
+        "run dir: results.json keeps the 0600 mode of its temp file",
+        "src/trainwell/io/results.py",
+        'prefix=".results-", suffix=".json")\n    try:\n        os.fchmod(fd, NEW_FILE_MODE)\n',
+        'prefix=".results-", suffix=".json")\n    try:\n',
+        (f"{TRAIN_SCRIPT_T}::test_every_file_of_the_run_dir_has_the_mode_the_umask_gives",),
+        "every file of a run dir has the mode the umask gives",
+    ),
+    Mutant(
+        "export: weights.safetensors keeps the 0600 mode safetensors gives it",
+        "src/trainwell/deploy/export.py",
+        "    as_new_file(path)  # safetensors writes 0600\n",
+        "",
+        (f"{OWNED_DEPLOY_T}::test_the_export_takes_raw_digits_and_answers_as_the_predictions",),
+        "every exported file has the mode the umask gives",
+    ),
+    Mutant(
+        "progress bar: epochs counted from 0 as Lightning counts them",
+        "src/trainwell/callbacks/progress_bar.py",
+        'text = f"Epoch {trainer.current_epoch + 1}"',
+        'text = f"Epoch {trainer.current_epoch}"',
+        (
+            "tests/callbacks/test_progress_bar.py::test_the_bar_counts_epochs_from_one_as_max_epochs_and_the_closing_line_do",
+        ),
+        "the bar and the closing line count epochs alike",
+    ),
+    Mutant(
+        "compat: runs print Lightning's LeafSpec deprecation",
+        "src/trainwell/training/builders.py",
+        "    compat.silence_lightning_leafspec_warning()\n",
+        "",
+        (f"{TRAIN_SCRIPT_T}::test_the_run_prints_no_warning_about_lightnings_own_code",),
+        "a run prints no warning about Lightning's own code",
+    ),
+    Mutant(
+        "compat: the LeafSpec filter silences the warning from any code",
+        "src/trainwell/compat/noise.py",
+        '"ignore", message=LEAFSPEC_MESSAGE, category=FutureWarning, module=LEAFSPEC_MODULE',
+        '"ignore", message=LEAFSPEC_MESSAGE, category=FutureWarning',
+        (
+            "tests/test_compat.py::test_lightning_still_raises_torchs_leafspec_deprecation_and_only_its_own_is_silenced",
+        ),
+        "upstream warnings are silenced where upstream raises them, nowhere else",
+    ),
+    Mutant(
+        "cli: a refused run leaves Hydra's bookkeeping behind",
+        "src/trainwell/cli.py",
+        "if exit_.code == EXIT_USAGE and before is not None:",
+        "if False:",
+        (
+            "tests/io/test_refused_run.py::test_a_run_refused_in_its_job_leaves_no_run_dir",
+            "tests/io/test_refused_run.py::test_a_run_refused_in_an_existing_run_dir_leaves_it_as_it_was",
+        ),
+        "a refused run leaves nothing new behind",
+    ),
+]

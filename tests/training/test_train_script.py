@@ -10,6 +10,7 @@ import torch
 
 from tests.helpers.config import REPO
 from tests.helpers.scripts import call_script, run_script
+from trainwell.io.results import NEW_FILE_MODE
 
 TINY_RESNET = [
     "experiment=resnet_accum",
@@ -36,6 +37,25 @@ def test_default_run_reaches_accuracy_and_writes_the_contract(digits_run: Path) 
     assert results["plan"]["dataset_size"] == 1257 and results["plan"]["effective_batch"] == 64
     assert (digits_run / ".hydra" / "config.yaml").is_file()
     assert (digits_run / "csv" / "metrics.csv").is_file()
+
+
+def test_every_file_of_the_run_dir_has_the_mode_the_umask_gives(digits_run: Path) -> None:
+    """results.json is written through a temp file (created 0600): it ends as readable as the
+    checkpoints, the config and the logs beside it."""
+    modes = {
+        str(path.relative_to(digits_run)): oct(path.stat().st_mode & 0o777)
+        for path in digits_run.rglob("*")
+        if path.is_file()
+    }
+    assert "results.json" in modes and "checkpoints/best.ckpt" in modes
+    assert set(modes.values()) == {oct(NEW_FILE_MODE)}, modes
+
+
+def test_the_run_prints_no_warning_about_lightnings_own_code(digits_run: Path) -> None:
+    """Lightning 2.6 uses a torch API that torch deprecates, at every fit and test (compat.noise):
+    a warning about Lightning's code, not the run's, is not printed."""
+    stderr = (digits_run.parent / "train.stderr").read_text()
+    assert "LeafSpec" not in stderr, stderr[-2000:]
 
 
 def test_early_stopping_says_so_and_results_record_why(digits_run: Path) -> None:
