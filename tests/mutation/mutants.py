@@ -2260,3 +2260,17 @@ MUTANTS += [
         "a refused run leaves nothing new behind",
     ),
 ]
+
+INTERP_T = "tests/training/test_interpolating_configs.py"
+MUTANTS += [
+    Mutant(
+        "export: the manifest's config is resolved from a copy holding only model, data and seed",
+        "src/trainwell/deploy/export.py",
+        '"config": _manifest_config(run.cfg),',
+        '"config": OmegaConf.to_container(\n'
+        '                OmegaConf.masked_copy(run.cfg, ["model", "data", "seed"]), resolve=True\n'
+        "            ),",
+        (f"{INTERP_T}::test_export_writes_the_runs_config_resolved_in_its_manifest",),
+        "every command resolves the run's whole config before it selects parts of it",
+    ),
+]

@@ -43,8 +43,12 @@ class OwnedDigits(L.LightningDataModule):
         seed: int = 0,
         sampler: str = "shuffle",
         samples_per_epoch: int | None = None,
+        data_dir: str | None = None,
     ) -> None:
         super().__init__()
+        # Where a datamodule written as lightning-hydra-template writes them reads its files
+        # (`data_dir: ${paths.data_dir}`); the bundled digits need none.
+        self.data_dir = data_dir
         self.val_fraction, self.test_fraction = val_fraction, test_fraction
         self.batch_size = batch_size
         self.eval_batch_size = eval_batch_size or batch_size
@@ -73,6 +77,18 @@ class OwnedDigits(L.LightningDataModule):
             "val": np.sort(order[n_test : n_test + n_val]),
             "train": np.sort(order[n_test + n_val :]),
         }
+
+    def cv_samples(self) -> tuple[np.ndarray, np.ndarray]:
+        """Cross-validation hook (cv.folds=K): the train+val samples and their labels."""
+        self.setup()
+        _, labels = self._load()
+        rest = np.sort(np.concatenate([self.splits["train"], self.splits["val"]]))
+        return rest, labels[rest]
+
+    def set_cv_fold(self, train: np.ndarray, val: np.ndarray) -> None:
+        """Cross-validation hook: train on `train`, validate on `val` (nothing is fitted)."""
+        self.setup()
+        self.splits = {**self.splits, "train": np.sort(train), "val": np.sort(val)}
 
     def _dataset(self, split: str) -> TensorDataset:
         images, labels = self._load()

@@ -182,6 +182,19 @@ def _save_weights(module: torch.nn.Module, path: Path) -> None:
     as_new_file(path)  # safetensors writes 0600
 
 
+def _manifest_config(cfg: DictConfig) -> dict[str, Any]:
+    """The run's model, data and seed, each resolved where it sits in the run's whole config: a
+    copy holding only those parts would lose what they read from the others (a data config's
+    `${paths.data_dir}`, a schedule's `${trainer.max_epochs}`)."""
+    return {
+        key: OmegaConf.to_container(cfg[key], resolve=True)
+        if OmegaConf.is_config(cfg[key])
+        else cfg[key]
+        for key in ("model", "data", "seed")
+        if key in cfg
+    }
+
+
 def _versions() -> dict[str, str]:
     import onnx
     import onnxruntime
@@ -270,9 +283,7 @@ def export_checkpoint(cfg: DictConfig) -> Path:
                 "meaning": raw.output_meaning,
                 "classes": raw.classes,
             },
-            "config": OmegaConf.to_container(
-                OmegaConf.masked_copy(run.cfg, ["model", "data", "seed"]), resolve=True
-            ),
+            "config": _manifest_config(run.cfg),
             "versions": _versions(),
             "parity": figures,
         }
