@@ -18,7 +18,7 @@ from omegaconf.errors import InterpolationKeyError, OmegaConfBaseException
 import trainwell.resolvers  # noqa: F401  (registers resolvers before Hydra composes)
 from trainwell import compat
 from trainwell.command_line import check_command_line, composed, without_null_groups
-from trainwell.errors import TrainwellError, error_line, first_line
+from trainwell.errors import TrainwellError, error_line, first_line, missing_module_line
 
 if TYPE_CHECKING:
     from trainwell.io.refused_run import RunDirBefore
@@ -79,8 +79,11 @@ def _report(err: Exception) -> tuple[str, int]:
     <run dir>/error.log."""
     user = _user_error(err)
     label = "error" if user is None else user.label
+    missing = missing_module_line(err) if user is None else None
     if user is not None:
         line, code = first_line(user), EXIT_USAGE
+    elif missing is not None:  # bad input: a target whose import chain names a missing module
+        line, code = missing, EXIT_USAGE
     elif isinstance(err, InterpolationKeyError):  # a config names a key it lacks: bad input
         parts = [p.strip() for p in str(err).splitlines() if not p.strip().startswith("object_")]
         line, code = "; ".join(p for p in parts if p), EXIT_USAGE

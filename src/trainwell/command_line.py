@@ -19,6 +19,7 @@ from omegaconf.errors import InterpolationKeyError, OmegaConfBaseException
 import trainwell.resolvers  # noqa: F401  (registers resolvers before Hydra composes)
 from trainwell.config_values import target_value_problem, template_value_problem
 from trainwell.errors import TrainwellError, first_line
+from trainwell.targets import targets_problem
 
 
 def _compose(config_dir: Path, config_name: str, overrides: Sequence[str]) -> DictConfig:
@@ -99,10 +100,11 @@ def check_command_line(
     """Compose the config the way Hydra will; on a mistake return one line naming the cause and
     the fix (Hydra's own message is several lines and exits 1, which reads as a crash).
 
-    In order: keys, the template's values, the paths the command names (`check_paths` raises a
-    TrainwellError), then the values a `_target_`'s annotations refuse. The last imports the
-    user's classes, and with them torch and Lightning; everything before it imports neither, so
-    those mistakes are answered within a second.
+    In order: keys, the template's values, the `_target_`s (each module found and each class read
+    from its source, without importing them: targets.py), the paths the command names
+    (`check_paths` raises a TrainwellError), then the values a `_target_`'s annotations refuse.
+    The last imports the user's classes, and with them torch and Lightning; everything before it
+    imports neither, so those mistakes are answered within a second.
     """
     if any(arg.startswith("-") for arg in argv):
         return None  # --multirun / --cfg / --help: Hydra's own handling
@@ -123,6 +125,7 @@ def check_command_line(
     return (
         _missing_interpolation(cfg)
         or template_value_problem(cfg)
+        or targets_problem(cfg)
         or _path_problem(cfg, check_paths)
         or target_value_problem(cfg)
     )

@@ -12,7 +12,7 @@ from typing import Any
 from hydra.utils import get_class
 from omegaconf import DictConfig, OmegaConf
 
-from trainwell.errors import TrainwellError
+from trainwell.errors import TrainwellError, missing_module_line
 
 # Computed once per process: every interpolation of the run id in one run agrees.
 _LOCAL_RUN_ID = f"{time.strftime('%Y-%m-%d_%H-%M-%S')}_{os.getpid():x}{secrets.token_hex(2)}"
@@ -83,6 +83,9 @@ def num_classes(data: Any) -> int:
         try:
             declared = getattr(get_class(target), "num_classes", None)
         except Exception as err:  # an unimportable class: said by key here, as it resolves first
+            missing = missing_module_line(err)
+            if missing is not None:  # no number set by hand would help
+                raise TrainwellError(f"data._target_={target}: {missing}") from err
             raise TrainwellError(
                 f"model.num_classes: cannot read num_classes from data._target_={target} "
                 f"({type(err).__name__}); set model.num_classes=<number of classes>"

@@ -2274,3 +2274,47 @@ MUTANTS += [
         "every command resolves the run's whole config before it selects parts of it",
     ),
 ]
+
+TARGETS = "src/trainwell/targets.py"
+TARGETS_T = "tests/test_targets.py"
+MUTANTS += [
+    Mutant(
+        "targets: a name its module does not define is let through",
+        TARGETS,
+        "if found is None or not found.complete or missing in found.names:",
+        "if True:",
+        (
+            f"{TARGETS_T}::test_a_target_is_located_from_source_with_a_did_you_mean",
+            f"{TARGETS_T}::test_a_mistyped_target_is_one_line_before_torch",
+        ),
+        "a mistyped _target_ is one line with a did-you-mean before torch is imported",
+    ),
+    Mutant(
+        "command line: targets are not checked before Hydra runs",
+        "src/trainwell/command_line.py",
+        "        or targets_problem(cfg)\n",
+        "",
+        (f"{TARGETS_T}::test_a_mistyped_target_is_one_line_before_torch",),
+        "a mistyped _target_ on the command line or in a config file is answered before torch",
+    ),
+    Mutant(
+        "targets: a module missing from a target's import chain goes unnamed",
+        TARGETS,
+        "            if find_spec(imported) is None:\n",
+        "            if False:\n",
+        (
+            f"{TARGETS_T}::test_a_module_missing_from_the_import_chain_names_the_file_that_imports_it",
+        ),
+        "a module missing from a _target_'s import chain is named with the file that imports it",
+    ),
+    Mutant(
+        "errors: a module missing at import time is a crash with a traceback",
+        "src/trainwell/errors.py",
+        "        if isinstance(seen, ModuleNotFoundError) and seen.name:",
+        "        if False:",
+        (
+            f"{TARGETS_T}::test_a_module_missing_at_import_time_is_one_line_naming_the_importing_file",
+        ),
+        "a module missing at import time is one line naming the file that imports it",
+    ),
+]
