@@ -9,7 +9,7 @@ ResNet-18 (`experiment=resnet_accum data.data_dir=...`, its augmenting train loa
 epochs per setting, timing how long each step waits for its batch (`next(loader)`) versus the
 whole step. data-wait fraction = wait / step time: near 0 means the model is the bottleneck.
 
-Every setting is run through the datamodule the config builds (project.data.CIFAR10DataModule),
+Every setting is run through the datamodule the config builds (project.data.cifar10.CIFAR10DataModule),
 so its own rules apply: pin_memory is forced off without CUDA (nothing to pin for), and
 persistent_workers only means something with workers > 0.
 

@@ -31,7 +31,8 @@ BATCH_ONLY = {"dynamic_axes": {"0": "batch"}}
 
 def models(resnet_width: int) -> dict[str, tuple[nn.Module, np.ndarray]]:
     from project.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
-    from project.models import DigitsCNN, ResNet18
+    from project.models.digits_cnn import DigitsCNN
+    from project.models.resnet import ResNet18
     from trainwell.blocks.preprocess import ImageNormalize, Normalize
     from trainwell.deploy.raw import RawModel
 

@@ -137,7 +137,7 @@ def train_flops_per_image(width: int) -> float:
     """Forward + backward FLOPs of one 3x32x32 image through the configured ResNet-18."""
     from torch.utils.flop_counter import FlopCounterMode
 
-    from project.models import ResNet18
+    from project.models.resnet import ResNet18
 
     net = ResNet18(width=width)
     x = torch.randn(2, 3, 32, 32)

@@ -30,6 +30,7 @@ def test_typos_get_one_line_with_the_nearest_name(argv: list[str], expected: str
     assert expected in message, message
 
 
+@pytest.mark.example("project.data.synthetic")
 def test_valid_command_lines_pass_untouched() -> None:
     argv = ["trainer.max_epochs=3", "data=synthetic", "hydra.run.dir=/tmp/x", "+extra.key=1"]
     assert check_command_line(CONF, "train", argv) is None

@@ -36,6 +36,7 @@ def test_model_configs_instantiate(model: str, tmp_path: Path) -> None:
     assert isinstance(optimizer, torch.optim.Optimizer)
 
 
+@pytest.mark.example("project.models.resnet")
 def test_optimizer_presets(tmp_path: Path) -> None:
     sgd = compose_config(["model/optimizer=sgd"], tmp_path).model.optimizer
     assert sgd._target_ == "torch.optim.SGD" and sgd.nesterov and sgd.momentum == 0.9
@@ -86,6 +87,7 @@ def test_default_callbacks(tmp_path: Path) -> None:
     } <= names
 
 
+@pytest.mark.example("project.data.cifar10", "project.data.synthetic", "project.models.resnet")
 def test_resnet_accum_experiment(tmp_path: Path) -> None:
     cfg = compose_config(["experiment=resnet_accum"], tmp_path)
     assert cfg.data._target_.endswith("CIFAR10DataModule")

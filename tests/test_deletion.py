@@ -1,12 +1,19 @@
-"""A cloner deletes the template's examples; the engine's own tests still pass.
+"""A cloner deletes the template's examples; what is left keeps working.
 
-The rule: an engine test is marked `engine` (pyproject.toml; a module's `pytestmark` or a test's
-decorator) and needs nothing of the examples: it runs on the tests' own modules (tests/owned,
-configs in tests/conf via OWNED in tests/helpers/config.py) or on plain Lightning classes, and
-the file that holds it imports nothing of the examples, since the whole file is collected. The
-slow test clones HEAD (uncommitted changes are not part of it), deletes the cloner's room as a
-cloner would, and runs `pytest -m engine` over every test file that names the marker, in the
-clone, with the clone's code and this interpreter.
+Two deletions are proved here, each in a clone of HEAD (uncommitted changes are not part of it),
+with the clone's code and this interpreter:
+
+* One example at a time (tests/helpers/example_uses.py says what goes with it: its module, the
+  configs that name it and those built on them, its own test files). The default run trains,
+  every experiment left composes and takes its first step, and the default suite collects;
+  the tests that use the example carry `pytest.mark.example(<module>)` and are skipped
+  (tests/helpers/example_marks.py), which a fast test here checks from the source.
+* The whole room. An engine test is marked `engine` (pyproject.toml; a module's `pytestmark` or a
+  test's decorator) and needs nothing of the examples: it runs on the tests' own modules
+  (tests/owned, configs in tests/conf via OWNED in tests/helpers/config.py) or on plain Lightning
+  classes, and the file that holds it imports nothing of the examples, since the whole file is
+  collected. The slow test deletes the room as a cloner would and runs `pytest -m engine` over
+  every test file that names the marker.
 """
 
 from __future__ import annotations
@@ -22,6 +29,18 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.config import REPO
+from tests.helpers.example_marks import module_marks
+from tests.helpers.example_uses import (
+    ROOM,
+    config_path,
+    default_run_modules,
+    deletable_examples,
+    deleted_configs,
+    room_modules,
+    suite_files,
+    unmarked_uses,
+)
+from trainwell.targets import module_names
 
 # What a cloner deletes to start their own project: the example package, the experiments and
 # searches over it, the example datamodule configs (conf/data/_*.yaml are the shared loader knobs
@@ -60,12 +79,16 @@ def engine_test_files(clone: Path) -> list[str]:
     )
 
 
-def _blocker(root: Path) -> Path:
+def _blocker(root: Path, clone: Path | None = None) -> Path:
     """A path entry that hides any other checkout's `project` (an editable install puts one
-    checkout's src/ on every interpreter's path): in the clone it is deleted, so it must not
-    import from anywhere."""
+    checkout's src/ on every interpreter's path): in a clone without the room it must not
+    import from anywhere; in a clone that keeps it (`clone`), the clone's own is found first
+    and this entry is empty."""
+    root.mkdir(parents=True)
+    if clone is not None:
+        return root
     package = root / EXAMPLES
-    package.mkdir(parents=True)
+    package.mkdir()
     message = f"No module named {EXAMPLES!r} (the examples were deleted)"
     (package / "__init__.py").write_text(
         f"raise ModuleNotFoundError({message!r}, name={EXAMPLES!r})\n"
@@ -147,3 +170,122 @@ def test_the_engine_suite_passes_in_a_clone_without_the_examples(tmp_path: Path)
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
     passed = re.search(r"(\d+) passed", summary)
     assert passed and int(passed.group(1)) > 0, summary
+
+
+# --- one example at a time -----------------------------------------------------------------------
+
+
+def test_the_rooms_package_faces_import_nothing() -> None:
+    """`project.data` and the others name no module: deleting one leaves the face importable."""
+    faces = sorted(ROOM.rglob("__init__.py"))
+    assert len(faces) >= 4
+    for face in faces:
+        tree = ast.parse(face.read_text())
+        imports = [n for n in tree.body if isinstance(n, ast.Import | ast.ImportFrom)]
+        assert not imports, f"{face.relative_to(REPO)} imports at module level"
+
+
+def test_no_example_imports_another_and_the_default_run_imports_none() -> None:
+    """Each example stands alone (it may use the default run's shared pieces: base, ...)."""
+    examples = set(deletable_examples())
+    assert examples, "no example beyond what the default run needs"
+    for module in room_modules():
+        names = module_names(module)
+        assert names is not None, module
+        imported = {source for source, _, _ in names.imports} | {
+            f"{source}.{item}" for source, items, _ in names.imports for item in items
+        }
+        others = (imported & examples) - {module}
+        assert not others, f"{module} imports {sorted(others)}"
+    assert default_run_modules() and not default_run_modules() & examples
+
+
+def test_every_test_that_uses_an_example_carries_its_mark() -> None:
+    """Read from the source: a test naming an example's module or one of its configs (directly,
+    or through a constant, helper or fixture it uses) is marked with it; a file importing one
+    at module level is marked as a whole (it is not imported in a clone without it)."""
+    problems = unmarked_uses()
+    assert not problems, "add pytest.mark.example(...):\n" + "\n".join(problems)
+
+
+def delete_one_example(clone: Path, module: str) -> list[str]:
+    """Delete `module` from the clone with what goes with it: the configs that name it and those
+    built on them, and its own test files. Returns the deleted paths, relative to the clone."""
+    source = Path("src", *module.split(".")).with_suffix(".py")
+    gone = [source] + [config_path(c).relative_to(REPO) for c in sorted(deleted_configs(module))]
+    for path in suite_files():
+        if path.name.startswith("test_") and module in module_marks(ast.parse(path.read_text())):
+            gone.append(path.relative_to(REPO))
+    for path in gone:
+        (clone / path).unlink()
+    return [str(p) for p in gone]
+
+
+def _clone(tmp_path: Path) -> Path:
+    clone = tmp_path / "clone"
+    head = _git("rev-parse", "HEAD", cwd=REPO)
+    _git("clone", "--quiet", "--no-checkout", str(REPO), str(clone), cwd=tmp_path)
+    _git("checkout", "--quiet", head, cwd=clone)
+    return clone
+
+
+def _in_clone(clone: Path, tmp_path: Path) -> dict[str, str]:
+    path = [clone / "src", clone, _blocker(tmp_path / "shadow", clone)]
+    return {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join(map(str, path)),
+        "OMP_NUM_THREADS": "1",
+        "WANDB_SILENT": "true",
+    }
+
+
+def _run(clone: Path, env: dict[str, str], *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, *args], cwd=clone, env=env, capture_output=True, text=True,
+        timeout=TIMEOUT_S,
+    )  # fmt: skip
+
+
+# Each run of an experiment is its first step: one optimizer step, no test, no checkpoints kept
+# beyond the run dir. A dataset that must be downloaded is refused in one line before it: that
+# refusal is the experiment's first step on a machine without it.
+FIRST_STEP = ("trainer.max_steps=1", "trainer.limit_val_batches=1", "test=false",
+              "print_config=false")  # fmt: skip
+NOT_DOWNLOADED = "data.download=true"
+
+
+@pytest.mark.slow  # a clone, the default run, each experiment's first step, the suite collected
+@pytest.mark.parametrize("module", deletable_examples())
+def test_a_clone_without_one_example_trains_runs_every_other_experiment_and_collects(
+    module: str, tmp_path: Path
+) -> None:
+    clone = _clone(tmp_path)
+    gone = delete_one_example(clone, module)
+    env = _in_clone(clone, tmp_path)
+    runs = tmp_path / "runs"
+    default = _run(
+        clone, env, "scripts/train.py", "trainer.max_epochs=1", "print_config=false",
+        f"hydra.run.dir={runs / 'default'}",
+    )  # fmt: skip
+    assert default.returncode == 0, (gone, default.stderr[-3000:])
+    for experiment in sorted((clone / "conf" / "experiment").glob("*.yaml")):
+        proc = _run(
+            clone, env, "scripts/train.py", f"experiment={experiment.stem}", *FIRST_STEP,
+            f"hydra.run.dir={runs / experiment.stem}",
+        )  # fmt: skip
+        refused_for_data = proc.returncode == 2 and NOT_DOWNLOADED in proc.stderr
+        assert proc.returncode == 0 or refused_for_data, (experiment.stem, proc.stderr[-3000:])
+    searches = sorted((clone / "conf" / "hparams_search").glob("*.yaml"))
+    composed = _run(
+        clone, env, "-c",
+        "import sys; from pathlib import Path; sys.path[:0] = ['src', '.'];"
+        "from trainwell.command_line import check_command_line;"
+        "problems = [check_command_line(Path('conf').resolve(), 'train', [f'hparams_search={n}'])"
+        f" for n in {[s.stem for s in searches]!r}];"
+        "print([p for p in problems if p])",
+    )  # fmt: skip
+    assert composed.returncode == 0 and composed.stdout.strip() == "[]", composed
+    collected = _run(clone, env, "-m", "pytest", "--collect-only", "-q", "-m", "not slow",
+                     "-p", "no:cacheprovider")  # fmt: skip
+    assert collected.returncode == 0, collected.stdout[-4000:] + collected.stderr[-2000:]
+    assert "error" not in collected.stdout.lower().split("\n")[-3:][0], collected.stdout[-2000:]

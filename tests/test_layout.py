@@ -22,7 +22,7 @@ import pytest
 
 SRC = Path(__file__).resolve().parents[1] / "src" / "trainwell"
 ROOM = SRC.parent / "project"
-BASE = {"errors", "compat", "resolvers"}
+BASE = {"errors", "compat", "resolvers", "targets"}
 ALLOWED = {
     "blocks": BASE | {"blocks", "io"},
     "loading": BASE | {"loading"},

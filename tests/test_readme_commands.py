@@ -260,6 +260,14 @@ def _page_lines() -> dict[str, list[str]]:
     return {str(page.relative_to(REPO)): _bash_lines(page.read_text()) for page in _pages()}
 
 
+@pytest.mark.example(
+    "project.data.cifar10",
+    "project.data.sequences",
+    "project.data.synthetic",
+    "project.models.resnet",
+    "project.models.transformer",
+    "project.tasks.language_model",
+)
 def test_every_command_of_the_readme_and_docs_is_run_or_excluded_with_a_reason() -> None:
     pages = _page_lines()
     run = (*RUN, *SERVE_LINES, CURL, NPY_SAVE, NPY_CURL, *DOCS_RUN)

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.config import OWNED, TEST_CONF
+from tests.helpers.config import CONF, OWNED, TEST_CONF
 from tests.helpers.scripts import HEAVY, call_script, imported_and_stderr, run_script
 from trainwell.targets import import_chain_problem, target_problem, targets_problem
 
@@ -134,11 +134,20 @@ def test_a_module_missing_from_the_import_chain_names_the_file_that_imports_it(
     assert import_chain_problem("room54.tasks.Classify") is None
 
 
-def test_every_target_the_template_ships_is_located(cfg_factory) -> None:
+@pytest.mark.example(
+    "project.data.cifar10",
+    "project.data.sequences",
+    "project.models.resnet",
+    "project.models.transformer",
+    "project.tasks.language_model",
+)
+def test_every_target_of_the_clone_is_located(cfg_factory) -> None:
+    """The default run, every experiment the clone has (a deleted example takes its own with it),
+    the owned modules, and the engine's other groups."""
+    experiments = sorted(p.stem for p in (CONF / "experiment").glob("*.yaml"))
     for overrides in (
         [],
-        ["experiment=resnet_accum"],
-        ["experiment=lm_accum"],
+        *([f"experiment={name}"] for name in experiments),
         ["logger=many"],
         ["trainer=ddp_sim"],
         [*OWNED],

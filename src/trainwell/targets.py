@@ -39,9 +39,9 @@ class ModuleNames:
 
     names: frozenset[str]
     complete: bool
-    imports: tuple[tuple[str, tuple[str, ...], int], ...] = field(
-        default=()
-    )  # (module, names, line)
+    # (module, the names imported from it, line) of each import the module cannot run without
+    imports: tuple[tuple[str, tuple[str, ...], int], ...] = field(default=())
+    defined: frozenset[str] = frozenset()  # classes and functions written here, not imported
 
 
 def _nearest(word: str, choices: list[str]) -> str | None:
@@ -96,6 +96,7 @@ class _Reader:
     def __init__(self, name: str, is_package: bool, depth: int) -> None:
         self.name, self.is_package, self.depth = name, is_package, depth
         self.names: set[str] = set()
+        self.defined: set[str] = set()
         self.complete = True
         self.imports: list[tuple[str, tuple[str, ...], int]] = []
 
@@ -111,6 +112,7 @@ class _Reader:
     def _statement(self, node: ast.stmt, guarded: bool) -> None:
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             self.names.add(node.name)
+            self.defined.add(node.name)
             if node.name == "__getattr__":
                 self.complete = False  # names made on demand (a lazy package face)
         elif isinstance(node, ast.Assign):
@@ -183,7 +185,12 @@ def module_names(name: str, depth: int = 0) -> ModuleNames | None:
     reader.read(tree.body)
     if "globals()" in text or "setattr(sys.modules" in text:
         reader.complete = False  # names bound by code the tree does not show
-    return ModuleNames(frozenset(reader.names), reader.complete, tuple(reader.imports))
+    return ModuleNames(
+        frozenset(reader.names),
+        reader.complete,
+        tuple(reader.imports),
+        frozenset(reader.defined),
+    )
 
 
 def _submodules(name: str) -> list[str]:
@@ -243,6 +250,23 @@ def import_chain_problem(target: str) -> str | None:
     top-level package: "<file>:<line> imports <module>, which does not exist". Imports nothing."""
     _forget()
     return _import_chain_problem(target)
+
+
+def relocated(target: str) -> str | None:
+    """Where `target` lives when its package no longer re-exports it: `pkg.sub.Name` for
+    `pkg.Name`, when exactly one module of `pkg` defines `Name` (a package face that stopped
+    importing its classes). None when `target` is located as written or has no single home."""
+    _forget()
+    parts = target.split(".")
+    if len(parts) < 2 or _target_problem(target) is None:
+        return None
+    package, name = ".".join(parts[:-1]), parts[-1]
+    homes = [
+        f"{package}.{sub}.{name}"
+        for sub in _submodules(package)
+        if name in getattr(module_names(f"{package}.{sub}"), "defined", ())
+    ]
+    return homes[0] if len(homes) == 1 else None
 
 
 def _target_problem(target: str) -> str | None:

@@ -9,8 +9,7 @@ import pytest
 import torch
 from torch import nn
 
-from project.data import SyntheticDataModule
-from project.tasks import ClassificationTask
+from project.tasks.classification import ClassificationTask
 from tests.helpers.trainers import template_trainer, templated
 from trainwell.blocks.schedules import WarmupCosine, warmup_cosine, warmup_steps_for
 from trainwell.training.plan import make_plan
@@ -30,7 +29,10 @@ class LrTrace(L.Callback):
         self.lrs.append(optimizer.param_groups[0]["lr"])
 
 
+@pytest.mark.example("project.data.synthetic")
 def test_scheduler_advances_once_per_optimizer_step_and_ends_on_plan() -> None:
+    from project.data.synthetic import SyntheticDataModule
+
     # 40 samples, batch 8, K=4, 3 epochs: 5 micro-batches and 2 optimizer steps per epoch.
     plan = make_plan(dataset_size=40, micro_batch=8, accumulate=4, max_epochs=3)
     assert (plan.iterations_per_epoch, plan.optimizer_steps_per_epoch) == (5, 2)

@@ -2,7 +2,7 @@
 
 Each exhibit carries exactly one planted bug; tests/doctor/test_museum.py swaps it into the
 shipped digits experiment through a Hydra `_target_` override and asserts the check that must
-catch it.
+catch it. The language-model exhibits are in museum_tokens.py (they need that example).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ import torch.nn.functional as F
 from torch import nn
 from torch.utils.data import Dataset, TensorDataset
 
-from project.data import DigitsDataModule
-from project.models import DigitsCNN
-from project.tasks import ClassificationTask, LanguageModelTask
+from project.data.digits import DigitsDataModule
+from project.models.digits_cnn import DigitsCNN
+from project.tasks.classification import ClassificationTask
 
 # -- nets -------------------------------------------------------------------------------------
 
@@ -396,21 +396,6 @@ class EpochEndMeanTask(ClassificationTask):
     def on_validation_epoch_end(self) -> None:
         self.log("val/mean_loss", torch.stack(self.val_losses).mean(), sync_dist=True)
         super().on_validation_epoch_end()
-
-
-class SequenceWeightedLossTask(LanguageModelTask):
-    """Logs its token-mean loss as a plain tensor: Lightning weighs each batch by sequences."""
-
-    def training_step(self, batch, batch_idx):
-        loss, _ = self._loss(batch)
-        self.log("train/loss", loss, on_step=False, on_epoch=True)
-        return loss
-
-
-class UndeclaredTokensTask(LanguageModelTask):
-    """The token-mean loss without `loss_items`: windows weigh micro-batches by sequences."""
-
-    loss_items = None
 
 
 class SummedLossTask(ClassificationTask):

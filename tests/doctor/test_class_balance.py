@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.doctor.test_zoo import ENTRIES, zoo_config
-from tests.helpers.doctor import FAST, MUSEUM, QUICK_PROBES, run_cfg, run_ids
+from tests.doctor.test_zoo import ENTRIES, TOKENS_ENTRY, zoo_config
+from tests.helpers.doctor import FAST, LM, MUSEUM, QUICK_PROBES, run_cfg, run_ids
 
 ID = "data.class_balance"
 IMBALANCED = [*FAST, "experiment=digits_imbalanced", "model.net.width=8"]
@@ -54,7 +54,8 @@ def test_balanced_digits_pass_without_a_probe_fit(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("module", "data", "overrides"),
-    [pytest.param(m, d, o, id=name) for name, m, d, o, _ in ENTRIES],
+    [pytest.param(m, d, o, id=name) for name, m, d, o, _ in ENTRIES]
+    + [pytest.param(*TOKENS_ENTRY[1:4], id=TOKENS_ENTRY[0], marks=LM)],
 )
 def test_healthy_zoo_and_lightning_demos_raise_no_alarm(
     tmp_path: Path, module: str | None, data: str | None, overrides: list[str]

@@ -14,6 +14,7 @@ from trainwell.doctor.harness.settings import ProbeSettings
 from trainwell.errors import TrainwellError
 
 
+@pytest.mark.example("project.data.cifar10", "project.data.synthetic", "project.models.resnet")
 def test_doctor_config_inherits_train_overrides(tmp_path: Path) -> None:
     cfg = compose_config(
         ["experiment=resnet_accum", "data=synthetic", "probe.overfit_steps=5"],

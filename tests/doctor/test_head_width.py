@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.config import compose_config
 from tests.helpers.doctor import FAST, run_ids
 from tests.helpers.scripts import run_script
@@ -11,6 +13,7 @@ from tests.helpers.scripts import run_script
 TWO_CLASSES = ["data=synthetic", "data.num_classes=2", "data.num_samples=256", "model=mlp"]
 
 
+@pytest.mark.example("project.data.synthetic")
 def test_the_models_num_classes_defaults_from_the_datamodule(tmp_path: Path) -> None:
     assert compose_config([], tmp_path).model.num_classes == 10  # DigitsDataModule.num_classes
     two = compose_config(TWO_CLASSES, tmp_path)
@@ -23,6 +26,7 @@ def test_a_matching_head_passes(tmp_path: Path) -> None:
     assert check.evidence["logits_width"] == 10 == check.evidence["data_num_classes"]
 
 
+@pytest.mark.example("project.data.synthetic")
 def test_a_head_wider_than_the_declared_classes_is_warned_with_both_numbers(
     tmp_path: Path,
 ) -> None:
@@ -34,6 +38,7 @@ def test_a_head_wider_than_the_declared_classes_is_warned_with_both_numbers(
     assert "model.num_classes=2" in found.message
 
 
+@pytest.mark.example("project.data.synthetic")
 def test_the_doctor_script_prints_the_warning(tmp_path: Path) -> None:
     proc = run_script(
         "doctor.py",
@@ -47,6 +52,7 @@ def test_the_doctor_script_prints_the_warning(tmp_path: Path) -> None:
     assert "10 outputs" in lines[0] and "2 classes" in lines[0]
 
 
+@pytest.mark.example("project.data.sequences")
 def test_a_datamodule_without_num_classes_under_the_classification_task_is_one_line(
     tmp_path: Path,
 ) -> None:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from tests.helpers.doctor import FAST, LM_FAST, MUSEUM, run_ids
+from tests.helpers.doctor import FAST, LM, LM_FAST, MUSEUM, run_ids
 from trainwell.doctor.checks import CHECK_IDS
 
 NET = f"model.net._target_={MUSEUM}"
@@ -197,16 +197,17 @@ EXHIBITS = [
 ]
 
 # Exhibits in the language-model experiment (LM_FAST instead of FAST).
+TOKENS_TASK = f"model._target_={MUSEUM}_tokens"
 LM_EXHIBITS = [
     (
         "token-level loss averaged per micro-batch, undeclared",
-        [f"{TASK}.UndeclaredTokensTask"],
+        [f"{TOKENS_TASK}.UndeclaredTokensTask"],
         "accumulation.equivalence",
         "fail",
     ),
     (
         "token-mean loss logged with the batch's sequence count as weight",
-        [f"{TASK}.SequenceWeightedLossTask"],
+        [f"{TOKENS_TASK}.SequenceWeightedLossTask"],
         "metrics.reduction",
         "warn",
     ),
@@ -216,7 +217,7 @@ LM_EXHIBITS = [
 @pytest.mark.parametrize(
     ("overrides", "check_id", "status"),
     [pytest.param(FAST + o, c, s, id=name) for name, o, c, s in EXHIBITS]
-    + [pytest.param(LM_FAST + o, c, s, id=name) for name, o, c, s in LM_EXHIBITS],
+    + [pytest.param(LM_FAST + o, c, s, id=name, marks=LM) for name, o, c, s in LM_EXHIBITS],
 )
 def test_planted_bug_is_caught(
     tmp_path: Path, overrides: list[str], check_id: str, status: str
@@ -228,8 +229,9 @@ def test_planted_bug_is_caught(
     assert not check.message.startswith("the probe itself raised"), check.message
 
 
+@LM
 def test_undeclared_token_loss_is_named_with_its_fix(tmp_path: Path) -> None:
-    overrides = [*LM_FAST, f"{TASK}.UndeclaredTokensTask"]
+    overrides = [*LM_FAST, f"{TOKENS_TASK}.UndeclaredTokensTask"]
     check = run_ids(tmp_path, overrides, ["accumulation.equivalence"])["accumulation.equivalence"]
     assert (
         "def loss_items(self, batch)" in check.message and "UndeclaredTokensTask" in check.message
@@ -276,8 +278,8 @@ def test_copied_split_fails_with_its_share(tmp_path: Path) -> None:
         pytest.param(
             [*FAST, f"{TASK}.ManualAccumulationTask"], "accumulation.equivalence", id="manual"
         ),
-        pytest.param(LM_FAST, "accumulation.equivalence", id="lm-declared-tokens"),
-        pytest.param(LM_FAST, "metrics.reduction", id="lm-token-weighted-metrics"),
+        pytest.param(LM_FAST, "accumulation.equivalence", id="lm-declared-tokens", marks=LM),
+        pytest.param(LM_FAST, "metrics.reduction", id="lm-token-weighted-metrics", marks=LM),
         pytest.param(FAST, "metrics.reduction", id="torchmetrics-and-metric-compute"),
     ],
 )
@@ -317,8 +319,11 @@ def test_device_placement_skips_with_a_reason_on_cpu_only_machines(tmp_path: Pat
 @pytest.mark.parametrize(
     "overrides",
     [pytest.param(FAST + o, id=name) for name, o, _, _ in EXHIBITS]
-    + [pytest.param(LM_FAST + o, id=name) for name, o, _, _ in LM_EXHIBITS]
-    + [pytest.param(FAST, id="healthy digits"), pytest.param(LM_FAST, id="healthy tokens")],
+    + [pytest.param(LM_FAST + o, id=name, marks=LM) for name, o, _, _ in LM_EXHIBITS]
+    + [
+        pytest.param(FAST, id="healthy digits"),
+        pytest.param(LM_FAST, id="healthy tokens", marks=LM),
+    ],
 )
 def test_every_verdict_in_a_full_run_is_the_verdict_of_the_check_alone(
     tmp_path: Path, overrides: list[str]

@@ -57,6 +57,9 @@ def test_default_experiment_is_clean_and_fully_reported(tmp_path: Path) -> None:
     assert "| `optimizer.coverage` | pass |" in note
 
 
+@pytest.mark.example(
+    "project.data.sequences", "project.models.transformer", "project.tasks.language_model"
+)
 def test_language_model_experiment_is_clean(tmp_path: Path) -> None:
     cfg = compose_config(["experiment=lm_accum"], tmp_path / "run", config_name="doctor")
     checks, _ = diagnose(cfg)
@@ -76,6 +79,7 @@ def test_language_model_experiment_is_clean(tmp_path: Path) -> None:
     assert by_id["accumulation.equivalence"].evidence["item_unit"] == "LanguageModelTask.loss_items"
 
 
+@pytest.mark.example("project.data.cifar10", "project.data.synthetic", "project.models.resnet")
 @pytest.mark.slow
 def test_tiny_resnet_accum_only_warns_about_batchnorm(tmp_path: Path) -> None:
     cfg = compose_config(TINY_RESNET, tmp_path / "run", config_name="doctor")

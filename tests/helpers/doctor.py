@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import lightning as L
+import pytest
 import torch
 from omegaconf import DictConfig
 
@@ -17,8 +18,12 @@ from trainwell.doctor.run import run_checks
 # Small and quick, but the shipped digits experiment otherwise: the healthy baseline.
 QUICK_PROBES = ["probe.overfit_steps=12", "probe.memory_steps=4"]
 FAST = ["model.net.width=8", *QUICK_PROBES]
-# The shipped language-model experiment, smaller.
+# The shipped language-model experiment, smaller; a test running it is marked LM (the modules of
+# that example: a clone that deleted one skips it).
 LM_FAST = ["experiment=lm_accum", "model.net.dim=32", "data.num_sequences=400", *QUICK_PROBES]
+LM = pytest.mark.example(
+    "project.data.sequences", "project.models.transformer", "project.tasks.language_model"
+)
 MUSEUM = "tests.doctor.museum"
 
 

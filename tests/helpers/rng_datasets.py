@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset
 
-from project.data import DigitsDataModule
+from project.data.digits import DigitsDataModule
 
 
 class _Noisy(Dataset):

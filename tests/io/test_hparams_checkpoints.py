@@ -234,7 +234,7 @@ def test_hydra_template_module_trains_tests_and_evaluates(tmp_path: Path) -> Non
     run_dir = tmp_path / "run"
     hparams = _check_run(run_dir, _train(run_dir, *HYDRA_TEMPLATE), tmp_path)
     # The objects became the run's config nodes.
-    assert hparams["net"]["_target_"] == "project.models.DigitsCNN"
+    assert hparams["net"]["_target_"] == "project.models.digits_cnn.DigitsCNN"
     assert hparams["optimizer"] == {
         "_target_": "torch.optim.AdamW", "_partial_": True, "lr": 0.003, "weight_decay": 0.01,
     }  # fmt: skip

@@ -12,7 +12,6 @@ import pytest
 import torch
 import torchvision.transforms.functional as TF
 
-from project.data import CIFAR10DataModule, SyntheticDataModule
 from tests.helpers.cifar_fixture import trust_fixture, write_cifar10
 from tests.helpers.config import compose_config
 from trainwell.loading.on_device import DeviceImages, crop_and_flip, mix32, placement
@@ -20,7 +19,9 @@ from trainwell.loading.resumable import ResumableDataLoader
 from trainwell.loading.sharding import install_loader_policy, shard_loader
 
 
-def synthetic(**kwargs) -> SyntheticDataModule:
+def synthetic(**kwargs):
+    from project.data.synthetic import SyntheticDataModule
+
     options = {"num_samples": 200, "num_val": 40, "num_test": 40, "batch_size": 16, "seed": 3}
     dm = SyntheticDataModule(**{**options, "on_device": True, "augment": True, **kwargs})
     install_loader_policy(dm, seed=dm.seed)
@@ -72,9 +73,12 @@ def test_crop_and_flip_are_torchvision_geometry() -> None:
         assert torch.equal(x[k], ref.float().div(255)), i  # mean 0, std 1: the [0, 1] pixels
 
 
+@pytest.mark.example("project.data.cifar10")
 def test_eval_batches_equal_the_torchvision_pipeline_bit_for_bit(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from project.data.cifar10 import CIFAR10DataModule
+
     trust_fixture(monkeypatch, write_cifar10(tmp_path / "cifar", per_batch=20))
     common = {"data_dir": str(tmp_path / "cifar"), "val_size": 10, "batch_size": 8, "seed": 0}
     cpu = CIFAR10DataModule(**common, num_workers=0)
@@ -109,9 +113,12 @@ def test_augmentations_differ_per_sample_and_epoch_and_repeat_across_runs() -> N
     assert torch.equal(again.__getitems__(list(range(64)))[0], x1)  # a new run, same views
 
 
+@pytest.mark.example("project.data.synthetic")
 def test_a_sample_gets_the_same_view_in_any_batch_and_on_any_rank() -> None:
     """1 process = W ranks: the epoch's view of a sample depends on nothing but (seed, epoch,
     sample); W ranks, which see different batches, see each sample exactly as 1 process does."""
+    from project.data.synthetic import SyntheticDataModule
+
     dm = synthetic()
     single = by_sample(epoch_batches(dm.train_dataloader(), epoch=2))
     assert len(single) == 200
@@ -130,6 +137,7 @@ def test_a_sample_gets_the_same_view_in_any_batch_and_on_any_rank() -> None:
     assert all(torch.equal(fresh[i], single[i]) for i in single)
 
 
+@pytest.mark.example("project.data.synthetic")
 def test_mid_epoch_resume_continues_with_the_same_augmented_batches() -> None:
     dm = synthetic()
     loader = dm.train_dataloader()
@@ -149,7 +157,10 @@ def test_mid_epoch_resume_continues_with_the_same_augmented_batches() -> None:
         assert torch.equal(x, xr) and torch.equal(y, yr)
 
 
+@pytest.mark.example("project.data.synthetic")
 def test_layout_option_and_synthetic_quantisation() -> None:
+    from project.data.synthetic import SyntheticDataModule
+
     dm = synthetic(channels_last=False, augment=False)
     x, y = next(iter(dm.val_dataloader()))
     assert x.shape == (16, 3, 32, 32) and x.is_contiguous() and y.dtype == torch.int64
@@ -161,6 +172,7 @@ def test_layout_option_and_synthetic_quantisation() -> None:
     assert (x - reference)[inside].abs().max() < 0.5 / 32 + 1e-5
 
 
+@pytest.mark.example("project.data.synthetic")
 def test_placement_follows_the_attached_trainer_and_an_explicit_device() -> None:
     import lightning as L
 
@@ -174,7 +186,10 @@ def test_placement_follows_the_attached_trainer_and_an_explicit_device() -> None
     assert dm.train_set.images.device.type == "meta" and dm.test_set.labels.device.type == "meta"
 
 
+@pytest.mark.example("project.data.synthetic")
 def test_synthetic_augment_on_the_host_crops_and_flips_per_sample_and_epoch() -> None:
+    from project.data.synthetic import SyntheticDataModule
+
     dm = SyntheticDataModule(num_samples=16, num_val=4, num_test=4, augment=True, seed=1)
     dm.setup("fit")
     plain = SyntheticDataModule(num_samples=16, num_val=4, num_test=4, seed=1)
@@ -197,6 +212,7 @@ def test_configs_select_the_on_device_path(tmp_path: Path) -> None:
         assert dm.on_device and dm.num_workers == 0 and dm.channels_last
 
 
+@pytest.mark.example("project.data.synthetic")
 @pytest.mark.gpu
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
 def test_gpu_batches_equal_cpu_batches() -> None:

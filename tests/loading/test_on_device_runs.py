@@ -31,6 +31,7 @@ RUN = [
 ]
 
 
+@pytest.mark.example("project.data.synthetic", "project.models.resnet")
 def test_resume_mid_epoch_is_bitwise_exact_with_on_device_augmentation(tmp_path: Path) -> None:
     full = tmp_path / "full"
     every = [
@@ -49,6 +50,7 @@ def test_resume_mid_epoch_is_bitwise_exact_with_on_device_augmentation(tmp_path:
         assert_bitwise_equal(load_checkpoint(run_dir / "checkpoints" / "last.ckpt"), want)
 
 
+@pytest.mark.example("project.data.synthetic")
 @pytest.mark.slow
 def test_two_ranks_equal_one_process_with_on_device_augmentation(tmp_path: Path) -> None:
     """Each sample's crop and flip depend on (seed, epoch, sample) only, so the ranks' shares of

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch.utils.data import DataLoader, Dataset, TensorDataset
 
-from project.data import DigitsDataModule
+from project.data.digits import DigitsDataModule
 from trainwell.errors import TrainwellError
 from trainwell.loading.samplers import WeightedEpochDraw
 from trainwell.loading.sharding import EpochDraw, install_loader_policy, shard_loader

@@ -13,7 +13,6 @@ from pathlib import Path
 import pytest
 import torch
 
-from project.data import SyntheticDataModule
 from tests.helpers.config import SMOOTH_SGD_MLP
 from tests.helpers.doctor import FAST, run_ids
 from tests.helpers.scripts import TESTS_IMPORTABLE, run_script
@@ -41,6 +40,8 @@ RUN = (
 
 def train_batches(workers: int, epochs: int = 2) -> list[list[torch.Tensor]]:
     """Every train batch of `epochs` epochs, as the template's loader yields them."""
+    from project.data.synthetic import SyntheticDataModule
+
     dm = SyntheticDataModule(
         num_samples=40, num_val=8, num_test=8, batch_size=8, num_workers=workers,
         augment=True, seed=3,
@@ -61,6 +62,7 @@ def assert_same_batches(got: list[list[torch.Tensor]], want: list[list[torch.Ten
         assert all(torch.equal(a, b) for a, b in zip(g, w, strict=True))
 
 
+@pytest.mark.example("project.data.synthetic")
 def test_augmented_batches_are_the_same_with_any_number_of_workers() -> None:
     want = train_batches(0)
     # augmentation is really on: epoch 1 shows the samples differently from epoch 0
@@ -69,7 +71,10 @@ def test_augmented_batches_are_the_same_with_any_number_of_workers() -> None:
         assert_same_batches(train_batches(workers), want)
 
 
+@pytest.mark.example("project.data.synthetic")
 def test_a_resumed_epoch_skips_consumed_batches_without_loading_them() -> None:
+    from project.data.synthetic import SyntheticDataModule
+
     dm = SyntheticDataModule(num_samples=40, num_val=8, num_test=8, batch_size=8, augment=True)
     install_loader_policy(dm, seed=0)
     dm.setup("fit")
@@ -99,6 +104,7 @@ def _train(run_dir: Path, *overrides: str, env: dict | None = None):
     return proc
 
 
+@pytest.mark.example("project.data.synthetic")
 @pytest.mark.slow
 def test_weights_are_bitwise_equal_for_0_1_2_and_4_workers(tmp_path: Path) -> None:
     states = {}
@@ -123,6 +129,7 @@ KILLS = {
 }
 
 
+@pytest.mark.example("project.data.synthetic")
 @pytest.mark.slow
 @pytest.mark.parametrize("kill", sorted(KILLS))
 def test_kill_and_resume_with_augmentation_and_workers_is_exact(tmp_path: Path, kill: str) -> None:
@@ -147,6 +154,7 @@ def test_kill_and_resume_with_augmentation_and_workers_is_exact(tmp_path: Path, 
     assert metrics(run_dir) == metrics(alone)
 
 
+@pytest.mark.example("project.data.synthetic")
 @pytest.mark.slow
 def test_w_ranks_equal_one_process_with_augmentation(tmp_path: Path) -> None:
     one = _train(tmp_path / "one", "trainer=cpu", "data.batch_size=8", "test=false")

@@ -69,6 +69,7 @@ def test_typo_override_suggests_the_nearest_key(run_dir: Path) -> None:
     assert "did you mean 'trainer.max_epochs'?" in error_line(proc)
 
 
+@pytest.mark.example("project.models.resnet")
 def test_unknown_config_group_option_lists_the_options(run_dir: Path) -> None:
     proc = run_script("train.py", "resume=auto", "model=resnet", f"hydra.run.dir={run_dir}")
     line = error_line(proc)
@@ -84,6 +85,7 @@ def fresh(tmp_path: Path) -> Iterator[Path]:
     assert not list(path.glob("checkpoints/*.ckpt"))
 
 
+@pytest.mark.example("project.data.cifar10")
 def test_missing_dataset_dir_names_the_dir_and_the_download_switch(
     fresh: Path, tmp_path: Path
 ) -> None:
@@ -126,12 +128,14 @@ def test_changed_effective_batch_is_refused_with_the_explanation(run_dir: Path) 
     assert "resume_allow_batch_change=true" in line
 
 
+@pytest.mark.example("project.data.synthetic", "project.models.resnet")
 def test_empty_validation_split_is_named(fresh: Path) -> None:
     overrides = [*TINY_RESNET, "data.num_samples=64", "data.num_val=0", "trainer.max_epochs=1"]
     proc = run_script("train.py", *overrides, f"hydra.run.dir={fresh}")
     assert "the val split of SyntheticDataModule is empty" in error_line(proc)
 
 
+@pytest.mark.example("project.data.synthetic", "project.models.resnet")
 def test_batch_larger_than_dataset_with_drop_last(fresh: Path) -> None:
     overrides = [*TINY_RESNET, "data.num_samples=16", "data.batch_size=32", "data.drop_last=true"]
     proc = run_script("train.py", *overrides, f"hydra.run.dir={fresh}")
@@ -139,6 +143,7 @@ def test_batch_larger_than_dataset_with_drop_last(fresh: Path) -> None:
     assert "data.batch_size=32 is larger than the 16-sample train split" in line, line
 
 
+@pytest.mark.example("project.data.synthetic", "project.models.resnet")
 def test_nan_batch_stops_at_the_first_bad_batch(fresh: Path) -> None:
     overrides = [*TINY_RESNET, "data.num_samples=64", "data.noise=nan", "trainer.max_epochs=1"]
     proc = run_script("train.py", *overrides, f"hydra.run.dir={fresh}")

@@ -11,7 +11,7 @@ import pytest
 import torch
 from torch import nn
 
-from project.tasks import ClassificationTask
+from project.tasks.classification import ClassificationTask
 from tests.helpers.scripts import run_ok
 
 SMALL = (
@@ -43,6 +43,7 @@ def test_compiled_task_keeps_plain_state_dict_keys() -> None:
     assert set(task.state_dict()) == plain
 
 
+@pytest.mark.example("project.data.synthetic")
 @pytest.mark.slow
 def test_compiled_checkpoint_evaluates_without_compile(tmp_path: Path) -> None:
     run_ok("train.py", tmp_path / "train", *SMALL, "model.compile=true", "trainer.max_epochs=1")
@@ -54,6 +55,7 @@ def test_compiled_checkpoint_evaluates_without_compile(tmp_path: Path) -> None:
     assert metrics["test/acc"] == pytest.approx(trained["metrics"]["test/acc"], abs=1e-6)
 
 
+@pytest.mark.example("project.data.synthetic")
 @pytest.mark.slow
 def test_plain_checkpoint_resumes_compiled(tmp_path: Path) -> None:
     run_ok("train.py", tmp_path / "plain", *SMALL, "trainer.max_epochs=1", "test=false")

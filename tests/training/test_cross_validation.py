@@ -174,6 +174,7 @@ def test_statistics_fitted_beyond_the_folds_training_part_are_refused(
     assert not list(run_dir.glob("fold_*"))  # refused before any fold trained
 
 
+@pytest.mark.example("project.data.synthetic")
 def test_a_datamodule_without_the_hook_gets_one_line_naming_it(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     cfg = compose_config(["data=synthetic", "cv.folds=3"], run_dir)

@@ -15,6 +15,7 @@ import torch
 from tests.helpers.ranks import OWNED_COMMON, run_and_load
 
 
+@pytest.mark.example("project.data.synthetic")
 @pytest.mark.engine
 @pytest.mark.slow  # default suite: test_ddp_padding.py, 2 real ranks with uneven windows
 def test_two_ranks_with_accumulation_equal_one_process_with_4x_batch(tmp_path: Path) -> None:
@@ -33,6 +34,7 @@ def test_two_ranks_with_accumulation_equal_one_process_with_4x_batch(tmp_path: P
     assert diff <= 1e-6, diff
 
 
+@pytest.mark.example("project.data.synthetic")
 def test_ddp_presets_compose(cfg_factory) -> None:
     from hydra.utils import instantiate
 

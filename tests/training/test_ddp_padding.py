@@ -13,9 +13,12 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.helpers.ranks import run_and_load
 
 
+@pytest.mark.example("project.data.synthetic")
 def test_a_padding_copy_sharing_a_window_with_real_batches_weighs_nothing(tmp_path: Path) -> None:
     ddp = run_and_load(
         tmp_path / "ddp",

@@ -10,6 +10,7 @@ import pytest
 from tests.helpers.ranks import run_and_load
 
 
+@pytest.mark.example("project.data.synthetic")
 @pytest.mark.slow
 def test_fsdp2_two_ranks_equal_one_process_with_doubled_batch(tmp_path: Path) -> None:
     fsdp = run_and_load(
@@ -29,6 +30,7 @@ def test_fsdp2_two_ranks_equal_one_process_with_doubled_batch(tmp_path: Path) ->
     assert diff <= 1e-6, diff
 
 
+@pytest.mark.example("project.models.resnet")
 @pytest.mark.parametrize("preset", ["fsdp", "fsdp_sim"])
 def test_fsdp_presets_compose_and_build_the_fsdp2_strategy(cfg_factory, preset: str) -> None:
     from hydra.utils import instantiate
@@ -50,9 +52,9 @@ def test_fsdp_refuses_an_unknown_dtype() -> None:
         FSDP2Strategy(param_dtype="int8")
 
 
+@pytest.mark.example("project.models.resnet")
 def test_resnet_names_its_residual_blocks_as_fsdp_units() -> None:
-    from project.models import ResNet18
-    from project.models.resnet import BasicBlock
+    from project.models.resnet import BasicBlock, ResNet18
 
     units = ResNet18(width=4).fsdp_units()
     assert len(units) == 8 and all(isinstance(u, BasicBlock) for u in units)

@@ -57,16 +57,17 @@ def test_a_modules_objects_reach_meta_pt_as_plain_config(tmp_path: Path) -> None
     _train(tmp_path / "run", *TEMPLATE_MODULE)
     last = tmp_path / "run" / "checkpoints" / "last.ckpt"
     meta = torch.load(last / "meta.pt", weights_only=True)  # no pickled nn.Module or partial
-    assert meta["hyper_parameters"]["net"]["_target_"] == "project.models.DigitsCNN"
+    assert meta["hyper_parameters"]["net"]["_target_"] == "project.models.digits_cnn.DigitsCNN"
     assert meta["hyper_parameters"]["optimizer"]["_partial_"] is True
     state = load_checkpoint_file(last)  # what resume=auto and eval read: meta + shard shapes
     assert state["global_step"] == meta["global_step"]
-    from project.models import DigitsCNN
+    from project.models.digits_cnn import DigitsCNN
 
     expected = {f"net.{k}": v.shape for k, v in DigitsCNN(num_classes=10).state_dict().items()}
     assert {k: v.shape for k, v in state["state_dict"].items()} == expected
 
 
+@pytest.mark.example("project.data.synthetic")
 @pytest.mark.slow
 def test_resume_from_a_sharded_step_checkpoint_is_exact(tmp_path: Path) -> None:
     want = _train(tmp_path / "full", *EXACT)

@@ -44,6 +44,9 @@ def _weights(run_dir: Path, *overrides: str) -> dict[str, torch.Tensor]:
 
 # Slow: the default suite keeps 2 real ranks with uneven item counts (test_ddp_padding.py) and
 # exactness by declared tokens on 1 process (tests/callbacks/test_accumulation.py).
+@pytest.mark.example(
+    "project.data.sequences", "project.models.transformer", "project.tasks.language_model"
+)
 @pytest.mark.slow
 def test_two_ranks_with_accumulation_equal_one_process_by_tokens(tmp_path: Path) -> None:
     ddp = _weights(

@@ -9,10 +9,14 @@ import pytest
 import torch
 
 from project.data.sequences import SequenceDataModule
-from project.models import CausalTransformer
-from project.tasks import LanguageModelTask
+from project.models.transformer import CausalTransformer
+from project.tasks.language_model import LanguageModelTask
 from tests.helpers.config import compose_config
 from tests.helpers.scripts import call_script, run_ok
+
+pytestmark = pytest.mark.example(
+    "project.data.sequences", "project.models.transformer", "project.tasks.language_model"
+)
 
 
 def test_lm_configs_compose_and_instantiate(tmp_path: Path) -> None:

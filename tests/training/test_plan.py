@@ -67,6 +67,7 @@ def test_lr_scaling_refuses_unknown_rules() -> None:
         scale_lr(0.1, "cubic", 512, 256)
 
 
+@pytest.mark.example("project.data.cifar10", "project.data.synthetic", "project.models.resnet")
 def test_run_prints_and_stores_the_plan_and_warns_about_bn(tmp_path: Path) -> None:
     proc = call_script(
         "train.py",

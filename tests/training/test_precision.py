@@ -10,8 +10,6 @@ import torch
 from lightning.pytorch.plugins import MixedPrecision
 from torch import nn
 
-from project.data import SyntheticDataModule
-from project.tasks import ClassificationTask
 from tests.helpers.trainers import quiet_trainer
 from trainwell.errors import TrainwellError
 from trainwell.training.precision import configure_matmul, resolve_precision
@@ -57,10 +55,14 @@ class GradNorm(L.Callback):
         self.norms.append(torch.linalg.vector_norm(torch.stack([g.norm() for g in grads])).item())
 
 
+@pytest.mark.example("project.data.synthetic")
 def test_fp16_scaler_clips_the_true_gradient_norm() -> None:
     # The fp16 GradScaler path (Lightning's MixedPrecision plugin) run on CPU: the scaler
     # multiplies the loss by 2**16; clipping before unscale would clip the scaled gradient and
     # shrink the real step 65536x. SGD(lr=1, no momentum): the weight change IS the clipped grad.
+    from project.data.synthetic import SyntheticDataModule
+    from project.tasks.classification import ClassificationTask
+
     torch.manual_seed(0)
     net = nn.Sequential(nn.Flatten(), nn.Linear(3 * 32 * 32, 10))
     start = [p.detach().clone() for p in net.parameters()]

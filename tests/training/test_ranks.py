@@ -71,6 +71,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {name: root / name for name in plans}
 
 
+@pytest.mark.example("project.data.synthetic")
 @pytest.mark.parametrize(("ranks", "reference"), [("ddp2", "single8"), ("ddp3", "single12")])
 def test_training_on_w_ranks_equals_one_process(runs: dict[str, Path], ranks: str, reference: str):
     assert max_diff(weights(runs[ranks]), weights(runs[reference])) <= 1e-6
@@ -84,6 +85,7 @@ def test_training_on_w_ranks_equals_one_process(runs: dict[str, Path], ranks: st
         assert abs(got["metrics"][key] - want["metrics"][key]) <= 1e-6, key
 
 
+@pytest.mark.example("project.data.synthetic")
 def test_eval_of_one_checkpoint_is_the_same_on_1_2_and_3_ranks(
     runs: dict[str, Path], tmp_path: Path
 ) -> None:
@@ -106,6 +108,7 @@ def test_eval_of_one_checkpoint_is_the_same_on_1_2_and_3_ranks(
         assert max(values) - min(values) <= 1e-6, (key, values)
 
 
+@pytest.mark.example("project.data.synthetic")
 def test_fsdp2_on_two_ranks_equals_one_process(runs: dict[str, Path], tmp_path: Path) -> None:
     train_run(tmp_path / "fsdp", "trainer=fsdp_sim", "data.batch_size=4")
     assert max_diff(weights(tmp_path / "fsdp"), weights(runs["single8"])) <= 1e-6
@@ -125,6 +128,7 @@ def _ddp_in_own_session(run_dir: Path, *extra: str) -> subprocess.CompletedProce
     )  # fmt: skip
 
 
+@pytest.mark.example("project.data.synthetic")
 def test_sigkill_mid_epoch_on_uneven_ranks_then_resume_is_bitwise_equal(
     runs: dict[str, Path], tmp_path: Path
 ) -> None:

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch.utils.data import Dataset, get_worker_info
 
-from project.data import ClassificationDataModule
+from project.data.base import ClassificationDataModule
 from tests.helpers.scripts import run_script
 from tests.helpers.trainers import template_trainer, templated
 

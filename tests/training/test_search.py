@@ -32,6 +32,7 @@ def _hydra_cfg(*overrides: str):
         return compose("train", overrides=list(overrides), return_hydra_config=True)
 
 
+@pytest.mark.example("project.data.synthetic")
 @pytest.mark.parametrize(
     ("search", "metric", "direction"),
     [
@@ -316,6 +317,7 @@ def test_sweep_of_ddp_trials_logs_one_wandb_run_per_trial_grouped_by_sweep(tmp_p
         assert last_logged(run, "val/loss") == pytest.approx(trial.value, abs=1e-6)
 
 
+@pytest.mark.example("project.data.cifar10", "project.data.synthetic", "project.models.resnet")
 @pytest.mark.slow
 def test_resnet_accum_search_runs_a_trial_at_its_scaled_lr(tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"

@@ -6,6 +6,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 import torch
 
 from tests.helpers.config import REPO
@@ -100,6 +101,7 @@ def test_eval_without_checkpoint_is_a_one_line_usage_error(tmp_path: Path) -> No
     assert proc.stderr.strip().splitlines()[-1].startswith("error: eval.py needs a checkpoint")
 
 
+@pytest.mark.example("project.data.cifar10", "project.data.synthetic", "project.models.resnet")
 def test_run_dir_is_announced_and_chosen_by_hydra_run_dir(tmp_path: Path) -> None:
     run_dir = tmp_path / "chosen"
     proc = call_script("train.py", *TINY_RESNET, f"hydra.run.dir={run_dir}")

@@ -29,6 +29,7 @@ def runs(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     return {name: root / name for name in plans}
 
 
+@pytest.mark.example("project.data.synthetic")
 @pytest.mark.parametrize(("ranks", "reference"), [("ddp2", "single8"), ("ddp3", "single12")])
 def test_weighted_sampling_on_w_ranks_equals_one_process(
     runs: dict[str, Path], ranks: str, reference: str
@@ -36,6 +37,7 @@ def test_weighted_sampling_on_w_ranks_equals_one_process(
     assert max_diff(weights(runs[ranks]), weights(runs[reference])) <= 1e-6
 
 
+@pytest.mark.example("project.data.synthetic")
 def test_the_weighted_draw_is_not_the_shuffle(runs: dict[str, Path], tmp_path: Path) -> None:
     shuffled = tmp_path / "shuffled"
     train_run(shuffled, "trainer=cpu", "data.batch_size=8")

@@ -18,7 +18,6 @@ import torch.nn.functional as F
 from torch import nn
 from torchmetrics import MeanMetric
 
-from project.data.sequences import IGNORE_INDEX
 from trainwell.blocks.checkpoint_loading import LoadsLikeLoadTrained
 from trainwell.blocks.metrics import EpochMetricHooks, EpochMetricLog, WeightedMean
 from trainwell.blocks.model_setup import shard_and_compile
@@ -45,6 +44,12 @@ class TrainingPerplexity(WeightedMean):
 
     def compute(self) -> torch.Tensor:
         return super().compute().exp()
+
+
+# Targets at padding: F.cross_entropy's default ignore_index, the value token datamodules pad
+# targets with (data/sequences.py). A constant of its own, not an import of the datamodule: each
+# example stands alone, so deleting one leaves the others working.
+IGNORE_INDEX = -100
 
 
 class LanguageModelTask(LoadsLikeLoadTrained, EpochMetricHooks, L.LightningModule):

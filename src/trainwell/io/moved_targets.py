@@ -4,7 +4,9 @@ A run's saved config (`<run dir>/.hydra/config.yaml`) and its saved overrides na
 their `_target_` at the time of the run. When a release moves a class, those names stop
 importing, and predict, export, eval or `load_from_checkpoint` on an older run would fail. Each
 move is one prefix here (and one line of the release note in docs/upgrading.md); a name is read
-through the table before it is instantiated.
+through the table before it is instantiated. A class a package face used to re-export
+(`<package>.<Class>`, before the faces of the cloner's room stopped importing their modules) is
+found in the one module of the package that defines it.
 """
 
 from __future__ import annotations
@@ -13,6 +15,8 @@ from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, ListConfig, OmegaConf, open_dict
+
+from trainwell.targets import relocated
 
 # old prefix -> new prefix, most specific first (the first match wins)
 MOVED: tuple[tuple[str, str], ...] = (
@@ -26,11 +30,14 @@ MOVED: tuple[tuple[str, str], ...] = (
 
 
 def current_name(name: str) -> str:
-    """`name` as this release spells it."""
+    """`name` as this release spells it: moved by the table, then, when a package face no longer
+    re-exports the class (`project.data.Wine` of a clone whose faces import nothing), read from
+    the one module of that package that defines it."""
     for old, new in MOVED:
         if name.startswith(old):
-            return new + name[len(old) :]
-    return name
+            name = new + name[len(old) :]
+            break
+    return relocated(name) or name
 
 
 def current_override(override: str) -> str:

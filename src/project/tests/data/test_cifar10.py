@@ -3,11 +3,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from project.data import CIFAR10DataModule
-from project.data.cifar10 import CIFAR10_MEAN
+from project.data.cifar10 import CIFAR10_MEAN, CIFAR10DataModule
 from tests.helpers.cifar_fixture import trust_fixture, write_cifar10
 from tests.helpers.scripts import call_script
 from trainwell.errors import TrainwellError
+
+pytestmark = pytest.mark.example("project.data.cifar10", "project.models.resnet")
 
 
 @pytest.fixture

@@ -18,6 +18,8 @@ import pytest
 from tests.helpers.cifar_fixture import run_script_on_fixture, write_cifar10
 from tests.helpers.scripts import call_script
 
+pytestmark = pytest.mark.example("project.data.cifar10", "project.models.resnet")
+
 
 @pytest.fixture
 def served_archive(tmp_path: Path) -> Iterator[dict]:

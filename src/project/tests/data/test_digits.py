@@ -2,7 +2,7 @@ import numpy as np
 import torch
 from sklearn.datasets import load_digits
 
-from project.data import DigitsDataModule
+from project.data.digits import DigitsDataModule
 
 
 def make(seed: int = 0) -> DigitsDataModule:

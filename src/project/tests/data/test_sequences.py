@@ -18,6 +18,8 @@ from project.data.sequences import (
 )
 from trainwell.errors import TrainwellError
 
+pytestmark = pytest.mark.example("project.data.sequences")
+
 
 def _setup(**kwargs) -> SequenceDataModule:
     dm = SequenceDataModule(**kwargs)

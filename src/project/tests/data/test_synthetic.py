@@ -1,6 +1,9 @@
+import pytest
 import torch
 
-from project.data import SyntheticDataModule
+from project.data.synthetic import SyntheticDataModule
+
+pytestmark = pytest.mark.example("project.data.synthetic")
 
 
 def make(**kwargs) -> SyntheticDataModule:

@@ -25,6 +25,8 @@ from trainwell.deploy import load_run
 from trainwell.deploy.artifact import verify_export
 from trainwell.deploy.raw import raw_data
 
+pytestmark = pytest.mark.example("project.data.cifar10", "project.models.resnet")
+
 TINY = (
     "experiment=resnet_accum",
     "model.net.width=8",

@@ -17,6 +17,10 @@ from trainwell.deploy import load_run
 from trainwell.deploy.artifact import verify_export
 from trainwell.deploy.raw import raw_data
 
+pytestmark = pytest.mark.example(
+    "project.data.sequences", "project.models.transformer", "project.tasks.language_model"
+)
+
 TINY = (
     "experiment=lm_accum",
     "data.num_sequences=120",

@@ -14,6 +14,8 @@ from tests.helpers.scripts import run_ok
 from trainwell.deploy.artifact import verify_export
 from trainwell.deploy.raw import raw_data
 
+pytestmark = pytest.mark.example("project.data.synthetic")
+
 TINY = (
     "model=mlp",
     "data=synthetic",

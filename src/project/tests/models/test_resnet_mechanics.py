@@ -9,8 +9,9 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 from torchvision.ops import FrozenBatchNorm2d
 
-from project.models import ResNet18
-from project.models.resnet import _checkpoint_contexts
+from project.models.resnet import ResNet18, _checkpoint_contexts
+
+pytestmark = pytest.mark.example("project.models.resnet")
 
 BN = nn.modules.batchnorm._BatchNorm
 
@@ -131,3 +132,29 @@ def test_compiled_checkpointing_updates_bn_statistics_once(batch) -> None:
         if name.endswith("num_batches_tracked"):
             assert buf.item() == 1, name
         assert torch.allclose(buf.float(), plain_bn[name].float(), atol=1e-5, rtol=0), name
+
+
+def test_forward_returns_logits() -> None:
+    from project.tests.models.test_models import assert_logits
+
+    torch.manual_seed(0)  # before the net is built: its initial weights decide the signs
+    assert_logits(ResNet18(width=8), (5, 3, 32, 32))
+
+
+@pytest.mark.parametrize("norm", ["batch", "group", "frozen"])
+def test_resnet_norm_choices(norm: str) -> None:
+    net = ResNet18(width=8, norm=norm)
+    out = net(torch.randn(4, 3, 32, 32))
+    assert out.shape == (4, 10)
+    assert net.stem[0].kernel_size == (3, 3)
+    assert not any(isinstance(m, torch.nn.MaxPool2d) for m in net.modules())
+
+
+def test_resnet18_has_resnet18_size() -> None:
+    params = sum(p.numel() for p in ResNet18().parameters())
+    assert 11_000_000 < params < 11_300_000  # CIFAR ResNet-18: 11.17M parameters
+
+
+def test_unknown_norm_is_refused() -> None:
+    with pytest.raises(ValueError, match=r"batch\|group\|frozen"):
+        ResNet18(norm="layer")

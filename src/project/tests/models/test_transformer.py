@@ -5,7 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from project.models import CausalTransformer
+from project.models.transformer import CausalTransformer
+
+pytestmark = pytest.mark.example("project.models.transformer")
 
 
 def _net(**kwargs) -> CausalTransformer:

@@ -10,9 +10,9 @@ import pytest
 import torch
 from sklearn.metrics import balanced_accuracy_score, f1_score, recall_score
 
-from project.data import DigitsDataModule
-from project.models import DigitsCNN
-from project.tasks import ClassificationTask
+from project.data.digits import DigitsDataModule
+from project.models.digits_cnn import DigitsCNN
+from project.tasks.classification import ClassificationTask
 from tests.helpers.trainers import quiet_trainer
 from trainwell.blocks.metrics import (
     ConfusionCounts,

@@ -2,9 +2,9 @@ from functools import partial
 
 import torch
 
-from project.data import DigitsDataModule
-from project.models import DigitsCNN
-from project.tasks import ClassificationTask
+from project.data.digits import DigitsDataModule
+from project.models.digits_cnn import DigitsCNN
+from project.tasks.classification import ClassificationTask
 from tests.helpers.trainers import quiet_trainer
 from trainwell.blocks.schedules import warmup_cosine
 

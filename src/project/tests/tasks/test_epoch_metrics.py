@@ -14,10 +14,8 @@ import lightning as L
 import torch
 from torch import nn
 
-from project.data import DigitsDataModule
-from project.data.sequences import SequenceDataModule
-from project.models import CausalTransformer
-from project.tasks import ClassificationTask, LanguageModelTask
+from project.data.digits import DigitsDataModule
+from project.tasks.classification import ClassificationTask
 from tests.helpers.trainers import template_trainer, templated
 from trainwell.blocks.metrics import EpochMetricLog
 
@@ -31,14 +29,6 @@ class EveryStepClassification(ClassificationTask):
             self.log(f"{stage}/{kind}", metric, on_step=False, on_epoch=True, prog_bar=prog_bar)
         for kind in ("balanced_acc", "macro_f1") if stage != "train" else ():
             self.log(f"{stage}/{kind}", getattr(self, f"{stage}_{kind}"), on_epoch=True)
-
-
-class EveryStepLanguageModel(LanguageModelTask):
-    def _track(self, stage: str, loss: torch.Tensor, tokens: torch.Tensor) -> None:
-        for kind in ("loss", "ppl"):
-            metric = getattr(self, f"{stage}_{kind}")
-            metric.update(loss.detach(), tokens)
-            self.log(f"{stage}/{kind}", metric, on_step=False, on_epoch=True, prog_bar=True)
 
 
 class EpochValues(L.Callback):
@@ -84,21 +74,6 @@ def test_classification_epoch_values_equal_logging_at_every_step() -> None:
     assert all(keys <= set(epoch) for epoch in once)
     assert once == every  # exact, epoch by epoch (the sanity check's values included nowhere)
     assert once[0]["train/loss"] != once[1]["train/loss"]  # the epochs really differ
-
-
-def test_language_model_epoch_values_equal_logging_at_every_step() -> None:
-    def run(cls: type[LanguageModelTask]) -> list[dict]:
-        torch.manual_seed(0)
-        net = CausalTransformer(vocab_size=16, max_len=24, dim=16, depth=1, heads=2, dropout=0.0)
-        task = cls(net=net, optimizer=partial(torch.optim.SGD, lr=0.2))
-        data = SequenceDataModule(
-            num_sequences=95, vocab_size=16, min_len=3, max_len=24, batch_size=4
-        )
-        return _fit(task, data, accumulate_grad_batches=4, limit_val_batches=2)
-
-    once, every = run(LanguageModelTask), run(EveryStepLanguageModel)
-    assert len(once) == 3 and {"train/loss", "train/ppl", "val/loss", "val/ppl"} <= set(once[0])
-    assert once == every
 
 
 def test_epoch_metric_log_is_due_once_per_started_epoch() -> None:

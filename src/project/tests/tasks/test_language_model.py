@@ -9,12 +9,18 @@ from __future__ import annotations
 from functools import partial
 from typing import Any
 
+import pytest
 import torch
 
 from project.data.sequences import IGNORE_INDEX, SequenceDataModule, pad_batch
-from project.models import CausalTransformer
-from project.tasks import LanguageModelTask
+from project.models.transformer import CausalTransformer
+from project.tasks.language_model import LanguageModelTask
+from project.tests.tasks.test_epoch_metrics import _fit as fit_epochs
 from tests.helpers.trainers import quiet_trainer, template_trainer, templated
+
+pytestmark = pytest.mark.example(
+    "project.data.sequences", "project.models.transformer", "project.tasks.language_model"
+)
 
 
 def _task(cls: type[LanguageModelTask] = LanguageModelTask) -> LanguageModelTask:
@@ -92,3 +98,26 @@ def test_logged_losses_are_token_weighted_means() -> None:
     with torch.no_grad():
         means = [task._loss(b)[0].item() for b in data.val_dataloader()]
     assert abs(sum(means) / len(means) - whole["val/loss"]) > 1e-4
+
+
+class EveryStepLanguageModel(LanguageModelTask):
+    def _track(self, stage: str, loss: torch.Tensor, tokens: torch.Tensor) -> None:
+        for kind in ("loss", "ppl"):
+            metric = getattr(self, f"{stage}_{kind}")
+            metric.update(loss.detach(), tokens)
+            self.log(f"{stage}/{kind}", metric, on_step=False, on_epoch=True, prog_bar=True)
+
+
+def test_language_model_epoch_values_equal_logging_at_every_step() -> None:
+    def run(cls: type[LanguageModelTask]) -> list[dict]:
+        torch.manual_seed(0)
+        net = CausalTransformer(vocab_size=16, max_len=24, dim=16, depth=1, heads=2, dropout=0.0)
+        task = cls(net=net, optimizer=partial(torch.optim.SGD, lr=0.2))
+        data = SequenceDataModule(
+            num_sequences=95, vocab_size=16, min_len=3, max_len=24, batch_size=4
+        )
+        return fit_epochs(task, data, accumulate_grad_batches=4, limit_val_batches=2)
+
+    once, every = run(LanguageModelTask), run(EveryStepLanguageModel)
+    assert len(once) == 3 and {"train/loss", "train/ppl", "val/loss", "val/ppl"} <= set(once[0])
+    assert once == every
