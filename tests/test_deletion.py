@@ -208,6 +208,51 @@ def test_every_test_that_uses_an_example_carries_its_mark() -> None:
     assert not problems, "add pytest.mark.example(...):\n" + "\n".join(problems)
 
 
+def test_a_test_using_a_deleted_example_is_skipped_and_its_file_not_imported(
+    tmp_path: Path,
+) -> None:
+    """What a clone without the example sees: a marked test skipped with the reason, a file
+    marked as a whole not imported (its import of the example would fail), one summary line."""
+    (tmp_path / "test_mixed.py").write_text(
+        "import pytest\n\n\n"
+        '@pytest.mark.example("project.data.gone54")\n'
+        "def test_uses_it():\n    from project.data.gone54 import Gone\n\n\n"
+        "def test_uses_nothing():\n    pass\n"
+    )
+    (tmp_path / "test_named_after_it.py").write_text(
+        "import pytest\n\nfrom project.data.gone54 import Gone\n\n"
+        'pytestmark = pytest.mark.example("project.data.gone54")\n\n\n'
+        "def test_it():\n    pass\n"
+    )
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO / "src"), str(REPO)])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-q", "-rs", "-p", "no:cacheprovider",
+         "-p", "tests.helpers.example_marks", "--rootdir", str(tmp_path), str(tmp_path)],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "1 passed, 1 skipped" in proc.stdout, proc.stdout[-2000:]
+    assert "uses project.data.gone54, deleted" in proc.stdout
+    assert "1 test files not collected: they use deleted examples (project.data.gone54)" in (
+        proc.stdout
+    )
+
+
+def test_the_docs_say_what_goes_with_each_example() -> None:
+    """docs/your-project.md's table, row by row, for the examples this clone has (a deleted
+    example's row stays as the template wrote it; a cloner's own module needs none: their
+    additions need no edit to a template file)."""
+    text = (REPO / "docs" / "your-project.md").read_text()
+    rows = re.findall(r"^\| `(src/project/[\w/]+\.py)` \| (.*) \|$", text, re.M)
+    assert rows
+    listed = {module: set(re.findall(r"`(conf/[\w/]+\.yaml)`", cell)) for module, cell in rows}
+    for path, configs in listed.items():
+        module = ".".join(Path(path).relative_to("src").with_suffix("").parts)
+        if (REPO / path).is_file():
+            expected = {str(config_path(c).relative_to(REPO)) for c in deleted_configs(module)}
+            assert configs == expected, path
+
+
 def delete_one_example(clone: Path, module: str) -> list[str]:
     """Delete `module` from the clone with what goes with it: the configs that name it and those
     built on them, and its own test files. Returns the deleted paths, relative to the clone."""

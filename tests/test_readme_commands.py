@@ -219,6 +219,10 @@ DOCS_EXCLUDED = {
     "--exclude-dir=.venv --exclude-dir=logs --exclude-dir=trainwell .": (
         "a search of the user's own code, whose result is theirs"
     ),
+    'grep -rnE "project\\.(data|models|tasks)\\.[A-Z]|from project\\.(data|models|tasks) import" '
+    "--include=*.py --include=*.yaml --exclude-dir=.venv --exclude-dir=logs .": (
+        "a search of the user's own code, whose result is theirs"
+    ),
 }
 BY_ITS_OWN_TEST = "run as written by tests/test_bring_your_own_commands.py"
 BY_ITS_OWN = {

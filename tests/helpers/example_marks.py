@@ -98,10 +98,26 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=f"uses {', '.join(gone)}, deleted"))
 
 
-def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
-    if _not_collected:
-        examples = sorted({name for names in _not_collected.values() for name in names})
+def _scan(config: pytest.Config) -> dict[str, list[str]]:
+    """What the workers of a pytest-xdist run left out (they collect; this process does not)."""
+    found = {}
+    for arg in config.args or [str(config.rootpath)]:
+        root = Path(arg.split("::")[0])
+        for path in [root] if root.is_file() else sorted(root.rglob("test_*.py")):
+            if pytest_ignore_collect(path, config):
+                found[str(path)] = _not_collected.pop(str(path))
+    return found
+
+
+def pytest_terminal_summary(
+    terminalreporter: pytest.TerminalReporter, config: pytest.Config
+) -> None:
+    skipped = dict(_not_collected)
+    if not skipped and config.pluginmanager.hasplugin("dsession"):  # xdist's controller
+        skipped = _scan(config)
+    if skipped:
+        examples = sorted({name for names in skipped.values() for name in names})
         terminalreporter.write_line(
-            f"{len(_not_collected)} test files not collected: they use deleted examples "
+            f"{len(skipped)} test files not collected: they use deleted examples "
             f"({', '.join(examples)})"
         )

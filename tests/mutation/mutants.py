@@ -2318,3 +2318,42 @@ MUTANTS += [
         "a module missing at import time is one line naming the file that imports it",
     ),
 ]
+
+DELETION_T = "tests/test_deletion.py"
+MUTANTS += [
+    Mutant(
+        "room: a package face imports its example modules again",
+        "src/project/data/__init__.py",
+        'this face imports none of them, so deleting one leaves the others importable.\n"""\n',
+        'this face imports none of them, so deleting one leaves the others importable.\n"""\n\n'
+        "from project.data.synthetic import SyntheticDataModule  # noqa: F401\n",
+        (f"{DELETION_T}::test_the_rooms_package_faces_import_nothing",),
+        "deleting one example leaves the others importable",
+    ),
+    Mutant(
+        "room: the language-model task imports the sequences datamodule",
+        "src/project/tasks/language_model.py",
+        "IGNORE_INDEX = -100\n",
+        "from project.data.sequences import IGNORE_INDEX  # noqa: E402\n",
+        (f"{DELETION_T}::test_no_example_imports_another_and_the_default_run_imports_none",),
+        "each example stands alone, so deleting one leaves the others working",
+    ),
+    Mutant(
+        "example marks: a test using a deleted example is not skipped",
+        "tests/helpers/example_marks.py",
+        "            item.add_marker(pytest.mark.skip(reason=f\"uses {', '.join(gone)}, deleted\"))",
+        "            pass",
+        (
+            f"{DELETION_T}::test_a_test_using_a_deleted_example_is_skipped_and_its_file_not_imported",
+        ),
+        "make test passes in a clone that deleted an example",
+    ),
+    Mutant(
+        "moved targets: a saved class named by its package face is no longer found",
+        "src/trainwell/io/moved_targets.py",
+        "    return relocated(name) or name\n",
+        "    return name\n",
+        ("tests/io/test_moved_targets.py::test_each_moved_name_reads_as_this_release_spells_it",),
+        "runs saved before the room's faces stopped importing their classes still load",
+    ),
+]
