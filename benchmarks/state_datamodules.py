@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from project.data import DigitsDataModule
+from project.data.digits import DigitsDataModule
 
 
 class _PixelStats(DigitsDataModule):
