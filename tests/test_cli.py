@@ -17,9 +17,13 @@ from trainwell.command_line import check_command_line
     [
         (["trainer.max_epoch=3"], "did you mean 'trainer.max_epochs'?"),
         (["traner.max_epochs=3"], "did you mean 'trainer.max_epochs'?"),
-        (["data=synthetic", "data.batch_sze=8"], "did you mean 'data.batch_size'?"),
+        (["data.batch_sze=8"], "did you mean 'data.batch_size'?"),
         (["trainer=cpux"], "did you mean trainer=cpu?"),
-        (["experiment=resnet"], "did you mean experiment=resnet_accum?"),
+        pytest.param(
+            ["experiment=resnet"],
+            "did you mean experiment=resnet_accum?",
+            marks=pytest.mark.example("project.data.cifar10", "project.models.resnet"),
+        ),
         (["logger=wandbb"], "did you mean logger=wandb?"),
         (["seed=1,2"], "add --multirun"),
     ],

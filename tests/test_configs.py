@@ -11,8 +11,16 @@ from project.data.base import ClassificationDataModule
 from tests.helpers.config import compose_config
 from trainwell.training.builders import build_callbacks, build_loggers, build_trainer
 
-DATA = ["digits", "cifar10", "synthetic"]
-MODELS = ["digits_cnn", "resnet18", "mlp"]
+DATA = [
+    "digits",
+    pytest.param("cifar10", marks=pytest.mark.example("project.data.cifar10")),
+    pytest.param("synthetic", marks=pytest.mark.example("project.data.synthetic")),
+]
+MODELS = [
+    "digits_cnn",
+    pytest.param("resnet18", marks=pytest.mark.example("project.models.resnet")),
+    "mlp",
+]
 TRAINERS = ["cpu", "gpu", "ddp", "ddp_sim", "fsdp", "fsdp_sim"]
 LOGGERS = ["csv", "wandb", "tensorboard"]
 DEBUG = ["fdr", "overfit", "profiler"]

@@ -141,6 +141,7 @@ def reference(module: str) -> re.Pattern[str]:
             rf"{re.escape(top)}={re.escape(name)}",
             rf"/{re.escape(top)}: {re.escape(name)}",
             rf"{re.escape(group)}/{re.escape(name)}\.yaml",
+            rf"[\"']{re.escape(name)}[\"']",  # a config's name alone: a list of options
         ]
     return re.compile(rf"(?<![\w.])(?:{'|'.join(forms)})(?![\w])")
 
@@ -172,7 +173,9 @@ def _is_example_param(node: ast.AST, constants: dict[str, list[str]]) -> list[st
 
 
 def _segment(lines: list[str], node: ast.AST) -> str:
-    return "\n".join(lines[node.lineno - 1 : node.end_lineno])  # type: ignore[attr-defined]
+    """`node`'s source lines, its decorators included (a parametrize's cases are there)."""
+    first = min([d.lineno for d in getattr(node, "decorator_list", [])] + [node.lineno])  # type: ignore[attr-defined]
+    return "\n".join(lines[first - 1 : node.end_lineno])  # type: ignore[attr-defined]
 
 
 def _refs(

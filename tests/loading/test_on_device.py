@@ -203,13 +203,19 @@ def test_synthetic_augment_on_the_host_crops_and_flips_per_sample_and_epoch() ->
     assert torch.equal(dm.val_set[0][0], plain.val_set[0][0])  # evaluation is never augmented
 
 
-def test_configs_select_the_on_device_path(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    "name",
+    [
+        pytest.param("synthetic", marks=pytest.mark.example("project.data.synthetic")),
+        pytest.param("cifar10", marks=pytest.mark.example("project.data.cifar10")),
+    ],
+)
+def test_configs_select_the_on_device_path(name: str, tmp_path: Path) -> None:
     from hydra.utils import instantiate
 
-    for name in ("synthetic", "cifar10"):
-        cfg = compose_config([f"data={name}", "data.on_device=true"], tmp_path / name)
-        dm = instantiate(cfg.data)
-        assert dm.on_device and dm.num_workers == 0 and dm.channels_last
+    cfg = compose_config([f"data={name}", "data.on_device=true"], tmp_path / name)
+    dm = instantiate(cfg.data)
+    assert dm.on_device and dm.num_workers == 0 and dm.channels_last
 
 
 @pytest.mark.example("project.data.synthetic")

@@ -15,6 +15,7 @@ import optuna
 import pytest
 from hydra import compose, initialize_config_dir
 from hydra.core.plugins import Plugins
+from omegaconf import DictConfig
 from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
 from optuna.trial import TrialState
 
@@ -32,17 +33,7 @@ def _hydra_cfg(*overrides: str):
         return compose("train", overrides=list(overrides), return_hydra_config=True)
 
 
-@pytest.mark.example("project.data.synthetic")
-@pytest.mark.parametrize(
-    ("search", "metric", "direction"),
-    [
-        ("digits_optuna", "val/loss", "minimize"),
-        ("resnet_accum_optuna", "val/acc_best", "maximize"),
-    ],
-)
-def test_search_configs_compose_into_an_optuna_study_under_the_sweep_dir(
-    search: str, metric: str, direction: str
-) -> None:
+def _composes_into_a_study(search: str, metric: str, direction: str) -> tuple[DictConfig, dict]:
     cfg = _hydra_cfg(f"hparams_search={search}")
     sweeper = cfg.hydra.sweeper
     assert sweeper._target_ in Plugins.instance().class_name_to_class  # Hydra found the plugin
@@ -55,11 +46,21 @@ def test_search_configs_compose_into_an_optuna_study_under_the_sweep_dir(
     assert sweeper.sampler._target_ == "optuna.samplers.TPESampler" and sweeper.sampler.seed == 1234
     space, fixed = _space.parse([f"{k}={v}" for k, v in sweeper.params.items()])
     assert set(space) == set(sweeper.params) and not fixed
-    if search == "resnet_accum_optuna":  # selects its experiment itself
-        assert cfg.task_name == "resnet_accum" and cfg.model.net._target_.endswith("ResNet18")
-        assert space["trainer.accumulate_grad_batches"] == CategoricalDistribution([1, 2, 4])
-        on_synthetic = _hydra_cfg(f"hparams_search={search}", "data=synthetic")
-        assert on_synthetic.data._target_.endswith("SyntheticDataModule")
+    return cfg, space
+
+
+def test_search_configs_compose_into_an_optuna_study_under_the_sweep_dir() -> None:
+    _composes_into_a_study("digits_optuna", "val/loss", "minimize")
+
+
+@pytest.mark.example("project.data.cifar10", "project.data.synthetic", "project.models.resnet")
+def test_the_resnet_search_selects_its_experiment_and_searches_accumulation() -> None:
+    search = "resnet_accum_optuna"
+    cfg, space = _composes_into_a_study(search, "val/acc_best", "maximize")
+    assert cfg.task_name == "resnet_accum" and cfg.model.net._target_.endswith("ResNet18")
+    assert space["trainer.accumulate_grad_batches"] == CategoricalDistribution([1, 2, 4])
+    on_synthetic = _hydra_cfg(f"hparams_search={search}", "data=synthetic")
+    assert on_synthetic.data._target_.endswith("SyntheticDataModule")
 
 
 def test_search_space_syntax() -> None:
