@@ -51,7 +51,7 @@ def workload(args: argparse.Namespace) -> list[str]:
 
 def state_size(width: int) -> tuple[int, float]:
     """(parameters, MB of weights + buffers + one momentum buffer per parameter) of the net."""
-    from project.models import ResNet18
+    from project.models.resnet import ResNet18
 
     net = ResNet18(width=width)
     params = sum(p.numel() * p.element_size() for p in net.parameters())

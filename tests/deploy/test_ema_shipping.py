@@ -74,7 +74,7 @@ def test_predictions_score_the_test_metric_of_the_average(run: Path, tmp_path: P
 
 
 def test_load_from_checkpoint_returns_the_average(run: Path) -> None:
-    from project.tasks import ClassificationTask
+    from project.tasks.classification import ClassificationTask
 
     best = run / "checkpoints" / "best.ckpt"
     module = ClassificationTask.load_from_checkpoint(best)

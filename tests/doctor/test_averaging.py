@@ -13,7 +13,7 @@ import torch
 from torch import nn
 from torch.optim.swa_utils import AveragedModel, get_ema_multi_avg_fn
 
-from project.tasks import ClassificationTask
+from project.tasks.classification import ClassificationTask
 from tests.doctor.museum import StepEMA
 from tests.helpers.doctor import FAST, MUSEUM, run_ids
 

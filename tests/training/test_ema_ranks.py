@@ -66,6 +66,7 @@ FSDP = (
 )
 
 
+@pytest.mark.example("project.data.synthetic")
 @pytest.mark.slow
 def test_fsdp2_averages_as_one_process_saves_resumes_and_exports_the_average(
     tmp_path: Path,
@@ -112,6 +113,7 @@ def test_fsdp2_averages_as_one_process_saves_resumes_and_exports_the_average(
         assert torch.equal(shipped[key], value), key
 
 
+@pytest.mark.example("project.data.synthetic")
 def test_a_sharded_checkpoint_directory_with_ema_is_refused_before_training(tmp_path: Path) -> None:
     proc = call_script(
         "train.py",

@@ -19,7 +19,14 @@ import host_syncs
     "case",
     [
         "default",  # ClassificationTask, the default experiment (digits), K=1
-        "lm",  # LanguageModelTask, experiment=lm_accum: token-exact accumulation, K=4
+        pytest.param(  # LanguageModelTask, experiment=lm_accum: token-exact accumulation, K=4
+            "lm",
+            marks=pytest.mark.example(
+                "project.data.sequences",
+                "project.models.transformer",
+                "project.tasks.language_model",
+            ),
+        ),
     ],
 )
 def test_no_host_sync_in_the_steady_training_step(case: str) -> None:
