@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+from io import BytesIO
 from typing import IO, Any
 
 import lightning as L
@@ -60,6 +61,9 @@ class KillAt(L.Callback):
         real_write = io._write
 
         def write_then_die(checkpoint: dict[str, Any], file: IO[bytes]) -> None:
+            if isinstance(file, BytesIO):  # the step-0 rehearsal, in memory: not a save on disk
+                real_write(checkpoint, file)
+                return
             if self._saves == self.batch:
                 real_write(checkpoint, file)
                 file.flush()
