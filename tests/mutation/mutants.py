@@ -2356,4 +2356,12 @@ MUTANTS += [
         ("tests/io/test_moved_targets.py::test_each_moved_name_reads_as_this_release_spells_it",),
         "runs saved before the room's faces stopped importing their classes still load",
     ),
+    Mutant(
+        "accumulation: a rank whose first batch is a padding copy skips the reference broadcast",
+        ACC,
+        "            count: int | torch.Tensor = 0  # a zero-weight copy: it counts no items\n",
+        "            self._count = 0\n            return\n",
+        ("tests/training/test_ddp_padding.py::test_fewer_batches_than_ranks_train_as_one_process",),
+        "fewer batches than ranks: every rank joins the first step's collectives",
+    ),
 ]

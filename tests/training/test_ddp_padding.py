@@ -33,3 +33,16 @@ def test_a_padding_copy_sharing_a_window_with_real_batches_weighs_nothing(tmp_pa
     assert set(ddp) == set(single)
     diff = max((ddp[k] - single[k]).abs().max().item() for k in ddp)
     assert diff <= 1e-6, diff
+
+
+@pytest.mark.example("project.data.synthetic")
+def test_fewer_batches_than_ranks_train_as_one_process(tmp_path: Path) -> None:
+    """80 samples in one micro-batch of 96: rank 1's first (and only) batch is a padding copy.
+    Each rank still takes part in every collective of the first step; the run ends with one
+    process's weights."""
+    ddp = run_and_load(tmp_path / "ddp", "trainer=ddp_sim", "data.batch_size=96")
+    plan = json.loads((tmp_path / "ddp" / "results.json").read_text())["plan"]
+    assert (plan["global_batches_per_epoch"], plan["padding_batches_per_epoch"]) == (1, 1)
+    single = run_and_load(tmp_path / "single", "trainer=cpu", "data.batch_size=96")
+    diff = max((ddp[k] - single[k]).abs().max().item() for k in ddp)
+    assert diff <= 1e-6, diff

@@ -150,14 +150,16 @@ class ExactAccumulation(L.Callback):
         if not self._active:
             return
         if trainer.world_size > 1 and _is_padding(trainer, batch_idx):
-            self._count = 0
-            return
-        count = count_items(pl_module, batch, batch_idx)
-        if isinstance(count, torch.Tensor):
-            smallest = count if self._smallest is None else torch.minimum(self._smallest, count)
-            self._smallest = smallest
+            count: int | torch.Tensor = 0  # a zero-weight copy: it counts no items
+        else:
+            count = count_items(pl_module, batch, batch_idx)
+            if isinstance(count, torch.Tensor):
+                smallest = count if self._smallest is None else torch.minimum(self._smallest, count)
+                self._smallest = smallest
         if self.reference is None and self._scaling:
             # Identical on every rank: each rank's gradient is divided by it before DDP averages.
+            # Every rank joins the broadcast, one whose first batch is a padding copy too (fewer
+            # batches than ranks): skipping it would leave rank 0 waiting there for ever.
             first = float(count) if isinstance(count, int) else float(count.item())
             self.reference = float(trainer.strategy.broadcast(max(first, 1.0), src=0))
         self._count = count
