@@ -37,8 +37,8 @@ CASES = [
     (
         "train.py",
         [f"ckpt_path={{tmp}}/{MISSING}"],
-        f"error: checkpoint not found: {{tmp}}/{MISSING}; pass ckpt_path=<an existing .ckpt> or "
-        "resume=auto to continue from the run dir's newest checkpoint",
+        f"error: checkpoint not found: {{tmp}}/{MISSING}; pass ckpt_path=<an existing .ckpt>, or "
+        "resume=auto in its place to continue from the run dir's newest checkpoint",
     ),
     (
         "eval.py",
@@ -78,7 +78,7 @@ CASES = [
         "serve.py",
         ["artifact={tmp}/missing/export"],
         "error: export directory not found: {tmp}/missing/export; "
-        "run scripts/export.py ckpt_path=<ckpt>",
+        "run python scripts/export.py ckpt_path=<ckpt>",
     ),
 ]
 

@@ -60,6 +60,16 @@ def _in_multirun() -> bool:
     return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
 
 
+def _script_as_typed() -> str:
+    """The script, as a command line started in this directory names it (`scripts/train.py`):
+    a command a message prints must run where it is read."""
+    path = Path(sys.argv[0]).absolute()
+    try:
+        return str(path.relative_to(Path.cwd()))
+    except ValueError:
+        return str(path)
+
+
 def _refuse_search_without_multirun() -> None:
     """hparams_search=<name> without -m would train one plain run and never search."""
     if _in_multirun() or "LOCAL_RANK" in os.environ:  # the DDP ranks of a trial run in RUN mode
@@ -70,7 +80,7 @@ def _refuse_search_without_multirun() -> None:
         name = hydra_cfg.runtime.choices.get("hparams_search") or "<name>"
         raise TrainwellError(
             f"hparams_search={name} is an Optuna search: start it with -m "
-            f"(python {Path(sys.argv[0]).name} -m hparams_search={name} ...)"
+            f"(python {_script_as_typed()} -m hparams_search={name} ...)"
         )
 
 

@@ -42,7 +42,7 @@ def test_fresh_start_over_another_runs_checkpoints_is_refused(tmp_path: Path) ->
     line = proc.stderr.strip().splitlines()[-1]
     assert line == (
         f"error: {run_dir} already holds checkpoints of a run; continue it with resume=auto, or "
-        "start a new run with run_id=<new name> (or hydra.run.dir=<empty dir>)"
+        "start a new run with hydra.run.dir=<empty dir>"
     )
     assert _sha(run_dir / "checkpoints") == before  # nothing touched
 

@@ -104,7 +104,7 @@ def test_a_search_without_multirun_is_refused_before_training(tmp_path: Path) ->
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines()[-1] == (
         "error: hparams_search=digits_optuna is an Optuna search: start it with -m "
-        "(python train.py -m hparams_search=digits_optuna ...)"
+        "(python scripts/train.py -m hparams_search=digits_optuna ...)"
     )
     assert not (tmp_path / "checkpoints").exists()
 

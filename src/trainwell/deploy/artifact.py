@@ -71,12 +71,13 @@ def read_manifest(directory: Path) -> dict[str, Any]:
     path = Path(directory) / MANIFEST
     if not Path(directory).is_dir():
         raise ExportInvalid(
-            f"export directory not found: {directory}; run scripts/export.py ckpt_path=<ckpt>"
+            f"export directory not found: {directory}; run python scripts/export.py "
+            "ckpt_path=<ckpt>"
         )
     if not path.is_file():
         raise ExportInvalid(
-            f"{path} is missing: {directory} is not a complete export (an interrupted export "
-            "leaves no manifest); run scripts/export.py again"
+            f"{path} is missing: {directory} is not a complete export (files removed, or a copy "
+            "cut short); export it again: python scripts/export.py ckpt_path=<ckpt> overwrite=true"
         )
     try:
         manifest = json.loads(path.read_text())
@@ -127,8 +128,8 @@ def newest_export(log_dir: str | Path) -> Path:
     )
     if not manifests:
         raise TrainwellError(
-            f"no export under {log_dir}: run scripts/export.py ckpt_path=<ckpt> first, or pass "
-            "artifact=<export dir>"
+            f"no export under {log_dir}: run python scripts/export.py ckpt_path=<ckpt> first, or "
+            "pass artifact=<export dir>"
         )
     return manifests[-1].parent
 

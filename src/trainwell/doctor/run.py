@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import os
 import shutil
 import time
 from pathlib import Path
@@ -58,6 +59,8 @@ def run_checks(ctx: DoctorContext, only: list[str] | None = None) -> list[Check]
         except TrainwellError:
             raise
         except Exception as err:  # a probe hit something unforeseen: report it, keep going
+            if os.environ.get("HYDRA_FULL_ERROR") == "1":
+                raise  # what the verdict asks for: the traceback, through Hydra, to report
             check = Check(
                 check_id,
                 "fail",

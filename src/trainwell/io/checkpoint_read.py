@@ -175,7 +175,6 @@ def _corrupt(path: Path, err: BaseException, detail: str | None = None) -> Check
         f"{(detail or first_line(err))[:120]})"
     )
     return CheckpointError(
-        f"checkpoint {path} is {reason}; pass an earlier checkpoint with ckpt_path=<file> or "
-        "resume=auto (which skips unreadable files)",
+        f"checkpoint {path} is {reason}; pass an earlier checkpoint with ckpt_path=<file>",
         reason=reason,
     )

@@ -29,8 +29,8 @@ def train_checkpoint(cfg: Any) -> str | None:
         return None
     if not (Path(explicit).is_file() or is_sharded_checkpoint(Path(explicit))):
         raise CheckpointError(
-            f"checkpoint not found: {explicit}; pass ckpt_path=<an existing .ckpt> "
-            "or resume=auto to continue from the run dir's newest checkpoint"
+            f"checkpoint not found: {explicit}; pass ckpt_path=<an existing .ckpt>, or resume=auto "
+            "in its place to continue from the run dir's newest checkpoint"
         )
     return str(explicit)
 

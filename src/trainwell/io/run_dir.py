@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
 from trainwell.errors import TrainwellError
@@ -13,6 +14,24 @@ def _launching_process() -> bool:
     return os.environ.get("LOCAL_RANK", "0") == "0" and os.environ.get("NODE_RANK", "0") == "0"
 
 
+def new_run_override() -> str:
+    """The override that starts a new run beside the one in this run dir, as this command line
+    names its run dir: a dir given by hydra.run.dir (a sweep's by hydra.sweep.dir) stays where it
+    is whatever run_id= says, so there the dir itself must change; else run_id=<new name>."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    key, given = "hydra.run.dir", sys.argv[1:]  # before Hydra starts the job: its command line
+    if HydraConfig.initialized():
+        hydra_cfg = HydraConfig.get()
+        given = [*hydra_cfg.overrides.hydra, *hydra_cfg.overrides.task]
+        if hydra_cfg.mode == RunMode.MULTIRUN:
+            key = "hydra.sweep.dir"
+    if any(arg.split("=", 1)[0].lstrip("+") == key for arg in given):
+        return f"{key}=<empty dir>"
+    return "run_id=<new name>"
+
+
 def prepare_run_dir(run_dir: Path, resuming: bool) -> None:
     """Remove temp files of interrupted checkpoint / results writes; refuse a fresh start over
     another run's checkpoints (its CSV would be appended to, `best` versioned, and resume=auto
@@ -21,7 +40,7 @@ def prepare_run_dir(run_dir: Path, resuming: bool) -> None:
     if not resuming and checkpoints.is_dir() and any(checkpoints.glob("*.ckpt")):
         raise TrainwellError(
             f"{run_dir} already holds checkpoints of a run; continue it with resume=auto, or start "
-            "a new run with run_id=<new name> (or hydra.run.dir=<empty dir>)"
+            f"a new run with {new_run_override()}"
         )
     if not _launching_process():
         return

@@ -22,6 +22,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from trainwell.errors import TrainwellError
+from trainwell.io.run_dir import new_run_override
 
 LOCK_NAME = ".lock"
 # run dir -> the open lock file. Never closed while the run lives: closing *any* descriptor of the
@@ -79,7 +80,7 @@ def lock_run_dir(run_dir: Path) -> bool:
         if err.errno in (errno.EACCES, errno.EAGAIN):
             raise RunDirInUse(
                 f"run dir {key} is in use by {_holder(path)}; wait for that run to end (then "
-                "resume=auto continues it), or start a new run with run_id=<new name>"
+                f"resume=auto continues it), or start a new run with {new_run_override()}"
             ) from None
         if err.errno in _UNSUPPORTED:
             print(

@@ -58,7 +58,7 @@ def failure_line(job_return: JobReturn, job_dir: str) -> str | None:
 def _warn(sweep_dir: Path, err: Exception) -> None:
     print(
         f"warning: sweep summary not updated ({type(err).__name__}: {first_line(err)}); "
-        f"python scripts/summarize.py {sweep_dir} rebuilds it",
+        f"once that is fixed, python scripts/summarize.py {sweep_dir} rebuilds it",
         file=sys.stderr,
         flush=True,
     )

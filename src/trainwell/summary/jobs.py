@@ -16,6 +16,7 @@ from typing import Any
 
 import yaml
 
+from trainwell.errors import TrainwellError, first_line
 from trainwell.io.results import PRUNING_FILE
 from trainwell.summary.stats import numeric_metrics
 
@@ -41,7 +42,14 @@ _LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 def read_yaml(path: Path) -> Any:
-    return yaml.load(path.read_text(), Loader=_LOADER)
+    """A job's YAML file; one that is not YAML (cut short by a killed job, edited by hand) is
+    one line naming it, not a parser's traceback."""
+    try:
+        return yaml.load(path.read_text(), Loader=_LOADER)
+    except yaml.YAMLError as err:
+        where = getattr(err, "problem_mark", None)
+        at = f" at line {where.line + 1}" if where is not None else ""
+        raise TrainwellError(f"{path} is not readable YAML{at}: {first_line(err)}") from err
 
 
 def override_key(override: str) -> str:

@@ -96,14 +96,25 @@ def planner_settings(cfg: DictConfig) -> dict[str, Any]:
     }
 
 
+# The template's nets take their normalisation as `norm` (batch | group | frozen).
+NORM_KEY = "model.net.norm"
+
+
 def batchnorm_warning(
-    module: nn.Module, micro_batch: int | None, accumulate: int, world_size: int, sync: bool
+    module: nn.Module,
+    micro_batch: int | None,
+    accumulate: int,
+    world_size: int,
+    sync: bool,
+    norm_switch: bool = False,
 ) -> str | None:
     """A warning when BatchNorm normalises over fewer samples than the optimizer step averages.
 
     Accumulation makes the gradient exact, but BN's batch statistics (and its running averages)
     still come from one micro-batch (times the world size with SyncBatchNorm): with K>1 they are
     noisier than the effective batch suggests. `frozen` BN and GroupNorm are unaffected.
+    `norm_switch`: the run's config has NORM_KEY, so the override is the fix to name; another
+    net would refuse it as an unknown key.
     """
     if accumulate <= 1 or micro_batch is None:
         return None
@@ -115,10 +126,10 @@ def batchnorm_warning(
         return None
     seen = micro_batch * (world_size if sync else 1)
     effective = micro_batch * accumulate * world_size
+    fix = f"{NORM_KEY}=group" if norm_switch else "GroupNorm or LayerNorm in the net"
     return (
         f"BatchNorm normalises over {seen} samples, not {effective} (micro-batch {micro_batch} x "
-        f"accumulate {accumulate} x world {world_size}); consider model.net.norm=group or a "
-        "larger micro-batch"
+        f"accumulate {accumulate} x world {world_size}); consider {fix} or a larger micro-batch"
     )
 
 
@@ -138,8 +149,8 @@ def check_batch(
     )
     if not allow_change:
         raise TrainwellError(
-            message + "; restore data.batch_size / trainer.accumulate_grad_batches / devices, "
-            "or pass resume_allow_batch_change=true to continue anyway"
+            f"{message}; restore data.batch_size / trainer.accumulate_grad_batches / "
+            "trainer.devices, or pass resume_allow_batch_change=true to continue anyway"
         )
     warnings.warn(message + " (continuing: resume_allow_batch_change=true)", stacklevel=2)
 
@@ -155,6 +166,7 @@ class TrainingPlanner(L.Callback):
         sync_batchnorm: bool = False,
         allow_batch_change: bool = False,
         ckpt_path: str | None = None,
+        norm_switch: bool = False,
     ) -> None:
         self.lr_scaling = dict(lr_scaling or {})
         self.base_lr = base_lr
@@ -162,6 +174,7 @@ class TrainingPlanner(L.Callback):
         self.sync_batchnorm = sync_batchnorm
         self.allow_batch_change = allow_batch_change
         self.ckpt_path = ckpt_path or "the checkpoint"
+        self.norm_switch = norm_switch
         self.plan: TrainingPlan | None = None
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
@@ -178,6 +191,7 @@ class TrainingPlanner(L.Callback):
             self.plan.accumulate,
             self.plan.world_size,
             self.sync_batchnorm,
+            self.norm_switch,
         )
         if warning:
             rank_zero_warn(warning)

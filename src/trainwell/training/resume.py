@@ -21,6 +21,7 @@ from trainwell.io.checkpoint_read import (
     load_checkpoint_file,
 )
 from trainwell.io.named_paths import train_checkpoint
+from trainwell.io.run_dir import new_run_override
 
 _MAX_LISTED_KEYS = 6
 
@@ -81,7 +82,7 @@ def _none_loads(directory: Path, refused: list[tuple[Path, Any]]) -> CheckpointE
         )
     return CheckpointError(
         f"resume=auto: none of the {len(refused)} checkpoint(s) in {directory} loads "
-        f"({path.name}: {err.reason}); {fix}, or start a new run with run_id=<new name>"
+        f"({path.name}: {err.reason}); {fix}, or start a new run with {new_run_override()}"
     )
 
 
@@ -101,6 +102,23 @@ def resolve_ckpt_path(cfg: Any, run_dir: Path) -> str | None:
     newest = max(ranked)[1]
     print(f"resume=auto: resuming from {newest}")
     return str(newest)
+
+
+def read_resumed_checkpoint(ckpt_path: str, cfg: Any) -> dict[str, Any]:
+    """The checkpoint the run continues from, read before anything is built on it. One that
+    `ckpt_path=` names and that cannot be read gets resume=auto named as the other way on: it
+    skips unreadable files and continues from the run dir's newest checkpoint."""
+    try:
+        return load_checkpoint_file(ckpt_path)
+    except PickledCheckpointError:
+        raise  # its line names the command that re-saves it
+    except CheckpointError as err:
+        if cfg.get("ckpt_path") != ckpt_path:
+            raise
+        raise CheckpointError(
+            f"{err}, or resume=auto in place of ckpt_path= (it skips unreadable files)",
+            reason=err.reason,
+        ) from err
 
 
 def check_architecture(state_dict: dict[str, torch.Tensor], model: nn.Module, path: str) -> None:

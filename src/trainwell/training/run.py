@@ -36,8 +36,17 @@ from trainwell.training.builders import (
 )
 from trainwell.training.class_recall import zero_recall_line
 from trainwell.training.evaluate import cannot_test
-from trainwell.training.plan_callback import PlannedFactory, TrainingPlanner, planner_settings
-from trainwell.training.resume import check_architecture, resolve_ckpt_path
+from trainwell.training.plan_callback import (
+    NORM_KEY,
+    PlannedFactory,
+    TrainingPlanner,
+    planner_settings,
+)
+from trainwell.training.resume import (
+    check_architecture,
+    read_resumed_checkpoint,
+    resolve_ckpt_path,
+)
 from trainwell.training.stop_reason import early_stop_line, stop_reason
 
 
@@ -65,6 +74,7 @@ def _plan_callback(cfg: DictConfig, ckpt_path: str | None) -> TrainingPlanner:
         sync_batchnorm=bool(cfg.trainer.get("sync_batchnorm", False)),
         allow_batch_change=bool(cfg.get("resume_allow_batch_change", False)),
         ckpt_path=ckpt_path,
+        norm_switch=OmegaConf.select(cfg, NORM_KEY) is not None,
     )
 
 
@@ -135,7 +145,7 @@ def train(
     plan = _plan_callback(cfg, ckpt_path)
     module: L.LightningModule = instantiate(cfg.model, **planned_factories(cfg.model, plan))
     if ckpt_path:
-        resumed = load_checkpoint_file(ckpt_path)
+        resumed = read_resumed_checkpoint(ckpt_path, cfg)
         check_architecture(resumed["state_dict"], module, ckpt_path)
         refuse_resume_without_ema(resumed, ckpt_path, cfg)
     loggers = build_loggers(cfg)

@@ -15,6 +15,7 @@ from sklearn.model_selection import KFold, StratifiedKFold
 
 from trainwell.errors import TrainwellError
 from trainwell.io.results import write_results
+from trainwell.io.run_dir import new_run_override
 
 FOLDS_FILE = "folds.json"
 
@@ -73,7 +74,8 @@ def write_folds(run_dir: Path, folds: Folds) -> None:
         if read_folds(path) != folds:
             raise TrainwellError(
                 f"{path} holds another fold assignment (cv.folds, seed or data changed); "
-                "continue with the config that wrote it, or start a new run with run_id=<new name>"
+                "continue with the config that wrote it, or start a new run with "
+                f"{new_run_override()}"
             )
         return
     write_results(path, folds.as_dict())
