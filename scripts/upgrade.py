@@ -148,7 +148,10 @@ def merge(template: str, ref: str, release: str) -> int:
     message = f"Upgrade the template to {ref} ({release[:12]}) from {template}"
     label = "template/" + re.sub(r"[^\w./-]", "-", ref)
     if git("rev-parse", "--verify", "-q", f"refs/{label}").returncode == 0:
-        raise Refused(f"refs/{label} exists already: delete or rename it (git update-ref -d)")
+        raise Refused(
+            f"refs/{label} exists already: delete it (git update-ref -d refs/{label}) or rename "
+            "it, then run make upgrade again"
+        )
     git_out("update-ref", f"refs/{label}", release)
     try:
         proc = git("merge", "--no-ff", "--no-edit", "-m", message, label)

@@ -5,13 +5,17 @@ and the command then does what was asked.
 
 The registry of suggesting messages and the guard that keeps it complete are in
 tests/test_suggestion_registry.py. The scripts run in-process (`call_script`): the process
-boundary is not what is under test here, and each run is a second or two.
+boundary is not what is under test here, and each run is a second or two. The default suite
+keeps the run dir, the checkpoint a run continues from, the batch on resume and predict's
+flag; the other cases, a few seconds each, are marked slow.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -25,7 +29,7 @@ import torch
 from omegaconf import OmegaConf
 
 from tests.helpers.config import CONF, OWNED, QUIET_RUN, REPO
-from tests.helpers.scripts import call_script
+from tests.helpers.scripts import TESTS_IMPORTABLE, call_script, run_script
 from tests.helpers.suggestions import (
     after,
     applied,
@@ -94,6 +98,7 @@ def test_a_typo_runs_once_written_as_the_did_you_mean_names_it(typo: str, meant:
         assert str(cfg.trainer.max_epochs) == value
 
 
+@pytest.mark.slow
 def test_a_new_key_added_as_the_message_says_reaches_the_runs_config(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     argv = [*SHORT, "notes=baseline", f"hydra.run.dir={run_dir}"]
@@ -105,6 +110,7 @@ def test_a_new_key_added_as_the_message_says_reaches_the_runs_config(tmp_path: P
     assert _results(run_dir)["finished_at"]["global_step"] == 2
 
 
+@pytest.mark.slow
 def test_an_unknown_resume_mode_runs_as_resume_auto(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     _ok(_train(*SHORT, f"hydra.run.dir={run_dir}"))
@@ -150,6 +156,7 @@ def test_a_run_dir_given_by_hydra_run_dir_is_continued_or_left_as_the_refusal_sa
     assert _results(run_dir)["finished_at"]["epoch"] == 2
 
 
+@pytest.mark.slow
 def test_a_run_dir_named_by_run_id_is_left_for_a_new_run_id(tmp_path: Path) -> None:
     argv = [*SHORT, f"paths.log_dir={tmp_path}", "run_id=first"]
     _ok(_train(*argv))
@@ -278,6 +285,7 @@ def test_a_changed_batch_on_resume_goes_on_when_allowed_or_restored(
     assert _results(again)["finished_at"]["epoch"] == 2
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("precision", ["16-mixed", "16"])
 def test_fp16_on_cpu_runs_with_the_precision_the_refusal_names(
     precision: str, tmp_path: Path
@@ -291,6 +299,7 @@ def test_fp16_on_cpu_runs_with_the_precision_the_refusal_names(
     assert _results(tmp_path / "run")["finished_at"]["global_step"] == 2
 
 
+@pytest.mark.slow
 def test_a_monitored_metric_the_module_does_not_log_is_replaced_or_dropped(
     tmp_path: Path,
 ) -> None:
@@ -332,6 +341,7 @@ def _edit(path: Path, old: str, new: str, monkeypatch: pytest.MonkeyPatch) -> No
     monkeypatch.delitem(sys.modules, path.stem, raising=False)
 
 
+@pytest.mark.slow
 def test_a_datamodule_without_a_class_count_runs_with_either_fix_the_message_names(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -359,6 +369,7 @@ def test_a_datamodule_without_a_class_count_runs_with_either_fix_the_message_nam
     assert _results(tmp_path / "b")["finished_at"]["global_step"] == 2
 
 
+@pytest.mark.slow
 def test_a_module_left_in_eval_trains_once_listed_or_its_eval_call_removed(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -388,6 +399,7 @@ def test_a_module_left_in_eval_trains_once_listed_or_its_eval_call_removed(
     _ok(_train(*applied(argv, f"hydra.run.dir={tmp_path / 'b'}")))
 
 
+@pytest.mark.slow
 def test_lr_scaling_without_an_lr_to_scale_runs_unscaled_as_the_refusal_says(
     tmp_path: Path,
 ) -> None:
@@ -400,6 +412,7 @@ def test_lr_scaling_without_an_lr_to_scale_runs_unscaled_as_the_refusal_says(
     assert _results(tmp_path / "a")["plan"]["lr_rule"] == "none"
 
 
+@pytest.mark.slow
 def test_an_optimizer_built_with_its_own_lr_runs_unscaled_or_from_the_partial(
     tmp_path: Path,
 ) -> None:
@@ -420,6 +433,7 @@ def test_an_optimizer_built_with_its_own_lr_runs_unscaled_or_from_the_partial(
     assert plan["lr_rule"] == "linear" and plan["lr"] != plan["base_lr"]
 
 
+@pytest.mark.slow
 def test_a_loader_of_whole_batches_runs_with_the_settings_its_messages_name(
     tmp_path: Path,
 ) -> None:
@@ -469,7 +483,6 @@ def test_a_probe_that_raises_gives_its_traceback_with_the_variable_the_verdict_n
         run_checks(ctx)
 
 
-
 # -- eval, predict, export and serve -------------------------------------------------------------
 
 
@@ -510,6 +523,7 @@ def test_a_prediction_that_exists_is_replaced_with_the_flag_the_refusal_names(
     assert made.read_text().startswith("index,prediction,")
 
 
+@pytest.mark.slow
 def test_input_that_is_not_npy_is_predicted_once_passed_as_the_npy_the_message_names(
     trained: Path, tmp_path: Path
 ) -> None:
@@ -529,6 +543,7 @@ def test_input_that_is_not_npy_is_predicted_once_passed_as_the_npy_the_message_n
     assert len(rows) == 1 + 5
 
 
+@pytest.mark.slow
 def test_a_checkpoint_that_is_missing_or_not_lightnings_gives_way_to_the_one_named(
     trained: Path, tmp_path: Path
 ) -> None:
@@ -557,6 +572,7 @@ def _serve_problem(*argv: str) -> str | None:
     return check_command_line(CONF, "serve", list(argv), served_export)
 
 
+@pytest.mark.slow
 def test_serve_without_an_export_serves_the_one_the_printed_command_makes(
     trained: Path, tmp_path: Path
 ) -> None:
@@ -605,3 +621,248 @@ def test_an_export_of_another_checkpoint_or_without_manifest_is_made_again_as_pr
     script, args = _script_of(command_in(line, "python scripts/export.py"))
     _ok(call_script(script, *[fill(a, last) if "<" in a else a for a in args], argv[1]))
     assert _serve_problem(f"artifact={run_dir / 'export'}") is None
+
+
+def test_a_checkpoint_moved_out_of_its_run_dir_loads_from_where_the_message_says(
+    trained: Path, tmp_path: Path
+) -> None:
+    from tests.owned.unfinished import LoadableClassifier
+    from trainwell.deploy import load_trained
+    from trainwell.errors import TrainwellError
+
+    best = trained / "checkpoints" / "best.ckpt"
+    moved = tmp_path / "best.ckpt"
+    shutil.copy(best, moved)
+    for load in (load_trained, LoadableClassifier.load_from_checkpoint):
+        with pytest.raises(TrainwellError) as refused:
+            load(moved)
+        assert "inside a run dir written by scripts/train.py (<run dir>/checkpoints/" in str(
+            refused.value
+        ), refused.value
+    # Put back where the message says, <run dir>/checkpoints/<name>.ckpt of its run:
+    assert load_trained(best).training is False
+    # The task class of another run's checkpoint names the loader that takes any task.
+    with pytest.raises(TrainwellError) as other:
+        LoadableClassifier.load_from_checkpoint(best)
+    code = after(str(other.value), "use")
+    assert code == f'trainwell.deploy.load_trained("{best}")', other.value
+    import trainwell.deploy
+
+    module = eval(code, {"trainwell": trainwell})  # the printed call, as printed
+    assert type(module).__name__ == "OwnedClassifier" and module.training is False
+
+
+@pytest.mark.slow
+def test_a_datamodule_made_by_a_function_runs_with_the_class_count_the_message_names(
+    tmp_path: Path,
+) -> None:
+    argv = [*SHORT, f"data._target_={UNFINISHED}.owned_digits", f"hydra.run.dir={tmp_path}"]
+    line = _refused(_train(*argv))
+    (override,) = overrides_in(after(line, "; set"))
+    _ok(_train(*applied(argv, fill(override, 10))))
+    assert _results(tmp_path)["finished_at"]["global_step"] == 2
+
+
+@pytest.mark.slow  # a run and the doctor's probes: about 10 s
+def test_a_non_finite_loss_is_explained_by_the_doctor_run_with_the_same_overrides(
+    tmp_path: Path,
+) -> None:
+    argv = [*SHORT, f"data._target_={UNFINISHED}.NanDigits", f"hydra.run.dir={tmp_path / 'a'}"]
+    line = _refused(_train(*argv), code=1)  # a crash of the run, not bad input
+    command = command_in(line, "python scripts/doctor.py")
+    checks = re.search(r"with the same overrides \(([^)]*)\)", line).group(1).split(", ")  # type: ignore[union-attr]
+    assert command == ["python", "scripts/doctor.py"] and checks == ["data.finite", "grad.flow"]
+    script, args = _script_of(command)
+    proc = call_script(script, *args, *argv[:-1], f"hydra.run.dir={tmp_path / 'doctor'}")
+    assert proc.returncode == 1, proc.stderr[-3000:]  # a check failed
+    report = json.loads((tmp_path / "doctor" / "doctor" / "report.json").read_text())
+    verdicts = {c["id"]: c for c in report["checks"]}
+    assert verdicts["data.finite"]["status"] == "fail", verdicts["data.finite"]
+    assert "NaN" in verdicts["data.finite"]["message"]
+
+
+@pytest.mark.slow  # the doctor's preflight twice: about 10 s
+def test_a_preflight_that_fails_lets_the_run_start_with_the_flag_it_names(tmp_path: Path) -> None:
+    argv = [*SHORT, "model.net._target_=tests.owned.bugs.SoftmaxNet", "doctor=true"]
+    argv.append(f"hydra.run.dir={tmp_path}")
+    line = _refused(_train(*argv))
+    assert line.startswith("error: doctor preflight failed 1 check(s) (first: loss.logits"), line
+    (flag,) = overrides_in(after(line, "or set"))
+    _ok(_train(*applied(argv, flag)))
+    results = _results(tmp_path)
+    assert results["finished_at"]["global_step"] == 2
+    assert results["doctor_report"] == str(tmp_path / "doctor" / "report.json")
+
+
+@pytest.mark.slow  # three runs of two FSDP ranks: about 40 s
+def test_fsdp_runs_without_activation_checkpointing_and_counts_flops_once_declared(
+    tmp_path: Path,
+) -> None:
+    """A net without a grad_checkpointing switch under activation checkpointing, and sharded
+    parameters the FLOP counter cannot read: each message's fix, on two CPU ranks."""
+    argv = [*SHORT, "trainer=fsdp_sim", "trainer.strategy.activation_checkpointing=true"]
+    argv += [f"model._target_={UNFINISHED}.ShardedClassifier", "trainer.log_every_n_steps=1"]
+
+    def run(*overrides: str) -> subprocess.CompletedProcess:
+        return run_script("train.py", *overrides, env=TESTS_IMPORTABLE, timeout=300)
+
+    line = _refused(run(*argv, f"hydra.run.dir={tmp_path / 'a'}"))
+    (off,) = overrides_in(after(line, "; set"))
+    proc = _ok(run(*applied(argv, off), f"hydra.run.dir={tmp_path / 'b'}"))
+    (said,) = [s for s in (proc.stdout + proc.stderr).splitlines() if "sharded parameters" in s]
+    assert after(said, "set").split("`")[1] == "flops_per_batch", said
+    # The edit it names: the module declares flops_per_batch (CountedShardedClassifier).
+    counted = applied(argv, off, f"model._target_={UNFINISHED}.CountedShardedClassifier")
+    _ok(run(*counted, f"hydra.run.dir={tmp_path / 'c'}"))
+    header = (tmp_path / "c" / "csv" / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert "throughput/flops_per_sec" in header, header
+    before = (tmp_path / "b" / "csv" / "metrics.csv").read_text().splitlines()[0].split(",")
+    assert "throughput/flops_per_sec" not in before, before
+
+
+def test_the_gradient_plot_draws_non_finite_norms_as_missing_ones(tmp_path: Path) -> None:
+    """The doctor run the non-finite guard names must reach its report on the very data that
+    stopped the run: a NaN gradient norm once stopped the plot's log axis, and the report."""
+    from trainwell.doctor.report.plots import grad_norms
+
+    norms = {"net.body.1.weight": float("nan"), "net.head.weight": float("nan")}
+    grad_norms(norms, tmp_path / "grad_norms.png")
+    assert (tmp_path / "grad_norms.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def _python_without_torch() -> str | None:
+    """An interpreter that cannot import the project's dependencies (the venv's base python)."""
+    for candidate in (Path(sys.base_prefix) / "bin" / "python3", Path("/usr/bin/python3")):
+        if candidate.is_file():
+            probe = subprocess.run([str(candidate), "-c", "import torch"], capture_output=True)
+            if probe.returncode != 0:
+                return str(candidate)
+    return None
+
+
+@pytest.mark.slow  # two fresh interpreters importing torch: about 20 s
+def test_a_script_started_by_another_python_runs_with_the_venvs_as_the_line_says(
+    tmp_path: Path,
+) -> None:
+    bare = _python_without_torch()
+    venv = REPO / ".venv" / "bin" / "python"
+    if bare is None or not venv.exists():
+        pytest.skip("needs .venv and a python without the project's dependencies")
+    argv = [*SHORT, f"hydra.run.dir={tmp_path / 'a'}"]
+    proc = subprocess.run(
+        [bare, "scripts/train.py", *argv], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    line = _refused(proc)
+    # "run `make train` once to set up .venv" installs; the .venv is there already here.
+    used = after(line, "then use").split()[0]
+    activate = re.search(r"`(source \S+)`", line).group(1)  # type: ignore[union-attr]
+    assert used == ".venv/bin/python", line
+    env = {**os.environ, **TESTS_IMPORTABLE}
+    proc = subprocess.run(
+        [used, "scripts/train.py", *argv], cwd=REPO, env=env, capture_output=True, text=True
+    )
+    _ok(proc)
+    again = shlex.join([*argv[:-1], f"hydra.run.dir={tmp_path / 'b'}"])
+    shell = f"{activate} && python scripts/train.py {again}"
+    proc = subprocess.run(
+        ["bash", "-c", shell], cwd=REPO, env=env, capture_output=True, text=True, timeout=300
+    )
+    _ok(proc)
+    assert _results(tmp_path / "b")["finished_at"]["global_step"] == 2
+
+
+def test_a_probe_batch_too_small_to_split_is_probed_at_the_size_the_check_names(
+    tmp_path: Path,
+) -> None:
+    """The doctor's own override: probe.batch_size (with the train batch size) as the skip
+    says; the check then judges the batch instead of skipping."""
+    from tests.helpers.doctor import QUICK_PROBES, run_ids
+
+    small = [*OWNED, *QUICK_PROBES, "probe.batch_size=2", "data.batch_size=2"]
+    (check,) = run_ids(tmp_path / "a", small, ["eval.batch_independence"]).values()
+    assert check.status == "skip", check
+    found = re.search(
+        r"set (probe\.batch_size) \(and (the train batch size)\) to (\d+) or more", check.message
+    )
+    assert found, check.message
+    size = found.group(3)
+    bigger = applied(small, f"{found.group(1)}={size}", f"data.batch_size={size}")
+    (check,) = run_ids(tmp_path / "b", bigger, ["eval.batch_independence"]).values()
+    assert check.status == "pass", check
+
+
+@pytest.mark.slow  # two runs: about 4 s
+def test_a_fitted_object_in_a_datamodules_state_runs_once_its_arrays_are_kept_instead(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine = _editable(
+        tmp_path,
+        monkeypatch,
+        "scaled",
+        """\
+        from sklearn.preprocessing import StandardScaler
+
+        from tests.owned.data import OwnedDigits
+
+
+        class MyData(OwnedDigits):
+            def setup(self, stage=None):
+                super().setup(stage)
+                images, _ = self._load()
+                self.scaler = StandardScaler().fit(images[self.splits["train"]].reshape(-1, 64))
+
+            def state_dict(self):
+                return {"scaler": self.scaler}
+
+            def load_state_dict(self, state):
+                self.scaler = state["scaler"]
+        """,
+    )
+    argv = [*SHORT, "data._target_=scaled.MyData", f"hydra.run.dir={tmp_path / 'a'}"]
+    line = _refused(_train(*argv))
+    assert "StandardScaler, which a checkpoint cannot hold" in line, line
+    kept = after(line, "such as a scaler's").split(",")[0]
+    assert kept == "mean_ and scale_", line
+    # The edit, as worded: the fitted object's arrays in the state, not the object.
+    _edit(mine, '        return {"scaler": self.scaler}\n',
+          '        return {"mean_": self.scaler.mean_, "scale_": self.scaler.scale_}\n', monkeypatch)  # fmt: skip
+    _edit(mine, '        self.scaler = state["scaler"]\n',
+          '        self.scaler = StandardScaler()\n'
+          '        self.scaler.mean_, self.scaler.scale_ = state["mean_"], state["scale_"]\n',
+          monkeypatch)  # fmt: skip
+    _ok(_train(*applied(argv, f"hydra.run.dir={tmp_path / 'b'}")))
+    from trainwell.io.checkpoint_read import load_checkpoint_file
+
+    saved = load_checkpoint_file(tmp_path / "b" / "checkpoints" / "last.ckpt")["MyData"]
+    assert type(saved["mean_"]) is np.ndarray and saved["scale_"].shape == (64,)
+
+
+@pytest.mark.slow  # a run and two evaluations: about 4 s
+def test_eval_of_a_module_without_test_step_runs_once_the_hook_is_added(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    mine = _editable(
+        tmp_path,
+        monkeypatch,
+        "untested",
+        """\
+        import lightning as L
+
+        from tests.owned.task import OwnedClassifier
+
+
+        class MyTask(OwnedClassifier):
+            test_step = L.LightningModule.test_step
+        """,
+    )
+    run_dir = tmp_path / "run"
+    _ok(_train(*SHORT, "model._target_=untested.MyTask", f"hydra.run.dir={run_dir}"))
+    argv = [f"ckpt_path={run_dir / 'checkpoints' / 'best.ckpt'}", f"hydra.run.dir={tmp_path}/e"]
+    line = _refused(call_script("eval.py", *argv))
+    missing = after(line, "eval.py cannot test").split(": ", 1)[1].split(" (")[0]
+    assert missing == "MyTask defines no test_step" and "add them" in line, line
+    _edit(mine, "    test_step = L.LightningModule.test_step\n",
+          "    def test_step(self, batch, batch_idx):\n"
+          "        self._evaluate(batch, 'test')\n", monkeypatch)  # fmt: skip
+    _ok(call_script("eval.py", *argv))
+    assert "test/acc" in _results(tmp_path / "e")["metrics"]

@@ -209,6 +209,13 @@ def test_uncommitted_changes_are_refused_in_one_line_and_nothing_changes(
     ]
     assert own_lines(proc.stdout) == []
     assert state(clone) == before
+    # As the line says: put them aside, run make upgrade again; they come back on top.
+    (put_aside,) = re.findall(r"\((git stash)\)", own_lines(proc.stderr)[0])
+    subprocess.run(put_aside, shell=True, cwd=clone, env=environment(), check=True)
+    assert upgrade(clone, f"TEMPLATE={template}", "REF=v2").returncode == 0
+    assert_engine_is_the_release(clone)
+    git(clone, "stash", "pop")
+    assert (clone / name).is_file() and name in git(clone, "status", "--porcelain")
 
 
 @pytest.mark.parametrize(
@@ -387,6 +394,51 @@ def test_a_git_without_the_users_name_is_told_what_to_set_before_anything_change
     (line,) = own_lines(proc.stderr)
     assert line.startswith("make upgrade: git needs your name and email"), line
     assert state(clone) == before
+    # Set as the line says, the same command merges, as that user.
+    subprocess.run(line.split(": ", 2)[2], shell=True, cwd=clone, env=anonymous, check=True)
+    assert upgrade(clone, f"TEMPLATE={template}", "REF=v2", env=anonymous).returncode == 0
+    assert_engine_is_the_release(clone)
+    assert git(clone, "log", "-1", "--format=%cn <%ce>") == "Your Name <you@example.com>"
+
+
+def test_a_directory_that_is_no_git_repository_is_told_how_to_make_one(tmp_path: Path) -> None:
+    template = make_template(tmp_path / "template")
+    release(template, ENGINE_V2)
+    copied = tmp_path / "copied"
+    shutil.copytree(template, copied, ignore=shutil.ignore_patterns(".git"))
+
+    proc = upgrade(copied, f"TEMPLATE={template}", "REF=v2")
+
+    assert proc.returncode != 0
+    (line,) = own_lines(proc.stderr)
+    assert line.startswith(f"make upgrade: {copied} is not the root of a git repository"), line
+    assert not (copied / ".git").exists()
+    make_one = re.search(r"make one \((.+?)\), then see docs/upgrading\.md", line)
+    assert make_one, line
+    subprocess.run(make_one.group(1), shell=True, cwd=copied, env=environment(), check=True)
+    assert git(copied, "status", "--porcelain") == ""  # everything committed
+    # The next step, for a clone without history, is the one docs/upgrading.md gives: the
+    # next line says it (test_a_copied_clone_is_told_how_to_record_its_start_and_then_upgrades).
+    (line,) = own_lines(upgrade(copied, f"TEMPLATE={template}", "REF=v2").stderr)
+    assert line.startswith("make upgrade: this clone shares no history with the template"), line
+
+
+def test_a_leftover_ref_of_an_earlier_upgrade_is_deleted_as_named_and_the_upgrade_runs(
+    template: Path, clone: Path
+) -> None:
+    release(template, ENGINE_V2)
+    git(clone, "update-ref", "refs/template/v2", "HEAD")  # left by an upgrade that was killed
+    before = state(clone)
+
+    proc = upgrade(clone, f"TEMPLATE={template}", "REF=v2")
+
+    assert proc.returncode != 0
+    (line,) = own_lines(proc.stderr)
+    assert state(clone) == before
+    (command,) = re.findall(r"\((git update-ref -d \S+)\)", line)
+    subprocess.run(command, shell=True, cwd=clone, env=environment(), check=True)
+    assert upgrade(clone, f"TEMPLATE={template}", "REF=v2").returncode == 0
+    assert_engine_is_the_release(clone)
 
 
 def test_a_merge_the_cloners_hook_rejects_is_undone_and_named(template: Path, clone: Path) -> None:
@@ -404,3 +456,56 @@ def test_a_merge_the_cloners_hook_rejects_is_undone_and_named(template: Path, cl
         "make upgrade: git merge stopped before changing anything: my lint: engine.py does not pass"
     ), line
     assert state(clone) == before
+
+
+@pytest.mark.parametrize("choice", ["git add", "git rm"])
+def test_an_engine_file_you_changed_and_the_release_deleted_is_kept_or_dropped_as_named(
+    template: Path, clone: Path, choice: str
+) -> None:
+    name = "src/trainwell/compat.py"
+    commit(clone, {name: "def patched():\n    return 'mine'\n"}, "my patch of compat.py")
+    release(template, ENGINE_V2)  # deletes compat.py
+
+    proc = upgrade(clone, f"TEMPLATE={template}", "REF=v2")
+
+    assert proc.returncode != 0
+    (line,) = own_lines(proc.stderr)
+    assert f"{name} (deleted by the release, changed by you: " in line, line
+    named = re.findall(r"(git (?:add|rm)) to (keep|drop) it", line)
+    assert named == [("git add", "keep"), ("git rm", "drop")], line
+    assert "fix each, git add it and git commit" in line
+    subprocess.run(f"{choice} {name}", shell=True, cwd=clone, env=environment(), check=True)
+    subprocess.run(["git", "commit"], cwd=clone, env={**environment(), "GIT_EDITOR": "true"},
+                   check=True, capture_output=True)  # fmt: skip
+    assert (clone / name).exists() == (choice == "git add")
+    assert git(clone, "status", "--porcelain", "--untracked-files=all") == ""
+    assert (clone / "src/trainwell/guard.py").read_text() == ENGINE_V2["src/trainwell/guard.py"]
+
+
+@pytest.mark.parametrize("way", ["git commit", "git merge --abort"])
+def test_a_merge_commit_a_hook_refused_is_finished_or_undone_as_named(
+    template: Path, clone: Path, way: str
+) -> None:
+    release(template, {**ENGINE_V2, "src/project/data.py": "class Data:\n    size = 12\n"})
+    hook = clone / ".git" / "hooks" / "commit-msg"
+    hook.write_text("#!/bin/sh\necho 'my hook: no' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    before = state(clone)
+
+    proc = upgrade(clone, f"TEMPLATE={template}", "REF=v2")
+
+    assert proc.returncode != 0
+    (line,) = own_lines(proc.stderr)
+    assert "the merge is staged but git commit failed: my hook: no" in line, line
+    named = re.search(r"; (git commit) to finish, or (git merge --abort) to return", line)
+    assert named, line
+    hook.unlink()  # the hook's complaint dealt with
+    command = named.group(1) if way == "git commit" else named.group(2)
+    subprocess.run(command, shell=True, cwd=clone, check=True, capture_output=True,
+                   env={**environment(), "GIT_EDITOR": "true"})  # fmt: skip
+    if way == "git commit":
+        assert_engine_is_the_release(clone)
+        assert not (clone / "src/project/data.py").exists()  # the cloner's deletion stands
+    else:
+        assert state(clone) == before  # where the clone was before the upgrade
+    assert git(clone, "status", "--porcelain", "--untracked-files=all") == ""

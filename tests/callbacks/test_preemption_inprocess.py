@@ -15,6 +15,7 @@ import pytest
 from tests.helpers.config import compose_config
 from tests.helpers.kill_runs import IN_PROCESS_RUN
 from tests.helpers.state import assert_bitwise_equal, load_checkpoint
+from tests.helpers.suggestions import after, overrides_in
 from trainwell.callbacks.preemption import EXIT_PREEMPTED, Preempted
 from trainwell.training.run import train
 
@@ -35,6 +36,7 @@ def _preempt(run_dir: Path, batch: int, phase: str) -> dict:
     with pytest.raises(Preempted) as stopped:
         train(compose_config([*RUN, *_sigterm_at(batch, phase)], run_dir))
     assert stopped.value.code == EXIT_PREEMPTED
+    (run_dir.parent / "preempted.txt").write_text(stopped.value.message)  # the line it printed
     return load_checkpoint(run_dir / "checkpoints" / "preempt.ckpt")
 
 
@@ -63,7 +65,10 @@ def test_a_preempted_run_resumes_to_the_uninterrupted_weights_and_results(
 ) -> None:
     run_dir = tmp_path / "run"
     shutil.copytree(preempted[0], run_dir)
-    resumed = train(compose_config([*RUN, "resume=auto"], run_dir))
+    # The command line again, with what the pre-emption line says to continue with.
+    said = (preempted[0].parent / "preempted.txt").read_text()
+    (continued,) = overrides_in(after(said, "continue with"))
+    resumed = train(compose_config([*RUN, continued], run_dir))
     assert_bitwise_equal(
         load_checkpoint(run_dir / "checkpoints" / "last.ckpt"),
         load_checkpoint(uninterrupted / "checkpoints" / "last.ckpt"),

@@ -75,6 +75,16 @@ def test_a_declared_flops_per_batch_and_loss_items_are_used(tmp_path: Path) -> N
         assert metrics["throughput/items_per_sec"] == pytest.approx(3 * samples)
 
 
+def test_flops_neither_counted_nor_declared_are_not_logged_as_zero(tmp_path: Path) -> None:
+    """Sharded parameters turn the counter off until the module declares flops_per_batch, as the
+    info line says: until then no FLOP/s figure, rather than a 0 that reads as a measurement."""
+    rows = _rows(_fit(_task(tmp_path), ThroughputLogger(every_n_steps=3, count_flops=False)))
+    assert sorted(rows) == [4, 7, 10]
+    for metrics in rows.values():
+        assert metrics["throughput/samples_per_sec"] > 0
+        assert "throughput/flops_per_sec" not in metrics and "throughput/mfu" not in metrics
+
+
 def test_the_count_is_kept_in_checkpoints_and_not_repeated(tmp_path: Path) -> None:
     first = ThroughputLogger(every_n_steps=3)
     _fit(_task(tmp_path), first)

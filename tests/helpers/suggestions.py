@@ -16,14 +16,15 @@ from collections.abc import Sequence
 # `key=value` as a message writes an override: a dotted key (a leading + or ~ allowed), then a
 # value up to the next space, comma or closing bracket of the sentence around it; a
 # `<placeholder>` in the value (`ckpt_path=<run dir>/checkpoints/best.ckpt`) may hold spaces.
-_OVERRIDE = re.compile(r"(?<![\w.])([+~]{0,2}[A-Za-z_][\w.]*=(?:<[^>]*>|[^\s,;)<])+)")
+_OVERRIDE = re.compile(r"(?<![\w.])([+~]{0,2}[A-Za-z_][\w.]*=(?:<[^>]*>|[^\s,;)<`])+)")
 _PLACEHOLDER = re.compile(r"<[^>]*>")
 
 
 def one_line(proc: subprocess.CompletedProcess, prefix: str = "error: ") -> str:
-    """The command's single line starting with `prefix` (a second one would bury the first)."""
+    """The command's single line starting with `prefix` (a second one would bury the first;
+    the ranks of a multi-process run may each say the same one)."""
     lines = [line for line in proc.stderr.splitlines() if line.startswith(prefix)]
-    assert len(lines) == 1, (proc.returncode, proc.stderr[-3000:])
+    assert len(set(lines)) == 1, (proc.returncode, proc.stderr[-3000:])
     return lines[0]
 
 
@@ -35,8 +36,14 @@ def after(line: str, words: str) -> str:
 
 
 def overrides_in(text: str) -> list[str]:
-    """Every `key=value` override in `text`, in order."""
-    return _OVERRIDE.findall(text)
+    """Every `key=value` override in `text`, in order. A closing bracket the value does not open
+    is the sentence's (a usage line's `[summary.metric=<name>]`)."""
+    found = []
+    for override in _OVERRIDE.findall(text):
+        while override.endswith("]") and override.count("]") > override.count("["):
+            override = override[:-1]
+        found.append(override)
+    return found
 
 
 def key_of(override: str) -> str:
@@ -68,7 +75,9 @@ def command_in(line: str, program: str) -> list[str]:
     """The command `line` prints: `program` (`python scripts/export.py`) and the options,
     overrides, paths and `<placeholders>` right after it, split as a shell would split them (the
     prose that follows, "first", "rebuilds it", is not part of it)."""
-    word = r"(?:[+~/<-]|[\w.]+=)(?:<[^>]*>|[^\s,;)<])*"
+    word = r"(?:<[^>]*>|[+~/-]|[\w.-]+/|[\w.]+=)(?:<[^>]*>|[^\s,;)<`])*"
     found = re.search(re.escape(program) + rf"(?:\s+{word})*", line)
     assert found, f"{program!r} not in: {line}"
-    return shlex.split(found.group(0))
+    # A `<placeholder>` is one word, spaces and all: the user replaces it whole.
+    kept = _PLACEHOLDER.sub(lambda m: m.group(0).replace(" ", "\0"), found.group(0))
+    return [word.replace("\0", " ") for word in shlex.split(kept)]

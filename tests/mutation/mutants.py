@@ -2071,6 +2071,42 @@ MUTANTS += [
         ),
         "a raw form whose own split breaks its input spec is one line and exit 2 at export",
     ),
+    # -- every suggested fix works: each mutant makes one suggestion wrong -----------------------
+    Mutant(
+        "suggested fix: predict's refusal names the overwrite flag misspelled",
+        "src/trainwell/deploy/outputs.py",
+        '"{path} exists (an earlier prediction of the same data); pass overwrite=true to "',
+        '"{path} exists (an earlier prediction of the same data); pass overwrites=true to "',
+        (
+            "tests/test_suggested_fixes.py::"
+            "test_a_prediction_that_exists_is_replaced_with_the_flag_the_refusal_names",
+        ),
+        "the override a refusal prints, added to the same command line, makes it run",
+    ),
+    Mutant(
+        "suggested fix: a new run is offered run_id= when the command line names hydra.run.dir",
+        "src/trainwell/io/run_dir.py",
+        '    if any(arg.split("=", 1)[0].lstrip("+") == key for arg in given):',
+        "    if False:",
+        (
+            "tests/test_suggested_fixes.py::"
+            "test_a_run_dir_given_by_hydra_run_dir_is_continued_or_left_as_the_refusal_says",
+            "tests/test_suggested_fixes.py::"
+            "test_a_run_dir_in_use_is_left_for_a_new_one_or_continued_once_its_run_ended",
+        ),
+        "a new run's override is the one that moves the run dir the command line names",
+    ),
+    Mutant(
+        "suggested fix: the flag for a changed batch on resume named wrong",
+        "src/trainwell/training/plan_callback.py",
+        '"trainer.devices, or pass resume_allow_batch_change=true to continue anyway"',
+        '"trainer.devices, or pass resume_allow_batch_changes=true to continue anyway"',
+        (
+            "tests/test_suggested_fixes.py::"
+            "test_a_changed_batch_on_resume_goes_on_when_allowed_or_restored",
+        ),
+        "the flag a refused resume names lets the same command continue",
+    ),
 ]
 
 EMA = "src/trainwell/callbacks/ema.py"

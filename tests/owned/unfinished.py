@@ -2,7 +2,8 @@
 message from the engine, and tests/test_suggested_fixes.py makes the fix the message words (an
 override, or the edit in a copy of the class) and runs the same command again.
 
-Plain Lightning code built on the engine tests' own modules (tests/owned); nothing of trainwell.
+Plain Lightning code built on the engine tests' own modules (tests/owned); nothing of trainwell
+but what a task of the template's may use (load_from_checkpoint, the net's setup under FSDP).
 """
 
 from __future__ import annotations
@@ -10,10 +11,12 @@ from __future__ import annotations
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader
+from torch.utils.data import DataLoader, TensorDataset
 
 from tests.owned.data import OwnedDigits
 from tests.owned.task import OwnedClassifier
+from trainwell.blocks.checkpoint_loading import LoadsLikeLoadTrained
+from trainwell.blocks.model_setup import shard_and_compile
 
 
 class DigitsWithoutClassCount(OwnedDigits):
@@ -46,3 +49,37 @@ class WholeBatchesDigits(OwnedDigits):
         data = self._dataset("train")
         batches = [data[i : i + 32] for i in range(0, len(data), 32)]
         return DataLoader(batches, batch_size=None)
+
+
+class LoadableClassifier(LoadsLikeLoadTrained, OwnedClassifier):
+    """The engine tests' task with trainwell's load_from_checkpoint, as a task of a cloner's
+    writes it; a run of the plain OwnedClassifier is not one of these."""
+
+
+def owned_digits(**settings: Any) -> OwnedDigits:
+    """A datamodule made by a factory function (data._target_ names a function, not a class)."""
+    return OwnedDigits(**settings)
+
+
+class NanDigits(OwnedDigits):
+    """Every 16th training image holds a NaN (corrupt rows of a CSV read as they are)."""
+
+    def _dataset(self, split: str) -> TensorDataset:
+        data = super()._dataset(split)
+        if split == "train":
+            data.tensors[0][::16, 2, 2] = float("nan")
+        return data
+
+
+class ShardedClassifier(OwnedClassifier):
+    """Shards its net under trainer=fsdp the way the template's tasks do (configure_model)."""
+
+    def configure_model(self) -> None:
+        shard_and_compile(self, self.net, compile=False)
+
+
+class CountedShardedClassifier(ShardedClassifier):
+    """The same, declaring the FLOPs of one training batch (forward and backward, 64 samples of
+    the 64 -> 32 -> 10 net: 3 x 2 x 64 x (64 x 32 + 32 x 10) multiply-adds)."""
+
+    flops_per_batch = 3 * 2 * 64 * (64 * 32 + 32 * 10)

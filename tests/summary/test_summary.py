@@ -16,6 +16,7 @@ from hydra.types import RunMode
 from omegaconf import OmegaConf
 
 from tests.helpers.scripts import call_script
+from tests.helpers.suggestions import after, command_in, fill, key_of, overrides_in
 from tests.helpers.sweeps import (
     LRS,
     OPTUNA_SWEEPER,
@@ -183,6 +184,44 @@ def test_summarize_refuses_what_is_not_a_multirun_dir_in_one_line(tmp_path: Path
     seeds_and_lrs(tmp_path)
     proc = call_script("summarize.py", str(tmp_path), "seed=1")
     assert proc.returncode == 2 and "summary.pool" in proc.stderr, proc.stderr
+    # What it takes, as it says: summary.pool=[...] pools the keys named in its place.
+    takes = overrides_in(after(proc.stderr.strip(), "summarize.py takes"))
+    assert [key_of(o) for o in takes] == ["summary.pool", "summary.metric", "summary.mode"]
+    pool = takes[0].replace("[...]", "[seed,model.optimizer.lr]")
+    proc = call_script("summarize.py", str(tmp_path), pool)
+    assert proc.returncode == 0, proc.stderr
+    assert [g["n"] for g in json.loads((tmp_path / "summary.json").read_text())["groups"]] == [6]
+
+
+def test_summarize_without_a_dir_prints_its_usage_and_runs_as_it_shows(tmp_path: Path) -> None:
+    seeds_and_lrs(tmp_path)
+    proc = call_script("summarize.py")
+    assert proc.returncode == 2, proc.stderr
+    usage = command_in(proc.stderr, "python scripts/summarize.py")
+    assert usage[1:] == ["scripts/summarize.py", "<multirun dir>"], proc.stderr
+    options = overrides_in(proc.stderr)
+    assert [key_of(o) for o in options] == ["summary.pool", "summary.metric"], proc.stderr
+    metric = fill(options[1], "val/acc")
+    proc = call_script("summarize.py", fill(usage[2], tmp_path), metric)
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads((tmp_path / "summary.json").read_text())["sort"]["metric"] == "val/acc"
+
+
+def test_a_plot_pending_on_running_jobs_is_drawn_by_the_command_summary_md_names(
+    tmp_path: Path,
+) -> None:
+    jobs = seeds_and_lrs(tmp_path / "done", extra=())
+    partial = tmp_path / "partial"
+    shutil.copytree(tmp_path / "done", partial)
+    (partial / "5" / "results.json").unlink()
+    update_summary(partial)
+    assert not (partial / "summary.png").exists()
+    said = (partial / "summary.md").read_text()
+    command = command_in(said, "python scripts/summarize.py")
+    shutil.copy(jobs[5] / "results.json", partial / "5" / "results.json")  # every job ended
+    proc = call_script("summarize.py", *[fill(a, partial) if "<" in a else a for a in command[2:]])
+    assert proc.returncode == 0, proc.stderr
+    assert (partial / "summary.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 
 def test_summary_md_has_the_table_best_first_its_latex_twin_and_the_plot(tmp_path: Path) -> None:
@@ -285,6 +324,22 @@ def test_a_summary_that_cannot_be_built_warns_in_one_line_and_the_job_stands(
     err = capsys.readouterr().err
     assert err.startswith("warning: sweep summary not updated (") and err.count("\n") == 1
     assert f"python scripts/summarize.py {tmp_path} rebuilds it" in err
+    # The printed command, run before the cause is fixed: the same cause in one line, no
+    # traceback; once it is fixed (the job's file written again), it rebuilds the summary.
+    _, script, *args = command_in(err, "python scripts/summarize.py")
+    assert script == "scripts/summarize.py" and args == [str(tmp_path)]
+    proc = call_script("summarize.py", *args)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    assert (
+        proc.stderr
+        == f"error: {tmp_path / '2' / '.hydra' / 'overrides.yaml'} is not readable YAML at line 2: while parsing a flow sequence\n"
+    )
+    (tmp_path / "2" / ".hydra" / "overrides.yaml").write_text(
+        "- seed=1\n- model.optimizer.lr=0.003\n- trainer.max_epochs=2\n"
+    )
+    proc = call_script("summarize.py", *args)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert json.loads((tmp_path / "summary.json").read_text())["jobs"]["done"] == 6
 
 
 @pytest.mark.parametrize("value", [0.5, {"metrics": 1}])

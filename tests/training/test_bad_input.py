@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.scripts import run_script
+from tests.helpers.suggestions import after, applied, overrides_in
 
 pytestmark = pytest.mark.slow  # ~10 real subprocess runs
 
@@ -66,7 +67,13 @@ def error_line(proc: subprocess.CompletedProcess, code: int = 2) -> str:
 
 def test_typo_override_suggests_the_nearest_key(run_dir: Path) -> None:
     proc = run_script("train.py", "resume=auto", "trainer.max_epoch=3", f"hydra.run.dir={run_dir}")
-    assert "did you mean 'trainer.max_epochs'?" in error_line(proc)
+    line = error_line(proc)
+    assert "did you mean 'trainer.max_epochs'?" in line
+    key = after(line, "did you mean").split("'")[1]
+    same = shutil.copytree(run_dir, run_dir.parent / "same")  # the fixture's copy stays as it was
+    fixed = applied(["resume=auto", f"hydra.run.dir={same}"], f"{key}=2")
+    proc = run_script("train.py", *fixed)
+    assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 @pytest.mark.example("project.models.resnet")
@@ -117,6 +124,14 @@ def test_checkpoint_of_another_architecture_lists_the_mismatched_keys(run_dir: P
     line = error_line(proc)
     assert "is from a different architecture" in line, line
     assert "shape: net." in line and "->" in line, line  # names keys and both shapes
+    # "resume with the model config it was trained with": the width override dropped, the
+    # same command resumes from that checkpoint (the run dir's own config is the trained one).
+    assert "resume with the model config it was trained with" in line
+    same = shutil.copytree(run_dir, run_dir.parent / "same")  # the fixture's copy stays as it was
+    resumed = f"ckpt_path={same / 'checkpoints' / 'last.ckpt'}"
+    again = [*TRAINED, "trainer.max_epochs=2", resumed, f"hydra.run.dir={same}"]
+    proc = run_script("train.py", *again)
+    assert proc.returncode == 0, proc.stderr[-3000:]
 
 
 def test_changed_effective_batch_is_refused_with_the_explanation(run_dir: Path) -> None:
@@ -177,5 +192,15 @@ def test_disk_full_during_a_checkpoint_save(run_dir: Path, tmp_path: Path) -> No
         assert "previous checkpoints are intact" in line
         assert checkpoint_hashes(small) == before
         assert not list((small / "checkpoints").glob(".*.tmp"))  # the failed temp file is gone
+        # As the line says: the run dir moved to a larger disk, hydra.run.dir pointed at it,
+        # then resume=auto: the run continues from the intact checkpoints.
+        assert "move the run dir to a larger disk and point hydra.run.dir at it" in line, line
+        (continued,) = overrides_in(after(line, "; then"))
+        larger = tmp_path / "larger" / "run"
+        shutil.copytree(small, larger)
+        again = [*TRAINED, "trainer.max_epochs=2", continued, steps, f"hydra.run.dir={larger}"]
+        proc = run_script("train.py", *again)
+        assert proc.returncode == 0, proc.stderr[-3000:]
+        assert f"resume=auto: resuming from {larger / 'checkpoints'}" in proc.stdout
     finally:
         subprocess.run(["umount", str(mount)], check=True)

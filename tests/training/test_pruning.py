@@ -13,8 +13,10 @@ from omegaconf import OmegaConf
 from optuna.trial import TrialState
 
 from hydra_plugins.trainwell_optuna_sweeper._search import OptunaSearch
-from tests.helpers.config import QUIET_RUN, compose_config
+from tests.helpers.config import OWNED, QUIET_RUN, compose_config
 from tests.helpers.cv import CV_RUN
+from tests.helpers.scripts import call_script
+from tests.helpers.suggestions import after, applied, fill, one_line, overrides_in
 from trainwell.callbacks.pruning import PRUNER_ATTR, PRUNING_FILE, TrialPruned, TrialPruning
 from trainwell.training.run import train
 
@@ -86,3 +88,22 @@ def test_a_single_split_trial_is_pruned_after_the_validation_that_makes_it_hopel
         train(cfg)
     assert json.loads((run_dir / PRUNING_FILE).read_text())["pruned_at"] == 0
     assert not (run_dir / "results.json").exists()  # stopped before its second epoch
+
+
+def test_a_trial_without_its_metric_runs_with_the_optimized_metric_the_refusal_names(
+    tmp_path: Path,
+) -> None:
+    """A trial's pruning reports the metric the search optimizes: without one, the trial is
+    refused before it trains, naming the override; with it, the trial reports that metric."""
+    _, storage, _ = _study(tmp_path, "maximize", {0: 0.0})
+    pruning = ["++pruning.study=s", f"++pruning.storage='{storage}'", "++pruning.trial=1"]
+    argv = [*OWNED, *QUIET_RUN, "trainer.max_epochs=1", "trainer.limit_train_batches=2",
+            "trainer.limit_val_batches=1", "test=false", *pruning, f"hydra.run.dir={tmp_path}/t"]  # fmt: skip
+    proc = call_script("train.py", *argv)
+    assert proc.returncode == 2, proc.stderr[-2000:]
+    (named,) = overrides_in(after(one_line(proc), "needs"))
+    assert not (tmp_path / "t" / "checkpoints").exists()
+    proc = call_script("train.py", *applied(argv, fill(named, "val/acc")))
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    reported = json.loads((tmp_path / "t" / PRUNING_FILE).read_text())
+    assert reported["pruned_at"] is None and list(reported["values"]) == ["0"]

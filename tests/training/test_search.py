@@ -23,6 +23,7 @@ from hydra_plugins.trainwell_optuna_sweeper import _space
 from tests.helpers.config import CONF, REPO
 from tests.helpers.scripts import call_script, run_script
 from tests.helpers.search import BRUTE_FORCE, TINY
+from tests.helpers.suggestions import after, applied, command_in, fill, one_line, overrides_in
 from tests.helpers.wandb_records import last_logged, offline_runs, read_offline_run
 from trainwell.cli import optimized_value
 from trainwell.errors import TrainwellError
@@ -107,6 +108,20 @@ def test_a_search_without_multirun_is_refused_before_training(tmp_path: Path) ->
         "(python scripts/train.py -m hparams_search=digits_optuna ...)"
     )
     assert not (tmp_path / "checkpoints").exists()
+
+
+@pytest.mark.slow  # a search of one trial
+def test_a_search_started_without_multirun_runs_as_the_printed_command(tmp_path: Path) -> None:
+    sweep_dir = tmp_path / "sweep"
+    rest = [f"hydra.sweep.dir={sweep_dir}", *TINY, "trainer.limit_test_batches=1"]
+    rest.append("hydra.sweeper.n_trials=1")
+    proc = call_script("train.py", "hparams_search=digits_optuna", *rest)
+    command = command_in(one_line(proc), "python")
+    # python scripts/train.py -m hparams_search=digits_optuna ... (the rest of the command line)
+    assert command[1] == "scripts/train.py" and (REPO / command[1]).is_file(), command
+    proc = call_script(Path(command[1]).name, *command[2:], *rest)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert [t.state for t in _study(sweep_dir).trials] == [TrialState.COMPLETE]
 
 
 # -- real sweeps -----------------------------------------------------------------------------
@@ -242,6 +257,12 @@ def test_a_sweep_without_a_result_exits_1_naming_the_cause(
     assert message in lines[-2], proc.stderr[-2000:]
     assert lines[-1].startswith("Set the environment variable HYDRA_FULL_ERROR=1")  # Hydra's hint
     assert "Traceback" not in proc.stderr
+    if "set optimized_metric=" in message:  # the override named, the same sweep gives a result
+        (named,) = overrides_in(after(lines[-2], "not a number to optimize: set"))
+        sweep = _sweep(
+            tmp_path / "again", *BRUTE_FORCE, *applied(overrides, fill(named, "val/loss"))
+        )
+        assert sweep.returncode == 0, sweep.stderr[-3000:]
 
 
 @pytest.mark.slow

@@ -221,10 +221,12 @@ class ThroughputLogger(L.Callback):
         (t0, items0), (t1, items1) = self._item_window[0], self._item_window[-1]
         if items1 > items0 and t1 > t0 and len(self._item_window) == self._item_window.maxlen:
             metrics["throughput/items_per_sec"] = (items1 - items0) / (t1 - t0) * trainer.world_size
-        if "device/flops_per_sec" in computed:
+        # No FLOPs counted or declared (sharded parameters, a counter that saw none): Lightning
+        # still computes 0 FLOP/s and 0 MFU; logged, they would read as a measurement.
+        if computed.get("device/flops_per_sec"):
             metrics["throughput/flops_per_sec"] = computed["device/flops_per_sec"]
-        if "device/mfu" in computed:
-            metrics["throughput/mfu"] = computed["device/mfu"]
+            if "device/mfu" in computed:
+                metrics["throughput/mfu"] = computed["device/mfu"]
         if not metrics:
             return
         for logger in trainer.loggers:

@@ -225,8 +225,8 @@ class AtomicCheckpointIO(TorchCheckpointIO):
             if err.errno in _DISK_FULL:
                 raise CheckpointError(
                     f"no space left on device while writing {target} ({os.strerror(err.errno)}); "
-                    "the previous checkpoints are intact: free space or point "
-                    "hydra.run.dir at a larger disk, then resume=auto"
+                    "the previous checkpoints are intact: free space, or move the run dir to a "
+                    "larger disk and point hydra.run.dir at it; then resume=auto"
                 ) from err
             raise
         except BaseException:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import matplotlib
@@ -28,14 +29,19 @@ def overfit_curve(losses: list[float], path: Path) -> str:
 
 def grad_norms(norms: dict[str, float | None], path: Path) -> str:
     names = list(norms)
-    values = [v if v else 0.0 for v in norms.values()]
+    # A NaN/Inf norm (non-finite data or loss, which data.finite and grad.flow report) is drawn
+    # at the floor in red like a missing one: a NaN bar would stop the log axis, and the report.
+    values = [v if v and math.isfinite(v) else 0.0 for v in norms.values()]
     fig, ax = plt.subplots(figsize=(7, max(2.5, 0.22 * len(names) + 1)))
-    colors = ["tab:red" if not v else "tab:blue" for v in norms.values()]
+    colors = ["tab:red" if not v else "tab:blue" for v in values]
     ax.barh(range(len(names)), [max(v, 1e-12) for v in values], color=colors)
     ax.set_yticks(range(len(names)), names, fontsize=7)
     ax.invert_yaxis()
     ax.set_xscale("log")
-    ax.set(xlabel="gradient L2 norm (first step; red: none/zero)", title="Per-layer gradient norms")
+    ax.set(
+        xlabel="gradient L2 norm (first step; red: none, zero or non-finite)",
+        title="Per-layer gradient norms",
+    )
     return _save(fig, path)
 
 
