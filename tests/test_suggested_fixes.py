@@ -866,3 +866,26 @@ def test_eval_of_a_module_without_test_step_runs_once_the_hook_is_added(
           "        self._evaluate(batch, 'test')\n", monkeypatch)  # fmt: skip
     _ok(call_script("eval.py", *argv))
     assert "test/acc" in _results(tmp_path / "e")["metrics"]
+
+
+@pytest.mark.slow  # three runs: about 5 s
+def test_batchnorm_under_accumulation_names_the_switch_only_where_the_net_has_one(
+    tmp_path: Path,
+) -> None:
+    argv = [*SHORT, f"model.net._target_={UNFINISHED}.NormNet", "+model.net.norm=batch"]
+    argv += ["trainer.accumulate_grad_batches=2", "trainer.limit_train_batches=4"]
+
+    def warned(proc: subprocess.CompletedProcess) -> list[str]:
+        return [w for w in proc.stderr.splitlines() if "BatchNorm normalises over" in w]
+
+    (line,) = warned(_ok(_train(*argv, f"hydra.run.dir={tmp_path / 'a'}")))
+    (switch,) = overrides_in(after(line, "consider"))
+    assert switch == "model.net.norm=group", line
+    fixed = _ok(_train(*applied(argv, "+" + switch), f"hydra.run.dir={tmp_path / 'b'}"))
+    assert warned(fixed) == []
+    # A net without the switch: no override it would refuse, the layer to use instead.
+    mine = applied(
+        argv, f"model.net._target_={UNFINISHED}.BatchNormNet", dropping=["model.net.norm"]
+    )
+    (line,) = warned(_ok(_train(*mine, f"hydra.run.dir={tmp_path / 'c'}")))
+    assert overrides_in(line) == [] and "consider GroupNorm or LayerNorm in the net" in line, line

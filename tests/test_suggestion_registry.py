@@ -160,6 +160,11 @@ SUGGESTIONS: tuple[Suggests, ...] = (
         f"{FIXES}::test_an_optimizer_built_with_its_own_lr_runs_unscaled_or_from_the_partial",
     ),
     Suggests(
+        "src/trainwell/training/plan_callback.py",
+        "{…}=group",  # NORM_KEY=group: named only where the run's config has the switch
+        f"{FIXES}::test_batchnorm_under_accumulation_names_the_switch_only_where_the_net_has_one",
+    ),
+    Suggests(
         "src/trainwell/loading/sharding.py",
         "callbacks.step_checkpoint=null writes no mid-epoch ones",
         f"{FIXES}::test_a_loader_of_whole_batches_runs_with_the_settings_its_messages_name",

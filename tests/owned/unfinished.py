@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 import torch
+from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from tests.owned.data import OwnedDigits
@@ -83,3 +84,27 @@ class CountedShardedClassifier(ShardedClassifier):
     the 64 -> 32 -> 10 net: 3 x 2 x 64 x (64 x 32 + 32 x 10) multiply-adds)."""
 
     flops_per_batch = 3 * 2 * 64 * (64 * 32 + 32 * 10)
+
+
+class NormNet(nn.Module):
+    """A net that takes its normalisation as `norm`, as the template's nets do (batch | group)."""
+
+    def __init__(
+        self, num_classes: int = 10, hidden: int = 32, dropout: float = 0.0, norm: str = "batch"
+    ) -> None:
+        super().__init__()
+        layer = nn.BatchNorm1d(hidden) if norm == "batch" else nn.GroupNorm(4, hidden)
+        self.body = nn.Sequential(
+            nn.Flatten(), nn.Linear(64, hidden), layer, nn.Tanh(), nn.Dropout(dropout)
+        )
+        self.head = nn.Linear(hidden, num_classes)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.body(x))
+
+
+class BatchNormNet(NormNet):
+    """The same with BatchNorm and no switch (a net of the user's own)."""
+
+    def __init__(self, num_classes: int = 10, hidden: int = 32, dropout: float = 0.0) -> None:
+        super().__init__(num_classes, hidden, dropout, "batch")
