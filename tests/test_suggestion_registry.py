@@ -54,6 +54,8 @@ STEP0 = "tests/training/test_state_at_step_zero.py"
 UPGRADE = "tests/test_upgrade.py"
 SUMMARY = "tests/summary/test_summary.py"
 BAD = "tests/training/test_bad_input.py"
+EMA = "tests/training/test_ema.py"
+EMA_RANKS = "tests/training/test_ema_ranks.py"
 
 SUGGESTIONS: tuple[Suggests, ...] = (
     # -- the command line and the run dir ------------------------------------------------------
@@ -375,6 +377,22 @@ SUGGESTIONS: tuple[Suggests, ...] = (
         "git commit to finish, or git merge --abort to return to where you were",
         f"{UPGRADE}::test_a_merge_commit_a_hook_refused_is_finished_or_undone_as_named",
     ),
+    # -- exponential moving average ------------------------------------------------------------
+    Suggests(
+        "src/trainwell/callbacks/ema.py",
+        "set trainer.strategy.save_distributed_checkpoint=false",
+        f"{EMA_RANKS}::test_fsdp_with_ema_trains_once_checkpoints_are_one_file_as_the_refusal_says",
+    ),
+    Suggests(
+        "src/trainwell/callbacks/ema.py",
+        "ema.decay={…}",
+        f"{EMA}::test_resuming_an_ema_checkpoint_without_ema_is_refused_and_resumes_as_the_refusal_says",
+    ),
+    Suggests(
+        "src/trainwell/callbacks/ema.py",
+        "ema.decay=<its decay>",
+        f"{EMA}::test_an_ema_checkpoint_that_records_no_decay_asks_for_it_and_resumes_once_given",
+    ),
 )
 
 # Suggestions no test here runs, and why.
@@ -388,6 +406,11 @@ UNTESTED: tuple[NotSuggested, ...] = (
 )
 
 NOT_SUGGESTED: tuple[NotSuggested, ...] = (
+    NotSuggested(
+        "src/trainwell/callbacks/ema.py",
+        "ema.decay with trainer.strategy.save_distributed_checkpoint=true is not supported",
+        "the setting the user gave, echoed back",
+    ),
     NotSuggested(
         "src/trainwell/training/resume.py", "resume=auto: ", "a label: what resume=auto is doing"
     ),

@@ -10,6 +10,7 @@ real SIGKILLs (test_ema_kill_resume.py) and real ranks (test_ema_ranks.py).
 from __future__ import annotations
 
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -160,15 +161,35 @@ def test_a_run_without_ema_says_its_weights_are_the_trained_ones(tmp_path: Path)
     assert "current_model_state" not in last and "averaging_state" not in last
 
 
-def test_resuming_an_ema_checkpoint_without_ema_is_refused(
+def test_resuming_an_ema_checkpoint_without_ema_is_refused_and_resumes_as_the_refusal_says(
     one_batch: tuple[Path, dict, dict], tmp_path: Path
 ) -> None:
     run_dir, _, _ = one_batch
     resumed = tmp_path / "resumed"
     (resumed / "checkpoints").mkdir(parents=True)
     shutil.copy(_step_checkpoints(run_dir)[3], resumed / "checkpoints")
-    with pytest.raises(TrainwellError, match=f"resume it with ema.decay={DECAY}"):
+    with pytest.raises(TrainwellError, match=f"resume it with ema.decay={DECAY}") as refused:
         train(compose_config([*EXACT, "ema.decay=null", "resume=auto"], resumed))
+    again = str(refused.value).rsplit("resume it with ", 1)[1]
+    results = train(compose_config([*EXACT, again, "resume=auto", "test=false"], resumed))
+    assert results["weights"]["ema"]["decay"] == DECAY
+
+
+def test_an_ema_checkpoint_that_records_no_decay_asks_for_it_and_resumes_once_given(
+    one_batch: tuple[Path, dict, dict], tmp_path: Path
+) -> None:
+    run_dir, _, _ = one_batch
+    resumed = tmp_path / "resumed"
+    (resumed / "checkpoints").mkdir(parents=True)
+    checkpoint = torch.load(_step_checkpoints(run_dir)[3], weights_only=True)
+    checkpoint["callbacks"] = {}  # written by a callback that kept no decay of its own
+    torch.save(checkpoint, resumed / "checkpoints" / "last.ckpt")
+    with pytest.raises(TrainwellError, match=re.escape("resume it with ema.decay=<its decay>")):
+        train(compose_config([*EXACT, "ema.decay=null", "resume=auto"], resumed))
+    results = train(
+        compose_config([*EXACT, f"ema.decay={DECAY}", "resume=auto", "test=false"], resumed)
+    )
+    assert results["weights"]["ema"]["decay"] == DECAY
 
 
 def test_a_bad_decay_is_refused_in_one_line(tmp_path: Path) -> None:

@@ -124,4 +124,19 @@ def test_a_sharded_checkpoint_directory_with_ema_is_refused_before_training(tmp_
         f"hydra.run.dir={tmp_path}",
     )
     assert proc.returncode == 2, proc.stderr[-2000:]
-    assert "save_distributed_checkpoint=false" in proc.stderr
+    fix = "trainer.strategy.save_distributed_checkpoint=false"
+    assert proc.stderr.rstrip().endswith(fix), proc.stderr[-2000:]
+    assert not (tmp_path / "checkpoints").exists()  # refused before training
+
+
+@pytest.mark.slow  # two FSDP ranks train: about 20 s
+@pytest.mark.example("project.data.synthetic")
+def test_fsdp_with_ema_trains_once_checkpoints_are_one_file_as_the_refusal_says(
+    tmp_path: Path,
+) -> None:
+    fix = "trainer.strategy.save_distributed_checkpoint=false"
+    proc = call_script(
+        "train.py", *COMMON, EMA, "trainer=fsdp_sim", fix, f"hydra.run.dir={tmp_path}"
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert (tmp_path / "checkpoints" / "last.ckpt").is_file()
