@@ -150,8 +150,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "accumulation: the padding copy of a rank out of data counts as real items",
         ACC,
-        "            self._count = 0\n            return",
-        "            self._count = count_items(pl_module, batch, batch_idx)\n            return",
+        "            count: int | torch.Tensor = 0  # a zero-weight copy: it counts no items\n",
+        "            count = count_items(pl_module, batch, batch_idx)\n",
         ("tests/training/test_ddp_padding.py",),
         "a zero-weight padding batch adds nothing to the step",
     ),
