@@ -15,7 +15,7 @@ from omegaconf import OmegaConf, open_dict
 from tests.helpers.config import compose_config
 from tests.helpers.doctor import QUICK_PROBES, run_cfg
 from trainwell.doctor.checks.modes import _metric_drift
-from trainwell.doctor.checks.split_agreement import _call_ids
+from trainwell.doctor.harness.predictions import _call_ids
 from trainwell.doctor.harness.spy import LossCall
 from trainwell.doctor.report.verdict import Check
 
@@ -70,6 +70,12 @@ CASES = [
     ("long_tailed_stream", "data", "data.class_balance", "fail"),
     ("long_tailed_records", "records", "data.class_balance", "fail"),
     ("stream_copied_to_every_worker", "data", "data.worker_seeding", "fail"),
+    ("val_left_unscaled", "data", "data.split_distribution", "fail"),
+    ("feature_logged_in_train_only", "records", "data.split_distribution", "fail"),
+    ("val_text_not_lowercased", "records", "data.split_distribution", "warn"),
+    ("sorted_by_class_no_shuffle", "data", "data.batch_composition", "fail"),
+    ("stream_read_class_by_class", "data", "data.batch_composition", "fail"),
+    ("batches_drawn_per_class", "data", "data.batch_composition", "fail"),
 ]
 
 

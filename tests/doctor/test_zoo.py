@@ -92,6 +92,7 @@ ENTRIES = [
         {"data.leakage"},
     ),
     ("two backwards through one graph", "TwoBackwardsOneGraph", "DigitsTuples", [], set()),
+    ("conv, ReLU and max pooling, zero biases", "PooledCNN", "DigitsTuples", [], set()),
     (
         "Lightning's BoringModel and BoringDataModule, as shipped",
         "lightning.pytorch.demos.boring_classes.BoringModel",
@@ -197,8 +198,28 @@ def test_graph_kept_from_the_latest_step_only_is_no_leak(tmp_path: Path) -> None
     memory = {
         c.id: c for c in diagnose(zoo_config(tmp_path, "KeepsLastLoss", "DigitsTuples", []))[0]
     }["memory.graph_leak"]
-    saved = memory.evidence["saved_bytes_alive_after_each_step"]
-    assert memory.status == "pass" and saved[-1] > 0 and len(set(saved[1:])) == 1, memory.evidence
+    nodes = memory.evidence["graph_nodes_alive_after_each_step"]
+    assert memory.status == "pass" and nodes[-1] > 0 and len(set(nodes[1:])) == 1, memory.evidence
+
+
+def test_a_relu_at_its_kink_is_left_out_of_the_finite_differences(tmp_path: Path) -> None:
+    """Zero biases over the digits' blank background put ReLUs exactly at 0: the central
+    difference there averages two slopes, autograd takes one; grad.flow compares elsewhere."""
+    cfg = zoo_config(tmp_path, "PooledCNN", "DigitsTuples", [])
+    check = run_cfg(cfg, tmp_path / "probes", ["grad.flow"])["grad.flow"]
+    assert check.status == "pass", check.message
+    assert check.evidence["finite_difference_coordinates_at_a_kink"] > 0
+    assert "at a kink of the loss" in check.message
+
+
+def test_a_loss_computed_in_float32_is_not_compared_by_finite_differences(tmp_path: Path) -> None:
+    """`F.one_hot(y).float()` as a target keeps the loss in float32 from float64 weights: a
+    finite difference of 1e-6 is below its resolution (0 where autograd says 0.02)."""
+    model = "tests.doctor.reported.sigmoid_before_bce_with_logits.Healthy"
+    cfg = zoo_config(tmp_path, model, "tests.doctor.reported._common.Digits", [])
+    check = run_cfg(cfg, tmp_path / "probes", ["grad.flow"])["grad.flow"]
+    assert check.status == "pass", check.message
+    assert "torch.float32" in check.evidence["finite_difference_skipped"]
 
 
 def test_batchnorm_under_accumulation_warns_with_the_fix(tmp_path: Path) -> None:

@@ -15,9 +15,9 @@ from hydra.core.hydra_config import HydraConfig
 from omegaconf import DictConfig, OmegaConf
 
 from trainwell.doctor.checks import CHECKS
-from trainwell.doctor.checks.data import scan
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.observe import observation
+from trainwell.doctor.harness.scan import scan
 from trainwell.doctor.harness.settings import ProbeSettings
 from trainwell.doctor.report import plots
 from trainwell.doctor.report.markdown import render
@@ -52,10 +52,10 @@ def run_checks(ctx: DoctorContext, only: list[str] | None = None) -> list[Check]
         if only and check_id not in only:
             continue
         start = time.perf_counter()
+        evidence: dict[str, Any] = {}
         try:
-            check = probe(ctx)
-            if check.id != check_id:
-                raise RuntimeError(f"check {check_id} returned a verdict for {check.id}")
+            verdict = probe(ctx, evidence)
+            check = Check(check_id, verdict.status, verdict.message, evidence, verdict.seconds)
         except TrainwellError:
             raise
         except Exception as err:  # a probe hit something unforeseen: report it, keep going

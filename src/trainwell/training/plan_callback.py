@@ -14,6 +14,7 @@ from dataclasses import replace
 from typing import Any
 
 import lightning as L
+from hydra.utils import instantiate
 from lightning.pytorch.utilities import rank_zero_warn
 from omegaconf import DictConfig, OmegaConf
 from torch import nn
@@ -252,3 +253,17 @@ class PlannedFactory:
                 )
             kwargs[self.keyword] = value
         return self.factory(*args, **kwargs)
+
+
+def planned_factories(model_cfg: DictConfig, plan: TrainingPlanner) -> dict[str, Any]:
+    """The configured optimizer / scheduler `_partial_`s, wrapped so the plan fills in the scaled
+    LR and the total optimizer steps. Modules that build their own optimizer get nothing here."""
+    out: dict[str, Any] = {}
+    for key, keyword, attribute in (
+        ("optimizer", "lr", "lr"),
+        ("scheduler", "total_steps", "total_optimizer_steps"),
+    ):
+        node = model_cfg.get(key)
+        if node is not None and OmegaConf.is_dict(node) and node.get("_partial_"):
+            out[key] = PlannedFactory(instantiate(node), plan, keyword, attribute)
+    return out

@@ -38,8 +38,8 @@ from trainwell.training.class_recall import zero_recall_line
 from trainwell.training.evaluate import cannot_test
 from trainwell.training.plan_callback import (
     NORM_KEY,
-    PlannedFactory,
     TrainingPlanner,
+    planned_factories,
     planner_settings,
 )
 from trainwell.training.resume import (
@@ -52,20 +52,6 @@ from trainwell.training.stop_reason import early_stop_line, stop_reason
 
 def _resolved(cfg: DictConfig) -> dict[str, Any]:
     return OmegaConf.to_container(cfg, resolve=True)  # type: ignore[return-value]
-
-
-def planned_factories(model_cfg: DictConfig, plan: TrainingPlanner) -> dict[str, Any]:
-    """The configured optimizer / scheduler `_partial_`s, wrapped so the plan fills in the scaled
-    LR and the total optimizer steps. Modules that build their own optimizer get nothing here."""
-    out: dict[str, Any] = {}
-    for key, keyword, attribute in (
-        ("optimizer", "lr", "lr"),
-        ("scheduler", "total_steps", "total_optimizer_steps"),
-    ):
-        node = model_cfg.get(key)
-        if node is not None and OmegaConf.is_dict(node) and node.get("_partial_"):
-            out[key] = PlannedFactory(instantiate(node), plan, keyword, attribute)
-    return out
 
 
 def _plan_callback(cfg: DictConfig, ckpt_path: str | None) -> TrainingPlanner:

@@ -1,24 +1,30 @@
 """Every doctor check, registered by its stable id, in report order: the one list there is.
 
-A check is a function DoctorContext -> Check; it may `skip` with a reason but is never absent.
+A check is a function (DoctorContext, evidence) -> Verdict (`passes`, `warns`, `fails`, `skips` in
+report/verdict.py); the doctor stamps the id it is registered under into the report. It may
+skip with a reason but is never absent. A check imports the harness only, never another check.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from trainwell.doctor.checks.accumulation import accumulation_equivalence
 from trainwell.doctor.checks.averaging import weights_averaging
 from trainwell.doctor.checks.batch_independence import eval_batch_independence
 from trainwell.doctor.checks.class_balance import data_class_balance
+from trainwell.doctor.checks.composition import data_batch_composition
 from trainwell.doctor.checks.data import data_finite, data_leakage
 from trainwell.doctor.checks.device import device_placement
+from trainwell.doctor.checks.distribution import data_split_distribution
 from trainwell.doctor.checks.epoch_order import data_epoch_order
 from trainwell.doctor.checks.gradients import grad_flow, grad_zeroing
 from trainwell.doctor.checks.graph_leak import memory_graph_leak
 from trainwell.doctor.checks.head_width import model_head_width
 from trainwell.doctor.checks.loading import data_throughput, data_worker_seeding
 from trainwell.doctor.checks.loss import loss_logits, targets_contract
+from trainwell.doctor.checks.manual_accumulation import manual_equivalence
 from trainwell.doctor.checks.metrics import metrics_reduction
 from trainwell.doctor.checks.modes import eval_determinism, train_mode
 from trainwell.doctor.checks.overfit import overfit_one_batch
@@ -30,9 +36,16 @@ from trainwell.doctor.checks.split_agreement import data_split_agreement
 from trainwell.doctor.checks.state import checkpoint_roundtrip
 from trainwell.doctor.checks.structure import optimizer_coverage, params_registered
 from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.report.verdict import Check
+from trainwell.doctor.report.verdict import Verdict
 
-CHECKS: dict[str, Callable[[DoctorContext], Check]] = {
+
+def _accumulation(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
+    """Automatic and manual optimization window their micro-batches differently."""
+    automatic = ctx.reference_task.automatic_optimization
+    return (accumulation_equivalence if automatic else manual_equivalence)(ctx, evidence)
+
+
+CHECKS: dict[str, Callable[[DoctorContext, dict[str, Any]], Verdict]] = {
     "params.registered": params_registered,
     "optimizer.coverage": optimizer_coverage,
     "loss.logits": loss_logits,
@@ -42,7 +55,9 @@ CHECKS: dict[str, Callable[[DoctorContext], Check]] = {
     "data.finite": data_finite,
     "data.leakage": data_leakage,
     "data.split_agreement": data_split_agreement,
+    "data.split_distribution": data_split_distribution,
     "data.class_balance": data_class_balance,
+    "data.batch_composition": data_batch_composition,
     "grad.flow": grad_flow,
     "grad.zeroing": grad_zeroing,
     "overfit.one_batch": overfit_one_batch,
@@ -53,7 +68,7 @@ CHECKS: dict[str, Callable[[DoctorContext], Check]] = {
     "checkpoint.roundtrip": checkpoint_roundtrip,
     "checkpoint.partial_load": checkpoint_partial_load,
     "precision.master_weights": precision_master_weights,
-    "accumulation.equivalence": accumulation_equivalence,
+    "accumulation.equivalence": _accumulation,
     "weights.averaging": weights_averaging,
     "memory.graph_leak": memory_graph_leak,
     "schedule.interval": schedule_interval,

@@ -9,7 +9,7 @@ cannot be indexed. Gradients are read at `on_before_optimizer_step`, what the op
 apply. Dropout is set to p=0 and BatchNorm to eval in every run (they make micro-batch and
 full-batch forwards differ by design; BatchNorm is reported as a warning).
 
-Manual optimization: see checks/manual_accumulation.py.
+Manual optimization: see checks/manual_accumulation.py (the registry picks one of the two).
 """
 
 from __future__ import annotations
@@ -21,31 +21,35 @@ import torch
 
 from trainwell.blocks.layers import BATCH_NORMS
 from trainwell.callbacks.accumulation import count_items, counting_unit
-from trainwell.doctor.checks.accumulation_windows import Counts, Grads, Window, step_grads, windows
-from trainwell.doctor.checks.gradient_compare import ID, RANDOM, RTOL, compare
-from trainwell.doctor.checks.manual_accumulation import manual_equivalence
-from trainwell.doctor.checks.metrics import configured_world_size
 from trainwell.doctor.harness.batches import size_of
 from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.report.verdict import Check
+from trainwell.doctor.harness.windows import (
+    RANDOM,
+    RTOL,
+    Counts,
+    Grads,
+    Window,
+    compare,
+    step_grads,
+    windows,
+)
+from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 
 
-def accumulation_equivalence(ctx: DoctorContext) -> Check:
+def accumulation_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     probe = ctx.make_task()
-    if not probe.automatic_optimization:
-        return manual_equivalence(ctx, probe)
     configured = ctx.accumulate
     k = configured if configured > 1 else 2
     state = {n: t.clone() for n, t in probe.state_dict().items()}
-    evidence: dict[str, Any] = {
+    evidence |= {
         "accumulate_configured": configured,
         "accumulate_probed": k,
         "item_unit": counting_unit(probe),
     }
     found, why = windows(ctx, k, configured)
     if not found:
-        return Check(ID, "skip", f"no window to compare: {why}", evidence)
-    world = configured_world_size(ctx)
+        return skips(f"no window to compare: {why}")
+    world = ctx.world_size
     evidence["configured_world_size"] = world
     for window in found:
         verdict = _compare_window(ctx, state, window, k, evidence)
@@ -59,12 +63,9 @@ def accumulation_equivalence(ctx: DoctorContext) -> Check:
         return _batchnorm_warning(ctx, norms, evidence)
     where = "" if configured > 1 else f" (probed with K={k}; this run does not accumulate)"
     labels = " and ".join(w.label for w in found)
-    return Check(
-        ID,
-        "pass",
+    return passes(
         f"{labels} give{'s' if len(found) == 1 else ''} the gradient of one batch of the same "
-        f"items{where}",
-        evidence,
+        f"items{where}"
     )
 
 
@@ -74,28 +75,25 @@ def _compare_window(
     window: Window,
     k: int,
     evidence: dict[str, Any],
-) -> Check | None:
+) -> Verdict | None:
     """A verdict when `window` cannot be compared or differs from one batch; None: it matches."""
     sizes = [size_of(b) for b in window.batches]
     windowed = step_grads(ctx, state, window.batches, k, watch=True)
     if windowed.skipped:
-        return Check(
-            ID,
-            "skip",
+        return skips(
             f"training_step returned None (skipped) for micro-batch(es) {windowed.skipped} "
             f"of {window.label}, so that window holds fewer items than one batch of them; "
-            "nothing to compare",
-            evidence,
+            "nothing to compare"
         )
     whole = step_grads(ctx, state, [window.whole], 1)
     if windowed.tensors is None or whole.tensors is None:
-        return Check(ID, "skip", f"a probe fit failed: {windowed.error or whole.error}", evidence)
+        return skips(f"a probe fit failed: {windowed.error or whole.error}")
     again = step_grads(ctx, state, [window.whole], 1, seed=1)
     if (
         again.tensors is not None
         and compare(again.tensors, whole.tensors)["relative_difference"] > RTOL
     ):
-        return Check(ID, "skip", RANDOM, evidence)
+        return skips(RANDOM)
     result = compare(windowed.tensors, whole.tensors)
     evidence[window.label] = {"micro_batch_sizes": sizes, **result}
     if result["relative_difference"] > RTOL:
@@ -103,35 +101,29 @@ def _compare_window(
     return None
 
 
-def _latent(verdict: Check, k: int) -> Check:
+def _latent(verdict: Verdict, k: int) -> Verdict:
     """A window that differs from one batch only matters when windows (or ranks) are combined:
     with K=1 and one process every step is one micro-batch, so a summed or per-batch-scaled
     loss changes only what the learning rate means, never which step is taken."""
-    return Check(
-        ID,
-        "warn",
+    return warns(
         f"this run does not accumulate (K=1, one process), so its steps are unaffected, but "
         f"probed with K={k}: {verdict.message}; this would break gradients once "
-        "accumulate_grad_batches > 1 or DDP (which averages ranks' gradients) is turned on",
-        verdict.evidence,
+        "accumulate_grad_batches > 1 or DDP (which averages ranks' gradients) is turned on"
     )
 
 
-def _batchnorm_warning(ctx: DoctorContext, norms: list[str], evidence: dict[str, Any]) -> Check:
+def _batchnorm_warning(ctx: DoctorContext, norms: list[str], evidence: dict[str, Any]) -> Verdict:
     """Exact gradients, inexact statistics: BatchNorm normalises each micro-batch by its own
     mean and variance, which one batch of K x B samples would not."""
     plan = ctx.plan
     evidence |= {"micro_batch": plan.micro_batch, "effective_batch": plan.effective_batch}
-    return Check(
-        ID,
-        "warn",
+    return warns(
         f"gradients match one batch of the same samples with BatchNorm frozen, but "
         f"{len(norms)} BatchNorm layer(s) (first `{norms[0]}`) normalise each micro-batch of "
         f"{plan.micro_batch} by its own statistics, not the effective batch of "
         f"{plan.effective_batch}, so accumulation is not exact in training mode; use GroupNorm "
         "or LayerNorm (model.net.norm=group for the template's nets), or a larger micro-batch "
-        "with less accumulation",
-        evidence,
+        "with less accumulation"
     )
 
 
@@ -144,7 +136,7 @@ def _mismatch(
     whole: Grads,
     result: dict[str, float],
     evidence: dict[str, Any],
-) -> Check:
+) -> Verdict:
     """Name the cause: a per-micro-batch mean over items the module does not declare, a
     declaration that disagrees with the loss, or a loss scaled by hand."""
     task = ctx.make_task()
@@ -156,13 +148,10 @@ def _mismatch(
         miscounted = _miscounted_items(ctx, task, state, window, k, whole, counts, result, evidence)
         if miscounted is not None:
             return miscounted
-    return Check(
-        ID,
-        "fail",
+    return fails(
         f"{window.label} gives {result['norm_ratio']:.3g}x the gradient of the same samples in "
         f"one batch (relative difference {result['relative_difference']:.2g}): "
-        + _scaling_cause(calls, result["norm_ratio"], len(window.batches), evidence),
-        evidence,
+        + _scaling_cause(calls, result["norm_ratio"], len(window.batches), evidence)
     )
 
 
@@ -176,7 +165,7 @@ def _miscounted_items(
     counts: list[int],
     result: dict[str, float],
     evidence: dict[str, Any],
-) -> Check | None:
+) -> Verdict | None:
     """A fail when the micro-batches are weighed by other counts than the items their loss
     averages over, and weighing them by the loss's own counts makes the window match."""
     sizes = [size_of(b) for b in window.batches]
@@ -192,25 +181,19 @@ def _miscounted_items(
     )
     evidence["matches_when_counted_by_the_loss"] = exact
     if exact and not declared:
-        return Check(
-            ID,
-            "fail",
+        return fails(
             f"{window.label} weighs each micro-batch by its samples ({sizes}), but the "
             f"loss is a mean over {counts} items (tokens, unmasked targets) in them: the "
             f"step differs from one batch by {result['relative_difference']:.2g} "
             f"(relative); declare `def loss_items(self, batch)` in {name} returning the "
             "number of targets its loss averages over, e.g. (batch['targets'] != -100)"
-            ".sum(); with it this window matches",
-            evidence,
+            ".sum(); with it this window matches"
         )
     if exact:
-        return Check(
-            ID,
-            "fail",
+        return fails(
             f"{name}.loss_items returns {stated} for {window.label}, but the loss "
             f"averages over {counts} items: make loss_items count exactly what "
-            "training_step's loss averages over; with those counts this window matches",
-            evidence,
+            "training_step's loss averages over; with those counts this window matches"
         )
     return None
 

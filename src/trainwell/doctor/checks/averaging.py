@@ -29,10 +29,9 @@ from torch.optim.swa_utils import AveragedModel
 
 from trainwell.callbacks.ema import ema_callbacks
 from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.report.verdict import Check
+from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 from trainwell.errors import error_line
 
-ID = "weights.averaging"
 STEPS = 4  # optimizer steps in the probe; the last window's end is not observed (fit stops)
 PARALLEL = 0.99  # cosine between an update and (weight - average) for an averaging update
 _DEPTH = 3  # attribute levels searched inside a callback
@@ -208,7 +207,7 @@ def _where(value: torch.Tensor, checkpoint: dict[str, Any]) -> str | None:
     return next((k for k, v in checkpoint.items() if k != "state_dict" and holds(v)), None)
 
 
-def weights_averaging(ctx: DoctorContext) -> Check:
+def weights_averaging(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     callbacks, unbuilt = _user_callbacks(ctx.cfg)
     accumulate = max(2, ctx.accumulate)
     # The probe batch (probe.batch_size samples) as every micro-batch: what matters is when the
@@ -220,7 +219,7 @@ def weights_averaging(ctx: DoctorContext) -> Check:
     fit = ctx.fit(
         task, train, callbacks=[*callbacks, watch], max_steps=STEPS, accumulate=accumulate
     )
-    evidence: dict[str, Any] = {
+    evidence |= {
         "callbacks_watched": [type(c).__name__ for c in callbacks],
         "accumulate": accumulate,
         "micro_batches_watched": len(watch.transitions),
@@ -229,25 +228,19 @@ def weights_averaging(ctx: DoctorContext) -> Check:
     if unbuilt:
         evidence["callbacks_not_built"] = unbuilt
     if fit.error is not None:
-        return Check(
-            ID,
-            "skip",
+        return skips(
             f"the probe fit with the run's averaging callbacks raised {fit.error_line}; "
-            "fix that first, then rerun the doctor",
-            evidence,
+            "fix that first, then rerun the doctor"
         )
     if not watch.averages:
-        return Check(
-            ID,
-            "skip",
+        return skips(
             "no moving average of the weights found (no averaging callback, ema.decay is null, "
-            "and nothing the module keeps outside the optimizer moves towards its weights)",
-            evidence,
+            "and nothing the module keeps outside the optimizer moves towards its weights)"
         )
     return _verdict(watch, path, accumulate, evidence)
 
 
-def _verdict(watch: _Watch, path: Any, accumulate: int, evidence: dict[str, Any]) -> Check:
+def _verdict(watch: _Watch, path: Any, accumulate: int, evidence: dict[str, Any]) -> Verdict:
     owners: dict[str, list[_Average]] = {}
     for name, average in watch.averages.items():
         owners.setdefault(average.owner, []).append(average)
@@ -260,18 +253,15 @@ def _verdict(watch: _Watch, path: Any, accumulate: int, evidence: dict[str, Any]
         mid = max(a.mid_window for a in averages)
         if mid:
             steps = max(a.at_step_ends for a in averages)
-            return Check(
-                ID,
-                "fail",
+            return fails(
                 f"{owner} updates its weight average after micro-batches that end no optimizer "
                 f"step ({mid + steps} updates in {steps} watched optimizer steps of {accumulate} "
                 f"micro-batches): under accumulation it decays {accumulate} times too fast; "
                 "update it once per optimizer step (when trainer.global_step changes), or use "
-                "ema.decay=<decay>",
-                evidence,
+                "ema.decay=<decay>"
             )
     if not watch.saved_values or not path.is_file():
-        return Check(ID, "skip", "the probe wrote no checkpoint to look in", evidence)
+        return skips("the probe wrote no checkpoint to look in")
     checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     places: dict[str, set[str | None]] = {}
     for name, average in watch.averages.items():
@@ -281,30 +271,21 @@ def _verdict(watch: _Watch, path: Any, accumulate: int, evidence: dict[str, Any]
     evidence["kept_in"] = {owner: sorted(map(str, found)) for owner, found in places.items()}
     for owner, found in places.items():
         if None in found:
-            return Check(
-                ID,
-                "fail",
+            return fails(
                 f"{owner}'s weight average is not in the checkpoint: a resume restarts it from "
                 "the weights and eval, predict and export never see it; save it in the "
                 "checkpoint's state_dict (Lightning's EMAWeightAveraging does, or use "
-                "ema.decay=<decay>)",
-                evidence,
+                "ema.decay=<decay>)"
             )
         if "state_dict" not in found:
-            return Check(
-                ID,
-                "warn",
+            return warns(
                 f"{owner} saves its weight average outside the checkpoint's state_dict "
                 f"({', '.join(sorted(map(str, found)))}): eval, predict and export load the "
                 "state_dict, the trained weights; put the average there (ema.decay=<decay> "
-                "does)",
-                evidence,
+                "does)"
             )
-    return Check(
-        ID,
-        "pass",
+    return passes(
         f"the weight average of {', '.join(sorted(owners))} is updated once per optimizer "
         f"step (none of {len(watch.transitions) - sum(watch.transitions)} mid-window "
-        "micro-batches updated it) and kept in the checkpoint's state_dict",
-        evidence,
+        "micro-batches updated it) and kept in the checkpoint's state_dict"
     )

@@ -9,19 +9,18 @@ from typing import Any
 
 import torch
 
-from trainwell.doctor.checks.finite_difference import ALONE, training_loss
 from trainwell.doctor.harness.batches import leaves, replay_loader, rows, size_of
 from trainwell.doctor.harness.context import DoctorContext, quiet
+from trainwell.doctor.harness.losses import ALONE, training_loss
 from trainwell.doctor.harness.observe import observation
 from trainwell.doctor.harness.outputs import evaluation_outputs, output_differences
-from trainwell.doctor.report.verdict import Check
+from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 
 # Outputs of one sample computed in batches of different sizes differ by float rounding only
 # (another kernel blocking); a layer that normalises over the batch moves them by far more.
 BATCH_RTOL = 1e-4
 # The same samples' loss reordered or regrouped differs by float32 summation order only.
 LOSS_RTOL = 2e-5
-ID = "eval.batch_independence"
 FEWEST = 4  # samples in the probe batch: two halves of two, and two different splits
 
 Regroup = Callable[[list[int]], Any]  # positions in the probe batch -> a batch of those samples
@@ -84,57 +83,43 @@ def _sample_shift(full: list[torch.Tensor], part: list[torch.Tensor], n: int, k:
     return max(shifts, default=-1.0)
 
 
-def _output_independence(ctx: DoctorContext) -> Check:
+def _output_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     """Evaluate the probe batch, then its first half alone: in eval mode a sample's outputs
     must not depend on which other samples share its batch."""
-    cid = ID
     if not ctx.has_hook("validation_step"):
-        return Check(cid, "skip", "the task defines no validation_step, so no evaluation to check")
+        return skips("the task defines no validation_step, so no evaluation to check")
     make, n, why = _regrouper(ctx)
     if why:
-        return Check(cid, "skip", why)
+        return skips(why)
     k = n // 2
     task = observation(ctx).task
     half = replay_loader([make(list(range(k)))])
     runs = [evaluation_outputs(ctx, task)[0], evaluation_outputs(ctx, task)[0]]
     part, error = evaluation_outputs(ctx, task, loader=half)
     if runs[0] is None or runs[1] is None or part is None:
-        return Check(cid, "skip", f"validation could not run: {error or 'see eval.determinism'}")
+        return skips(f"validation could not run: {error or 'see eval.determinism'}")
     repeat = max(output_differences(runs[0].outputs, runs[1].outputs), default=0.0)
     if repeat > 0:
-        return Check(
-            cid,
-            "skip",
+        return skips(
             "two validation passes over one batch already differ (eval.determinism reports "
-            "it), so the batch's influence cannot be told apart",
+            "it), so the batch's influence cannot be told apart"
         )
     shift = _sample_shift(runs[0].outputs, part.outputs, n, k)
-    evidence: dict[str, Any] = {"batch": n, "half_batch": k, "max_relative_shift": shift}
+    evidence |= {"batch": n, "half_batch": k, "max_relative_shift": shift}
     if shift < 0:
-        return Check(
-            cid,
-            "skip",
+        return skips(
             "no per-sample output of the evaluation could be compared; return one output row "
-            "per sample (batch first) from forward to test it",
-            evidence,
+            "per sample (batch first) from forward to test it"
         )
     if shift > BATCH_RTOL:
-        return Check(
-            cid,
-            "warn",
+        return warns(
             f"in eval mode the first {k} samples' outputs change by {shift:.3g} (relative) when "
             f"evaluated without the other {n - k}: a layer mixes information across the batch "
             "(a BatchNorm with track_running_stats=False normalises with each batch's own "
             "statistics); predictions depend on batch size and neighbours (keep "
-            "track_running_stats=True, or use GroupNorm/LayerNorm)",
-            evidence,
+            "track_running_stats=True, or use GroupNorm/LayerNorm)"
         )
-    return Check(
-        cid,
-        "pass",
-        f"each sample's eval outputs are the same in a batch of {n} and of {k}",
-        evidence,
-    )
+    return passes(f"each sample's eval outputs are the same in a batch of {n} and of {k}")
 
 
 def _loss_of(task: Any, batch: Any, seed: int = 0) -> float:
@@ -151,20 +136,18 @@ def _between(whole: float, a: float, b: float) -> bool:
     return min(a, b) - tol <= whole <= max(a, b) + tol or abs(whole - (a + b)) <= tol
 
 
-def _loss_independence(ctx: DoctorContext) -> Check:
+def _loss_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     """The loss training_step computes in eval mode must not read the batch's order (samples
     reversed), and the whole batch's loss must be a weighted mean (or the sum) of two halves'
     losses, for two different splits: otherwise a sample's loss depends on its companions."""
     make, n, why = _regrouper(ctx)
     if why:
-        return Check(ID, "skip", why)
+        return skips(why)
     task = ctx.make_task()
     if not task.automatic_optimization:
-        return Check(
-            ID,
-            "skip",
+        return skips(
             "manual optimization: training_step returns no loss to compare; return the loss "
-            "(it may also step) to test it",
+            "(it may also step) to test it"
         )
     task = task.eval()
     order = list(range(n))
@@ -178,39 +161,32 @@ def _loss_independence(ctx: DoctorContext) -> Check:
             twice = _loss_of(task, make(order + order))
             halves = [(_loss_of(task, make(a)), _loss_of(task, make(b))) for a, b in splits]
     except Exception as err:  # a step that needs the trainer, or returns no loss
-        return Check(ID, "skip", f"training_step's loss cannot be computed alone ({err}); {ALONE}")
-    evidence: dict[str, Any] = {
+        return skips(f"training_step's loss cannot be computed alone ({err}); {ALONE}")
+    evidence |= {
         "loss": whole,
         "loss_samples_reversed": reversed_,
         "loss_each_sample_twice": twice,
         "loss_of_halves": halves,
     }
     if whole != again:
-        return Check(
-            ID,
-            "skip",
+        return skips(
             "training_step's loss changes between two calls on one batch (a random collate_fn, "
             "or state the step keeps); draw random masking in the dataset's __getitem__ and "
-            "keep the loss a function of the batch to test it",
+            "keep the loss a function of the batch to test it"
         )
     if other_seed != whole:
         # Mixup, noise or random crops in the step: the same seed over another order draws
         # other numbers for each sample, so a moved loss would prove nothing.
-        return Check(
-            ID,
-            "skip",
+        return skips(
             "training_step draws random numbers (mixup, noise, augmentation), so its loss over "
-            "another order cannot be compared; move them to the datamodule to test it",
+            "another order cannot be compared; move them to the datamodule to test it"
         )
     if abs(reversed_ - whole) > LOSS_RTOL * (abs(whole) + 1e-12):
-        return Check(
-            ID,
-            "fail",
+        return fails(
             f"reversing the order of the {n} samples in the batch moves training_step's loss "
             f"from {whole:.6g} to {reversed_:.6g} (eval mode, same seed): the loss reads the "
             "batch order (weights by position, a sort that leaves labels behind, a cumulative "
-            "op or softmax over the batch axis)",
-            evidence,
+            "op or softmax over the batch axis)"
         )
     # Every sample twice: a mean (by samples or tokens) stays, a sum doubles.
     tol = LOSS_RTOL * (abs(whole) + 1e-12)
@@ -222,32 +198,27 @@ def _loss_independence(ctx: DoctorContext) -> Check:
             if doubled
             else f"its halves' losses are {bad[0][0]:.6g} and {bad[0][1]:.6g}"
         )
-        return Check(
-            ID,
-            "warn",
+        return warns(
             f"the batch's training loss is {whole:.6g} and {seen}, which no mean or sum of "
             "per-sample losses gives (eval mode): a sample's loss depends on its batch "
             "companions (inputs or losses normalised by batch statistics); in-batch negatives "
-            "of a contrastive loss do this by design",
-            evidence,
+            "of a contrastive loss do this by design"
         )
-    return Check(
-        ID,
-        "pass",
+    return passes(
         "training_step's loss ignores the batch order and is a mean or sum of per-sample "
-        "losses (halves and doubled samples agree)",
-        evidence,
+        "losses (halves and doubled samples agree)"
     )
 
 
 _RANK = {"fail": 3, "warn": 2, "pass": 1, "skip": 0}
 
 
-def eval_batch_independence(ctx: DoctorContext) -> Check:
+def eval_batch_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     """A sample's eval outputs and its training loss do not depend on what it is batched with."""
-    outputs, loss = _output_independence(ctx), _loss_independence(ctx)
+    evidence |= {"outputs": {}, "loss": {}}
+    outputs = _output_independence(ctx, evidence["outputs"])
+    loss = _loss_independence(ctx, evidence["loss"])
     worst = max((outputs, loss), key=lambda c: _RANK[c.status])
-    evidence = {"outputs": outputs.evidence, "loss": loss.evidence}
     if worst.status in ("pass", "skip") and outputs.status == loss.status:
-        return Check(ID, worst.status, f"{outputs.message}; {loss.message}", evidence)
-    return Check(ID, worst.status, worst.message, evidence)
+        return Verdict(worst.status, f"{outputs.message}; {loss.message}")
+    return Verdict(worst.status, worst.message)

@@ -14,16 +14,16 @@ from typing import Any
 
 import torch
 
-from trainwell.doctor.checks.loss import first_loss, target_path
-from trainwell.doctor.checks.split_agreement import class_predictions
 from trainwell.doctor.harness.batches import ConcatError, concat, leaves, replay_loader, rows
 from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.losses import first_loss, target_path
+from trainwell.doctor.harness.observe import short_fit
+from trainwell.doctor.harness.predictions import class_predictions
 from trainwell.doctor.harness.samples import iterate_batches
-from trainwell.doctor.report.verdict import Check
+from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 from trainwell.errors import TrainwellError, error_line
 from trainwell.loading.labels import class_counts, dataset_labels
 
-ID = "data.class_balance"
 IMBALANCE_RATIO = 5.0
 LABEL_LIMIT = 200_000  # samples loaded one by one to read labels from a dataset without them
 MACRO_WORDS = ("balanced", "macro", "f1", "recall")
@@ -70,7 +70,7 @@ def _streamed(ctx: DoctorContext, why: str) -> tuple[torch.Tensor, dict[int, lis
     return torch.cat(found) if found else torch.zeros(0, dtype=torch.long), kept
 
 
-def data_class_balance(ctx: DoctorContext) -> Check:
+def data_class_balance(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     loader = ctx.samples.loader
     kept: dict[int, list[Any]] | None = None  # samples by class, where they come from a stream
     try:
@@ -85,51 +85,42 @@ def data_class_balance(ctx: DoctorContext) -> Check:
             labels, kept = _streamed(ctx, why)
         counts = class_counts(labels)
     except TrainwellError as err:
-        return Check(ID, "skip", f"no class labels to count: {error_line(err)}", {})
+        return skips(f"no class labels to count: {error_line(err)}")
     present = counts[counts > 0]
     if len(present) < 2:
-        return Check(ID, "skip", "the training split has fewer than two classes", {})
+        return skips("the training split has fewer than two classes")
     ratio = float(present.max()) / float(present.min())
     majority = int(counts.argmax())
-    evidence: dict[str, Any] = {
+    evidence |= {
         "class_counts": counts.tolist(),
         "largest_to_smallest": round(ratio, 3),
         "threshold": IMBALANCE_RATIO,
         "samples_counted": len(labels),
     }
     if ratio < IMBALANCE_RATIO:
-        return Check(ID, "pass", f"the largest class is {ratio:.1f}x the smallest", evidence)
+        return passes(f"the largest class is {ratio:.1f}x the smallest")
     collapsed = _collapsed_predictions(ctx, _balanced(ctx, labels, counts, kept), counts, evidence)
     smallest = int(torch.where(counts > 0, counts, counts.max() + 1).argmin())
     if collapsed:
-        return Check(
-            ID,
-            "fail",
+        return fails(
             f"after a short fit on the training split (class {majority}: {int(counts.max())} "
             f"samples, class {smallest}: {int(counts[smallest])}) the model predicts class "
             f"{majority} for every sample of a class-balanced batch: it learns the class "
             "frequencies, not the classes; use data.sampler=weighted or "
-            "model.loss.class_weights=balanced",
-            evidence,
+            "model.loss.class_weights=balanced"
         )
     compensation = _compensation(ctx)
     evidence["compensated_by"] = compensation
     if compensation:
-        return Check(
-            ID,
-            "pass",
+        return passes(
             f"the largest class is {ratio:.1f}x the smallest, compensated by "
-            f"{', '.join(compensation)}",
-            evidence,
+            f"{', '.join(compensation)}"
         )
-    return Check(
-        ID,
-        "warn",
+    return warns(
         f"class {majority} has {ratio:.1f}x the training samples of class {smallest} and nothing "
         "compensates, so accuracy can look fine while rare classes are never predicted; use "
         "data.sampler=weighted or model.loss.class_weights=balanced, or monitor "
-        "val/balanced_acc",
-        evidence,
+        "val/balanced_acc"
     )
 
 
@@ -161,7 +152,7 @@ def _collapsed_predictions(
     """Fit a fresh task for probe.overfit_steps on the real train batches, then predict a
     class-balanced batch (of any structure, read as data.split_agreement reads predictions).
     True when every prediction is the same class."""
-    task, result = ctx.short_fit
+    task, result = short_fit(ctx)
     if result.error is not None:
         evidence["probe"] = f"the short fit raised {result.error_line}"
         return False

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 from torch.overrides import TorchFunctionMode
 
 from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.report.verdict import Check
+from trainwell.doctor.report.verdict import Verdict, fails, passes, skips
 
 
 class _DeviceWatch(TorchFunctionMode):
@@ -26,13 +28,11 @@ class _DeviceWatch(TorchFunctionMode):
         return func(*args, **kwargs)
 
 
-def device_placement(ctx: DoctorContext) -> Check:
+def device_placement(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     if not torch.cuda.is_available():
-        return Check(
-            "device.placement",
-            "skip",
+        return skips(
             "no CUDA device on this machine: CPU-only runs cannot mix devices (rerun the doctor "
-            "on a GPU machine)",
+            "on a GPU machine)"
         )
     watch = _DeviceWatch()
     trainer_cfg = ctx.probe_cfg.trainer
@@ -43,16 +43,11 @@ def device_placement(ctx: DoctorContext) -> Check:
             fit = ctx.fit(ctx.make_task(), ctx.fixed_loader(repeats=2), [], max_steps=2)
     finally:
         trainer_cfg.accelerator = previous
-    evidence = {"mixed_device_calls": watch.mixed, "device": torch.cuda.get_device_name()}
+    evidence |= {"mixed_device_calls": watch.mixed, "device": torch.cuda.get_device_name()}
     if fit.error is not None or watch.mixed:
         where = fit.error_line or ", ".join(f"{k} x{v}" for k, v in watch.mixed.items())
-        return Check(
-            "device.placement",
-            "fail",
+        return fails(
             f"a training step mixes CPU and CUDA tensors ({where}): something is created on the "
-            "CPU in forward/loss; create tensors with device=x.device or register them as buffers",
-            evidence,
+            "CPU in forward/loss; create tensors with device=x.device or register them as buffers"
         )
-    return Check(
-        "device.placement", "pass", "two GPU training steps keep every tensor on CUDA", evidence
-    )
+    return passes("two GPU training steps keep every tensor on CUDA")

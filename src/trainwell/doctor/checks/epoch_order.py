@@ -10,64 +10,29 @@ repeat one order; an iterator made once and exhausted leaves the second epoch sh
 
 from __future__ import annotations
 
-from itertools import islice
 from typing import Any
 
-from torch.utils.data import DataLoader
-
-from trainwell import compat
 from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.harness.samples import content, why_not_indexable
-from trainwell.doctor.report.verdict import Check
-
-ID = "data.epoch_order"
-COMPARED = 4096  # indices compared per epoch: enough to tell a repeat, cheap on any dataset
-CONTENT_COMPARED = 1024  # samples loaded per epoch when they can only be told apart by content
+from trainwell.doctor.harness.samples import order_source, two_epochs, why_not_indexable
+from trainwell.doctor.report.verdict import Verdict, fails, passes, warns
 
 
-def _source(loader: DataLoader) -> Any:
-    """The sampler whose order the batch sampler (and any wrapper) passes on: the innermost."""
-    source = loader.batch_sampler
-    while getattr(source, "sampler", None) is not None:
-        source = source.sampler
-    return source
-
-
-def _order(loader: DataLoader, epoch: int) -> list[int]:
-    """The first indices the loader would draw in `epoch`, after Lightning's set_epoch call."""
-    compat.set_sampler_epoch(loader, epoch)
-    flat = (int(i) for batch in loader.batch_sampler for i in batch)  # type: ignore[union-attr]
-    return list(islice(flat, COMPARED))
-
-
-def _content(loader: Any, epoch: int) -> list[int]:
-    """The first samples the loader yields in `epoch`, by content."""
-    compat.set_sampler_epoch(loader, epoch)
-    return content(loader, CONTENT_COMPARED)
-
-
-def _short(first: list[int], second: list[int], evidence: dict[str, Any]) -> Check | None:
+def _short(first: list[int], second: list[int], evidence: dict[str, Any]) -> Verdict | None:
     """A fail when the second epoch yields fewer samples than the first (a full pass each)."""
     if not first or len(second) < len(first):
-        return Check(
-            ID,
-            "fail",
+        return fails(
             f"iterated again, the training loader yields {len(first)} samples and then "
             f"{len(second)}, so later epochs are short or empty: a sampler's or dataset's "
             "iterator is made once and runs dry (an __iter__ that returns a generator built in "
-            "__init__); build the iterator inside __iter__",
-            evidence,
+            "__init__); build the iterator inside __iter__"
         )
     return None
 
 
-def _by_content(loader: Any, why: str) -> Check:
+def _by_content(loader: Any, why: str, evidence: dict[str, Any]) -> Verdict:
     """Two epochs of a loader without sample indices, compared by what they yield."""
-    try:
-        first, second = _content(loader, 0), _content(loader, 1)
-    finally:
-        compat.set_sampler_epoch(loader, 0)
-    evidence: dict[str, Any] = {
+    first, second = two_epochs(loader, by_index=False)
+    evidence |= {
         "compared_by": "content",
         "why_not_by_index": why,
         "epoch_0_samples": len(first),
@@ -77,31 +42,24 @@ def _by_content(loader: Any, why: str) -> Check:
     if short is not None:
         return short
     if first == second and len(first) > 1:
-        return Check(
-            ID,
-            "warn",
+        return warns(
             f"the training loader yields the same {len(first)} samples in the same order in "
             "epoch 0 and epoch 1, so every epoch repeats one order (a shuffle seeded the same "
             "way each epoch, or batches shuffled once at setup); draw the order from the "
-            "global RNG or from seed + epoch, unless the stream is meant to be sequential",
-            evidence,
+            "global RNG or from seed + epoch, unless the stream is meant to be sequential"
         )
-    return Check(ID, "pass", "the training loader yields a new order every epoch", evidence)
+    return passes("the training loader yields a new order every epoch")
 
 
-def data_epoch_order(ctx: DoctorContext) -> Check:
+def data_epoch_order(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     loader = ctx.samples.loader
     problem = why_not_indexable(loader)
     if problem:
-        return _by_content(loader, problem)
-    source = _source(loader)
-    try:
-        first, second = _order(loader, 0), _order(loader, 1)
-    finally:
-        # Leave the sampler as the run will find it: Lightning sets epoch 0 first.
-        compat.set_sampler_epoch(loader, 0)
+        return _by_content(loader, problem, evidence)
+    source = order_source(loader)
+    first, second = two_epochs(loader, by_index=True)
     has_set_epoch = callable(getattr(source, "set_epoch", None))
-    evidence: dict[str, Any] = {
+    evidence |= {
         "compared_by": "index",
         "order_from": type(source).__name__,
         "order_source_has_set_epoch": has_set_epoch,
@@ -122,27 +80,18 @@ def data_epoch_order(ctx: DoctorContext) -> Check:
             else f"{name} defines no set_epoch(epoch), the call Lightning makes at every epoch "
             "start"
         )
-        return Check(
-            ID,
-            "warn",
+        return warns(
             f"the training loader draws the same shuffled order in epoch 0 and epoch 1 (first "
             f"{len(first)} indices identical): {cause}, so every epoch repeats one order; seed "
             "the shuffle from seed + epoch in a set_epoch method, or use RandomSampler / "
-            "DistributedSampler",
-            evidence,
+            "DistributedSampler"
         )
     if first == second:
-        return Check(
-            ID,
-            "pass",
+        return passes(
             f"the training loader draws the samples in index order every epoch "
             f"({type(source).__name__}): "
-            "no shuffle to repeat",
-            evidence,
+            "no shuffle to repeat"
         )
-    return Check(
-        ID,
-        "pass",
-        f"the training loader draws a new order every epoch (from {type(source).__name__})",
-        evidence,
+    return passes(
+        f"the training loader draws a new order every epoch (from {type(source).__name__})"
     )

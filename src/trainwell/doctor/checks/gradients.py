@@ -1,37 +1,49 @@
-"""grad.flow and grad.zeroing, read from the real loop's first optimizer steps."""
+"""grad.flow and grad.zeroing, read from the real loop's first optimizer steps.
+
+grad.flow also compares autograd with central finite differences of the task's own
+training_step loss on a few coordinates, in float64 on a fresh task in eval mode (dropout off,
+BatchNorm on running statistics), so the loss is a deterministic function of the weights. A
+custom autograd Function with a wrong backward, a gradient hook left on a tensor, or part of the
+loss computed from `.data` or detached weights makes the two disagree.
+"""
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
-from trainwell.doctor.checks.finite_difference import finite_difference
-from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.harness.observe import crashed_message, observation
-from trainwell.doctor.report.verdict import Check
+import torch
+
+from trainwell.doctor.harness.batches import clone, restructure
+from trainwell.doctor.harness.context import DoctorContext, quiet
+from trainwell.doctor.harness.losses import ALONE, training_loss
+from trainwell.doctor.harness.observe import crashed_message, observation, unstepped_message
+from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
+
+COORDINATES = 2  # per tensor, on the (up to) 4 tensors with the largest gradients
+SAMPLES = 4
+STEP = 1e-6
+RTOL = 1e-3
 
 
-def grad_flow(ctx: DoctorContext) -> Check:
+def grad_flow(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     obs = observation(ctx)
     rec = obs.recorder
     if not rec.step_grads:
         error = obs.fit.error_line
         if "does not require grad" in error or "does not have a grad_fn" in error:
-            return Check(
-                "grad.flow",
-                "fail",
+            evidence["error"] = error
+            return fails(
                 "the loss has no graph back to any parameter (the forward ran under "
                 "torch.no_grad()/inference_mode or detached its output), so backward cannot "
-                "compute gradients; remove the no_grad/.detach()/.numpy() from the forward",
-                {"error": error},
+                "compute gradients; remove the no_grad/.detach()/.numpy() from the forward"
             )
-        return Check(
-            "grad.flow", "skip", crashed_message(obs) if error else "no optimizer step ran"
-        )
+        return skips(crashed_message(obs) if error else unstepped_message(obs))
     grads = rec.step_grads[0]
     none = [n for n, g in grads.items() if g is None]
     zero = [n for n, g in grads.items() if g == 0.0]
     nonfinite = [n for n, g in grads.items() if g is not None and not math.isfinite(g)]
-    evidence = {
+    evidence |= {
         "grad_norm": grads,
         "none": none,
         "zero": zero,
@@ -39,56 +51,53 @@ def grad_flow(ctx: DoctorContext) -> Check:
         "trainable_tensors": len(grads),
     }
     if nonfinite:
-        return Check(
-            "grad.flow",
-            "fail",
+        return fails(
             f"{len(nonfinite)} parameter(s) (first: `{nonfinite[0]}`) get NaN/Inf gradients at the "
-            "first step; find the op producing them with torch.autograd.set_detect_anomaly(True)",
-            evidence,
+            "first step; find the op producing them with torch.autograd.set_detect_anomaly(True)"
         )
     if none or zero:
         dead = none + zero
         how = "no gradient (None)" if none else "an all-zero gradient"
-        return Check(
-            "grad.flow",
-            "fail",
+        return fails(
             f"{len(dead)} of {len(grads)} trainable tensors (first: `{dead[0]}`) get {how} after "
             "backward: the graph is cut between them and the loss (torch.no_grad() in forward, "
             ".detach(), .numpy()/.item() round-trips) or they are unused; keep the forward "
-            "differentiable or freeze them explicitly",
-            evidence,
+            "differentiable or freeze them explicitly"
         )
-    mismatched, why = finite_difference(ctx)
-    evidence |= {"finite_difference_mismatches": mismatched, "finite_difference_skipped": why}
+    mismatched, why, kinks = finite_difference(ctx)
+    evidence |= {
+        "finite_difference_mismatches": mismatched,
+        "finite_difference_skipped": why,
+        "finite_difference_coordinates_at_a_kink": kinks,
+    }
     if mismatched:
         first = mismatched[0]
-        return Check(
-            "grad.flow",
-            "warn",
+        return warns(
             f"autograd's gradient of `{first['tensor']}` ({first['autograd']:.4g}) disagrees "
             f"with the loss's finite difference ({first['finite_difference']:.4g}) at "
             f"{len(mismatched)} coordinate(s): a custom backward, a gradient hook, or part of "
             "the loss computed from .data or detached weights; unless the mismatch is by "
-            "design (gradient reversal, a straight-through estimator), fix the gradient path",
-            evidence,
+            "design (gradient reversal, a straight-through estimator), fix the gradient path"
         )
     checked = "" if why else "; finite differences agree with autograd"
-    return Check(
-        "grad.flow",
-        "pass",
-        f"all {len(grads)} trainable tensors get finite, non-zero gradients{checked}",
-        evidence,
-    )
+    if kinks:
+        checked += f" ({kinks} coordinate(s) at a kink of the loss, such as a ReLU at 0, left out)"
+    return passes(f"all {len(grads)} trainable tensors get finite, non-zero gradients{checked}")
 
 
-def grad_zeroing(ctx: DoctorContext) -> Check:
+def grad_zeroing(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     obs = observation(ctx)
     watched = obs.recorder.stale_steps
     if not watched:
-        reason = crashed_message(obs) if obs.fit.error else "fewer than two optimizer steps ran"
-        return Check("grad.zeroing", "skip", reason)
+        if obs.fit.error:
+            return skips(crashed_message(obs))
+        return skips(
+            "fewer than two optimizer steps ran"
+            if obs.recorder.step_grads
+            else unstepped_message(obs)
+        )
     leaked = [(step, names, norm) for step, names, norm in watched if names]
-    evidence = {
+    evidence |= {
         "optimizer_steps_checked": len(watched),
         "steps_with_stale_grads": len(leaked),
         "stale_grad_norm_per_step": [round(norm, 6) for _, _, norm in watched[:10]],
@@ -96,20 +105,78 @@ def grad_zeroing(ctx: DoctorContext) -> Check:
     if leaked:
         step, names, norm = leaked[0]
         evidence["first_stale_parameters"] = names[:5]
-        return Check(
-            "grad.zeroing",
-            "fail",
+        return fails(
             f"optimizer step {step} applies gradients that were never cleared since that "
             f"optimizer's previous step ({len(names)} tensor(s), first `{names[0]}`, norm "
             f"{norm:.3g}), so every update sums all past gradients; do not override "
             "optimizer_zero_grad (or make it call optimizer.zero_grad()), and with manual "
-            "optimization call opt.zero_grad() once per step",
-            evidence,
+            "optimization call opt.zero_grad() once per step"
         )
-    return Check(
-        "grad.zeroing",
-        "pass",
+    return passes(
         f"each of {len(watched)} optimizer steps after the first applies only gradients "
-        "computed since that optimizer last stepped",
-        evidence,
+        "computed since that optimizer last stepped"
     )
+
+
+def _double(batch: Any) -> Any:
+    return restructure(batch, lambda t: t.double() if t.is_floating_point() else t)
+
+
+def finite_difference(ctx: DoctorContext) -> tuple[list[dict[str, Any]], str, int]:
+    """(coordinates where autograd and the finite difference disagree, '', coordinates left out
+    at a kink) or ([], why the comparison could not run, 0); each coordinate: tensor name,
+    index, both values. A coordinate counts only where the loss is smooth at the probe point:
+    its two one-sided differences agree more closely than the central one and autograd
+    disagree (a ReLU at exactly 0, as zero biases over a blank background leave it, is a kink:
+    the central difference averages its two slopes, autograd takes one)."""
+    task = ctx.make_task()
+    if not task.automatic_optimization:
+        return [], "manual optimization: the loss is not what training_step returns", 0
+    task = task.double().eval()
+    # A few samples are enough for the derivative and keep 2 forwards per coordinate cheap.
+    few = ctx.probe_indices[:SAMPLES] if ctx.probe_indices else None
+    batch = _double(ctx.samples.collate(few) if few else clone(ctx.batch))
+    try:
+        with quiet():
+            loss = training_loss(task, batch)
+            if not loss.requires_grad:
+                return [], "the loss has no graph (grad.flow reports it)", 0
+            loss.backward()
+            at = float(training_loss(task, batch).detach())
+    except Exception as err:  # a step that needs the trainer (self.trainer, self.optimizers())
+        why = f"training_step cannot run outside the trainer ({type(err).__name__}); {ALONE}"
+        return [], why, 0
+    if float(loss.detach()) != at:
+        return [], "training_step's loss is random even in eval mode", 0
+    if loss.dtype != torch.float64:  # a cast in the step (targets.float()): too coarse to compare
+        return [], f"training_step computes its loss in {loss.dtype} even from float64 weights", 0
+    params = {n: p for n, p in task.named_parameters() if p.grad is not None}
+    ranked = sorted(params, key=lambda n: -float(params[n].grad.abs().max()))[:4]
+    bad, kinks = [], 0
+    with torch.no_grad(), quiet():
+        for name in ranked:
+            p = params[name]
+            for index in p.grad.abs().flatten().topk(min(COORDINATES, p.numel())).indices:
+                flat, analytic = p.view(-1), float(p.grad.view(-1)[index])
+                h = STEP * max(1.0, abs(float(flat[index])))
+                flat[index] += h
+                up = float(training_loss(task, batch))
+                flat[index] -= 2 * h
+                down = float(training_loss(task, batch))
+                flat[index] += h
+                numeric = (up - down) / (2 * h)
+                off = abs(numeric - analytic)
+                if off <= RTOL * max(abs(numeric), abs(analytic), 1e-6):
+                    continue
+                if abs((up - at) - (at - down)) / h >= off:  # not smooth here: a kink
+                    kinks += 1
+                else:
+                    bad.append(
+                        {
+                            "tensor": name,
+                            "index": int(index),
+                            "autograd": analytic,
+                            "finite_difference": numeric,
+                        }
+                    )
+    return bad, "", kinks

@@ -10,7 +10,7 @@ from trainwell.doctor.harness.observe import (
     crashed_message,
     observation,
 )
-from trainwell.doctor.report.verdict import Check
+from trainwell.doctor.report.verdict import Verdict, fails, passes, skips
 
 
 def _grows(values: list[int], least: float) -> bool:
@@ -23,83 +23,60 @@ def _grows(values: list[int], least: float) -> bool:
     return rate >= least and all(b > a for a, b in pairwise(tail))
 
 
-def memory_graph_leak(ctx: DoctorContext) -> Check:
+def memory_graph_leak(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     obs = observation(ctx)
     rec, spy = obs.recorder, obs.spy
-    counts, saved = rec.live_graph_tensors, rec.retained_saved_bytes
+    counts, nodes = rec.live_graph_tensors, rec.live_graph_nodes
     if len(counts) < 3:
-        return Check(
-            "memory.graph_leak", "skip", crashed_message(obs) if obs.fit.error else "too few steps"
-        )
+        return skips(crashed_message(obs) if obs.fit.error else "too few steps")
     growth = (counts[-1] - counts[1]) / (len(counts) - 2)
-    evidence = {
+    evidence |= {
         "steps_watched": len(counts),
         "live_graph_tensors_after_each_step": counts,
         "growth_per_step": growth,
-        "saved_bytes_alive_after_each_step": saved,
-        "graph_nodes_alive_after_each_step": rec.live_graph_nodes,
+        "graph_nodes_alive_after_each_step": nodes,
         "backward_calls": spy.backward_calls,
         "retain_graph_calls": spy.retain_graph_calls,
     }
-    return _leak_verdict(counts, saved, spy, growth, evidence, rec.live_graph_nodes)
+    return _leak_verdict(counts, nodes, spy, growth, evidence)
 
 
 def _leak_verdict(
-    counts: list[int],
-    saved: list[int],
-    spy: Any,
-    growth: float,
-    evidence: dict[str, Any],
-    nodes: list[int],
-) -> Check:
-    """Only growth is a leak: one step's graph kept until the next replaces it is not."""
-    tensors_grow = _grows(counts, 1)
-    bytes_grow = _grows(saved, 1)
+    counts: list[int], nodes: list[int], spy: Any, growth: float, evidence: dict[str, Any]
+) -> Verdict:
+    """Only growth is a leak: one step's graph kept until the next replaces it is not. The
+    autograd nodes still reachable measure any graph kept (its saved activations hang off
+    them); the graph-attached tensors alive say whether tensors or a carried chain hold it."""
     unreused = spy.steps_retaining_only()
     evidence["steps_retaining_a_graph_no_backward_reuses"] = unreused
     if unreused:
-        return Check(
-            "memory.graph_leak",
-            "fail",
+        return fails(
             f"backward(retain_graph=True) is the only backward in {len(unreused)} of "
             f"{len(counts)} watched steps: no second backward reuses the graph, so it only "
             "keeps the step's activations alive for as long as anything refers to the loss "
-            "(they pile up once a loss tensor is kept); call backward without retain_graph",
-            evidence,
+            "(they pile up once a loss tensor is kept); call backward without retain_graph"
         )
-    if tensors_grow or bytes_grow:
-        return Check(
-            "memory.graph_leak",
-            "fail",
+    if _grows(counts, 1):
+        return fails(
             f"{growth:.1f} graph-attached tensor(s) more survive every step "
-            f"({counts[1]} -> {counts[-1]}; saved activations alive {saved[1]} -> {saved[-1]} "
-            "bytes): losses or outputs stored without .item()/.detach(), so memory grows until "
-            "OOM; log loss.item() or store tensor.detach()",
-            evidence,
+            f"({counts[1]} -> {counts[-1]}; autograd nodes alive {nodes[1]} -> {nodes[-1]}): "
+            "losses or outputs stored without .item()/.detach(), so memory grows until "
+            "OOM; log loss.item() or store tensor.detach()"
         )
     if _grows(nodes, 1):
-        return Check(
-            "memory.graph_leak",
-            "fail",
+        return fails(
             f"the autograd graph kept alive grows every step ({nodes[1]} -> {nodes[-1]} nodes "
             f"over {len(nodes) - 1} steps) while the tensors holding it do not: a tensor carried "
             "across steps chains each step's graph onto the last (a running total "
             "`total = total + loss`, a hidden state never detached), so memory grows until "
-            "OOM; accumulate loss.item() or loss.detach(), and detach carried state",
-            evidence,
+            "OOM; accumulate loss.item() or loss.detach(), and detach carried state"
         )
-    if saved and saved[-1] > 0:
-        return Check(
-            "memory.graph_leak",
-            "pass",
-            f"{saved[-1]} bytes of one step's graph stay alive after it (a reference to the "
+    if nodes and nodes[-1] > 0:
+        return passes(
+            f"{nodes[-1]} autograd nodes of one step's graph stay alive after it (a reference to the "
             "latest loss or output), but nothing grows over "
-            f"{len(counts)} steps: no leak; store .detach() if that memory matters",
-            evidence,
+            f"{len(counts)} steps: no leak; store .detach() if that memory matters"
         )
-    return Check(
-        "memory.graph_leak",
-        "pass",
-        f"no graph survives a training step ({len(counts)} steps watched, growth {growth:g}/step)",
-        evidence,
+    return passes(
+        f"no graph survives a training step ({len(counts)} steps watched, growth {growth:g}/step)"
     )

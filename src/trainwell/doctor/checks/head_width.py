@@ -6,9 +6,7 @@ from typing import Any
 
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.observe import observation
-from trainwell.doctor.report.verdict import Check
-
-CHECK_ID = "model.head_width"
+from trainwell.doctor.report.verdict import Verdict, passes, skips, warns
 
 
 def _declared(ctx: DoctorContext) -> int | None:
@@ -26,19 +24,17 @@ def _logits_width(ctx: DoctorContext) -> int | None:
     return None
 
 
-def model_head_width(ctx: DoctorContext) -> Check:
+def model_head_width(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     declared = _declared(ctx)
     data = type(ctx.datamodule).__name__
     if declared is None:
-        return Check(
-            CHECK_ID,
-            "skip",
+        return skips(
             f"{data} declares no num_classes: no class count to compare with (give it a "
-            "num_classes attribute)",
+            "num_classes attribute)"
         )
     width = _logits_width(ctx)
     configured = ctx.cfg.model.get("num_classes")
-    evidence: dict[str, Any] = {
+    evidence |= {
         "data_num_classes": declared,
         "logits_width": width,
         "model_num_classes": configured,
@@ -47,19 +43,13 @@ def model_head_width(ctx: DoctorContext) -> Check:
     # for a loss that takes no class dimension.
     head = width if width is not None else configured
     if not isinstance(head, int):
-        return Check(
-            CHECK_ID,
-            "skip",
-            "no class-index loss seen and no model.num_classes: the head's width is unknown",
-            evidence,
+        return skips(
+            "no class-index loss seen and no model.num_classes: the head's width is unknown"
         )
     if head == declared:
-        return Check(CHECK_ID, "pass", f"the head has one output per class ({declared})", evidence)
-    return Check(
-        CHECK_ID,
-        "warn",
+        return passes(f"the head has one output per class ({declared})")
+    return warns(
         f"the model's head has {head} outputs but {data} declares {declared} classes; drop the "
         f"model.num_classes override (it defaults to the datamodule's) or set "
-        f"model.num_classes={declared}",
-        evidence,
+        f"model.num_classes={declared}"
     )

@@ -13,24 +13,24 @@ import torch
 from lightning.fabric.utilities.seed import pl_worker_init_function
 from torch.utils.data import DataLoader, IterableDataset, Subset
 
-from trainwell.doctor.checks.data import loader_length
 from trainwell.doctor.harness.batches import leaves
 from trainwell.doctor.harness.context import DoctorContext, quiet
 from trainwell.doctor.harness.recorder import Recorder
 from trainwell.doctor.harness.samples import content, why_not_indexable
-from trainwell.doctor.report.verdict import Check
+from trainwell.doctor.harness.scan import loader_length
+from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 
 MIN_WAIT_S = 0.005  # a batch that waits less than this for data is not worth a verdict
 
 
-def data_throughput(ctx: DoctorContext) -> Check:
+def data_throughput(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     """Time a short real fit on the real train loader: how much of each step waits for data?"""
     n = ctx.settings.throughput_batches
     loader = ctx.datamodule.train_dataloader()
     length = loader_length(loader)
     n = min(n, length) if length is not None else n
     if n < 2:
-        return Check("data.throughput", "skip", f"the train loader has only {length} batch")
+        return skips(f"the train loader has only {length} batch")
     recorder = Recorder()
     task = ctx.make_task()
     k = ctx.accumulate
@@ -38,12 +38,12 @@ def data_throughput(ctx: DoctorContext) -> Check:
         task, loader, [recorder], max_steps=max(1, n // k), accumulate=k, limit_train_batches=n
     )
     if fit.error is not None and len(recorder.batch_seconds) < 2:
-        return Check("data.throughput", "skip", f"the short fit failed: {fit.error_line}")
+        return skips(f"the short fit failed: {fit.error_line}")
     # Waits between batches only: the first fetch (worker start-up) happens before batch 0.
     wait = recorder.wait_seconds
     compute = recorder.batch_seconds
     fraction = sum(wait) / max(1e-9, sum(wait) + sum(compute))
-    evidence = {
+    evidence |= {
         "batches_timed": len(recorder.batch_seconds),
         "median_wait_s": statistics.median(wait) if wait else 0.0,
         "median_step_s": statistics.median(compute) if compute else 0.0,
@@ -55,7 +55,7 @@ def data_throughput(ctx: DoctorContext) -> Check:
     return _wait_verdict(fraction, evidence, ctx.settings.accelerator)
 
 
-def _wait_verdict(fraction: float, evidence: dict[str, Any], device: str) -> Check:
+def _wait_verdict(fraction: float, evidence: dict[str, Any], device: str) -> Verdict:
     """Fail when loading is the bottleneck, warn when a faster device would make it one."""
     advice = (
         "raise the DataLoader's num_workers (data.num_workers)"
@@ -64,35 +64,21 @@ def _wait_verdict(fraction: float, evidence: dict[str, Any], device: str) -> Che
     )
     if fraction > 0.3 and evidence["median_wait_s"] < MIN_WAIT_S:
         # A tiny model on CPU waits for a fast loader most of the time; nothing to gain there.
-        return Check(
-            "data.throughput",
-            "pass",
+        return passes(
             f"data wait is {fraction:.0%} of step time on {device}, but only "
-            f"{evidence['median_wait_s'] * 1e3:.2f} ms per batch",
-            evidence,
+            f"{evidence['median_wait_s'] * 1e3:.2f} ms per batch"
         )
     if fraction > 0.5:
-        return Check(
-            "data.throughput",
-            "fail",
+        return fails(
             f"{fraction:.0%} of each step waits for the next batch (data loading is the bottleneck); "
-            f"{advice}",
-            evidence,
+            f"{advice}"
         )
     if fraction > 0.3:
-        return Check(
-            "data.throughput",
-            "warn",
+        return warns(
             f"{fraction:.0%} of each step waits for data on {device}; a faster "
-            f"device will wait more: {advice}",
-            evidence,
+            f"device will wait more: {advice}"
         )
-    return Check(
-        "data.throughput",
-        "pass",
-        f"data wait is {fraction:.0%} of step time on {device}",
-        evidence,
-    )
+    return passes(f"data wait is {fraction:.0%} of step time on {device}")
 
 
 def _draw(dataset: Any, index: int, seed: int) -> dict[str, torch.Tensor]:
@@ -131,52 +117,44 @@ def global_rng_use(dataset: Any, index: int) -> str:
     return "" if _same(first, other) else "global"
 
 
-def _rng_use_warning(dataset: Any, use: str, workers: int, evidence: dict[str, Any]) -> Check:
+def _rng_use_warning(dataset: Any, use: str, workers: int, evidence: dict[str, Any]) -> Verdict:
     name = type(dataset).__name__
     source = (
         "the global RNG (torch.rand / random / np.random)"
         if use == "global"
         else "an RNG whose state moves with every draw"
     )
-    return Check(
-        "data.worker_seeding",
-        "warn",
+    return warns(
         f"{name}.__getitem__ draws its randomness from {source}: a sample's augmentation then "
         f"depends on num_workers (now {workers}) and on which worker loads it, and a mid-epoch "
         "resume (which skips consumed batches without loading them) is not exact; draw it from a "
         "torch.Generator seeded by (seed, epoch, index), e.g. wrap the dataset and its transform "
-        "in trainwell.loading.per_sample.PerSampleRandom",
-        evidence,
+        "in trainwell.loading.per_sample.PerSampleRandom"
     )
 
 
-def data_worker_seeding(ctx: DoctorContext) -> Check:
+def data_worker_seeding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     """Draw one sample index repeatedly in two workers: random augmentations must differ; and a
     sample's randomness must not come from the global RNG (results would depend on workers)."""
     real = ctx.samples.loader
     problem = why_not_indexable(real)
     if problem and isinstance(real, DataLoader) and isinstance(real.dataset, IterableDataset):
-        return _stream_seeding(real)
+        return _stream_seeding(real, evidence)
     if problem:
-        return Check(
-            "data.worker_seeding",
-            "skip",
+        return skips(
             f"{problem}: no index to draw repeatedly and no dataset to stream from several "
-            "workers; return a torch DataLoader from train_dataloader",
+            "workers; return a torch DataLoader from train_dataloader"
         )
     workers = real.num_workers
     index = next(iter(real.batch_sampler))[0]  # the first sample the loader draws
     use = global_rng_use(real.dataset, index)
     if workers < 2:
-        evidence = {"num_workers": workers, "sample_index": int(index), "rng_use": use or "none"}
+        evidence |= {"num_workers": workers, "sample_index": int(index), "rng_use": use or "none"}
         if use:
             return _rng_use_warning(real.dataset, use, workers, evidence)
-        return Check(
-            "data.worker_seeding",
-            "pass",
+        return passes(
             f"each sample is a function of its index (data.num_workers={workers}): no worker "
-            "random state to repeat, nothing that changes with the number of workers",
-            evidence,
+            "random state to repeat, nothing that changes with the number of workers"
         )
     per_worker = 2
     batches = _worker_draws(real, index, workers, per_worker)
@@ -184,10 +162,8 @@ def data_worker_seeding(ctx: DoctorContext) -> Check:
     within = any(
         t.dim() > 0 and len(t) == per_worker and not torch.equal(t[0], t[1]) for t in first.values()
     )
-    across = first.keys() == second.keys() and all(
-        t.shape == second[p].shape and torch.equal(t, second[p]) for p, t in first.items()
-    )
-    evidence = {
+    across = _same(first, second)
+    evidence |= {
         "num_workers": workers,
         "sample_index": int(index),
         "random_within_worker": within,
@@ -195,27 +171,19 @@ def data_worker_seeding(ctx: DoctorContext) -> Check:
         "rng_use": use or "none",
     }
     if within and across:
-        return Check(
-            "data.worker_seeding",
-            "fail",
+        return fails(
             f"all {workers} dataloader workers draw the same random augmentation (they share one "
             "copied RNG state, e.g. numpy's); seed each worker in worker_init_fn from "
-            "torch.initial_seed(), or use torch's RNG for augmentation",
-            evidence,
+            "torch.initial_seed(), or use torch's RNG for augmentation"
         )
     if use:
         return _rng_use_warning(real.dataset, use, workers, evidence)
     if not within:
-        return Check(
-            "data.worker_seeding",
-            "pass",
+        return passes(
             "a sample is the same every time it is loaded (no random augmentation, or one that "
-            "is a function of the sample), so worker seeds cannot repeat it",
-            evidence,
+            "is a function of the sample), so worker seeds cannot repeat it"
         )
-    return Check(
-        "data.worker_seeding", "pass", f"{workers} workers draw different augmentations", evidence
-    )
+    return passes(f"{workers} workers draw different augmentations")
 
 
 # Samples compared per pass: a whole epoch of a small stream, where workers that shuffle the
@@ -225,7 +193,7 @@ STREAM_COMPARED = 4096
 REPEATED = 0.1  # share of a pass that repeats earlier samples, beyond what one process repeats
 
 
-def _stream_seeding(real: DataLoader) -> Check:
+def _stream_seeding(real: DataLoader, evidence: dict[str, Any]) -> Verdict:
     """Each worker runs its own copy of an iterable dataset's __iter__: unless the stream shards
     itself (get_worker_info()) and seeds its randomness per worker, the workers yield the same
     samples. A pass through the run's workers must repeat no more of its samples than a pass in
@@ -233,7 +201,8 @@ def _stream_seeding(real: DataLoader) -> Check:
     workers = real.num_workers
     if workers < 2:
         msg = f"the stream is read by {workers} worker(s): none repeats another"
-        return Check("data.worker_seeding", "pass", msg, {"num_workers": workers})
+        evidence["num_workers"] = workers
+        return passes(msg)
     repeated, compared = {}, {}
     for n in (0, workers):
         probe = DataLoader(
@@ -249,21 +218,18 @@ def _stream_seeding(real: DataLoader) -> Check:
         with quiet():
             stream = content(probe, STREAM_COMPARED)
         repeated[n], compared[n] = round(1 - len(set(stream)) / max(1, len(stream)), 4), len(stream)
-    evidence = {"num_workers": workers, "samples": compared, "repeated_share": repeated}
+    evidence |= {"num_workers": workers, "samples": compared, "repeated_share": repeated}
     alone, shared = repeated[0], repeated[workers]
     if shared - alone >= REPEATED:
-        return Check(
-            "data.worker_seeding",
-            "fail",
+        return fails(
             f"read by {workers} dataloader workers, the stream repeats {shared:.0%} of its first "
             f"{compared[workers]} samples ({alone:.0%} in one process): every worker runs the "
             "same __iter__ and yields the same samples (or draws them from a generator seeded "
             "before the workers started); shard the stream by "
-            "torch.utils.data.get_worker_info() and seed its randomness per worker",
-            evidence,
+            "torch.utils.data.get_worker_info() and seed its randomness per worker"
         )
     msg = f"{workers} workers stream different samples (no more repeats than in one process)"
-    return Check("data.worker_seeding", "pass", msg, evidence)
+    return passes(msg)
 
 
 def _worker_draws(

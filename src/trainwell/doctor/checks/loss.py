@@ -2,50 +2,44 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 
-from trainwell.doctor.checks.data import scan
-from trainwell.doctor.harness.batches import leaves
 from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.losses import first_loss, target_path
 from trainwell.doctor.harness.observe import crashed_message, observation
+from trainwell.doctor.harness.scan import scan
 from trainwell.doctor.harness.spy import LossCall
-from trainwell.doctor.report.verdict import Check
+from trainwell.doctor.report.verdict import Verdict, fails, passes, skips
 
 REGRESSION = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
 TOL = 1e-3
 CLASS_INDEX_LOSSES = ("cross_entropy", "nll_loss")
 
 
-def first_loss(ctx: DoctorContext) -> LossCall | None:
-    calls = observation(ctx).spy.losses
-    return calls[0] if calls else None
-
-
-def _squashed_before_bce(call: LossCall, x: torch.Tensor, evidence: dict) -> Check | None:
+def _squashed_before_bce(call: LossCall, x: torch.Tensor, evidence: dict) -> Verdict | None:
     inside = bool(((x >= 0) & (x <= 1)).all())
     evidence |= {"all_inputs_in_0_1": inside, "made_by": call.producer}
     # Raw logits of a fresh net can all fall in [0, 1] by chance (a GAN discriminator's
     # near-zero outputs): the op that made them decides when the graph says.
     squashed = call.producer is None or call.producer.startswith("Sigmoid")
     if inside and squashed and x.numel() >= 8:
-        return Check(
-            "loss.logits",
-            "fail",
+        return fails(
             "BCEWithLogitsLoss receives values all inside [0, 1] (sigmoid applied before a "
-            "logits loss); return raw logits",
-            evidence,
+            "logits loss); return raw logits"
         )
     return None
 
 
-def loss_logits(ctx: DoctorContext) -> Check:
+def loss_logits(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     call = first_loss(ctx)
     if call is None:
         obs = observation(ctx)
         reason = crashed_message(obs) if obs.fit.error else "no recognised loss function was called"
-        return Check("loss.logits", "skip", f"{reason} (custom loss: check it by hand)")
+        return skips(f"{reason} (custom loss: check it by hand)")
     x = call.input.float()
-    evidence: dict = {"loss": call.name, "input_shape": list(x.shape)}
+    evidence |= {"loss": call.name, "input_shape": list(x.shape)}
     if call.name in ("cross_entropy", "nll_loss") and x.dim() >= 2:
         row_sum_dev = float((x.sum(dim=1) - 1).abs().max())
         lse_dev = float(torch.logsumexp(x, dim=1).abs().max())
@@ -53,44 +47,32 @@ def loss_logits(ctx: DoctorContext) -> Check:
         probabilities = row_sum_dev < TOL and float(x.min()) >= 0
         log_probabilities = lse_dev < TOL
         if call.name == "cross_entropy" and probabilities:
-            return Check(
-                "loss.logits",
-                "fail",
+            return fails(
                 "the net applies softmax before CrossEntropyLoss (its outputs are probabilities: "
                 f"rows sum to 1 within {row_sum_dev:.1e}), which squashes the gradients; return raw "
-                "logits and let the loss apply log_softmax",
-                evidence,
+                "logits and let the loss apply log_softmax"
             )
         if call.name == "cross_entropy" and log_probabilities:
-            return Check(
-                "loss.logits",
-                "fail",
+            return fails(
                 "the net applies log_softmax before CrossEntropyLoss, which applies it again (rows' "
                 f"logsumexp is 0 within {lse_dev:.1e}): the outputs are not the logits the task "
-                "contract promises; return raw logits (or use NLLLoss on log-probabilities)",
-                evidence,
+                "contract promises; return raw logits (or use NLLLoss on log-probabilities)"
             )
         if call.name == "nll_loss" and not log_probabilities:
             what = "probabilities" if probabilities else "raw logits"
-            return Check(
-                "loss.logits",
-                "fail",
+            return fails(
                 f"NLLLoss receives {what}, not log-probabilities (max logsumexp deviation "
-                f"{lse_dev:.2f}); apply log_softmax first or use CrossEntropyLoss on logits",
-                evidence,
+                f"{lse_dev:.2f}); apply log_softmax first or use CrossEntropyLoss on logits"
             )
     elif call.name == "binary_cross_entropy_with_logits":
         verdict = _squashed_before_bce(call, x, evidence)
         if verdict is not None:
             return verdict
     if call.name in REGRESSION or call.name == "binary_cross_entropy":
-        return Check(
-            "loss.logits",
-            "skip",
-            f"{call.name} takes values, not logits: no softmax / sigmoid contract to check",
-            evidence,
+        return skips(
+            f"{call.name} takes values, not logits: no softmax / sigmoid contract to check"
         )
-    return Check("loss.logits", "pass", f"{call.name} receives raw logits", evidence)
+    return passes(f"{call.name} receives raw logits")
 
 
 def _num_classes(call: LossCall | None) -> int | None:
@@ -101,34 +83,17 @@ def _num_classes(call: LossCall | None) -> int | None:
     return int(call.input.shape[1 if call.input.dim() >= 2 else 0])
 
 
-def target_path(ctx: DoctorContext, call: LossCall) -> str | None:
-    """Which tensor of the probe batch the loss received as its target (same values, in any
-    shape, dtype or order: `y`, `batch['targets'].flatten()`, `y.float()`, `y[order]` after a
-    sort by length), if any; one with the values in the same order first."""
-    target = call.target.reshape(-1).double()
-    found = [
-        (path, leaf.reshape(-1).double())
-        for path, leaf in leaves(ctx.batch)
-        if leaf.numel() == target.numel() and not leaf.is_complex()
-    ]
-    for same in (torch.equal, lambda a, b: torch.equal(a.sort().values, b.sort().values)):
-        for path, values in found:
-            if same(values, target):
-                return path
-    return None
-
-
 def _valid(t: torch.Tensor, ignore: int | None) -> torch.Tensor:
     return t[t != ignore] if ignore is not None else t
 
 
-def targets_contract(ctx: DoctorContext) -> Check:
+def targets_contract(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     call = first_loss(ctx)
     classes = _num_classes(call)
     data = scan(ctx)
     path = target_path(ctx, call) if call is not None else None
     dtype = data.dtypes.get(path, "unknown") if path else "unknown"
-    evidence: dict = {"num_classes": classes, "target_in_batch": path, "label_dtype": dtype}
+    evidence |= {"num_classes": classes, "target_in_batch": path, "label_dtype": dtype}
     if call is not None:
         broken = _probe_target_fault(call, classes, path, dtype, evidence)
         if broken is not None:
@@ -141,34 +106,25 @@ def targets_contract(ctx: DoctorContext) -> Check:
     if call is None:
         obs = observation(ctx)
         if obs.fit.error is not None:
-            return Check("targets.contract", "skip", crashed_message(obs), evidence)
-        return Check(
-            "targets.contract",
-            "skip",
+            return skips(crashed_message(obs))
+        return skips(
             "no recognised loss function (cross_entropy, nll_loss, BCE, MSE, L1, Huber) was "
-            "called in training_step; check the targets by hand",
-            evidence,
+            "called in training_step; check the targets by hand"
         )
     scanned = f", {evidence['labels_scanned']} scanned" if "labels_scanned" in evidence else ""
     where = f" ({path}{scanned})" if path else ""
     if classes is None:
-        return Check(
-            "targets.contract",
-            "pass",
-            f"{call.name} gets {evidence['target_dtype']} targets{where} of the shape it expects",
-            evidence,
+        return passes(
+            f"{call.name} gets {evidence['target_dtype']} targets{where} of the shape it expects"
         )
-    return Check(
-        "targets.contract",
-        "pass",
-        f"{call.name} gets {evidence['target_dtype']} targets{where} in range for {classes} classes",
-        evidence,
+    return passes(
+        f"{call.name} gets {evidence['target_dtype']} targets{where} in range for {classes} classes"
     )
 
 
 def _probe_target_fault(
     call: LossCall, classes: int | None, path: str | None, dtype: str, evidence: dict
-) -> Check | None:
+) -> Verdict | None:
     """A fail when the target the loss got in the probe batch breaks its contract: one-hot
     floats to cross_entropy, class ids regressed, or class indices out of range."""
     t = call.target
@@ -179,37 +135,28 @@ def _probe_target_fault(
     if call.name == "cross_entropy" and t.is_floating_point() and t.shape == call.input.shape:
         binary = bool(((t == 0) | (t == 1)).all())
         if binary and bool((t.sum(dim=1) == 1).all()):
-            return Check(
-                "targets.contract",
-                "fail",
+            return fails(
                 "CrossEntropyLoss receives one-hot float targets (read as soft labels, which "
                 "hides label bugs and costs memory); pass class indices as int64 "
-                "(targets.argmax(1))",
-                evidence,
+                "(targets.argmax(1))"
             )
     if call.name in REGRESSION and path is not None and not dtype.startswith("torch.float"):
         integral = bool((t == t.round()).all())
         evidence["target_values_integral"] = integral
         if integral:
-            return Check(
-                "targets.contract",
-                "fail",
+            return fails(
                 f"{call.name} regresses integer class ids ({int(t.unique().numel())} distinct, "
                 f"from {path}), which imposes an order and distances between classes; use "
-                "CrossEntropyLoss on per-class logits",
-                evidence,
+                "CrossEntropyLoss on per-class logits"
             )
     if not t.is_floating_point() and classes is not None and call.name == "cross_entropy":
         valid = _valid(t, call.ignore_index)
         bad = int(((valid < 0) | (valid >= classes)).sum())
         evidence["out_of_range_in_probe_batch"] = bad
         if bad:
-            return Check(
-                "targets.contract",
-                "fail",
+            return fails(
                 f"{bad} label(s) in the probe batch are outside [0, {classes}) (max "
-                f"{int(valid.max())}); fix the labels or set model.num_classes to cover them",
-                evidence,
+                f"{int(valid.max())}); fix the labels or set model.num_classes to cover them"
             )
     return None
 
@@ -217,7 +164,7 @@ def _probe_target_fault(
 ELEMENTWISE = (*REGRESSION, "binary_cross_entropy", "binary_cross_entropy_with_logits")
 
 
-def _broadcast_fault(call: LossCall, evidence: dict) -> Check | None:
+def _broadcast_fault(call: LossCall, evidence: dict) -> Verdict | None:
     """A fail when an elementwise loss gets input and target of different shapes that broadcast
     to more elements than either holds: (N, 1) against (N,) becomes (N, N), every prediction
     scored against every target (torch only warns, and only for some losses)."""
@@ -230,20 +177,17 @@ def _broadcast_fault(call: LossCall, evidence: dict) -> Check | None:
     evidence["broadcast_shape"] = list(shape)
     if shape.numel() <= max(call.input.numel(), call.target.numel()):
         return None  # one side is a true broadcast of the other (a scalar or per-row target)
-    return Check(
-        "targets.contract",
-        "fail",
+    return fails(
         f"{call.name} gets input {list(call.input.shape)} and target {list(call.target.shape)}, "
         f"which broadcast to {list(shape)}: every prediction is scored against every target "
         "and the model learns their mean; make the shapes equal (output.squeeze(-1) or "
-        "target.unsqueeze(-1))",
-        evidence,
+        "target.unsqueeze(-1))"
     )
 
 
 def _scanned_labels_fault(
     labels: torch.Tensor, call: LossCall, classes: int, path: str | None, evidence: dict
-) -> Check | None:
+) -> Verdict | None:
     """A fail when labels scanned from the dataset fall outside [0, classes): the probe batch
     alone can miss a rare out-of-range class."""
     labels = _valid(labels, call.ignore_index)
@@ -255,12 +199,9 @@ def _scanned_labels_fault(
         "out_of_range": int(bad_mask.sum()),
     }
     if bool(bad_mask.any()):
-        return Check(
-            "targets.contract",
-            "fail",
+        return fails(
             f"{int(bad_mask.sum())} of {labels.numel()} scanned labels ({path}) are outside "
             f"[0, {classes}) (max {int(labels.max())}); fix the labels or set "
-            "model.num_classes to cover them",
-            evidence,
+            "model.num_classes to cover them"
         )
     return None

@@ -11,36 +11,36 @@ from typing import Any
 
 import torch
 
-from trainwell.doctor.checks.gradient_compare import ID, RANDOM, RTOL, compare
 from trainwell.doctor.harness.batches import ConcatError, concat, replay_loader
 from trainwell.doctor.harness.context import DoctorContext, FitResult
 from trainwell.doctor.harness.recorder import Recorder
 from trainwell.doctor.harness.spy import Spy
 from trainwell.doctor.harness.steps import StepWatch
-from trainwell.doctor.report.verdict import Check
+from trainwell.doctor.harness.windows import RANDOM, RTOL, compare
+from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 
 
-def manual_equivalence(ctx: DoctorContext, probe: Any) -> Check:
+def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     """Observe the user's own windows (zero_grad ... step), one per optimizer, and compare each
     optimizer's first step on its own parameters with one batch of the window's items."""
     samples = ctx.samples
-    state = {n: t.clone() for n, t in probe.state_dict().items()}
+    state = {n: t.clone() for n, t in ctx.make_task().state_dict().items()}
     batches = samples.micro_batches(0, ctx.settings.window_batches)
     watch, spy, fit = _watch_first_step(ctx, state, batches)
     steps = {i: e for i in range(watch.optimizers) if (e := watch.first_step(i)) is not None}
-    evidence: dict[str, Any] = {
+    evidence |= {
         "optimization": "manual",
         "optimizers": watch.optimizers,
         "events": [(e.kind, e.batch, e.optimizer) for e in watch.events[:20]],
     }
     if not steps:
         why = fit.error_line or f"no optimizer.step() in the first {len(batches)} micro-batches"
-        return Check(ID, "skip", f"no manual step observed to compare: {why}", evidence)
+        return skips(f"no manual step observed to compare: {why}")
     n = max(e.batch for e in steps.values()) + 1
     calls = [spy.calls_in(i) for i in range(n)]
-    why_not = _no_single_loss(calls)
+    why_not = _no_single_loss(calls, [spy.backward_batches.count(i) for i in range(n)])
     if why_not:
-        return Check(ID, "skip", why_not, evidence)
+        return skips(why_not)
     scales = _backward_scales(spy, calls)
     evidence |= {
         "items_per_micro_batch": [c[0].items for c in calls],
@@ -49,61 +49,71 @@ def manual_equivalence(ctx: DoctorContext, probe: Any) -> Check:
         "micro_batches_in_first_window": n,
     }
     if not _fixed_multiple(scales):
-        return Check(
-            ID,
-            "skip",
+        return skips(
             "the loss passed to backward is not a fixed multiple of the recognised loss "
             "function's output (other terms, or several backward calls per micro-batch), so "
             "the doctor has no reference to compare with; backpropagate one loss function's "
-            "output per micro-batch (scaled as the window needs)",
-            evidence,
+            "output per micro-batch (scaled as the window needs)"
         )
-    references: dict[int, dict[str, torch.Tensor] | str] = {}
+    references: dict[tuple[int, int], dict[str, torch.Tensor] | str] = {}
     backwards = [b for b, _ in spy.backward_values]
     for index, step in sorted(steps.items(), key=lambda kv: kv[1].batch):  # earliest first
-        m = step.batch + 1
-        if m not in references:
-            references[m] = _manual_reference(ctx, state, samples, batches[:m], m)
-        whole = references[m]
-        if isinstance(whole, str):
-            return Check(ID, "skip", whole, evidence)
+        # The window runs from the last zero_grad of this optimizer before its step (another
+        # optimizer's turn may come before it), from the weights at that micro-batch.
         zeros = watch.zeros_before(step)
+        start = watch.window_start(zeros[-1]) if zeros else 0
+        m, begun = step.batch + 1, watch.weights_at(start, state)
+        if (start, m) not in references:
+            references[start, m] = _manual_reference(ctx, begun, samples, batches, start, m)
+        whole = references[start, m]
+        if isinstance(whole, str):
+            return skips(whole)
+        items = sum(c[0].items or 0 for c in calls[start:m])
+        target = whole
+        if calls[start][0].reduction == "sum" and abs(scales[0] * items - 1) < 1e-6:  # type: ignore[operator]
+            target = {k: g / items for k, g in whole.items()}  # a sum divided by the items: a mean
         discarded = sorted({backwards[i] for i in range(zeros[-1].backwards)}) if zeros else []
         name = f"optimizer {index} (of {watch.optimizers})" if watch.optimizers > 1 else ""
         verdict = _window_verdict(
-            compare(watch.grads[index], whole), m, scales[0], discarded, calls, name, evidence, n
+            compare(watch.grads[index], target),
+            (start, m),
+            scales[0],
+            discarded,
+            calls,
+            name,
+            evidence,
+            n,
         )
-        if verdict is not None and _random(ctx, state, samples, batches[:m], whole):
-            return Check(ID, "skip", RANDOM, evidence)
+        if verdict is not None and _random(ctx, begun, samples, batches, (start, m), whole):
+            return skips(RANDOM)
         if verdict is not None:
             return _latent(verdict) if n == 1 else verdict
     which = f"each of the {len(steps)} optimizers" if len(steps) > 1 else "the optimizer"
-    return Check(
-        ID,
-        "pass",
+    return passes(
         f"the first manual step of {which} (after {n} micro-batch(es)) applies the gradient "
-        "of the loss over all of their items in one batch",
-        evidence,
+        "of the loss over all of their items in one batch"
     )
 
 
-def _latent(verdict: Check) -> Check:
+def _latent(verdict: Verdict) -> Verdict:
     """Every optimizer steps every micro-batch: no windows are combined, so a scaled loss only
     changes what the learning rate means (as accumulation.equivalence says at K=1)."""
-    return Check(
-        ID,
-        "warn",
+    return warns(
         "the task steps every micro-batch (no windows combined), so its steps are unaffected "
-        f"now, but {verdict.message}; this breaks once it accumulates",
-        verdict.evidence,
+        f"now, but {verdict.message}; this breaks once it accumulates"
     )
 
 
 def _random(
-    ctx: DoctorContext, state: dict[str, torch.Tensor], samples: Any, batches: list[Any], whole: Any
+    ctx: DoctorContext,
+    state: dict[str, torch.Tensor],
+    samples: Any,
+    batches: list[Any],
+    window: tuple[int, int],
+    whole: Any,
 ) -> bool:
     """Whether the one-batch reference moves with the seed (a mismatch may be that noise)."""
-    again = _manual_reference(ctx, state, samples, batches, len(batches), seed=1)
+    again = _manual_reference(ctx, state, samples, batches, *window, seed=1)
     return not isinstance(again, str) and compare(again, whole)["relative_difference"] > RTOL
 
 
@@ -122,11 +132,17 @@ def _watch_first_step(
     return watch, spy, fit
 
 
-def _no_single_loss(calls: list[list[Any]]) -> str:
+def _no_single_loss(calls: list[list[Any]], backwards: list[int]) -> str:
     """Why no reference can be rebuilt: it needs exactly one recognised loss call with a mean
     or sum reduction per micro-batch ('' when every micro-batch has one)."""
+    counts = [len(c) for c in calls]
+    if any(c > 1 for c in counts) and counts == backwards:
+        return (
+            f"training_step computes and backpropagates its loss {counts} times per micro-batch "
+            "(an optimizer calling a closure, such as L-BFGS): a step is no window of "
+            "micro-batch gradients, so there is nothing to compare"
+        )
     if any(len(c) != 1 for c in calls):
-        counts = [len(c) for c in calls]
         return (
             f"training_step calls {counts} recognised loss function(s) per micro-batch; the "
             "doctor rebuilds one batch's loss only from exactly one (the weights of several "
@@ -158,18 +174,19 @@ def _fixed_multiple(scales: list[float | None]) -> bool:
 
 def _window_verdict(
     result: dict[str, float],
-    n: int,
+    span: tuple[int, int],
     scale: float | None,
     discarded: list[int],
     calls: list[list[Any]],
     who: str,
     evidence: dict[str, Any],
     window: int,
-) -> Check | None:
+) -> Verdict | None:
     """None when a first manual step applies one batch's gradient, else a fail naming the cause."""
     evidence["first_window" + (f" of {who}" if who else "")] = result
     if result["relative_difference"] <= RTOL:
         return None
+    n = span[1] - span[0]
     summed = calls[0][0].reduction == "sum"
     if discarded:
         cause = (
@@ -205,13 +222,10 @@ def _window_verdict(
         )
     else:
         cause = f"each micro-batch loss is scaled by {scale:.3g} before backward"
-    return Check(
-        ID,
-        "fail",
+    return fails(
         f"the first manual step{' of ' + who if who else ''} (after {n} micro-batch(es)) "
         f"applies {result['norm_ratio']:.3g}x the gradient of one batch of the same items "
-        f"(relative difference {result['relative_difference']:.2g}): {cause}",
-        evidence,
+        f"(relative difference {result['relative_difference']:.2g}): {cause}"
     )
 
 
@@ -220,18 +234,22 @@ def _manual_reference(
     state: dict[str, torch.Tensor],
     samples: Any,
     batches: list[Any],
-    n: int,
+    start: int,
+    end: int,
     seed: int = 0,
 ) -> dict[str, torch.Tensor] | str:
-    """The gradient of the loss function's own output over the window's items, in one batch."""
+    """The gradient of the loss function's own output over the items of micro-batches
+    start .. end-1, in one batch, from `state`."""
     try:
         if samples.indexable:
-            flat = [i for g in samples.index_batches()[:n] for i in g]
+            flat = [i for g in samples.index_batches()[start:end] for i in g]
             whole = (
-                samples.collate(flat) if samples.collate_is_deterministic(flat) else concat(batches)
+                samples.collate(flat)
+                if samples.collate_is_deterministic(flat)
+                else concat(batches[start:end])
             )
         else:
-            whole = concat(batches)
+            whole = concat(batches[start:end])
     except ConcatError as err:
         return f"the window's micro-batches cannot be joined into one batch ({err})"
     task = ctx.make_task()

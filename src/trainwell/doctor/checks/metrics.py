@@ -24,33 +24,14 @@ from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.logs import STEP_HOOKS, LogWatch
 from trainwell.doctor.harness.samples import iterate_batches, split_loaders
 from trainwell.doctor.harness.spy import Spy
-from trainwell.doctor.report.verdict import Check
+from trainwell.doctor.report.verdict import Verdict, passes, skips, warns
 
-ID = "metrics.reduction"
 TRAIN_BATCHES, VAL_BATCHES = 4, 3
 RTOL = 1e-6
 
 
 def _close(a: float, b: float) -> bool:
     return abs(a - b) <= RTOL * max(1.0, abs(a), abs(b))
-
-
-def configured_world_size(ctx: DoctorContext) -> int | None:
-    """Ranks the configured run will have (None: decided at run time, e.g. devices=auto)."""
-    trainer = ctx.cfg.trainer
-    devices = trainer.get("devices", 1)
-    nodes = int(trainer.get("num_nodes", 1) or 1)
-    if isinstance(devices, int):
-        return devices * nodes if devices > 0 else None
-    if isinstance(devices, str):
-        if devices.strip().isdigit():
-            return int(devices) * nodes
-        ids = [d for d in devices.split(",") if d.strip()]
-        return len(ids) * nodes if "," in devices else None
-    try:  # a list of device ids
-        return len(devices) * nodes
-    except TypeError:
-        return None
 
 
 def _item_weighting(watch: LogWatch) -> list[dict[str, Any]]:
@@ -77,7 +58,7 @@ def _item_weighting(watch: LogWatch) -> list[dict[str, Any]]:
     return flagged
 
 
-def metrics_reduction(ctx: DoctorContext) -> Check:
+def metrics_reduction(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     train = ctx.samples.micro_batches(0, TRAIN_BATCHES)
     val_batches = _first_val_batches(ctx)
     spy = Spy(max_calls=64)
@@ -91,18 +72,16 @@ def metrics_reduction(ctx: DoctorContext) -> Check:
         val_every=len(train) if val_batches else None,
     )
     if fit.error is not None and not watch.batches:
-        return Check(ID, "skip", f"the short fit failed: {fit.error_line}")
-    world = configured_world_size(ctx)
-    evidence: dict[str, Any] = {
+        return skips(f"the short fit failed: {fit.error_line}")
+    world = ctx.world_size
+    evidence |= {
         "train_batches": len(train),
         "val_batches": len(val_batches),
         "configured_world_size": world,
         "logged": sorted(f"{hook}:{name}" for hook, name in watch.keys),
     }
     if not watch.keys:
-        return Check(
-            ID, "skip", "the task logs nothing with self.log in training or validation", evidence
-        )
+        return skips("the task logs nothing with self.log in training or validation")
     per_rank = _per_rank_values(watch, world)
     evidence["per_rank_values"] = per_rank
     findings = [_per_rank_finding(item, world) for item in per_rank]
@@ -111,13 +90,10 @@ def metrics_reduction(ctx: DoctorContext) -> Check:
     findings += [_item_weighting_finding(item) for item in weighting]
     if findings:
         more = f" (and {len(findings) - 1} more, see evidence)" if len(findings) > 1 else ""
-        return Check(ID, "warn", findings[0] + more, evidence)
-    return Check(
-        ID,
-        "pass",
+        return warns(findings[0] + more)
+    return passes(
         f"{len(watch.keys)} logged key(s): means are weighted by what they average over and "
-        "reduce across ranks",
-        evidence,
+        "reduce across ranks"
     )
 
 

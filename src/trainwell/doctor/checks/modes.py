@@ -10,15 +10,15 @@ from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.inspection import frozen_modules
 from trainwell.doctor.harness.observe import crashed_message, observation
 from trainwell.doctor.harness.outputs import evaluation_outputs, output_differences
-from trainwell.doctor.report.verdict import Check
+from trainwell.doctor.report.verdict import Verdict, fails, passes, skips
 
 
-def train_mode(ctx: DoctorContext) -> Check:
+def train_mode(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     obs = observation(ctx)
     rec = obs.recorder
     if not rec.losses and obs.fit.error is not None:
-        return Check("train.mode", "skip", crashed_message(obs))
-    evidence: dict[str, Any] = {
+        return skips(crashed_message(obs))
+    evidence |= {
         "batches_checked": len(rec.losses),
         "validation_after_batch": obs.val_every,
         "batches_with_eval_modules": len(rec.eval_modules),
@@ -35,20 +35,14 @@ def train_mode(ctx: DoctorContext) -> Check:
         after_val = batch >= obs.val_every and not any(b < obs.val_every for b, _ in in_eval)
         evidence |= {"first_batch": batch, "modules": names[:20], "module_count": len(names)}
         when = "after validation" if after_val else f"from training batch {batch}"
-        return Check(
-            "train.mode",
-            "fail",
+        return fails(
             f"{len(names)} module(s) (first: `{names[0]}`) run in eval mode {when}, so BatchNorm "
             "uses stale running statistics and dropout is off while training; do not call "
-            ".eval() on the model outside validation (Lightning restores the mode it found)",
-            evidence,
+            ".eval() on the model outside validation (Lightning restores the mode it found)"
         )
-    return Check(
-        "train.mode",
-        "pass",
+    return passes(
         f"every module is in train mode at all {len(rec.losses)} training batches, before and "
-        "after validation",
-        evidence,
+        "after validation"
     )
 
 
@@ -72,19 +66,19 @@ def _stage_passes(ctx: DoctorContext, task: Any, stage: str) -> tuple[list[Any],
     leaves behind (an unreset metric, a list of losses) shows in the third pass."""
     other = ctx.samples.micro_batches(1, 1)
     loaders = [None, replay_loader(other) if other else None, None]
-    passes = []
+    runs = []
     for i, loader in enumerate(loaders):
         if i == 1 and loader is None:
-            passes.append(passes[0])
+            runs.append(runs[0])
             continue
         watch, error = evaluation_outputs(ctx, task, loader=loader, stage=stage)
         if watch is None:
             return [], error
-        passes.append(watch)
-    return passes, ""
+        runs.append(watch)
+    return runs, ""
 
 
-def eval_determinism(ctx: DoctorContext) -> Check:
+def eval_determinism(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     """Same weights, same data, same numbers: outputs and every logged value of validation
     (and of test, where there is a test_step) repeat exactly, whatever ran in between."""
     stages = [
@@ -93,19 +87,16 @@ def eval_determinism(ctx: DoctorContext) -> Check:
         if ctx.has_hook(f"{s}_step".replace("validate", "validation"))
     ]
     if not stages:
-        return Check(
-            "eval.determinism",
-            "skip",
-            "the task defines no validation_step or test_step, so there is no evaluation to check",
+        return skips(
+            "the task defines no validation_step or test_step, so there is no evaluation to check"
         )
     task = observation(ctx).task
-    evidence: dict[str, Any] = {}
     for stage in stages:
         name = "validation" if stage == "validate" else "test"
-        passes, error = _stage_passes(ctx, task, stage)
-        if not passes:  # the user's evaluation code failed: that is the finding
-            return Check("eval.determinism", "fail", f"{error}; fix {name}_step")
-        a, other, b = passes
+        runs, error = _stage_passes(ctx, task, stage)
+        if not runs:  # the user's evaluation code failed: that is the finding
+            return fails(f"{error}; fix {name}_step")
+        a, other, b = runs
         diffs = output_differences(a.outputs, b.outputs)
         max_diff = max(diffs) if diffs else 0.0
         in_train = sorted(a.training_modules | b.training_modules)
@@ -123,37 +114,25 @@ def eval_determinism(ctx: DoctorContext) -> Check:
                 if in_train
                 else "hidden randomness in the forward"
             )
-            return Check(
-                "eval.determinism",
-                "fail",
+            return fails(
                 f"two {name} passes over the same batch differ by {max_diff:.3g}: {cause} (dropout "
                 f"active, BatchNorm on batch statistics); do not call self.train() in {name} code "
-                "and keep randomness out of eval forward",
-                evidence,
+                "and keep randomness out of eval forward"
             )
         if drift:
             key, (v1, v2) = next(iter(drift.items()))
-            return Check(
-                "eval.determinism",
-                "fail",
+            return fails(
                 f"two {name} passes over the same batch with the same weights log `{key}` as "
                 f"{v1:.6g} and then {v2:.6g} ({len(drift)} value(s) moved): state kept from an "
                 "earlier pass (a metric never reset, a list never cleared) or randomness feeds "
-                "the logged value; reset metrics after compute() or log the torchmetrics object",
-                evidence,
+                "the logged value; reset metrics after compute() or log the torchmetrics object"
             )
     if not any(e["outputs_compared"] or e["metrics_compared"] for e in evidence.values()):
-        return Check(
-            "eval.determinism",
-            "skip",
+        return skips(
             "evaluation logs nothing and calls no module that holds parameters, so nothing was "
-            "compared; log a value or call the model in validation_step",
-            evidence,
+            "compared; log a value or call the model in validation_step"
         )
-    return Check(
-        "eval.determinism",
-        "pass",
+    return passes(
         f"two {' and '.join(evidence).replace('validate', 'validation')} passes over the same batch give "
-        "identical outputs and logged values, with every module in eval mode",
-        evidence,
+        "identical outputs and logged values, with every module in eval mode"
     )

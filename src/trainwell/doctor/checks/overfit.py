@@ -12,8 +12,9 @@ from trainwell.doctor.harness.observe import (
     crashed_message,
     observation,
     overfit_fit,
+    unstepped_message,
 )
-from trainwell.doctor.report.verdict import Check
+from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 
 
 @dataclass
@@ -68,32 +69,30 @@ def _skipped(obs: Observation) -> int:
     return sum(1 for v in obs.recorder.losses if v is None)
 
 
-def overfit_one_batch(ctx: DoctorContext) -> Check:
+def overfit_one_batch(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     # The probe fit is this check's work even when the doctor ran it up front for every check
     # that reads it: its time is counted here (added to this check's own by run_checks).
-    ran_before = "_observation" in ctx.__dict__
+    ran_before = ctx.seconds_of(overfit_fit) is not None
     obs = observation(ctx)
-    check = _verdict(ctx, obs)
-    check.seconds = obs.seconds if ran_before else 0.0
-    return check
+    verdict = _verdict(ctx, obs, evidence)
+    verdict.seconds = obs.seconds if ran_before else 0.0
+    return verdict
 
 
-def _verdict(ctx: DoctorContext, obs: Observation) -> Check:
+def _verdict(ctx: DoctorContext, obs: Observation, evidence: dict[str, Any]) -> Verdict:
     values = _losses(obs)
     if obs.fit.error is not None and (values is None or len(values) < 2):
-        return Check("overfit.one_batch", "skip", crashed_message(obs))
+        return skips(crashed_message(obs))
     if values is None:
-        return Check(
-            "overfit.one_batch",
-            "skip",
+        return skips(
             f"training_step returned no scalar loss in {_skipped(obs)} of "
             f"{len(obs.recorder.losses)} steps and no backward() was seen to follow; return "
-            "the loss from training_step to test it",
+            "the loss from training_step to test it"
         )
     limit = ctx.settings.overfit_max_ratio
     seen = trend(values, limit)
     size = ctx.batch_size
-    evidence: dict[str, Any] = {
+    evidence |= {
         "steps": seen.steps,
         "steps_skipped_by_training_step": _skipped(obs),
         "optimizers": len(obs.fit.trainer.optimizers),
@@ -113,71 +112,59 @@ def _verdict(ctx: DoctorContext, obs: Observation) -> Check:
         return _adversarial(seen, evidence)
     if seen.kind in ("rising", "non-finite"):
         return _diverged(ctx, seen, evidence)
+    if seen.kind == "flat" and not obs.recorder.step_grads:
+        return skips(unstepped_message(obs))
     if seen.kind in ("flat", "slow"):
         return _not_memorised(seen, size, limit, obs.stop.reason, evidence)
-    return Check(
-        "overfit.one_batch",
-        "pass",
+    return passes(
         f"loss on one fixed batch falls {seen.first:.3f} -> {seen.last:.4f} in {seen.steps} "
-        "steps at a constant LR",
-        evidence,
+        "steps at a constant LR"
     )
 
 
 def _not_memorised(
     seen: Trend, size: int | None, limit: float, reason: str, evidence: dict[str, Any]
-) -> Check:
+) -> Verdict:
     """Flat: nothing updates the weights (fail). Slow: it learns, but not to the target."""
     if seen.kind == "flat":
-        return Check(
-            "overfit.one_batch",
-            "fail",
+        return fails(
             f"the loss on one fixed batch of {size} does not move in {seen.steps} steps at a "
             f"constant LR ({seen.first:.4g} -> {seen.last:.4g}, {seen.drop:+.1%} from the first "
             "to the last quarter): the optimizer does not update the weights (LR 0, frozen or "
-            "detached parameters, a loss without a graph to them; see the checks above)",
-            evidence,
+            "detached parameters, a loss without a graph to them; see the checks above)"
         )
     if seen.kind == "slow" and reason == "stopped falling":
-        return Check(
-            "overfit.one_batch",
-            "warn",
+        return warns(
             f"the loss on one fixed batch of {size} falls {seen.first:.4g} -> {seen.last:.4g} in "
             f"{seen.steps} steps ({seen.drop:.0%} from the first to the last quarter) and levels "
             f"off above {limit:g}x: the model cannot memorise this batch (little capacity, or "
             "targets the inputs do not determine, like the next token of a random sequence); "
-            "fine if expected, otherwise raise the capacity",
-            evidence,
+            "fine if expected, otherwise raise the capacity"
         )
-    return Check(
-        "overfit.one_batch",
-        "warn",
+    return warns(
         f"the loss on one fixed batch of {size} falls {seen.first:.4g} -> {seen.last:.4g} in "
         f"{seen.steps} steps ({seen.drop:.0%} from the first to the last quarter, still "
         f"{seen.recent_drop_per_100:.1%} per 100 steps when the probe stopped: "
         f"{reason}) but not to {limit:g}x: it learns, slowly (a small model or "
-        "LR); fine if intended, otherwise raise the capacity or the LR",
-        evidence,
+        "LR); fine if intended, otherwise raise the capacity or the LR"
     )
 
 
-def _adversarial(seen: Trend, evidence: dict[str, Any]) -> Check:
+def _adversarial(seen: Trend, evidence: dict[str, Any]) -> Verdict:
     """Several optimizers (a GAN's generator and discriminator) pull against each other: the
     loss of one fixed batch need not fall, so its curve is reported, not judged."""
     n = evidence["optimizers"]
     status = "pass" if seen.kind == "pass" else "warn"
-    return Check(
-        "overfit.one_batch",
+    return Verdict(
         status,
         f"the task steps {n} optimizers (adversarial or alternating training): the loss "
         f"backpropagated last goes {seen.first:.4g} -> {seen.last:.4g} in {seen.steps} steps "
         f"on one fixed batch ({seen.kind}), which says little when the players compete; "
         "check each player's loss curve in a short real run",
-        evidence,
     )
 
 
-def _diverged(ctx: DoctorContext, seen: Trend, evidence: dict[str, Any]) -> Check:
+def _diverged(ctx: DoctorContext, seen: Trend, evidence: dict[str, Any]) -> Verdict:
     """Rising or non-finite at the configured LR: retry once at a tenth of it."""
     what = (
         f"becomes non-finite at step {seen.steps}"
@@ -195,20 +182,14 @@ def _diverged(ctx: DoctorContext, seen: Trend, evidence: dict[str, Any]) -> Chec
             "final_loss": second.last,
         }
         if second.kind in ("pass", "slow"):
-            return Check(
-                "overfit.one_batch",
-                "warn",
+            return warns(
                 f"at the configured LR held constant the loss on one fixed batch {what}; at a "
                 f"tenth of it it falls {second.first:.4g} -> {second.last:.4g} in "
                 f"{second.steps} steps: the LR is at the edge of stability for a constant LR; "
-                "fine if a warmup or decay keeps it lower early on, otherwise lower it",
-                evidence,
+                "fine if a warmup or decay keeps it lower early on, otherwise lower it"
             )
-    return Check(
-        "overfit.one_batch",
-        "fail",
+    return fails(
         f"the loss on one fixed batch {what} at the configured LR held constant, and does not "
         "fall at a tenth of it either: a wrong loss sign, exploding updates or bad labels (see "
-        "grad.flow and data.finite)",
-        evidence,
+        "grad.flow and data.finite)"
     )

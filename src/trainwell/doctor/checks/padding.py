@@ -15,12 +15,11 @@ from typing import Any
 
 import torch
 
-from trainwell.doctor.checks.finite_difference import ALONE, training_loss
 from trainwell.doctor.harness.batches import Padding, clone, leaves, padding_positions, restructure
 from trainwell.doctor.harness.context import DoctorContext, quiet
-from trainwell.doctor.report.verdict import Check
+from trainwell.doctor.harness.losses import ALONE, training_loss
+from trainwell.doctor.report.verdict import Verdict, fails, passes, skips
 
-ID = "loss.padding"
 HOOK = "put the padding mask in the batch as a `mask` / `attention_mask` tensor"
 EXTRA = 4  # positions of padding added to every row where a pad id marks the padding
 
@@ -72,10 +71,10 @@ def _loss(task: Any, batch: Any) -> float | str:
         return type(err).__name__
 
 
-def loss_padding(ctx: DoctorContext) -> Check:
+def loss_padding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     padding = padding_positions(ctx.batch)
     if padding is None:
-        return Check(ID, "skip", f"the probe batch has no padding mask; {HOOK} to test padding")
+        return skips(f"the probe batch has no padding mask; {HOOK} to test padding")
     count = int(padding.pad.sum())
     rewritten, changed = _rewrite(ctx.batch, padding)
     edits = []  # (what was done, the edited batch, whether the model may refuse it)
@@ -87,28 +86,22 @@ def loss_padding(ctx: DoctorContext) -> Check:
     if further is not None:
         # A model that takes rows of one length only refuses longer rows: not measured then.
         edits.append((f"padding every row with {EXTRA} more pad ids", further, True))
-    evidence: dict[str, Any] = {
+    evidence |= {
         "padding_told_by": padding.where,
         "padding_positions": count,
         "tensors_rewritten": changed,
         "padded_further_by": EXTRA if further is not None else 0,
     }
     if not edits:
-        return Check(
-            ID,
-            "skip",
+        return skips(
             "no token or label tensor has the padding's shape; keep token ids or labels in the "
-            "batch at the mask's shape to test padding",
-            evidence,
+            "batch at the mask's shape to test padding"
         )
     task = ctx.make_task().eval()
     before = _loss(task, ctx.batch)
     if isinstance(before, str):  # a step that needs the trainer
-        return Check(
-            ID,
-            "skip",
-            f"training_step cannot run outside the trainer ({before}); {ALONE} to test padding",
-            evidence,
+        return skips(
+            f"training_step cannot run outside the trainer ({before}); {ALONE} to test padding"
         )
     after = {edit: (_loss(task, edited), optional) for edit, edited, optional in edits}
     evidence |= {"loss": before, "loss_after_each_edit": {e: v for e, (v, _) in after.items()}}
@@ -116,26 +109,14 @@ def loss_padding(ctx: DoctorContext) -> Check:
     measured = {e: v for e, (v, _) in after.items() if not isinstance(v, str)}
     if not measured or any(not after[e][1] for e, _ in refused):
         edit, error = min(refused, key=lambda r: after[r[0]][1])  # a required edit first
-        return Check(
-            ID,
-            "skip",
-            f"training_step raised {error} after {edit}, so the padding could not be tested; "
-            f"{HOOK}",
-            evidence,
+        return skips(
+            f"training_step raised {error} after {edit}, so the padding could not be tested; {HOOK}"
         )
     for edit, value in measured.items():
         if abs(value - before) > 1e-5 * max(1.0, abs(before)):
-            return Check(
-                ID,
-                "fail",
+            return fails(
                 f"{edit} (padding told by {padding.where}) moves the loss from {before:.6g} to "
                 f"{value:.6g}: the model pools or attends over padding, or the loss counts "
-                "padded labels; mask them (a masked mean, key_padding_mask, ignore_index)",
-                evidence,
+                "padded labels; mask them (a masked mean, key_padding_mask, ignore_index)"
             )
-    return Check(
-        ID,
-        "pass",
-        f"the loss ignores the {count} padding positions told by {padding.where}",
-        evidence,
-    )
+    return passes(f"the loss ignores the {count} padding positions told by {padding.where}")

@@ -17,9 +17,7 @@ from typing import Any
 from torch import nn
 
 from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.report.verdict import Check
-
-ID = "checkpoint.partial_load"
+from trainwell.doctor.report.verdict import Verdict, fails, passes
 
 
 @dataclass
@@ -67,10 +65,10 @@ def _prefix(keys: list[str]) -> str:
     return f"{heads.pop()}." if len(heads) == 1 and all("." in k for k in keys) else ""
 
 
-def checkpoint_partial_load(ctx: DoctorContext) -> Check:
+def checkpoint_partial_load(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     with watched_loads() as loads:
         ctx.make_task()
-    evidence: dict[str, Any] = {
+    evidence |= {
         "loads_while_building": len(loads),
         "loads": [
             {"into": x.module, "strict": x.strict, "given": len(x.given), "matched": x.loaded}
@@ -78,12 +76,7 @@ def checkpoint_partial_load(ctx: DoctorContext) -> Check:
         ],
     }
     if not loads:
-        return Check(
-            ID,
-            "pass",
-            "building the task loads no state_dict, so no weights can be skipped",
-            evidence,
-        )
+        return passes("building the task loads no state_dict, so no weights can be skipped")
     empty = [x for x in loads if not x.strict and x.given and x.expected and x.loaded == 0]
     if empty:
         x = empty[0]
@@ -93,19 +86,13 @@ def checkpoint_partial_load(ctx: DoctorContext) -> Check:
             if prefix
             else f"the given keys (first: `{x.given[0]}`) name none of its tensors"
         )
-        return Check(
-            ID,
-            "fail",
+        return fails(
             f"load_state_dict(strict=False) into {x.module} while the task is built matched 0 of "
             f"its {x.expected} keys: {why}, so training starts from random weights; strip the "
             "prefix (str.removeprefix) and load with strict=True, or read the returned "
-            "missing_keys",
-            evidence,
+            "missing_keys"
         )
-    return Check(
-        ID,
-        "pass",
+    return passes(
         f"{len(loads)} load_state_dict call(s) while building the task each matched the "
-        "module's keys",
-        evidence,
+        "module's keys"
     )

@@ -15,13 +15,12 @@ from typing import Any
 import torch
 
 from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.report.verdict import Check
+from trainwell.doctor.report.verdict import Verdict, passes
 
-ID = "precision.master_weights"
 HALF = (torch.float16, torch.bfloat16)
 
 
-def precision_master_weights(ctx: DoctorContext) -> Check:
+def precision_master_weights(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     task = ctx.reference_task
     precision = str(ctx.probe_cfg.trainer.get("precision", "32-true"))
     half: dict[str, list[str]] = {}
@@ -31,37 +30,30 @@ def precision_master_weights(ctx: DoctorContext) -> Check:
             trainable += 1
             if p.dtype in HALF:
                 half.setdefault(str(p.dtype).removeprefix("torch."), []).append(name)
-    evidence: dict[str, Any] = {
+    evidence |= {
         "trainer_precision": precision,
         "trainable_tensors": trainable,
         "half_tensors": {k: len(v) for k, v in half.items()},
     }
     if not half:
-        return Check(
-            ID,
-            "pass",
+        return passes(
             f"all {trainable} trainable tensors are float32 (trainer.precision={precision} "
-            "casts per op where it is mixed)",
-            evidence,
+            "casts per op where it is mixed)"
         )
     if (
         precision.endswith("-true")
         and not precision.startswith("32")
         and not precision.startswith("64")
     ):
-        return Check(
-            ID,
-            "pass",
+        return passes(
             f"trainable tensors are half precision by the configured trainer.precision={precision} "
-            "(no float32 master copy, chosen explicitly)",
-            evidence,
+            "(no float32 master copy, chosen explicitly)"
         )
     dtype, names = next(iter(half.items()))
     count = sum(len(v) for v in half.values())
     evidence["first_half_tensors"] = names[:5]
     fp16 = "float16" in half
-    return Check(
-        ID,
+    return Verdict(
         "fail" if fp16 else "warn",
         f"{count} of {trainable} trainable tensors (first: `{names[0]}`) are stored in {dtype} "
         f"and updated in place with no float32 master copy (trainer.precision={precision}): "
@@ -69,5 +61,4 @@ def precision_master_weights(ctx: DoctorContext) -> Check:
         + (" and Adam's eps=1e-8 rounds to 0 in float16 (NaN steps)" if fp16 else "")
         + "; keep the weights float32 (drop .half()/.to(dtype)) and set "
         "trainer.precision=16-mixed or bf16-mixed",
-        evidence,
     )

@@ -24,7 +24,7 @@ import lightning as L
 from trainwell.doctor.harness.batches import replay_loader
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.recorder import Recorder
-from trainwell.doctor.report.verdict import Check
+from trainwell.doctor.report.verdict import Verdict
 
 # A step-sized schedule this many times longer than the run is cut off early (below: maybe
 # by design).
@@ -75,7 +75,7 @@ class _Trace(Recorder):
             trainer.should_stop = True
 
 
-def schedule_interval(ctx: DoctorContext) -> Check:
+def schedule_interval(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     """Trace the LR through a run shaped like the plan; compare it with each scheduler's curve."""
     k, plan = max(1, ctx.accumulate), ctx.plan
     per_epoch = plan.iterations_per_epoch or 3 * k
@@ -91,10 +91,10 @@ def schedule_interval(ctx: DoctorContext) -> Check:
         limit_train_batches=1.0,
     )
     if fit.error is not None and len(trace.micro_batches_per_step) < 2:
-        return _verdict("skip", f"the short fit failed: {fit.error_line}", {})
+        return Verdict("skip", f"the short fit failed: {fit.error_line}")
     total = plan.total_optimizer_steps
     estimate = int(fit.trainer.estimated_stepping_batches)
-    evidence: dict[str, Any] = {
+    evidence |= {
         "accumulate": k,
         "micro_batches_per_epoch": per_epoch,
         "optimizer_steps": len(trace.micro_batches_per_step),
@@ -109,13 +109,12 @@ def schedule_interval(ctx: DoctorContext) -> Check:
     windows = [trace.lrs[a:b] for a, b in zip([0, *ends], ends, strict=False)]
     mid_window = sum(1 for w in windows if len(set(w)) > 1)
     if mid_window and k > 1:
-        return _verdict(
+        return Verdict(
             "fail",
             f"the learning rate changes inside {mid_window} accumulation "
             f"window(s) of {k} micro-batches: the scheduler steps per micro-batch, so the "
             f"schedule ends {k}x too early; step it once per optimizer step (interval='step', "
             "no manual scheduler.step() in training_step)",
-            evidence,
         )
     if not trace.scheduler_configs:
         return _hand_set(trace, evidence)
@@ -124,12 +123,11 @@ def schedule_interval(ctx: DoctorContext) -> Check:
         if verdict is not None:
             return verdict
     names = ", ".join(f"{c['class']} ({c['pace']})" for c in trace.scheduler_configs)
-    return _verdict(
+    return Verdict(
         "pass",
         f"the learning rate follows {names} at the planned pace over "
         f"{len(trace.step_lrs)} optimizer steps (accumulate {k}), and the schedule lasts the "
         f"{total} planned steps",
-        evidence,
     )
 
 
@@ -171,7 +169,7 @@ def _follows_curve(
     index: int,
     estimate: int,
     evidence: dict[str, Any],
-) -> Check | None:
+) -> Verdict | None:
     """A verdict for one scheduler whose LR leaves its curve at the planned pace, or whose
     curve does not last the run; None when it follows the plan."""
     config = trace.scheduler_configs[index]
@@ -199,56 +197,47 @@ def _follows_curve(
             continue
         where = f"at its optimizer step {j} (epoch {epochs[j]})"
         if j == 0 and count > want:
-            return _verdict(
+            return Verdict(
                 "warn",
                 f"{name} had already stepped {count - want} time(s) when its optimizer took "
                 "its first step (scheduler.step() before optimizer.step()): the schedule's "
                 "first learning rate is skipped and every step uses the next one; call "
                 "optimizer.step() first, then scheduler.step()",
-                evidence,
             )
         if j and count < counts[j - 1]:
-            return _verdict(
+            return Verdict(
                 "fail",
                 f"{name}'s counter goes back from {counts[j - 1]} to {count} "
                 f"{where}: the schedule restarts (a warm-up run again); step it once per "
                 "optimizer step with no argument, or count with trainer.global_step",
-                evidence,
             )
         if count > want:
-            return _verdict(
+            return Verdict(
                 "fail",
                 f"{name} runs ahead of its plan: {count - first} steps taken "
                 f"{where} where once per {pace} gives {want - first}, so the schedule ends "
                 f"early; step it once per {pace} (interval='{_interval(pace)}') and nowhere "
                 "else",
-                evidence,
             )
         if count < want:
-            return _verdict(
+            return Verdict(
                 "warn",
                 f"{name} is sized in {pace}s (length {length}) but has "
                 f"stepped {count - first} times {where} where once per {pace} gives "
                 f"{want - first}: the run covers only the start of its schedule; return "
                 f"{{'scheduler': ..., 'interval': '{_interval(pace)}'}}",
-                evidence,
             )
-        return _verdict(
+        return Verdict(
             "warn",
             f"the learning rate {where} is {lr:.3g} but {name}'s own "
             f"curve gives {curve[want - first]:.3g} at that step: something else sets the "
             "learning rate as well; let the scheduler own it",
-            evidence,
         )
     return _lasts_the_run(name, pace, length, total, estimate, evidence)
 
 
 def _interval(pace: str) -> str:
     return "step" if pace == "optimizer step" else "epoch"
-
-
-def _verdict(status: str, message: str, evidence: dict[str, Any]) -> Check:
-    return Check("schedule.interval", status, message, evidence)
 
 
 def _pace(ctx: DoctorContext, config: dict[str, Any], length: int | None, estimate: int) -> str:
@@ -269,50 +258,46 @@ def _lasts_the_run(
     total: int | None,
     estimate: int,
     evidence: dict[str, Any],
-) -> Check | None:
+) -> Verdict | None:
     """A step-paced schedule must last the planned optimizer steps, and not far more."""
     if pace != "optimizer step" or length is None or total is None or length == estimate:
         return None
     if length < total:
-        return _verdict(
+        return Verdict(
             "fail",
             f"{name} is spent after {length} optimizer steps (its learning "
             f"rate is at its end from then on) but the run takes {total}: the schedule ends "
             "early; size it from trainer.estimated_stepping_batches (optimizer steps, "
             "accumulation included) or the plan's `total_steps`",
-            evidence,
         )
     if length >= LONG * total:
-        return _verdict(
+        return Verdict(
             "warn",
             f"{name} is sized for {length} optimizer steps but the run "
             f"takes {total} ({length / total:.1f}x longer): the run stops at "
             f"{100 * total / length:.0f}% of its schedule (a warm-up or decay barely started); "
             "size it in optimizer steps (len(train_loader) per epoch, not len(dataset), or "
             "trainer.estimated_stepping_batches)",
-            evidence,
         )
     return None
 
 
-def _hand_set(trace: _Trace, evidence: dict[str, Any]) -> Check:
+def _hand_set(trace: _Trace, evidence: dict[str, Any]) -> Verdict:
     """No scheduler: a learning rate set by hand must not restart its warm-up every epoch."""
     lrs = [lr[0] for lr in trace.step_lrs]
     starts = [s for s in range(1, len(lrs)) if trace.step_epochs[s] != trace.step_epochs[s - 1]]
     for s in starts:
         rose = lrs[0] < max(lrs[:s]) and lrs[1] > lrs[0]
         if rose and math.isclose(lrs[s], lrs[0], rel_tol=1e-6) and lrs[s - 1] > lrs[0]:
-            return _verdict(
+            return Verdict(
                 "warn",
                 f"the learning rate rises from {lrs[0]:.3g} to "
                 f"{lrs[s - 1]:.3g} over the first epoch, then starts again at {lrs[s]:.3g} "
                 f"with the next (optimizer step {s}): a warm-up counted with batch_idx "
                 "restarts every epoch; count with trainer.global_step",
-                evidence,
             )
-    return _verdict(
+    return Verdict(
         "pass",
         "no LR scheduler is registered and the learning rate stays "
         "constant within accumulation windows and does not restart with the epoch",
-        evidence,
     )

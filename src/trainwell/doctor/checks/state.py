@@ -9,41 +9,35 @@ import lightning as L
 import torch
 
 from trainwell.callbacks.checkpoint_rehearsal import rehearse
-from trainwell.doctor.harness.context import DoctorContext, quiet
+from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.observe import crashed_message, observation
 from trainwell.doctor.harness.outputs import evaluation_outputs, output_differences
-from trainwell.doctor.report.verdict import Check
-from trainwell.errors import error_line, first_line
+from trainwell.doctor.report.verdict import Verdict, fails, passes, skips
+from trainwell.errors import first_line
 from trainwell.io.checkpoint_read import load_checkpoint_file
 
 
-def checkpoint_roundtrip(ctx: DoctorContext) -> Check:
+def checkpoint_roundtrip(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     obs = observation(ctx)
     if obs.fit.error is not None:
-        return Check("checkpoint.roundtrip", "skip", crashed_message(obs))
+        return skips(crashed_message(obs))
     trainer = obs.fit.trainer
     # train.py's step-0 check: the same save into memory, the datamodule's state included, read
     # back by the loader resume, eval, predict and export use.
     rehearsal = rehearse(trainer, ctx.datamodule)
     if rehearsal.error is not None:
-        return Check(
-            "checkpoint.roundtrip",
-            "fail",
-            f"{rehearsal.error}; train.py stops on it before the first training step",
-        )
+        return fails(f"{rehearsal.error}; train.py stops on it before the first training step")
     path = ctx.workdir / "roundtrip.ckpt"
     trainer.save_checkpoint(path, weights_only=False)  # full state, as ModelCheckpoint writes
     try:
         ckpt = load_checkpoint_file(path)
     except Exception as err:  # pickled objects in the checkpoint: the finding itself
-        return Check(
-            "checkpoint.roundtrip",
-            "fail",
+        return fails(
             f"the checkpoint cannot be loaded with weights_only=True ({type(err).__name__}), so "
             "eval/resume would have to execute pickled code; keep code objects out of hparams "
-            "and callback state",
+            "and callback state"
         )
-    evidence: dict[str, Any] = {
+    evidence |= {
         "keys": sorted(ckpt),
         "optimizer_states": len(ckpt.get("optimizer_states", [])),
         "optimizers": len(trainer.optimizers),
@@ -55,12 +49,9 @@ def checkpoint_roundtrip(ctx: DoctorContext) -> Check:
     try:
         fresh.load_state_dict(ckpt["state_dict"], strict=True)
     except Exception as err:  # architecture/keys mismatch
-        return Check(
-            "checkpoint.roundtrip",
-            "fail",
+        return fails(
             f"the saved state_dict does not load into a fresh task: {first_line(err)}; "
-            "build the same architecture from the config",
-            evidence,
+            "build the same architecture from the config"
         )
     differs = _outputs_differ(ctx, obs.task, fresh, evidence)
     if differs is None:
@@ -74,16 +65,26 @@ def checkpoint_roundtrip(ctx: DoctorContext) -> Check:
 
 def _next_step(
     ctx: DoctorContext, task: L.LightningModule, path: Path, step: int
-) -> dict[str, torch.Tensor]:
+) -> tuple[dict[str, torch.Tensor] | None, str]:
     """`task` resumed from the checkpoint for one more optimizer step on the probe batch, from
-    the same global RNG state: its parameters afterwards."""
-    trainer = ctx.trainer(callbacks=[], max_steps=step + 1, max_epochs=-1, limit_val_batches=0)
+    the same global RNG state, within probe.window_batches micro-batches: its parameters
+    afterwards (None: no step came), or the error resuming raised."""
     torch.manual_seed(int(ctx.cfg.seed))
-    with quiet():
-        trainer.fit(
-            task, train_dataloaders=ctx.fixed_loader(repeats=2), ckpt_path=path, weights_only=True
-        )
-    return {n: p.detach().clone() for n, p in task.named_parameters()}
+    batches = ctx.settings.window_batches
+    fit = ctx.fit(
+        task,
+        ctx.fixed_loader(repeats=batches),
+        [],
+        max_steps=step + 1,
+        accumulate=ctx.accumulate,
+        max_batches=batches,
+        ckpt_path=path,
+        max_epochs=-1,
+    )
+    if fit.error is not None:
+        return None, fit.error_line
+    reached = fit.trainer.global_step > step
+    return ({n: p.detach().clone() for n, p in task.named_parameters()} if reached else None), ""
 
 
 def _next_step_differs(
@@ -93,31 +94,33 @@ def _next_step_differs(
     path: Path,
     step: int,
     evidence: dict[str, Any],
-) -> Check | None:
+) -> Verdict | None:
     """What is saved is what runs: the trained task and a fresh one, both resumed from the
     checkpoint, take the same next step (state kept outside it, a counter, a running average,
     a private generator, makes them part)."""
-    try:
-        after = [_next_step(ctx, task, path, step) for task in (trained, fresh)]
-    except Exception as err:  # resuming itself failed: what the user's resume would meet
-        return Check(
-            "checkpoint.roundtrip",
-            "fail",
-            f"resuming training from the checkpoint raised {error_line(err)}; a resumed run "
-            "would stop there",
-            evidence,
+    after = []
+    for task in (trained, fresh):
+        params, error = _next_step(ctx, task, path, step)
+        if error:  # resuming itself failed: what the user's resume would meet
+            return fails(
+                f"resuming training from the checkpoint raised {error}; a resumed run would "
+                "stop there"
+            )
+        after.append(params)
+    if after[0] is None or after[1] is None:
+        evidence["next_step_not_compared"] = (
+            f"no optimizer step in the {ctx.settings.window_batches} micro-batches after "
+            "resuming (the task steps on a condition the probe batch never met)"
         )
+        return None
     diffs = output_differences(list(after[0].values()), list(after[1].values()))
     evidence["max_next_step_difference"] = max(diffs, default=0.0)
     if max(diffs, default=0.0) > 1e-6:
-        return Check(
-            "checkpoint.roundtrip",
-            "fail",
+        return fails(
             f"the trained task and a fresh one loaded from its checkpoint take different next "
             f"training steps (weights {max(diffs):.3g} apart): state that shapes training (a "
             "step counter, a running average, a private torch.Generator) lives outside the "
-            "checkpoint; register it with register_buffer or save it in on_save_checkpoint",
-            evidence,
+            "checkpoint; register it with register_buffer or save it in on_save_checkpoint"
         )
     return None
 
@@ -127,7 +130,7 @@ def _outputs_differ(
     trained_task: L.LightningModule,
     fresh: L.LightningModule,
     evidence: dict[str, Any],
-) -> Check | None:
+) -> Verdict | None:
     """A verdict when the loaded task's evaluation outputs cannot be compared with the trained
     task's, or differ from them; None: they are the same."""
     trained, error = evaluation_outputs(ctx, trained_task, borrow_training_step=True)
@@ -135,37 +138,28 @@ def _outputs_differ(
         (None, "") if trained is None else evaluation_outputs(ctx, fresh, borrow_training_step=True)
     )
     if trained is None or loaded is None:
-        return Check(
-            "checkpoint.roundtrip",
-            "skip",
-            f"outputs could not be compared: {error or error2}; the checkpoint itself loads",
-            evidence,
+        return skips(
+            f"outputs could not be compared: {error or error2}; the checkpoint itself loads"
         )
     diffs = output_differences(trained.outputs, loaded.outputs)
     diff = max(diffs, default=0.0)
     evidence["outputs_compared"] = len(diffs)
     evidence["max_output_difference"] = diff
     if not diffs:
-        return Check(
-            "checkpoint.roundtrip",
-            "skip",
+        return skips(
             "evaluation calls no module that holds parameters, so no output was compared; the "
-            "checkpoint itself loads (call the model in validation_step to compare outputs)",
-            evidence,
+            "checkpoint itself loads (call the model in validation_step to compare outputs)"
         )
     if diff > 1e-6:
-        return Check(
-            "checkpoint.roundtrip",
-            "fail",
+        return fails(
             f"a fresh task loaded from the checkpoint gives outputs {diff:.3g} away from the "
             "trained one: some state that changes the output is not saved (a plain tensor "
-            "attribute or a non-persistent buffer); register it with register_buffer",
-            evidence,
+            "attribute or a non-persistent buffer); register it with register_buffer"
         )
     return None
 
 
-def _training_state_verdict(evidence: dict[str, Any]) -> Check:
+def _training_state_verdict(evidence: dict[str, Any]) -> Verdict:
     """Fail when the checkpoint holds fewer optimizer or scheduler states than the run has:
     a resumed run would restart them from scratch."""
     missing = []
@@ -174,17 +168,13 @@ def _training_state_verdict(evidence: dict[str, Any]) -> Check:
     if evidence["lr_schedulers"] < evidence["schedulers"]:
         missing.append("scheduler")
     if missing:
-        return Check(
-            "checkpoint.roundtrip",
-            "fail",
+        return fails(
             f"the checkpoint lacks {' and '.join(missing)} state, so a resumed run restarts "
-            "them from scratch; save with trainer.save_checkpoint (full state)",
-            evidence,
+            "them from scratch; save with trainer.save_checkpoint (full state)"
         )
-    return Check(
-        "checkpoint.roundtrip",
-        "pass",
+    unreached = evidence.get("next_step_not_compared")
+    return passes(
         "a fresh task loaded from the checkpoint reproduces the outputs exactly, and the "
-        "optimizer and scheduler state are saved",
-        evidence,
+        "optimizer and scheduler state are saved"
+        + (f"; the next training step was not compared: {unreached}" if unreached else "")
     )

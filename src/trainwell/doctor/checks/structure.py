@@ -9,7 +9,7 @@ from torch import nn
 
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.observe import observation
-from trainwell.doctor.report.verdict import Check
+from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 
 
 def _hidden(value: object) -> list[torch.Tensor]:
@@ -28,7 +28,7 @@ def _hidden(value: object) -> list[torch.Tensor]:
     return found
 
 
-def params_registered(ctx: DoctorContext) -> Check:
+def params_registered(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     task = ctx.make_task()
     registered = {id(p) for p in task.parameters()}
     hidden: dict[str, int] = {}
@@ -43,47 +43,37 @@ def params_registered(ctx: DoctorContext) -> Check:
                 hidden[name] = sum(p.numel() for p in missing)
                 kinds[name] = type(value).__name__
     trainable = sum(p.numel() for p in task.parameters() if p.requires_grad)
-    evidence = {"trainable_parameters": trainable, "hidden_parameters": hidden}
+    evidence |= {"trainable_parameters": trainable, "hidden_parameters": hidden}
     if hidden:
         name, count = next(iter(hidden.items()))
         fix = {"list": "nn.ModuleList", "tuple": "nn.ModuleList", "dict": "nn.ModuleDict"}[
             kinds[name]
         ]
-        return Check(
-            "params.registered",
-            "fail",
+        return fails(
             f"layer `{name}` is a plain {kinds[name]}: its {count} parameters are invisible to "
-            f"the optimizer, .to(device) and the checkpoint; use {fix}",
-            evidence,
+            f"the optimizer, .to(device) and the checkpoint; use {fix}"
         )
     if trainable == 0:
-        return Check(
-            "params.registered",
-            "fail",
+        return fails(
             "the model has no trainable parameters, so training cannot change it; register layers "
-            "as nn.Module attributes and leave requires_grad on",
-            evidence,
+            "as nn.Module attributes and leave requires_grad on"
         )
-    return Check(
-        "params.registered", "pass", f"{trainable} trainable parameters, all registered", evidence
-    )
+    return passes(f"{trainable} trainable parameters, all registered")
 
 
-def optimizer_coverage(ctx: DoctorContext) -> Check:
+def optimizer_coverage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     obs = observation(ctx)
     rec = obs.recorder
     if not rec.trainable_at_start and obs.fit.error is not None:
-        return Check(
-            "optimizer.coverage",
-            "skip",
-            f"training never reached its first batch ({obs.fit.error_line}); fix that first",
+        return skips(
+            f"training never reached its first batch ({obs.fit.error_line}); fix that first"
         )
     in_opt: list[int] = [i for group in rec.optimizer_params for i in group]
     counted = set(in_opt)
     missing = [n for n, i in rec.trainable_at_start.items() if i not in counted]
     frozen = [n for n, i in rec.frozen_at_start.items() if i in counted]
     duplicates = len(in_opt) - len(counted)
-    evidence = {
+    evidence |= {
         "optimizers": len(rec.optimizer_params),
         "tensors_in_optimizers": len(in_opt),
         "trainable_tensors": len(rec.trainable_at_start),
@@ -94,12 +84,9 @@ def optimizer_coverage(ctx: DoctorContext) -> Check:
         "duplicates": duplicates,
     }
     if not rec.optimizer_params:
-        return Check(
-            "optimizer.coverage",
-            "fail",
+        return fails(
             "configure_optimizers returned no optimizer, so no parameter is ever updated; return "
-            "one built from the trainable parameters",
-            evidence,
+            "one built from the trainable parameters"
         )
     fault = _coverage_fault(missing, frozen, duplicates, evidence)
     if fault is None:
@@ -112,25 +99,17 @@ def optimizer_coverage(ctx: DoctorContext) -> Check:
     unfrozen = _attribute_freezes(obs.task)
     if unfrozen:
         evidence["modules_with_a_requires_grad_attribute"] = unfrozen[:20]
-        return Check(
-            "optimizer.coverage",
-            "fail",
+        return fails(
             f"`{unfrozen[0]}.requires_grad = False` sets a plain attribute on the module (nn.Module "
             f"has none), so its parameters still train ({len(unfrozen)} module(s)); freeze with "
-            f"`{unfrozen[0]}.requires_grad_(False)`, which reaches every parameter",
-            evidence,
+            f"`{unfrozen[0]}.requires_grad_(False)`, which reaches every parameter"
         )
-    return Check(
-        "optimizer.coverage",
-        "pass",
-        f"the optimizer holds exactly the {len(counted)} trainable tensors",
-        evidence,
-    )
+    return passes(f"the optimizer holds exactly the {len(counted)} trainable tensors")
 
 
 def _frozen_moved(
     changes: dict[str, float], watched: int, params: set[str], evidence: dict[str, Any]
-) -> Check | None:
+) -> Verdict | None:
     """What does not train does not change: a frozen parameter that moved during the probe fit
     fails (an in-place update, momentum or weight decay over a zero gradient); a buffer of a
     fully frozen module that moved (BatchNorm statistics of a frozen block in train mode) warns."""
@@ -141,23 +120,17 @@ def _frozen_moved(
     name = moved[0] if moved else next(iter(changes))
     where = f"`{name}`, by up to {changes[name]:.3g}"
     if moved:
-        return Check(
-            "optimizer.coverage",
-            "fail",
+        return fails(
             f"{len(moved)} parameter(s) with requires_grad=False changed while training (first: "
             f"{where}): something updates them in place, or an optimizer applies momentum or "
             "weight decay to a gradient kept as zeros (zero_grad(set_to_none=False)); leave "
-            "frozen tensors out of optimizers and in-place updates",
-            evidence,
+            "frozen tensors out of optimizers and in-place updates"
         )
-    return Check(
-        "optimizer.coverage",
-        "warn",
+    return warns(
         f"{len(changes)} buffer(s) of fully frozen modules changed while training (first: "
         f"{where}), so the frozen part still drifts (BatchNorm statistics in train mode); put "
         "frozen blocks in eval mode in on_train_epoch_start, unless the statistics are meant "
-        "to adapt",
-        evidence,
+        "to adapt"
     )
 
 
@@ -174,33 +147,24 @@ def _attribute_freezes(task: nn.Module) -> list[str]:
 
 def _coverage_fault(
     missing: list[str], frozen: list[str], duplicates: int, evidence: dict[str, Any]
-) -> Check | None:
+) -> Verdict | None:
     """A fail when the optimizer misses a trainable tensor, holds a frozen one, or holds one
     twice; None when it holds each trainable tensor exactly once."""
     if missing:
-        return Check(
-            "optimizer.coverage",
-            "fail",
+        return fails(
             f"{len(missing)} trainable tensor(s) (first: `{missing[0]}`) are not in the optimizer, "
             "so they never train (a layer added after the optimizer was built?); build the "
-            "optimizer in configure_optimizers after the model is complete",
-            evidence,
+            "optimizer in configure_optimizers after the model is complete"
         )
     if frozen:
-        return Check(
-            "optimizer.coverage",
-            "fail",
+        return fails(
             f"{len(frozen)} frozen tensor(s) (first: `{frozen[0]}`) are still in the optimizer (it "
             "was built before the freeze), so weight decay/momentum can still move them; build "
-            "the optimizer after freezing, from parameters with requires_grad=True",
-            evidence,
+            "the optimizer after freezing, from parameters with requires_grad=True"
         )
     if duplicates:
-        return Check(
-            "optimizer.coverage",
-            "fail",
+        return fails(
             f"{duplicates} tensor(s) appear twice in the optimizer and get stepped twice; list "
-            "each parameter once",
-            evidence,
+            "each parameter once"
         )
     return None

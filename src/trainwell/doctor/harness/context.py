@@ -10,13 +10,15 @@ structure.
 from __future__ import annotations
 
 import logging
-import math
 import tempfile
+import time
 import warnings
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import lightning as L
 import torch
@@ -32,8 +34,14 @@ from trainwell.errors import TrainwellError, error_line
 from trainwell.loading.sharding import install_loader_policy
 from trainwell.training.builders import build_trainer, probe_callbacks
 from trainwell.training.plan import TrainingPlan
-from trainwell.training.plan_callback import TrainingPlanner, plan_for, planner_settings
-from trainwell.training.run import planned_factories
+from trainwell.training.plan_callback import (
+    TrainingPlanner,
+    plan_for,
+    planned_factories,
+    planner_settings,
+)
+
+T = TypeVar("T")
 
 
 @dataclass
@@ -55,6 +63,22 @@ class DoctorContext:
     workdir: Path = field(
         default_factory=lambda: Path(tempfile.mkdtemp(prefix="trainwell-doctor-"))
     )
+    # The probes several checks read (the one-batch fit, the data scan, the short fit): the
+    # doctor's one cache for them, probe -> (result, seconds it took).
+    _shared: dict[Callable[..., Any], tuple[Any, float]] = field(default_factory=dict, repr=False)
+
+    def shared(self, probe: Callable[[DoctorContext], T]) -> T:
+        """`probe(self)`, run once per doctor run; a probe that raises is not kept, so each check
+        that reads it meets the error and turns it into its own verdict."""
+        if probe not in self._shared:
+            start = time.perf_counter()
+            value = probe(self)
+            self._shared[probe] = (value, time.perf_counter() - start)
+        return self._shared[probe][0]
+
+    def seconds_of(self, probe: Callable[..., Any]) -> float | None:
+        """How long a shared probe took (None: it has not run)."""
+        return self._shared[probe][1] if probe in self._shared else None
 
     @cached_property
     def probe_cfg(self) -> DictConfig:
@@ -164,21 +188,26 @@ class DoctorContext:
             **planner_settings(cfg),
         )
 
-    @cached_property
-    def short_fit(self) -> tuple[L.LightningModule, FitResult]:
-        """A fresh task fitted for probe.overfit_steps on the real train batches in the loader's
-        order, at the configured LR held constant (a warm-up would keep so short a fit near an
-        LR of 0): what the probes that judge what training learns share (do not train it on)."""
-        from trainwell.doctor.harness.observe import ConstantLR  # observe imports this module
-
-        task, steps = self.make_task(), self.settings.overfit_steps
-        batches = self.samples.micro_batches(0, steps)
-        train = replay_loader(batches, repeats=math.ceil(steps / max(len(batches), 1)))
-        return task, self.fit(task, train, callbacks=[ConstantLR()], max_steps=steps)
-
     @property
     def accumulate(self) -> int:
         return int(self.cfg.trainer.get("accumulate_grad_batches") or 1)
+
+    @property
+    def world_size(self) -> int | None:
+        """Ranks the configured run will have (None: decided at run time, e.g. devices=auto)."""
+        trainer = self.cfg.trainer
+        devices, nodes = trainer.get("devices", 1), int(trainer.get("num_nodes", 1) or 1)
+        if isinstance(devices, int):
+            return devices * nodes if devices > 0 else None
+        if isinstance(devices, str):
+            if devices.strip().isdigit():
+                return int(devices) * nodes
+            ids = [d for d in devices.split(",") if d.strip()]
+            return len(ids) * nodes if "," in devices else None
+        try:  # a list of device ids
+            return len(devices) * nodes
+        except TypeError:
+            return None
 
     def trainer(self, callbacks: list[L.Callback], **overrides: Any) -> L.Trainer:
         kwargs: dict[str, Any] = dict(
@@ -208,14 +237,17 @@ class DoctorContext:
         accumulate: int = 1,
         val: DataLoader | None = None,
         val_every: int | None = None,
+        max_batches: int | None = None,
+        ckpt_path: Path | None = None,
         **overrides: Any,
     ) -> FitResult:
-        """A short real fit over one pass of `train` (every probe sizes its loader for the
-        run it wants; one epoch also ends a probe whose code never reaches max_steps, such as
-        a manual-optimization step that never calls optimizer.step()). An exception is
-        returned (it is evidence), not raised."""
+        """A short real fit, bounded whatever the task's code does: one pass of `train` (every
+        probe sizes its loader for the run it wants; one epoch also ends a probe whose code never
+        reaches max_steps, such as a manual step taken on a condition the probe never meets), or
+        `max_batches` batches where a probe lets it run more epochs. An exception is returned
+        (it is evidence), not raised."""
         settings: dict[str, Any] = dict(
-            callbacks=callbacks,
+            callbacks=[*callbacks, *([_Bound(max_batches)] if max_batches else [])],
             max_steps=max_steps,
             max_epochs=1,
             accumulate_grad_batches=accumulate,
@@ -223,10 +255,19 @@ class DoctorContext:
             val_check_interval=val_every if val is not None else None,
             check_val_every_n_epoch=None if val is not None else 1,
         )
-        trainer = self.trainer(**{**settings, **overrides})
+        settings.update(overrides)
+        if max_batches is None and settings["max_epochs"] in (None, -1):
+            raise ValueError("a probe fit over unlimited epochs needs max_batches")
+        trainer = self.trainer(**settings)
         try:
             with quiet():
-                trainer.fit(task, train_dataloaders=train, val_dataloaders=val, weights_only=True)
+                trainer.fit(
+                    task,
+                    train_dataloaders=train,
+                    val_dataloaders=val,
+                    ckpt_path=ckpt_path,
+                    weights_only=True,
+                )
         except (KeyboardInterrupt, SystemExit):
             raise
         except Exception as err:  # the failure is what the check reports
@@ -234,17 +275,27 @@ class DoctorContext:
         return FitResult(trainer, None)
 
 
-class quiet:
+class _Bound(L.Callback):
+    """Ends a probe fit after `batches` training batches, over any number of epochs."""
+
+    def __init__(self, batches: int) -> None:
+        self.batches, self.seen = batches, 0
+
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
+        self.seen += 1
+        if self.seen >= self.batches:
+            trainer.should_stop = True
+
+
+@contextmanager
+def quiet() -> Iterator[None]:
     """Silence Lightning's info lines and warnings during probes: the report says what matters."""
-
-    def __enter__(self) -> None:
-        self._log = logging.getLogger("lightning.pytorch")
-        self._level = self._log.level
-        self._log.setLevel(logging.ERROR)
-        self._warn = warnings.catch_warnings()
-        self._warn.__enter__()
-        warnings.simplefilter("ignore")
-
-    def __exit__(self, *exc: object) -> None:
-        self._warn.__exit__(*exc)
-        self._log.setLevel(self._level)
+    log = logging.getLogger("lightning.pytorch")
+    level = log.level
+    log.setLevel(logging.ERROR)
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            yield
+    finally:
+        log.setLevel(level)

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 
 import lightning as L
 
+from trainwell.doctor.harness.batches import replay_loader
 from trainwell.doctor.harness.context import DoctorContext, FitResult
 from trainwell.doctor.harness.recorder import Recorder
 from trainwell.doctor.harness.spy import Spy
@@ -48,43 +49,57 @@ class ConstantLR(L.Callback):
 
 class OverfitStop(L.Callback):
     """Stop the probe once the answer is known: the loss reached the target, stopped falling,
-    went non-finite, or the time budget ran out. Decided at chunk boundaries of `min_steps // 2`
-    optimizer steps after the first `min_steps`."""
+    went non-finite, or the time budget ran out. Decided every `min_steps // 2` optimizer steps
+    after the first `min_steps` (micro-batches that step; a task that steps every K micro-batches
+    is judged on K times as many), or after `min_steps x patience` micro-batches without them."""
 
     def __init__(
-        self, recorder: Recorder, min_steps: int, target_ratio: float, budget_s: float
+        self,
+        recorder: Recorder,
+        min_steps: int,
+        target_ratio: float,
+        budget_s: float,
+        patience: int = 1,
     ) -> None:
         self.recorder = recorder
         self.min_steps = min_steps
         self.chunk = max(5, min_steps // 2)
         self.target_ratio = target_ratio
         self.budget_s = budget_s
+        self.patience = patience
         self.reason = "max_steps"
         self._start = 0.0
+        self._decided = min_steps - self.chunk  # micro-batches seen at the last decision
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._start = time.perf_counter()
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: object) -> None:
         losses = [v for v in self.recorder.losses if v is not None]
-        n = len(losses)
+        n, steps = len(losses), self.recorder.stepping_batches
         if not losses:
             return
         if not math.isfinite(losses[-1]):
             self.reason = "non-finite loss"
             trainer.should_stop = True
             return
-        if n < self.min_steps or (n - self.min_steps) % self.chunk:
+        over = time.perf_counter() - self._start > self.budget_s
+        if steps < self.min_steps and n < self.min_steps * self.patience and not over:
             return
+        per_step = n / steps if steps else self.patience  # micro-batches per stepping one
+        chunk = max(1, round(self.chunk * per_step))
+        if n - self._decided < chunk:
+            return
+        self._decided = n
         first, last = losses[0], _tail_mean(losses)
         # chunk means, not single steps: dropout and Adam make step losses noisy
-        recent = _mean(losses[n - self.chunk :])
-        previous = _mean(losses[n - 2 * self.chunk : n - self.chunk])
+        recent = _mean(losses[n - chunk :])
+        previous = _mean(losses[max(0, n - 2 * chunk) : n - chunk] or losses[:1])
         if first > 0 and last <= self.target_ratio * first:
             self.reason = "target reached"
         elif recent >= previous * 0.99:
             self.reason = "stopped falling"
-        elif time.perf_counter() - self._start > self.budget_s:
+        elif over:
             self.reason = "time budget"
         else:
             return
@@ -119,7 +134,13 @@ def overfit_fit(ctx: DoctorContext, lr_scale: float = 1.0, spy: Spy | None = Non
     spy = spy or Spy()
     recorder = Recorder(spy=spy, watch_memory_steps=settings.memory_steps)
     lr = ConstantLR(lr_scale)
-    stop = OverfitStop(recorder, steps, settings.overfit_max_ratio, settings.overfit_budget_s)
+    stop = OverfitStop(
+        recorder,
+        steps,
+        settings.overfit_max_ratio,
+        settings.overfit_budget_s,
+        patience=settings.window_batches,
+    )
     val_every = max(1, steps // 2)
     validates = ctx.has_hook("validation_step")
     start = time.perf_counter()
@@ -135,10 +156,31 @@ def overfit_fit(ctx: DoctorContext, lr_scale: float = 1.0, spy: Spy | None = Non
 
 
 def observation(ctx: DoctorContext) -> Observation:
-    cached = ctx.__dict__.get("_observation")
-    if cached is None:
-        cached = ctx.__dict__["_observation"] = overfit_fit(ctx)
-    return cached
+    """The shared one-batch fit (run once per doctor run)."""
+    return ctx.shared(overfit_fit)
+
+
+def _short_fit(ctx: DoctorContext) -> tuple[L.LightningModule, FitResult]:
+    task, steps = ctx.make_task(), ctx.settings.overfit_steps
+    batches = ctx.samples.micro_batches(0, steps)
+    train = replay_loader(batches, repeats=math.ceil(steps / max(len(batches), 1)))
+    return task, ctx.fit(task, train, callbacks=[ConstantLR()], max_steps=steps)
+
+
+def short_fit(ctx: DoctorContext) -> tuple[L.LightningModule, FitResult]:
+    """A fresh task fitted for probe.overfit_steps on the real train batches in the loader's
+    order, at the configured LR held constant (a warm-up would keep so short a fit near an LR
+    of 0): what the probes that judge what training learns share (do not train it on)."""
+    return ctx.shared(_short_fit)
+
+
+def unstepped_message(obs: Observation) -> str:
+    """Why a probe that needs an optimizer step skips when the fit took none."""
+    return (
+        f"no optimizer step in the {len(obs.recorder.losses)} micro-batches of the probe fit on "
+        "one fixed batch: the task steps on a condition that fit never met (an epoch's last "
+        "batch, a count of samples), so there is no step to read"
+    )
 
 
 def crashed_message(obs: Observation) -> str:

@@ -8,7 +8,6 @@ records at Lightning's hooks, so an overridden `optimizer_zero_grad`, `training_
 from __future__ import annotations
 
 import time
-import weakref
 from typing import Any
 
 import lightning as L
@@ -32,20 +31,6 @@ def _loss_of(outputs: Any) -> float | None:
     if isinstance(loss, torch.Tensor) and loss.numel() == 1:
         return float(loss.detach())
     return None
-
-
-class _Saved:
-    """What autograd stores for backward, wrapped so we can tell when it is freed.
-
-    Held detached: an op that saves its own output (softmax, ReLU) would otherwise hold that
-    output, whose grad_fn holds this wrapper, a cycle no garbage collector sees through, so a
-    graph the user drops but never backpropagates would look kept forever."""
-
-    __slots__ = ("__weakref__", "is_parameter", "tensor")
-
-    def __init__(self, tensor: torch.Tensor) -> None:
-        self.tensor = tensor.detach()
-        self.is_parameter = isinstance(tensor, nn.Parameter)
 
 
 class Recorder(L.Callback):
@@ -93,16 +78,14 @@ class Recorder(L.Callback):
         self.scheduler_owners: list[list[bool]] = []
         self.live_graph_tensors: list[int] = []
         self.live_graph_nodes: list[int] = []
-        self.retained_saved_bytes: list[int] = []
         self.batch_seconds: list[float] = []
         self.wait_seconds: list[float] = []
         self._since_step = 0
+        self.stepping_batches = 0  # micro-batches in which an optimizer stepped
         self._backward_loss: float | None = None
         self._batches_seen = 0
         self._batch_started = 0.0
         self._batch_ended: float | None = None
-        self._saved: list[weakref.ref] = []
-        self._hooks: Any = None
 
     @property
     def batches_seen(self) -> int:
@@ -164,9 +147,6 @@ class Recorder(L.Callback):
             self.spy.batch_index = self._batches_seen
             self.spy.__enter__()
             self.spy.active = True
-        if len(self.retained_saved_bytes) < self.watch_memory_steps:
-            self._hooks = torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack)
-            self._hooks.__enter__()
 
     def _note_frozen(self, pl_module: L.LightningModule) -> None:
         """Copy each tensor the first batch it is frozen (a freeze after a warm-up counts from
@@ -189,15 +169,6 @@ class Recorder(L.Callback):
             if now is not None and now.shape == before.shape and not torch.equal(now, before):
                 changes[name] = float((now.detach().double() - before.double()).abs().max())
         return changes
-
-    def _pack(self, tensor: torch.Tensor) -> _Saved:
-        saved = _Saved(tensor)
-        self._saved.append(weakref.ref(saved))
-        return saved
-
-    @staticmethod
-    def _unpack(saved: _Saved) -> torch.Tensor:
-        return saved.tensor
 
     def on_before_backward(
         self, trainer: L.Trainer, pl_module: L.LightningModule, loss: torch.Tensor
@@ -267,37 +238,24 @@ class Recorder(L.Callback):
         batch_idx: int,
     ) -> None:
         self._since_step += 1
+        self.stepping_batches += self._since_step == 0
         self._batches_seen += 1
         loss = _loss_of(outputs)
         self.losses.append(loss if loss is not None else self._backward_loss)
-        measuring = self._hooks is not None
         self._leave()
-        if measuring:
-            # After the step, a healthy loop holds no graph: backward freed the saved tensors.
-            # Counted over every watched step so far: a graph kept from each step adds up.
-            self._saved = [ref for ref in self._saved if ref() is not None]
-            self.retained_saved_bytes.append(
-                sum(
-                    s.tensor.numel() * s.tensor.element_size()
-                    for ref in self._saved
-                    if (s := ref()) is not None and not s.is_parameter
-                )
-            )
-            if self.spy is not None:
-                self.live_graph_tensors.append(self.spy.live_graph_outputs())
-                self.live_graph_nodes.append(self.spy.live_graph_nodes())
+        if self.spy is not None and len(self.live_graph_nodes) < self.watch_memory_steps:
+            # After the step, a healthy loop holds no graph; one kept from each step adds up.
+            self.live_graph_tensors.append(self.spy.live_graph_outputs())
+            self.live_graph_nodes.append(self.spy.live_graph_nodes())
         end = time.perf_counter()
         self.batch_seconds.append(end - self._batch_started)
         self._batch_ended = end
 
     def _leave(self) -> None:
-        """Pop the spy mode and the saved-tensor hooks pushed at batch start (also on errors)."""
+        """Pop the spy mode pushed at batch start (also on errors)."""
         if self.spy is not None and self.spy.active:
             self.spy.active = False
             self.spy.__exit__(None, None, None)
-        if self._hooks is not None:
-            self._hooks.__exit__(None, None, None)
-            self._hooks = None
 
     def on_exception(
         self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException

@@ -11,6 +11,7 @@ by batch as it yields; probes that need to regroup samples then say why they can
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from itertools import islice
 from typing import Any
 
 import torch
@@ -19,6 +20,7 @@ from lightning.pytorch.utilities.model_helpers import is_overridden
 from torch.utils.data import DataLoader, IterableDataset
 from torch.utils.data.dataloader import default_collate
 
+from trainwell import compat
 from trainwell.doctor.harness.batches import leaves, size_of
 
 
@@ -83,6 +85,50 @@ def content(loader: Any, limit: int, part: Callable[[Any], Any] | None = None) -
         if len(stream) >= limit:
             break
     return stream[:limit]
+
+
+COMPARED = 4096  # indices compared per epoch: enough to tell a repeat, cheap on any dataset
+CONTENT_COMPARED = 1024  # samples loaded per epoch when they can only be told apart by content
+
+
+def batch_source(loader: DataLoader) -> Any:
+    """The batch sampler that groups the samples: the loader's own, inside the template's
+    sharding wrapper (whose `batches` it is)."""
+    source = loader.batch_sampler
+    while getattr(source, "batches", None) is not None:
+        source = source.batches
+    return source
+
+
+def order_source(loader: DataLoader) -> Any:
+    """The sampler whose order the batch sampler (and any wrapper) passes on: the innermost."""
+    source = batch_source(loader)
+    while getattr(source, "sampler", None) is not None:
+        source = source.sampler
+    return source
+
+
+def epoch_indices(loader: DataLoader, epoch: int) -> list[int]:
+    """The first indices the loader would draw in `epoch`, after Lightning's set_epoch call."""
+    compat.set_sampler_epoch(loader, epoch)
+    flat = (int(i) for batch in loader.batch_sampler for i in batch)  # type: ignore[union-attr]
+    return list(islice(flat, COMPARED))
+
+
+def epoch_content(loader: Any, epoch: int) -> list[int]:
+    """The first samples the loader yields in `epoch`, by content."""
+    compat.set_sampler_epoch(loader, epoch)
+    return content(loader, CONTENT_COMPARED)
+
+
+def two_epochs(loader: Any, by_index: bool) -> tuple[list[int], list[int]]:
+    """The first samples of epochs 0 and 1, by index or by content; the sampler is left at
+    epoch 0, as the run will find it (Lightning sets epoch 0 first)."""
+    draw = epoch_indices if by_index else epoch_content
+    try:
+        return draw(loader, 0), draw(loader, 1)
+    finally:
+        compat.set_sampler_epoch(loader, 0)
 
 
 class TrainSamples:

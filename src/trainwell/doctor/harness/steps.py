@@ -6,7 +6,8 @@ applied (its own accumulation). `StepWatch` observes that during a real fit: it 
 LightningOptimizers `self.optimizers()` returns) and registers a step pre-hook, recording each
 event with the micro-batch it happened in, the optimizer and how many backward calls preceded
 it; at each optimizer's first step it keeps a copy of the gradients that optimizer is about to
-apply to its own parameters.
+apply to its own parameters, and the weights at the start of each micro-batch that follows a
+step (a window that starts there is compared from them).
 """
 
 from __future__ import annotations
@@ -33,6 +34,8 @@ class StepWatch(L.Callback):
         self.spy = spy
         self.events: list[Event] = []
         self.grads: dict[int, dict[str, torch.Tensor]] = {}  # per optimizer, at its first step
+        self.states: dict[int, dict[str, torch.Tensor]] = {}  # micro-batch -> weights at its start
+        self._stepped = False  # a step since the last micro-batch started
         self.optimizers = 0
         self._torch: list[Any] = []  # trainer.optimizers
         self._batch = -1
@@ -69,6 +72,7 @@ class StepWatch(L.Callback):
     def _before_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         index = self._index(optimizer)
         self.events.append(Event("step", self._batch, self.spy.backward_calls, index))
+        self._stepped = True
         if index not in self.grads and self._module is not None:
             own = {id(p) for g in optimizer.param_groups for p in g["params"]}
             self.grads[index] = {
@@ -81,6 +85,9 @@ class StepWatch(L.Callback):
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
     ) -> None:
         self._batch = batch_idx
+        if self._stepped and len(self.grads) < self.optimizers:
+            self.states[batch_idx] = {k: t.clone() for k, t in pl_module.state_dict().items()}
+        self._stepped = False
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
         # Every optimizer has taken its first step: nothing more to watch.
@@ -96,6 +103,17 @@ class StepWatch(L.Callback):
 
     def first_step(self, optimizer: int = 0) -> Event | None:
         return next((e for e in self.events if e.kind == "step" and e.optimizer == optimizer), None)
+
+    def weights_at(self, batch: int, initial: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+        """The weights at the start of micro-batch `batch` (`initial`: those of the fit's start)."""
+        kept = [b for b in self.states if b <= batch]
+        return self.states[max(kept)] if kept else initial
+
+    def window_start(self, zero: Event) -> int:
+        """The first micro-batch whose gradient a step after `zero` applies: the zero's own,
+        unless that micro-batch's backward came before the zero."""
+        before = sum(1 for b in self.spy.backward_batches if b < zero.batch)
+        return zero.batch if zero.backwards == before else zero.batch + 1
 
     def zeros_before(self, step: Event) -> list[Event]:
         before = self.events[: self.events.index(step)]

@@ -1,4 +1,5 @@
-"""The doctor's verdicts: one `Check` per registered id, written as report.json."""
+"""The doctor's verdicts: a check returns a `Verdict`; the registry stamps its id into the
+report's `Check`, written as report.json."""
 
 from __future__ import annotations
 
@@ -12,18 +13,45 @@ STATUSES = ("pass", "warn", "fail", "skip")
 
 
 @dataclass
+class Verdict:
+    """What a check returns: `message` names the cause and the fix in one sentence (its numbers
+    go in the evidence dict the registry hands the check). `seconds`: the time of a shared probe
+    run before the check that it reports."""
+
+    status: str
+    message: str
+    seconds: float = 0.0
+
+    def __post_init__(self) -> None:
+        if self.status not in STATUSES:
+            raise ValueError(f"unknown status {self.status!r}")
+
+
+def passes(message: str) -> Verdict:
+    return Verdict("pass", message)
+
+
+def warns(message: str) -> Verdict:
+    return Verdict("warn", message)
+
+
+def fails(message: str) -> Verdict:
+    return Verdict("fail", message)
+
+
+def skips(message: str) -> Verdict:
+    return Verdict("skip", message)
+
+
+@dataclass
 class Check:
-    """One verdict: `message` names the cause and the fix in one sentence; numbers go in evidence."""
+    """One entry of the report: a check's verdict under its registered id."""
 
     id: str
     status: str
     message: str
     evidence: dict[str, Any] = field(default_factory=dict)
     seconds: float = 0.0
-
-    def __post_init__(self) -> None:
-        if self.status not in STATUSES:
-            raise ValueError(f"unknown status {self.status!r} for {self.id}")
 
 
 def _jsonable(value: Any) -> Any:

@@ -1,0 +1,138 @@
+"""data.batch_composition: a training batch looks like the training set.
+
+The classes of the first training batches the real train loader yields (from the data scan: the
+tensor the loss takes as its class target, else the second of (input, label) pairs) are compared
+with random batches of the same sizes drawn from the whole training split (the dataset's labels,
+read without loading inputs; for a stream, the labels it yielded). A set stored in class order
+and served in that order (shuffle=False, a stream read shard by shard, a batch sampler that
+builds each batch from one class) gives batches of one class, and one class order every epoch.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+from torch.utils.data import BatchSampler, DataLoader, IterableDataset, SequentialSampler
+
+from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.losses import first_loss, target_path
+from trainwell.doctor.harness.samples import batch_source, order_source, two_epochs
+from trainwell.doctor.harness.scan import scan
+from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
+from trainwell.errors import TrainwellError
+from trainwell.loading.labels import dataset_labels
+
+BATCHES = 64  # training batches compared
+SINGLE = 0.5  # share of batches holding one class from which it fails (random: near 0)
+PURER = 0.3  # the mean share of a batch's largest class above random's from which it warns
+
+
+def _batch_labels(ctx: DoctorContext) -> tuple[list[torch.Tensor], str]:
+    """The class ids of each scanned training batch, and where they were read."""
+    call = first_loss(ctx)
+    classes = call is not None and call.name in ("cross_entropy", "nll_loss")
+    path = (target_path(ctx, call) if classes else None) or "batch[1]"
+    s = scan(ctx)
+    batches = s.ints.get(path, [])[:BATCHES]
+    if any(len(b) != n for b, n in zip(batches, s.train_rows, strict=False)):
+        return [], path  # not one class id per sample (labels per position, say)
+    return [b[b >= 0] for b in batches if bool((b >= 0).any())], path  # -100: no class
+
+
+def _purity(batches: list[torch.Tensor]) -> torch.Tensor:
+    """Per batch, the share of its most common class."""
+    return torch.tensor([float(torch.bincount(b).max()) / len(b) for b in batches])
+
+
+def _random_batches(labels: torch.Tensor, sizes: list[int], seed: int) -> list[torch.Tensor]:
+    order = labels[torch.randperm(len(labels), generator=torch.Generator().manual_seed(seed))]
+    out, at = [], 0
+    for n in sizes:
+        if at + n > len(order):
+            at = 0
+        out.append(order[at : at + n])
+        at += n
+    return out
+
+
+def _setting(loader: Any) -> str:
+    """The loader setting that serves the set in its stored order."""
+    if not isinstance(loader, DataLoader):
+        return f"the train loader ({type(loader).__name__}) serves the samples in stored order"
+    data = type(loader.dataset).__name__
+    if isinstance(loader.dataset, IterableDataset):
+        return (
+            f"the iterable {data} yields its samples in the order of its source: interleave "
+            "its sources or shuffle through a buffer"
+        )
+    if loader.batch_sampler is None:
+        return f"{data} yields ready-made batches (batch_size=None): build them from all classes"
+    if type(batch_source(loader)) is not BatchSampler:
+        return (
+            f"its batch_sampler {type(batch_source(loader)).__name__} builds each batch from "
+            "few classes: draw every batch from the whole set"
+        )
+    if isinstance(order_source(loader), SequentialSampler):
+        return (
+            f"the train DataLoader has shuffle=False (a SequentialSampler) over {data}, which is "
+            "stored in class order: set shuffle=True"
+        )
+    return f"its sampler {type(order_source(loader)).__name__} draws the set in class order"
+
+
+def data_batch_composition(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
+    batches, path = _batch_labels(ctx)
+    loader = ctx.samples.loader
+    if len(batches) < 2:
+        return skips(
+            f"no class id per sample in the training batches ({path}) to compare: pass the "
+            "class ids to a cross-entropy loss, or yield (input, class id) pairs"
+        )
+    try:
+        labels = dataset_labels(loader.dataset) if ctx.samples.indexable else None
+    except TrainwellError:
+        labels = None
+    whole = labels if labels is not None else torch.cat(batches)
+    whole = whole[whole >= 0]
+    if len(whole.unique()) < 2:
+        return skips("the training split holds one class: no composition to compare")
+    sizes = [len(b) for b in batches]
+    seen, chance = _purity(batches), _purity(_random_batches(whole, sizes, int(ctx.cfg.seed)))
+    single = float((seen == 1).float().mean())
+    evidence |= {
+        "labels": path,
+        "batches_compared": len(batches),
+        "largest_class_share_per_batch": [round(float(v), 3) for v in seen[:16]],
+        "mean_largest_class_share": float(seen.mean()),
+        "random_batches_mean_largest_class_share": float(chance.mean()),
+        "one_class_batches": single,
+        "random_one_class_batches": float((chance == 1).float().mean()),
+        "classes_in_the_set": len(whole.unique()),
+    }
+    if single >= SINGLE and evidence["random_one_class_batches"] < SINGLE / 5:
+        how, verdict = (
+            f"{single:.0%} of the first {len(batches)} training batches hold one class",
+            fails,
+        )
+    elif float(seen.mean() - chance.mean()) >= PURER:
+        how, verdict = (
+            (
+                f"the first {len(batches)} training batches are {seen.mean():.0%} their largest "
+                f"class on average, random batches of the set {chance.mean():.0%}"
+            ),
+            warns,
+        )
+    else:
+        return passes(
+            f"training batches hold the set's classes as random batches do (largest class "
+            f"{seen.mean():.0%} of a batch, {chance.mean():.0%} at random)"
+        )
+    first, second = two_epochs(loader, by_index=ctx.samples.indexable)
+    repeats = first == second
+    evidence["same_order_every_epoch"] = repeats
+    again = ", in the same order every epoch" if repeats else ""
+    return verdict(
+        f"{how}{again}, so each step fits a few classes and the model swings between them: "
+        f"{_setting(loader)}"
+    )

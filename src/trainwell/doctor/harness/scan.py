@@ -1,0 +1,151 @@
+"""The data scan several checks read: every tensor of the first batches of every split, as the
+real loaders yield them (data.finite, targets.contract, data.split_distribution,
+data.batch_composition).
+
+Per split it also keeps what each per-sample input holds: for float tensors, the count, sum and
+sum of squares of every feature (a column of a (N, F) table, a channel of (N, C, ...) images,
+the value of a (N,) tensor); for integer tensors of two or more dimensions (token ids), how often
+each id occurs at real (unpadded) positions. Train's batches are also kept in two alternating
+halves, the spread two draws of one distribution show."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from trainwell.doctor.harness.batches import leaves, padding_positions, size_of
+from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.samples import iterate_batches, split_loaders
+
+SPLITS = ("train", "val", "test")
+LABEL_LIMIT = 5_000_000  # integer target values kept by the scan for targets.contract
+
+
+def _loaders(ctx: DoctorContext, split: str) -> tuple[list[Any], str]:
+    if split == "train":
+        return [ctx.samples.loader], ""
+    return split_loaders(ctx.datamodule, split)
+
+
+def loader_length(loader: Any) -> int | None:
+    if isinstance(loader, dict | list | tuple):
+        return None  # several loaders: Lightning decides how they combine
+    try:
+        return len(loader)
+    except TypeError:  # an iterable without a length
+        return None
+
+
+@dataclass
+class Scan:
+    batches: dict[str, int] = field(default_factory=dict)
+    total_batches: dict[str, int | None] = field(default_factory=dict)
+    missing: dict[str, str] = field(default_factory=dict)  # split -> why it was not scanned
+    first_bad: dict | None = None
+    bad_batches: int = 0
+    dtypes: dict[str, str] = field(default_factory=dict)  # train batch leaf -> dtype
+    ints: dict[str, list[torch.Tensor]] = field(default_factory=dict)  # integer train leaves
+    kept: int = 0
+    # split (train's halves: "train/0", "train/1") -> input path -> (count, sum, sum of squares)
+    # per feature, or id counts for token ids (None: shapes that differ between batches)
+    moments: dict[str, dict[str, torch.Tensor | None]] = field(default_factory=dict)
+    ids: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
+    samples: dict[str, int] = field(default_factory=dict)  # per split, as `moments` keys them
+    train_rows: list[int] = field(default_factory=list)  # samples per scanned train batch
+
+    def values(self, path: str) -> torch.Tensor | None:
+        parts = self.ints.get(path)
+        return torch.cat(parts) if parts else None
+
+
+def _bad(t: torch.Tensor) -> tuple[int, int]:
+    if not t.is_floating_point():
+        return 0, 0
+    return int(torch.isnan(t).sum()), int(torch.isinf(t).sum())
+
+
+def _walk(ctx: DoctorContext) -> Scan:
+    """Walk the real loaders (train order and augmentation included), up to probe.scan_batches
+    per split: every tensor of every batch, whatever the batch's structure."""
+    limit = ctx.settings.scan_batches
+    result = Scan()
+    for split in SPLITS:
+        loaders, why = _loaders(ctx, split)
+        if not loaders:
+            result.missing[split] = why
+            continue
+        lengths = [loader_length(loader) for loader in loaders]
+        result.total_batches[split] = None if None in lengths else sum(lengths)  # type: ignore[arg-type]
+        seen = 0
+        for loader in loaders:
+            for i, batch in enumerate(iterate_batches(loader)):
+                if i >= limit:
+                    break
+                seen += 1
+                _scan_batch(result, split, i, batch)
+        result.batches[split] = seen
+    return result
+
+
+def _moments(t: torch.Tensor) -> torch.Tensor:
+    """(count, sum, sum of squares) of each feature's finite values: dim 1 of a batch."""
+    v = t.detach().double().reshape(t.shape[0], t.shape[1] if t.dim() > 1 else 1, -1)
+    v = v.transpose(0, 1).reshape(v.shape[1], -1)
+    finite = v.isfinite()
+    v = v.where(finite, 0.0)
+    return torch.stack([finite.sum(1).double(), v.sum(1), (v * v).sum(1)])
+
+
+def _add(store: dict[str, torch.Tensor | None], path: str, value: torch.Tensor) -> None:
+    if path not in store:
+        store[path] = value
+    elif (old := store[path]) is not None:
+        store[path] = old + value if old.shape == value.shape else None
+
+
+def _describe(result: Scan, split: str, index: int, batch: Any) -> None:
+    """Add the batch's per-sample inputs to the split's moments and id counts (and to one of
+    train's two halves)."""
+    rows, padding = size_of(batch), padding_positions(batch)
+    for key in [split, f"train/{index % 2}"][: 2 if split == "train" else 1]:
+        result.samples[key] = result.samples.get(key, 0) + (rows or 0)
+        for path, t in leaves(batch):
+            if not t.dim() or t.shape[0] != rows or t.dtype == torch.bool or t.is_complex():
+                continue
+            if t.is_floating_point():
+                _add(result.moments.setdefault(key, {}), path, _moments(t))
+            elif t.dim() >= 2:
+                real = t if padding is None or padding.pad.shape != t.shape else t[~padding.pad]
+                real = real[real >= 0].reshape(-1).cpu()  # negative ids: ignore_index labels
+                counts = result.ids.setdefault(key, {})
+                new = torch.bincount(real)
+                old = counts.get(path, torch.zeros(0, dtype=torch.long))
+                width = max(len(old), len(new))
+                counts[path] = F.pad(old, (0, width - len(old))) + F.pad(new, (0, width - len(new)))
+
+
+def _scan_batch(result: Scan, split: str, index: int, batch: Any) -> None:
+    _describe(result, split, index, batch)
+    if split == "train":
+        result.train_rows.append(size_of(batch) or 0)
+    flagged = False
+    for path, tensor in leaves(batch):
+        nan, inf = _bad(tensor)
+        if (nan or inf) and result.first_bad is None:
+            result.first_bad = dict(split=split, batch=index, part=path, nan=nan, inf=inf)
+        flagged = flagged or bool(nan or inf)
+        if split == "train":
+            result.dtypes.setdefault(path, str(tensor.dtype))
+            integral = not tensor.is_floating_point() and not tensor.is_complex()
+            if integral and tensor.dtype != torch.bool and result.kept < LABEL_LIMIT:
+                result.ints.setdefault(path, []).append(tensor.detach().reshape(-1).cpu())
+                result.kept += tensor.numel()
+    result.bad_batches += flagged
+
+
+def scan(ctx: DoctorContext) -> Scan:
+    """The shared scan of every split (run once per doctor run)."""
+    return ctx.shared(_walk)
