@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/doctor_time.py                     # baseline: merge-base with main
     .venv/bin/python benchmarks/doctor_time.py --baseline HEAD~3 --reps 3
+    .venv/bin/python benchmarks/doctor_time.py experiment=lm_accum   # overrides for both sides
 
 Runs the real `scripts/doctor.py` (what `make doctor` runs) in a subprocess, once per side per
 repetition, the order rotating: `before` imports trainwell from the baseline commit's `src/`
@@ -23,7 +24,10 @@ from pathlib import Path
 
 from harness import REPO, child_env, figure, final_line, interleaved, parse_args
 
-TITLE = "doctor time: scripts/doctor.py on the default experiment, baseline vs this checkout"
+
+def title(args: argparse.Namespace) -> str:
+    on = " ".join(args.overrides) or "the default experiment"
+    return f"doctor time: scripts/doctor.py on {on}, baseline vs this checkout"
 
 
 def export_src(ref: str, into: Path) -> Path:
@@ -35,10 +39,11 @@ def export_src(ref: str, into: Path) -> Path:
     return into / "src"
 
 
-def run_doctor(src: Path, threads: int, run_dir: Path) -> float:
+def run_doctor(src: Path, threads: int, run_dir: Path, overrides: list[str]) -> float:
     env = child_env(threads)
     env["PYTHONPATH"] = f"{src}:{env['PYTHONPATH']}"
-    cmd = [sys.executable, str(REPO / "scripts" / "doctor.py"), f"hydra.run.dir={run_dir}"]
+    script = str(REPO / "scripts" / "doctor.py")
+    cmd = [sys.executable, script, f"hydra.run.dir={run_dir}", *overrides]
     start = time.perf_counter()
     proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
     seconds = time.perf_counter() - start
@@ -51,7 +56,8 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--baseline", default=None, help="git ref (default: merge-base with main)")
     parser.add_argument("--reps", type=int, default=2)
-    args = parse_args(parser, argv, TITLE, threads=0)
+    parser.add_argument("overrides", nargs="*", help="Hydra overrides, the same for both sides")
+    args = parse_args(parser, argv, title, threads=0)
     ref = (
         args.baseline
         or subprocess.run(
@@ -69,8 +75,12 @@ def main(argv: list[str] | None = None) -> None:
         before_src = export_src(ref, root / "base")
         runs = iter(range(10**6))
         sides = {
-            "before": lambda: run_doctor(before_src, args.threads, root / f"r{next(runs)}"),
-            "after": lambda: run_doctor(REPO / "src", args.threads, root / f"r{next(runs)}"),
+            "before": lambda: run_doctor(
+                before_src, args.threads, root / f"r{next(runs)}", args.overrides
+            ),
+            "after": lambda: run_doctor(
+                REPO / "src", args.threads, root / f"r{next(runs)}", args.overrides
+            ),
         }
         times = interleaved(sides, args.reps)
     figures: dict[str, float | int | str] = {}
