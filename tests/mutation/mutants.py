@@ -701,7 +701,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor targets: a target the training step reordered is not found in the batch",
-        "src/trainwell/doctor/checks/loss.py",
+        "src/trainwell/doctor/harness/losses.py",
         "    for same in (torch.equal, lambda a, b:",
         "    for same in (torch.equal,) or (lambda a, b:",
         (f"{CLASS_BALANCE_T}::test_labels_a_training_step_reorders_are_still_counted",),
@@ -1305,8 +1305,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor report: the overfit check's time leaves out the probe fit it judges",
         "src/trainwell/doctor/checks/overfit.py",
-        "    check.seconds = obs.seconds if ran_before else 0.0",
-        "    check.seconds = 0.0",
+        "    verdict.seconds = obs.seconds if ran_before else 0.0",
+        "    verdict.seconds = 0.0",
         ("tests/doctor/test_report.py::test_default_experiment_is_clean_and_fully_reported",),
         "the doctor's report times are real: the overfit check counts the fit it ran",
     ),
@@ -1655,9 +1655,9 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor grad.flow: finite differences never disagree with autograd",
-        "src/trainwell/doctor/checks/finite_difference.py",
-        "if abs(numeric - analytic) > RTOL",
-        "if abs(numeric - analytic) > 1e9 * RTOL",
+        "src/trainwell/doctor/checks/gradients.py",
+        "if off <= RTOL",
+        "if off <= 1e9 * RTOL",
         (f"{INV_T}[custom_backward_wrong]",),
         "gradients match the loss: autograd agrees with finite differences",
     ),
@@ -1738,7 +1738,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor data.split_agreement: dict batches are not scored",
-        "src/trainwell/doctor/checks/split_agreement.py",
+        "src/trainwell/doctor/harness/predictions.py",
         "    return read if not isinstance(read, str) else _loss_scores(ctx, task, batches)",
         "    return read",
         (f"{INV_T}[dict_val_labels_shuffled_apart]",),
@@ -1746,7 +1746,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor data.split_agreement: labels per position (tokens, tags) are not scored",
-        "src/trainwell/doctor/checks/split_agreement.py",
+        "src/trainwell/doctor/harness/predictions.py",
         "        or target.shape != (scores.shape[:1] + scores.shape[2:])",
         "        or target.shape != scores.shape[:1]",
         (
@@ -1757,7 +1757,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor data.split_agreement: padded positions are scored",
-        "src/trainwell/doctor/checks/split_agreement.py",
+        "src/trainwell/doctor/harness/predictions.py",
         "        keep &= ~padding.pad.to(true.device).flatten()",
         "        pass",
         (
@@ -1767,7 +1767,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor data.split_agreement: ignored labels are scored",
-        "src/trainwell/doctor/checks/split_agreement.py",
+        "src/trainwell/doctor/harness/predictions.py",
         "        keep &= true != call.ignore_index",
         "        pass",
         (
@@ -2399,5 +2399,154 @@ MUTANTS += [
         "            self._count = 0\n            return\n",
         ("tests/training/test_ddp_padding.py::test_fewer_batches_than_ranks_train_as_one_process",),
         "fewer batches than ranks: every rank joins the first step's collectives",
+    ),
+]
+
+MANUAL_T = "tests/doctor/test_manual_forms.py"
+SPLIT_T = (
+    "tests/doctor/test_distribution_and_composition.py::"
+    "test_a_feature_is_judged_by_location_and_spread_in_units_of_trains_spread"
+)
+NAMED_T = (
+    "tests/doctor/test_distribution_and_composition.py::"
+    "test_the_verdicts_name_the_split_the_feature_and_the_loader_setting"
+)
+MUTANTS += [
+    Mutant(
+        "doctor: a probe fit that resumes across epochs runs until its step comes",
+        "src/trainwell/doctor/harness/context.py",
+        "        if self.seen >= self.batches:",
+        "        if False:",
+        (f"{MANUAL_T}::test_a_resumed_step_the_probe_cannot_reach_is_named_and_never_waited_for",),
+        "every probe is bounded: the doctor never hangs on a step it cannot reach",
+    ),
+    Mutant(
+        "doctor overfit.one_batch: a fit that took no optimizer step fails as a flat loss",
+        "src/trainwell/doctor/checks/overfit.py",
+        '    if seen.kind == "flat" and not obs.recorder.step_grads:',
+        "    if False:",
+        (f"{MANUAL_T}::test_a_fit_that_takes_no_step_skips_the_checks_that_need_one",),
+        "a probe that cannot reach a step skips, saying what it waited for; no false fail",
+    ),
+    Mutant(
+        "doctor overfit.one_batch: a task stepping every K micro-batches is judged per micro-batch",
+        "src/trainwell/doctor/harness/observe.py",
+        "        if steps < self.min_steps and n < self.min_steps * self.patience and not over:\n"
+        "            return\n"
+        "        per_step = n / steps if steps else self.patience  # micro-batches per stepping one\n",
+        "        if n < self.min_steps and not over:\n            return\n        per_step = 1\n",
+        (
+            f"{MANUAL_T}::test_the_one_batch_fit_counts_the_optimizer_steps_of_a_task_that_accumulates",
+        ),
+        "the one-batch fit judges a task on as many optimizer steps as any other",
+    ),
+    Mutant(
+        "doctor grad.flow: a ReLU at its kink counts as a wrong gradient",
+        "src/trainwell/doctor/checks/gradients.py",
+        "                if abs((up - at) - (at - down)) / h >= off:",
+        "                if False:",
+        (
+            "tests/doctor/test_zoo.py::test_a_relu_at_its_kink_is_left_out_of_the_finite_differences",
+        ),
+        "no warn on healthy code: finite differences only where the loss is smooth",
+    ),
+    Mutant(
+        "doctor accumulation.equivalence: a manual window always starts at the first micro-batch",
+        "src/trainwell/doctor/checks/manual_accumulation.py",
+        "        start = watch.window_start(zeros[-1]) if zeros else 0",
+        "        start = 0",
+        (
+            f"{MANUAL_T}::test_a_window_is_read_from_its_own_zero_grad_and_a_sum_over_its_items_is_a_mean",
+        ),
+        "optimizers taking turns are each compared over their own window",
+    ),
+    Mutant(
+        "doctor accumulation.equivalence: a sum divided by the window's items is not a mean",
+        "src/trainwell/doctor/checks/manual_accumulation.py",
+        'if calls[start][0].reduction == "sum" and abs(scales[0] * items - 1) < 1e-6:',
+        "if False:",
+        (
+            f"{MANUAL_T}::test_a_window_is_read_from_its_own_zero_grad_and_a_sum_over_its_items_is_a_mean",
+        ),
+        "a summed loss divided by the window's samples is the window's mean: no false fail",
+    ),
+    Mutant(
+        "doctor data.split_distribution: a split's location is not compared",
+        "src/trainwell/doctor/checks/distribution.py",
+        "                    float(shift[i]) >= a or float(factor[i]) >= b",
+        "                    float(factor[i]) >= b",
+        (SPLIT_T,),
+        "every split comes from the distribution it claims: its features' location",
+    ),
+    Mutant(
+        "doctor data.split_distribution: a split's spread is not compared",
+        "src/trainwell/doctor/checks/distribution.py",
+        "                    float(shift[i]) >= a or float(factor[i]) >= b",
+        "                    float(shift[i]) >= a",
+        (SPLIT_T,),
+        "every split comes from the distribution it claims: its features' spread",
+    ),
+    Mutant(
+        "doctor data.split_distribution: a small split's sampling error is taken for a shift",
+        "src/trainwell/doctor/checks/distribution.py",
+        '        error = NOISE * (1 / s.samples[split] + 1 / s.samples["train"]) ** 0.5',
+        "        error = 0.0",
+        (SPLIT_T,),
+        "no warn on healthy code: a small split's mean moves by sampling alone",
+    ),
+    Mutant(
+        "doctor data.split_distribution: token ids are not compared",
+        "src/trainwell/doctor/checks/distribution.py",
+        "    for path, counts in s.ids.get(split, {}).items():",
+        "    for path, counts in {}.items():",
+        (f"{INV_T}[val_text_not_lowercased]",),
+        "token inputs are compared by their id distribution",
+    ),
+    Mutant(
+        "doctor data.batch_composition: batches of one class only warn",
+        "src/trainwell/doctor/checks/composition.py",
+        "    if single >= SINGLE and",
+        "    if single > 1.0 and",
+        (
+            f"{INV_T}[sorted_by_class_no_shuffle]",
+            f"{INV_T}[stream_read_class_by_class]",
+            f"{INV_T}[batches_drawn_per_class]",
+        ),
+        "a training batch looks like the training set: batches of one class fail",
+    ),
+    Mutant(
+        "doctor data.batch_composition: shuffle=False is not named",
+        "src/trainwell/doctor/checks/composition.py",
+        "    if isinstance(order_source(loader), SequentialSampler):",
+        "    if False:",
+        (NAMED_T,),
+        "the verdict says which loader setting serves the set in order",
+    ),
+    Mutant(
+        "doctor data.batch_composition: one order every epoch is not said",
+        "src/trainwell/doctor/checks/composition.py",
+        "    repeats = first == second",
+        "    repeats = False",
+        (NAMED_T,),
+        "an ordered set served in order: the same class order every epoch is named",
+    ),
+    Mutant(
+        "doctor: the loader's own batch sampler is not found inside the template's wrapper",
+        "src/trainwell/doctor/harness/samples.py",
+        '    while getattr(source, "batches", None) is not None:',
+        "    while False:",
+        (NAMED_T,),
+        "verdicts name the user's sampler, not the template's sharding wrapper",
+    ),
+    Mutant(
+        "doctor grad.flow: a loss computed in float32 is compared by finite differences",
+        "src/trainwell/doctor/checks/gradients.py",
+        "    if loss.dtype != torch.float64:",
+        "    if False:",
+        (
+            "tests/doctor/test_zoo.py::"
+            "test_a_loss_computed_in_float32_is_not_compared_by_finite_differences",
+        ),
+        "no warn on healthy code: a float32 loss is too coarse for a 1e-6 difference",
     ),
 ]
