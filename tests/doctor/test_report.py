@@ -69,6 +69,7 @@ def test_language_model_experiment_is_clean(tmp_path: Path) -> None:
         "device.placement",
         "data.worker_seeding",
         "data.class_balance",  # token sequences: no class per sample to count
+        "data.batch_composition",  # nor a class composition of its batches
         "model.head_width",  # a vocabulary, not classes: nothing declares a class count
         "weights.averaging",  # ema.decay is null: no average to look at
     }
