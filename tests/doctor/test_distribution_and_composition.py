@@ -22,7 +22,7 @@ from tests.doctor.invariants import (
     val_text_not_lowercased,
 )
 from tests.doctor.test_invariants import run_case
-from trainwell.doctor.checks.distribution import _features
+from trainwell.doctor.checks.data import _features
 from trainwell.doctor.harness.scan import Scan
 
 SPLIT, BATCH = "data.split_distribution", "data.batch_composition"

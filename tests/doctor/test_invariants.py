@@ -15,7 +15,7 @@ from omegaconf import OmegaConf, open_dict
 from tests.helpers.config import compose_config
 from tests.helpers.doctor import QUICK_PROBES, run_cfg
 from trainwell.doctor.checks.modes import _metric_drift
-from trainwell.doctor.harness.predictions import _call_ids
+from trainwell.doctor.harness.outputs import _call_ids
 from trainwell.doctor.harness.spy import LossCall
 from trainwell.doctor.report.verdict import Check
 

@@ -507,7 +507,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor checkpoint.roundtrip: tolerance too loose",
-        "src/trainwell/doctor/checks/state.py",
+        "src/trainwell/doctor/checks/checkpoint.py",
         "    if diff > 1e-6:",
         "    if diff > 1e6:",
         (f"{MUSEUM_T}[eval-only state outside the checkpoint]",),
@@ -663,7 +663,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor checkpoint.roundtrip: scheduler states missing from the checkpoint pass",
-        "src/trainwell/doctor/checks/state.py",
+        "src/trainwell/doctor/checks/checkpoint.py",
         '    if evidence["lr_schedulers"] < evidence["schedulers"]:',
         "    if False:",
         (
@@ -785,7 +785,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor memory.graph_leak: a graph chained across steps by a kept total is not seen",
-        "src/trainwell/doctor/checks/graph_leak.py",
+        "src/trainwell/doctor/checks/gradients.py",
         "    if _grows(nodes, 1):",
         "    if _grows(nodes, 1000):",
         (f"{MUSEUM_T}[running loss total kept as a tensor]",),
@@ -1165,7 +1165,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor data.epoch_order: a repeated shuffled order is taken for no shuffle",
-        "src/trainwell/doctor/checks/epoch_order.py",
+        "src/trainwell/doctor/checks/order.py",
         "    shuffled = first != sorted(first)",
         "    shuffled = first == sorted(first)",
         (f"{MUSEUM_T}[sampler without set_epoch]",),
@@ -1173,7 +1173,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor precision.master_weights: float16 weights are not looked at",
-        "src/trainwell/doctor/checks/precision.py",
+        "src/trainwell/doctor/checks/structure.py",
         "            if p.dtype in HALF:",
         "            if p.dtype == torch.bfloat16:",
         (f"{MUSEUM_T}[weights cast to float16]",),
@@ -1181,7 +1181,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor checkpoint.partial_load: every given key counts as loaded",
-        "src/trainwell/doctor/checks/partial_load.py",
+        "src/trainwell/doctor/checks/checkpoint.py",
         "            matched = len(expected & set(given))",
         "            matched = len(given)",
         (f"{MUSEUM_T}[strict=False load that matches nothing]",),
@@ -1282,7 +1282,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor model.head_width: a wider head passes",
-        "src/trainwell/doctor/checks/head_width.py",
+        "src/trainwell/doctor/checks/loss.py",
         "    if head == declared:",
         "    if head >= declared:",
         (
@@ -1596,7 +1596,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor data.epoch_order: a stream repeated every epoch passes",
-        "src/trainwell/doctor/checks/epoch_order.py",
+        "src/trainwell/doctor/checks/order.py",
         "    if first == second and len(first) > 1:",
         "    if first == second and len(first) > 10**9:",
         (f"{INV_T}[stream_reseeded_each_epoch]",),
@@ -1604,7 +1604,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor data.epoch_order: a second epoch that runs dry passes",
-        "src/trainwell/doctor/checks/epoch_order.py",
+        "src/trainwell/doctor/checks/order.py",
         "    if not first or len(second) < len(first):",
         "    if False:",
         (f"{INV_T}[stream_exhausted_after_one_epoch]",),
@@ -1647,7 +1647,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor checkpoint.roundtrip: the next step after loading is not compared",
-        "src/trainwell/doctor/checks/state.py",
+        "src/trainwell/doctor/checks/checkpoint.py",
         "    if max(diffs, default=0.0) > 1e-6:",
         "    if max(diffs, default=0.0) > 1e9:",
         (f"{INV_T}[private_noise_generator]",),
@@ -1738,7 +1738,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor data.split_agreement: dict batches are not scored",
-        "src/trainwell/doctor/harness/predictions.py",
+        "src/trainwell/doctor/harness/outputs.py",
         "    return read if not isinstance(read, str) else _loss_scores(ctx, task, batches)",
         "    return read",
         (f"{INV_T}[dict_val_labels_shuffled_apart]",),
@@ -1746,7 +1746,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor data.split_agreement: labels per position (tokens, tags) are not scored",
-        "src/trainwell/doctor/harness/predictions.py",
+        "src/trainwell/doctor/harness/outputs.py",
         "        or target.shape != (scores.shape[:1] + scores.shape[2:])",
         "        or target.shape != scores.shape[:1]",
         (
@@ -1757,7 +1757,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor data.split_agreement: padded positions are scored",
-        "src/trainwell/doctor/harness/predictions.py",
+        "src/trainwell/doctor/harness/outputs.py",
         "        keep &= ~padding.pad.to(true.device).flatten()",
         "        pass",
         (
@@ -1767,7 +1767,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor data.split_agreement: ignored labels are scored",
-        "src/trainwell/doctor/harness/predictions.py",
+        "src/trainwell/doctor/harness/outputs.py",
         "        keep &= true != call.ignore_index",
         "        pass",
         (
@@ -2004,7 +2004,7 @@ MUTANTS += [
     ),
     Mutant(
         "doctor: checkpoint.roundtrip saves the task without the datamodule's state",
-        "src/trainwell/doctor/checks/state.py",
+        "src/trainwell/doctor/checks/checkpoint.py",
         "rehearsal = rehearse(trainer, ctx.datamodule)",
         "rehearsal = rehearse(trainer)",
         (f"{STEP0_T}::test_the_doctor_judges_the_datamodules_state_as_the_run_does",),
@@ -2472,7 +2472,7 @@ MUTANTS += [
     ),
     Mutant(
         "doctor data.split_distribution: a split's location is not compared",
-        "src/trainwell/doctor/checks/distribution.py",
+        "src/trainwell/doctor/checks/data.py",
         "                    float(shift[i]) >= a or float(factor[i]) >= b",
         "                    float(factor[i]) >= b",
         (SPLIT_T,),
@@ -2480,7 +2480,7 @@ MUTANTS += [
     ),
     Mutant(
         "doctor data.split_distribution: a split's spread is not compared",
-        "src/trainwell/doctor/checks/distribution.py",
+        "src/trainwell/doctor/checks/data.py",
         "                    float(shift[i]) >= a or float(factor[i]) >= b",
         "                    float(shift[i]) >= a",
         (SPLIT_T,),
@@ -2488,7 +2488,7 @@ MUTANTS += [
     ),
     Mutant(
         "doctor data.split_distribution: a small split's sampling error is taken for a shift",
-        "src/trainwell/doctor/checks/distribution.py",
+        "src/trainwell/doctor/checks/data.py",
         '        error = NOISE * (1 / s.samples[split] + 1 / s.samples["train"]) ** 0.5',
         "        error = 0.0",
         (SPLIT_T,),
@@ -2496,7 +2496,7 @@ MUTANTS += [
     ),
     Mutant(
         "doctor data.split_distribution: token ids are not compared",
-        "src/trainwell/doctor/checks/distribution.py",
+        "src/trainwell/doctor/checks/data.py",
         "    for path, counts in s.ids.get(split, {}).items():",
         "    for path, counts in {}.items():",
         (f"{INV_T}[val_text_not_lowercased]",),
@@ -2504,7 +2504,7 @@ MUTANTS += [
     ),
     Mutant(
         "doctor data.batch_composition: batches of one class only warn",
-        "src/trainwell/doctor/checks/composition.py",
+        "src/trainwell/doctor/checks/order.py",
         "    if single >= SINGLE and",
         "    if single > 1.0 and",
         (
@@ -2516,7 +2516,7 @@ MUTANTS += [
     ),
     Mutant(
         "doctor data.batch_composition: shuffle=False is not named",
-        "src/trainwell/doctor/checks/composition.py",
+        "src/trainwell/doctor/checks/order.py",
         "    if isinstance(order_source(loader), SequentialSampler):",
         "    if False:",
         (NAMED_T,),
@@ -2524,7 +2524,7 @@ MUTANTS += [
     ),
     Mutant(
         "doctor data.batch_composition: one order every epoch is not said",
-        "src/trainwell/doctor/checks/composition.py",
+        "src/trainwell/doctor/checks/order.py",
         "    repeats = first == second",
         "    repeats = False",
         (NAMED_T,),

@@ -13,28 +13,26 @@ from typing import Any
 from trainwell.doctor.checks.accumulation import accumulation_equivalence
 from trainwell.doctor.checks.averaging import weights_averaging
 from trainwell.doctor.checks.batch_independence import eval_batch_independence
+from trainwell.doctor.checks.checkpoint import checkpoint_partial_load, checkpoint_roundtrip
 from trainwell.doctor.checks.class_balance import data_class_balance
-from trainwell.doctor.checks.composition import data_batch_composition
-from trainwell.doctor.checks.data import data_finite, data_leakage
-from trainwell.doctor.checks.device import device_placement
-from trainwell.doctor.checks.distribution import data_split_distribution
-from trainwell.doctor.checks.epoch_order import data_epoch_order
-from trainwell.doctor.checks.gradients import grad_flow, grad_zeroing
-from trainwell.doctor.checks.graph_leak import memory_graph_leak
-from trainwell.doctor.checks.head_width import model_head_width
+from trainwell.doctor.checks.data import data_finite, data_leakage, data_split_distribution
+from trainwell.doctor.checks.gradients import grad_flow, grad_zeroing, memory_graph_leak
 from trainwell.doctor.checks.loading import data_throughput, data_worker_seeding
-from trainwell.doctor.checks.loss import loss_logits, targets_contract
+from trainwell.doctor.checks.loss import loss_logits, model_head_width, targets_contract
 from trainwell.doctor.checks.manual_accumulation import manual_equivalence
 from trainwell.doctor.checks.metrics import metrics_reduction
 from trainwell.doctor.checks.modes import eval_determinism, train_mode
+from trainwell.doctor.checks.order import data_batch_composition, data_epoch_order
 from trainwell.doctor.checks.overfit import overfit_one_batch
 from trainwell.doctor.checks.padding import loss_padding
-from trainwell.doctor.checks.partial_load import checkpoint_partial_load
-from trainwell.doctor.checks.precision import precision_master_weights
 from trainwell.doctor.checks.schedule import schedule_interval
 from trainwell.doctor.checks.split_agreement import data_split_agreement
-from trainwell.doctor.checks.state import checkpoint_roundtrip
-from trainwell.doctor.checks.structure import optimizer_coverage, params_registered
+from trainwell.doctor.checks.structure import (
+    device_placement,
+    optimizer_coverage,
+    params_registered,
+    precision_master_weights,
+)
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.report.verdict import Verdict
 

@@ -18,7 +18,7 @@ from trainwell.doctor.harness.batches import ConcatError, concat, leaves, replay
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.losses import first_loss, target_path
 from trainwell.doctor.harness.observe import short_fit
-from trainwell.doctor.harness.predictions import class_predictions
+from trainwell.doctor.harness.outputs import class_predictions
 from trainwell.doctor.harness.samples import iterate_batches
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 from trainwell.errors import TrainwellError, error_line

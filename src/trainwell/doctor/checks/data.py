@@ -1,12 +1,25 @@
-"""Data checks on the values themselves: finite inputs and targets, no sample shared across splits."""
+"""Data checks on the values themselves: finite inputs and targets, no sample shared across splits,
+every split drawn like train.
+
+data.split_distribution: every split comes from the distribution it claims.
+
+From the data scan's first batches of each split: every feature of every per-sample float input
+(a column of a table, a channel of images) must have, in validation and test, about train's
+location and spread, measured in units of train's spread; token ids (integer inputs of two or
+more dimensions) must occur about as often as in train, measured against how far two halves of
+train's own batches are apart. A transform applied to one split only (scaling to [0, 1],
+normalising, a unit conversion, lowercasing before tokenising) moves a split away from train.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
+import torch
+
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.samples import content, split_loaders
-from trainwell.doctor.harness.scan import scan
+from trainwell.doctor.harness.scan import Scan, scan
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 
 
@@ -83,3 +96,144 @@ def data_leakage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     if overlaps:
         return _overlap_verdict(overlaps, evidence)
     return passes(f"no sample is shared between train and {'/'.join(compared)}")
+
+
+# Location apart (in train spreads, beyond NOISE standard errors of the two means) / spread
+# ratio from which a split warns, and fails.
+SHIFT = (0.5, 2.0)
+NOISE = 4
+SPREAD = (2.0, 4.0)
+# Token ids: total variation beyond this many times what train's halves show warns, and fails.
+TOKENS = (3.0, 6.0)
+TV_FLOOR = (0.1, 0.3)
+
+
+def _feature(path: str, moments: torch.Tensor, index: int) -> str:
+    """A feature by its index along the batch's second dimension (a column, a channel)."""
+    return path if moments.shape[1] == 1 else f"{path}[:, {index}]"
+
+
+def _stats(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    count = m[0].clamp(min=1)
+    mean = m[1] / count
+    return mean, (m[2] / count - mean**2).clamp(min=0).sqrt()
+
+
+def _features(s: Scan, split: str) -> list[dict[str, Any]]:
+    """Per input of `split`, its feature furthest from train's (location and spread)."""
+    found = []
+    for path, m in s.moments.get(split, {}).items():
+        t = s.moments["train"].get(path)
+        if m is None or t is None or t.shape != m.shape:
+            continue
+        (mean_t, std_t), (mean_s, std_s) = _stats(t), _stats(m)
+        usable = (std_t > 1e-6 * (1 + mean_t.abs())) & (m[0] > 1) & (t[0] > 1)
+        if not bool(usable.any()):
+            continue
+        error = NOISE * (1 / s.samples[split] + 1 / s.samples["train"]) ** 0.5
+        shift = ((mean_s - mean_t).abs() / std_t - error).clamp(min=0).where(usable, 0.0)
+        spread = (std_s / std_t).where(usable, 1.0)
+        factor = torch.maximum(spread, 1 / spread.clamp(min=1e-12))
+        score = torch.maximum(shift / SHIFT[0], factor / SPREAD[0])
+        i = int(score.argmax())
+        found.append(
+            {
+                "split": split,
+                "feature": _feature(path, t, i),
+                "shift": float(shift[i] + error),
+                "sampling_error": error,
+                "spread_factor": float(factor[i]),
+                "split_mean_std": [float(mean_s[i]), float(std_s[i])],
+                "train_mean_std": [float(mean_t[i]), float(std_t[i])],
+                "level": sum(
+                    float(shift[i]) >= a or float(factor[i]) >= b
+                    for a, b in zip(SHIFT, SPREAD, strict=True)
+                ),
+            }
+        )
+    return found
+
+
+def _tv(a: torch.Tensor, b: torch.Tensor) -> float:
+    width = max(len(a), len(b))
+    p = torch.nn.functional.pad(a.double(), (0, width - len(a)))
+    q = torch.nn.functional.pad(b.double(), (0, width - len(b)))
+    return float((p / p.sum() - q / q.sum()).abs().sum() / 2)
+
+
+def _tokens(s: Scan, split: str) -> list[dict[str, Any]]:
+    """Per token input of `split`: how far its id distribution is from train's, against the
+    distance two draws of train's size show (train's halves, scaled to these sample sizes)."""
+    found = []
+    for path, counts in s.ids.get(split, {}).items():
+        train, halves = (
+            s.ids["train"].get(path),
+            [s.ids.get(f"train/{h}", {}).get(path) for h in (0, 1)],
+        )
+        if train is None or any(h is None or not h.sum() for h in halves) or not counts.sum():
+            continue
+        n, n_train, n0, n1 = (float(c.sum()) for c in (counts, train, *halves))
+        noise = _tv(*halves) * ((1 / n + 1 / n_train) / (1 / n0 + 1 / n1)) ** 0.5
+        tv = _tv(counts, train)
+        width = max(len(counts), len(train))
+        share = torch.nn.functional.pad(counts.double(), (0, width - len(counts))) / n
+        train_share = torch.nn.functional.pad(train.double(), (0, width - len(train))) / n_train
+        top = int((share - train_share).argmax())
+        level = sum(tv >= max(k * noise, floor) for k, floor in zip(TOKENS, TV_FLOOR, strict=True))
+        found.append(
+            {
+                "split": split,
+                "feature": path,
+                "total_variation": tv,
+                "train_halves_scaled": noise,
+                "most_over_represented_id": top,
+                "its_share": [float(share[top]), float(train_share[top])],
+                "level": level,
+            }
+        )
+    return found
+
+
+def data_split_distribution(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
+    s = scan(ctx)
+    splits = [split for split in ("val", "test") if split in s.batches]
+    if "train" not in s.batches or not splits:
+        return skips(f"no val or test split to compare with train ({s.missing.get('val', '')})")
+    features = [f for split in splits for f in (*_features(s, split), *_tokens(s, split))]
+    evidence |= {"compared": features, "batches_scanned": s.batches}
+    if not features:
+        return skips(
+            "no input of the splits' batches could be compared (no per-sample float or token "
+            "tensor of one shape in every batch)"
+        )
+    worst = max(
+        features, key=lambda f: (f["level"], f.get("shift", 0), f.get("total_variation", 0))
+    )
+    if worst["level"] == 0:
+        return passes(
+            f"every input of {' and '.join(splits)} has train's location and spread "
+            f"({len(features)} input(s) compared per split)"
+        )
+    status = "fail" if worst["level"] == 2 else "warn"
+    return Verdict(status, _message(worst))
+
+
+def _message(f: dict[str, Any]) -> str:
+    split = f["split"]
+    if "total_variation" in f:
+        ours, theirs = f["its_share"]
+        return (
+            f"{split}'s token ids are not distributed like train's: in {f['feature']} the id "
+            f"distributions are {f['total_variation']:.2f} apart (total variation; two draws "
+            f"of train at these sizes: {f['train_halves_scaled']:.2f}), id "
+            f"{f['most_over_represented_id']} making {ours:.0%} of {split}'s ids and "
+            f"{theirs:.0%} of train's: the text is processed differently per split (lowercasing, "
+            "cleaning, a vocabulary built per split); tokenise every split the same way"
+        )
+    (ms, ss), (mt, st) = f["split_mean_std"], f["train_mean_std"]
+    return (
+        f"{split} is not drawn like train: {f['feature']} has mean {ms:.3g} and spread {ss:.3g} "
+        f"in {split} against {mt:.3g} and {st:.3g} in train ({f['shift']:.1f} train spreads "
+        f"apart, {f['spread_factor']:.1f}x the spread): a transform (scaling, normalisation, a "
+        f"unit conversion) applied to one split only; apply the same transforms to every split"
+    )

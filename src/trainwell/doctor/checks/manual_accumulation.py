@@ -15,8 +15,7 @@ from trainwell.doctor.harness.batches import ConcatError, concat, replay_loader
 from trainwell.doctor.harness.context import DoctorContext, FitResult
 from trainwell.doctor.harness.recorder import Recorder
 from trainwell.doctor.harness.spy import Spy
-from trainwell.doctor.harness.steps import StepWatch
-from trainwell.doctor.harness.windows import RANDOM, RTOL, compare
+from trainwell.doctor.harness.windows import RANDOM, RTOL, StepWatch, compare
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 
 

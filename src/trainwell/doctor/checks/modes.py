@@ -7,9 +7,9 @@ from typing import Any
 
 from trainwell.doctor.harness.batches import replay_loader
 from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.harness.inspection import frozen_modules
 from trainwell.doctor.harness.observe import crashed_message, observation
 from trainwell.doctor.harness.outputs import evaluation_outputs, output_differences
+from trainwell.doctor.harness.recorder import frozen_modules
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips
 
 

@@ -23,7 +23,6 @@ import lightning as L
 
 from trainwell.doctor.harness.batches import replay_loader
 from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.harness.recorder import Recorder
 from trainwell.doctor.report.verdict import Verdict
 
 # A step-sized schedule this many times longer than the run is cut off early (below: maybe
@@ -34,45 +33,76 @@ SIMULATE = 20_000  # scheduler steps replayed at most to find where a curve ends
 FLOOR = 1e-3  # a learning rate below this fraction of the curve's peak is spent
 
 
-class _Trace(Recorder):
-    """The Recorder, plus per optimizer step: each scheduler's optimizer LR and the epoch; it
-    keeps every scheduler's first state (to replay its curve) and stops after `budget`."""
+class _Trace(L.Callback):
+    """Per micro-batch the learning rate it starts with; per optimizer step each scheduler's
+    optimizer LR, step counter and whether it drives the stepping optimizer, and the epoch; and
+    every scheduler's first state (to replay its curve)."""
 
-    def __init__(self, budget: int) -> None:
-        super().__init__()
-        self.budget = budget
+    def __init__(self) -> None:
+        self.lrs: list[float] = []
+        self.micro_batches_per_step: list[int] = []
         self.step_lrs: list[list[float]] = []
         self.step_epochs: list[int] = []
+        self.scheduler_counts: list[list[int]] = []  # scheduler.last_epoch at each step
+        self.scheduler_owners: list[list[bool]] = []
+        self.scheduler_configs: list[dict[str, Any]] = []  # as Lightning registered them
         self.first_states: list[tuple[dict[str, Any], list[float]]] = []
+        self._since_step = 0
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        super().on_train_start(trainer, pl_module)
+        configs = trainer.lr_scheduler_configs
+        self.scheduler_configs = [
+            {
+                "class": type(c.scheduler).__name__,
+                "interval": c.interval,
+                "frequency": c.frequency,
+                "monitor": c.monitor,
+                "length": _length(c.scheduler),
+            }
+            for c in configs
+        ]
         self.first_states = [
             (
                 copy.deepcopy(c.scheduler.state_dict()),
                 [g["lr"] for g in c.scheduler.optimizer.param_groups],
             )
-            for c in trainer.lr_scheduler_configs
+            for c in configs
         ]
+
+    def on_train_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
+        if trainer.optimizers:
+            self.lrs.append(float(trainer.optimizers[0].param_groups[0]["lr"]))
 
     def on_before_optimizer_step(
         self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer: Any
     ) -> None:
-        super().on_before_optimizer_step(trainer, pl_module, optimizer)
-        stepping = getattr(optimizer, "optimizer", optimizer)
+        configs = trainer.lr_scheduler_configs
+        stepping = getattr(optimizer, "optimizer", optimizer)  # a LightningOptimizer's own
+        self.micro_batches_per_step.append(self._since_step + 1)
+        self._since_step = -1  # the batch-end hook brings it back to 0
         self.step_lrs.append(
-            [
-                float(c.scheduler.optimizer.param_groups[0]["lr"])
-                for c in trainer.lr_scheduler_configs
-            ]
+            [float(c.scheduler.optimizer.param_groups[0]["lr"]) for c in configs]
             or [float(stepping.param_groups[0]["lr"])]
         )
         self.step_epochs.append(trainer.current_epoch)
+        self.scheduler_counts.append([int(getattr(c.scheduler, "last_epoch", -1)) for c in configs])
+        self.scheduler_owners.append(
+            [getattr(c.scheduler, "optimizer", None) in (optimizer, stepping) for c in configs]
+        )
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
-        super().on_train_batch_end(trainer, *args)
-        if self.batches_seen >= self.budget:
-            trainer.should_stop = True
+        self._since_step += 1
+
+
+def _length(scheduler: Any) -> int | None:
+    """The steps a scheduler was sized for, where it says (OneCycleLR's total_steps, a LambdaLR
+    whose function keeps a `total_steps`, a cosine's T_max); None for open-ended schedules."""
+    for owner in (scheduler, *getattr(scheduler, "lr_lambdas", ())):
+        for attribute in ("total_steps", "T_max"):
+            value = getattr(owner, attribute, None)
+            if isinstance(value, int):
+                return value
+    return None
 
 
 def schedule_interval(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
@@ -80,15 +110,15 @@ def schedule_interval(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     k, plan = max(1, ctx.accumulate), ctx.plan
     per_epoch = plan.iterations_per_epoch or 3 * k
     epochs = max(1, plan.max_epochs) if plan.iterations_per_epoch else 1
-    trace = _Trace(budget=min(BUDGET, per_epoch + 2 * k) if epochs > 1 else min(BUDGET, per_epoch))
+    trace = _Trace()
     fit = ctx.fit(
         ctx.make_task(),
         replay_loader([ctx.batch], per_epoch),
         [trace],
         max_steps=int(ctx.cfg.trainer.get("max_steps") or -1),
         accumulate=k,
+        max_batches=min(BUDGET, per_epoch + 2 * k) if epochs > 1 else min(BUDGET, per_epoch),
         max_epochs=epochs,
-        limit_train_batches=1.0,
     )
     if fit.error is not None and len(trace.micro_batches_per_step) < 2:
         return Verdict("skip", f"the short fit failed: {fit.error_line}")

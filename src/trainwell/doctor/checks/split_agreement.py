@@ -20,7 +20,7 @@ import torch
 
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.observe import short_fit
-from trainwell.doctor.harness.predictions import class_predictions
+from trainwell.doctor.harness.outputs import class_predictions
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips
 from trainwell.errors import error_line
 

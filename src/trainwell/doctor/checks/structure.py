@@ -1,4 +1,17 @@
-"""params.registered and optimizer.coverage: can the optimizer see and update what should train?"""
+"""params.registered, optimizer.coverage, precision.master_weights and device.placement: can the
+optimizer see and update what should train, in a precision and on a device that keep it?
+
+precision.master_weights: trainable weights stored in float16/bfloat16 without a float32 copy.
+
+`model.half()` (or `.to(torch.bfloat16)`) before training puts the optimizer's update straight
+into half-precision weights: an update below the weight's resolution (2^-11 of it in float16,
+2^-8 in bfloat16) is rounded away, and in float16 Adam's eps=1e-8 and small squared gradients
+flush to 0, so steps divide by zero. Mixed precision (`trainer.precision=16-mixed` /
+`bf16-mixed`) keeps float32 weights and casts per op; `*-true` precisions are an explicit choice
+of half weights and are not flagged.
+
+device.placement: does one training step keep every tensor on the model's device?
+"""
 
 from __future__ import annotations
 
@@ -6,6 +19,7 @@ from typing import Any
 
 import torch
 from torch import nn
+from torch.overrides import TorchFunctionMode
 
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.observe import observation
@@ -168,3 +182,92 @@ def _coverage_fault(
             "each parameter once"
         )
     return None
+
+
+HALF = (torch.float16, torch.bfloat16)
+
+
+def precision_master_weights(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
+    task = ctx.reference_task
+    precision = str(ctx.probe_cfg.trainer.get("precision", "32-true"))
+    half: dict[str, list[str]] = {}
+    trainable = 0
+    for name, p in task.named_parameters():
+        if p.requires_grad:
+            trainable += 1
+            if p.dtype in HALF:
+                half.setdefault(str(p.dtype).removeprefix("torch."), []).append(name)
+    evidence |= {
+        "trainer_precision": precision,
+        "trainable_tensors": trainable,
+        "half_tensors": {k: len(v) for k, v in half.items()},
+    }
+    if not half:
+        return passes(
+            f"all {trainable} trainable tensors are float32 (trainer.precision={precision} "
+            "casts per op where it is mixed)"
+        )
+    if (
+        precision.endswith("-true")
+        and not precision.startswith("32")
+        and not precision.startswith("64")
+    ):
+        return passes(
+            f"trainable tensors are half precision by the configured trainer.precision={precision} "
+            "(no float32 master copy, chosen explicitly)"
+        )
+    dtype, names = next(iter(half.items()))
+    count = sum(len(v) for v in half.values())
+    evidence["first_half_tensors"] = names[:5]
+    fp16 = "float16" in half
+    return Verdict(
+        "fail" if fp16 else "warn",
+        f"{count} of {trainable} trainable tensors (first: `{names[0]}`) are stored in {dtype} "
+        f"and updated in place with no float32 master copy (trainer.precision={precision}): "
+        "updates below the weights' resolution are lost"
+        + (" and Adam's eps=1e-8 rounds to 0 in float16 (NaN steps)" if fp16 else "")
+        + "; keep the weights float32 (drop .half()/.to(dtype)) and set "
+        "trainer.precision=16-mixed or bf16-mixed",
+    )
+
+
+class _DeviceWatch(TorchFunctionMode):
+    """Counts torch calls that mix CPU tensors with CUDA tensors (created on the wrong device)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.mixed: dict[str, int] = {}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
+        kwargs = kwargs or {}
+        tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
+        devices = {t.device.type for t in tensors if t.dim() > 0}
+        if len(devices) > 1:
+            name = getattr(func, "__name__", str(func))
+            self.mixed[name] = self.mixed.get(name, 0) + 1
+        return func(*args, **kwargs)
+
+
+def device_placement(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
+    if not torch.cuda.is_available():
+        return skips(
+            "no CUDA device on this machine: CPU-only runs cannot mix devices (rerun the doctor "
+            "on a GPU machine)"
+        )
+    watch = _DeviceWatch()
+    trainer_cfg = ctx.probe_cfg.trainer
+    previous = trainer_cfg.accelerator
+    trainer_cfg.accelerator = "gpu"
+    try:
+        with watch:
+            fit = ctx.fit(ctx.make_task(), ctx.fixed_loader(repeats=2), [], max_steps=2)
+    finally:
+        trainer_cfg.accelerator = previous
+    evidence |= {"mixed_device_calls": watch.mixed, "device": torch.cuda.get_device_name()}
+    if fit.error is not None or watch.mixed:
+        where = fit.error_line or ", ".join(f"{k} x{v}" for k, v in watch.mixed.items())
+        return fails(
+            f"a training step mixes CPU and CUDA tensors ({where}): something is created on the "
+            "CPU in forward/loss; create tensors with device=x.device or register them as buffers"
+        )
+    return passes("two GPU training steps keep every tensor on CUDA")

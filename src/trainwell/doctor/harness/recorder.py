@@ -15,15 +15,43 @@ import torch
 from torch import nn
 
 from trainwell.blocks.layers import BATCH_NORMS, DROPOUTS
-from trainwell.doctor.harness.inspection import (
-    eval_mode_modules,
-    frozen_state,
-    grad_norms,
-    schedule_length,
-)
 from trainwell.doctor.harness.spy import Spy
 
 ZEROING_STEPS = 50  # optimizer steps grad.zeroing watches (a pass over every parameter each)
+
+
+def eval_mode_modules(module: nn.Module) -> list[str]:
+    """Names of submodules in eval mode (the root is called 'task')."""
+    return [name or "task" for name, m in module.named_modules() if not m.training]
+
+
+def frozen_modules(module: nn.Module) -> list[str]:
+    """Submodules that hold parameters, none of them trainable (a frozen backbone, a frozen BN)."""
+    return [
+        name
+        for name, m in module.named_modules()
+        if (own := list(m.parameters())) and not any(p.requires_grad for p in own)
+    ]
+
+
+def frozen_state(module: nn.Module) -> dict[str, torch.Tensor]:
+    """What training must leave as it is: parameters with requires_grad=False, and the buffers
+    of modules whose own parameters are all frozen (a frozen BatchNorm's running statistics)."""
+    state = {n: p for n, p in module.named_parameters() if not p.requires_grad}
+    for prefix, m in module.named_modules():
+        own = list(m.parameters(recurse=False))
+        if own and not any(p.requires_grad for p in own):
+            state |= {f"{prefix}.{n}".lstrip("."): b for n, b in m.named_buffers(recurse=False)}
+    return state
+
+
+def grad_norms(module: nn.Module) -> dict[str, float | None]:
+    """Per trainable parameter: its gradient's L2 norm, or None when it has no gradient."""
+    out: dict[str, float | None] = {}
+    for name, p in module.named_parameters():
+        if p.requires_grad:
+            out[name] = None if p.grad is None else float(p.grad.detach().float().norm())
+    return out
 
 
 def _loss_of(outputs: Any) -> float | None:
@@ -60,10 +88,8 @@ class Recorder(L.Callback):
         self.trainable_at_start: dict[str, int] = {}
         self.frozen_at_start: dict[str, int] = {}
         self.losses: list[float | None] = []
-        self.lrs: list[float] = []  # per micro-batch, at its start
         self.step_grads: list[dict[str, float | None]] = []
         self.step_grad_tensors: list[dict[str, torch.Tensor]] = []
-        self.micro_batches_per_step: list[int] = []
         # per optimizer step after the first: (step, parameters it applies gradients to that
         # were never cleared since that optimizer last stepped, their gradient norm)
         self.stale_steps: list[tuple[int, list[str], float]] = []
@@ -72,10 +98,6 @@ class Recorder(L.Callback):
         self.eval_modules: list[tuple[int, list[str]]] = []
         # frozen tensor name -> its value when first seen frozen (dropped if it is unfrozen)
         self.frozen_values: dict[str, torch.Tensor] = {}
-        self.scheduler_counts: list[list[int]] = []  # scheduler.last_epoch at each optimizer step
-        self.scheduler_configs: list[dict[str, Any]] = []  # as Lightning registered them
-        # At each optimizer step, for each scheduler: whether it drives the optimizer stepping.
-        self.scheduler_owners: list[list[bool]] = []
         self.live_graph_tensors: list[int] = []
         self.live_graph_nodes: list[int] = []
         self.batch_seconds: list[float] = []
@@ -83,28 +105,12 @@ class Recorder(L.Callback):
         self._since_step = 0
         self.stepping_batches = 0  # micro-batches in which an optimizer stepped
         self._backward_loss: float | None = None
-        self._batches_seen = 0
         self._batch_started = 0.0
         self._batch_ended: float | None = None
-
-    @property
-    def batches_seen(self) -> int:
-        """Training batches seen so far (a probe that stops a fit after a budget reads it)."""
-        return self._batches_seen
 
     # -- setup -------------------------------------------------------------------------------
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._freeze(pl_module)
-        self.scheduler_configs = [
-            {
-                "class": type(c.scheduler).__name__,
-                "interval": c.interval,
-                "frequency": c.frequency,
-                "monitor": c.monitor,
-                "length": schedule_length(c.scheduler),
-            }
-            for c in trainer.lr_scheduler_configs
-        ]
 
     def _freeze(self, pl_module: L.LightningModule) -> None:
         if not self.freeze_stochastic:
@@ -140,11 +146,9 @@ class Recorder(L.Callback):
             off = []
         if off:
             self.eval_modules.append((batch_idx, off))
-        if trainer.optimizers:
-            self.lrs.append(float(trainer.optimizers[0].param_groups[0]["lr"]))
         self._backward_loss = None
-        if self.spy is not None and self._batches_seen < self.spy_batches:
-            self.spy.batch_index = self._batches_seen
+        if self.spy is not None and len(self.losses) < self.spy_batches:
+            self.spy.batch_index = len(self.losses)
             self.spy.__enter__()
             self.spy.active = True
 
@@ -195,17 +199,6 @@ class Recorder(L.Callback):
                     if p.grad is not None
                 }
             )
-        self.micro_batches_per_step.append(self._since_step + 1)
-        self.scheduler_counts.append(
-            [int(getattr(c.scheduler, "last_epoch", -1)) for c in trainer.lr_scheduler_configs]
-        )
-        stepping = getattr(optimizer, "optimizer", optimizer)  # a LightningOptimizer's own
-        self.scheduler_owners.append(
-            [
-                getattr(c.scheduler, "optimizer", None) in (optimizer, stepping)
-                for c in trainer.lr_scheduler_configs
-            ]
-        )
         self._since_step = -1  # the batch-end hook brings it back to 0
 
     def _note_stale(self, pl_module: L.LightningModule, optimizer: Any) -> None:
@@ -239,7 +232,6 @@ class Recorder(L.Callback):
     ) -> None:
         self._since_step += 1
         self.stepping_batches += self._since_step == 0
-        self._batches_seen += 1
         loss = _loss_of(outputs)
         self.losses.append(loss if loss is not None else self._backward_loss)
         self._leave()
