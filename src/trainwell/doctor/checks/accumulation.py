@@ -30,6 +30,7 @@ from trainwell.doctor.harness.windows import (
     Grads,
     Window,
     compare,
+    moves_with_seed,
     step_grads,
     windows,
 )
@@ -88,11 +89,7 @@ def _compare_window(
     whole = step_grads(ctx, state, [window.whole], 1)
     if windowed.tensors is None or whole.tensors is None:
         return skips(f"a probe fit failed: {windowed.error or whole.error}")
-    again = step_grads(ctx, state, [window.whole], 1, seed=1)
-    if (
-        again.tensors is not None
-        and compare(again.tensors, whole.tensors)["relative_difference"] > RTOL
-    ):
+    if moves_with_seed(ctx, state, window.whole, whole, reference=False):
         return skips(RANDOM)
     result = compare(windowed.tensors, whole.tensors)
     evidence[window.label] = {"micro_batch_sizes": sizes, **result}

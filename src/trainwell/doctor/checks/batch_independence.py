@@ -10,8 +10,8 @@ from typing import Any
 import torch
 
 from trainwell.doctor.harness.batches import leaves, replay_loader, rows, size_of
-from trainwell.doctor.harness.context import DoctorContext, quiet
-from trainwell.doctor.harness.losses import ALONE, training_loss
+from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.losses import ALONE, eval_loss
 from trainwell.doctor.harness.observe import observation
 from trainwell.doctor.harness.outputs import evaluation_outputs, output_differences
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
@@ -122,13 +122,6 @@ def _output_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdic
     return passes(f"each sample's eval outputs are the same in a batch of {n} and of {k}")
 
 
-def _loss_of(task: Any, batch: Any, seed: int = 0) -> float:
-    """training_step's loss on `batch`, in eval mode without grad, randomness seeded alike."""
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        return float(training_loss(task, batch))
-
-
 def _between(whole: float, a: float, b: float) -> bool:
     """Whether `whole` is a weighted mean (weights: samples, tokens, anything positive) of the
     two halves' losses, or their sum: a per-sample loss reduced either way lies there."""
@@ -153,13 +146,12 @@ def _loss_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     order = list(range(n))
     splits = [(order[: n // 2], order[n // 2 :]), (order[::2], order[1::2])]
     try:
-        with torch.no_grad(), quiet():
-            whole = _loss_of(task, make(order))
-            again = _loss_of(task, make(order))
-            other_seed = _loss_of(task, make(order), seed=1)
-            reversed_ = _loss_of(task, make(order[::-1]))
-            twice = _loss_of(task, make(order + order))
-            halves = [(_loss_of(task, make(a)), _loss_of(task, make(b))) for a, b in splits]
+        whole = eval_loss(task, make(order))
+        again = eval_loss(task, make(order))
+        other_seed = eval_loss(task, make(order), seed=1)
+        reversed_ = eval_loss(task, make(order[::-1]))
+        twice = eval_loss(task, make(order + order))
+        halves = [(eval_loss(task, make(a)), eval_loss(task, make(b))) for a, b in splits]
     except Exception as err:  # a step that needs the trainer, or returns no loss
         return skips(f"training_step's loss cannot be computed alone ({err}); {ALONE}")
     evidence |= {

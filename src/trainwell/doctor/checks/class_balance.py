@@ -16,7 +16,7 @@ import torch
 
 from trainwell.doctor.harness.batches import ConcatError, concat, leaves, replay_loader, rows
 from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.harness.losses import first_loss, target_path
+from trainwell.doctor.harness.losses import class_target
 from trainwell.doctor.harness.observe import short_fit
 from trainwell.doctor.harness.outputs import class_predictions
 from trainwell.doctor.harness.samples import iterate_batches
@@ -51,8 +51,7 @@ def _streamed(ctx: DoctorContext, why: str) -> tuple[torch.Tensor, dict[int, lis
     seen = 0
     # Where the class ids sit: the tensor a classification loss receives as its target (any
     # batch structure), else the second of (input, label) pairs.
-    call = first_loss(ctx)
-    path = target_path(ctx, call) if call and call.name in ("cross_entropy", "nll_loss") else None
+    path = class_target(ctx)
     for batch in iterate_batches(ctx.samples.loader):
         y = dict(leaves(batch)).get(path or "batch[1]")
         if not torch.is_tensor(y) or y.dim() != 1 or y.is_floating_point() or y.dtype == torch.bool:

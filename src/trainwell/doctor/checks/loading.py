@@ -205,18 +205,8 @@ def _stream_seeding(real: DataLoader, evidence: dict[str, Any]) -> Verdict:
         return passes(msg)
     repeated, compared = {}, {}
     for n in (0, workers):
-        probe = DataLoader(
-            real.dataset,
-            batch_size=real.batch_size,
-            num_workers=n,
-            collate_fn=real.collate_fn,
-            worker_init_fn=real.worker_init_fn if n else None,
-            generator=real.generator,
-            multiprocessing_context=real.multiprocessing_context if n else None,
-        )
-        _add_lightning_worker_init(probe)
         with quiet():
-            stream = content(probe, STREAM_COMPARED)
+            stream = content(_like(real, real.dataset, real.batch_size, n), STREAM_COMPARED)
         repeated[n], compared[n] = round(1 - len(set(stream)) / max(1, len(stream)), 4), len(stream)
     evidence |= {"num_workers": workers, "samples": compared, "repeated_share": repeated}
     alone, shared = repeated[0], repeated[workers]
@@ -237,20 +227,24 @@ def _worker_draws(
 ) -> list[dict[str, torch.Tensor]]:
     """Sample `index` loaded `per_worker` times by each of `workers` workers set up as the run's
     loader sets them up: one batch per worker."""
-    probe = DataLoader(
-        Subset(real.dataset, [index] * (per_worker * workers)),
-        batch_size=per_worker,
+    same = Subset(real.dataset, [index] * (per_worker * workers))
+    with quiet():
+        return [dict(leaves(b)) for b in _like(real, same, per_worker, workers)]
+
+
+def _like(real: DataLoader, dataset: Any, batch_size: int | None, workers: int) -> DataLoader:
+    """A probe loader over `dataset` whose `workers` are set up as the run's loader sets them
+    up: its collate_fn, generator, worker_init_fn and start method, and the worker_init_fn
+    Lightning adds under seed_everything(workers=True)."""
+    init = real.worker_init_fn if workers else None
+    if init is None and workers and os.environ.get("PL_SEED_WORKERS") == "1":
+        init = functools.partial(pl_worker_init_function, rank=0)
+    return DataLoader(
+        dataset,
+        batch_size=batch_size,
         num_workers=workers,
         collate_fn=real.collate_fn,
-        worker_init_fn=real.worker_init_fn,
+        worker_init_fn=init,
         generator=real.generator,
+        multiprocessing_context=real.multiprocessing_context if workers else None,
     )
-    _add_lightning_worker_init(probe)
-    with quiet():
-        return [dict(leaves(b)) for b in probe]
-
-
-def _add_lightning_worker_init(loader: DataLoader) -> None:
-    """Give the probe loader the worker_init_fn Lightning would add under seed_everything(workers=True)."""
-    if loader.worker_init_fn is None and os.environ.get("PL_SEED_WORKERS") == "1":
-        loader.worker_init_fn = functools.partial(pl_worker_init_function, rank=0)

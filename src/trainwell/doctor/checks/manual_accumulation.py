@@ -11,11 +11,20 @@ from typing import Any
 
 import torch
 
-from trainwell.doctor.harness.batches import ConcatError, concat, replay_loader
+from trainwell.doctor.harness.batches import ConcatError, replay_loader
 from trainwell.doctor.harness.context import DoctorContext, FitResult
 from trainwell.doctor.harness.recorder import Recorder
 from trainwell.doctor.harness.spy import Spy
-from trainwell.doctor.harness.windows import RANDOM, RTOL, StepWatch, compare
+from trainwell.doctor.harness.windows import (
+    RANDOM,
+    RTOL,
+    Grads,
+    StepWatch,
+    compare,
+    moves_with_seed,
+    one_batch,
+    step_grads,
+)
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 
 
@@ -54,7 +63,7 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "the doctor has no reference to compare with; backpropagate one loss function's "
             "output per micro-batch (scaled as the window needs)"
         )
-    references: dict[tuple[int, int], dict[str, torch.Tensor] | str] = {}
+    references: dict[tuple[int, int], tuple[Any, Grads] | str] = {}
     backwards = [b for b, _ in spy.backward_values]
     for index, step in sorted(steps.items(), key=lambda kv: kv[1].batch):  # earliest first
         # The window runs from the last zero_grad of this optimizer before its step (another
@@ -63,14 +72,15 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         start = watch.window_start(zeros[-1]) if zeros else 0
         m, begun = step.batch + 1, watch.weights_at(start, state)
         if (start, m) not in references:
-            references[start, m] = _manual_reference(ctx, begun, samples, batches, start, m)
-        whole = references[start, m]
-        if isinstance(whole, str):
-            return skips(whole)
+            references[start, m] = _manual_reference(ctx, begun, batches, start, m)
+        reference = references[start, m]
+        if isinstance(reference, str):
+            return skips(reference)
+        whole, grads = reference
         items = sum(c[0].items or 0 for c in calls[start:m])
-        target = whole
+        target: dict[str, torch.Tensor] = grads.tensors  # type: ignore[assignment]
         if calls[start][0].reduction == "sum" and abs(scales[0] * items - 1) < 1e-6:  # type: ignore[operator]
-            target = {k: g / items for k, g in whole.items()}  # a sum divided by the items: a mean
+            target = {k: g / items for k, g in target.items()}  # a sum divided by the items: a mean
         discarded = sorted({backwards[i] for i in range(zeros[-1].backwards)}) if zeros else []
         name = f"optimizer {index} (of {watch.optimizers})" if watch.optimizers > 1 else ""
         verdict = _window_verdict(
@@ -83,7 +93,7 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             evidence,
             n,
         )
-        if verdict is not None and _random(ctx, begun, samples, batches, (start, m), whole):
+        if verdict is not None and moves_with_seed(ctx, begun, whole, grads, reference=True):
             return skips(RANDOM)
         if verdict is not None:
             return _latent(verdict) if n == 1 else verdict
@@ -103,19 +113,6 @@ def _latent(verdict: Verdict) -> Verdict:
     )
 
 
-def _random(
-    ctx: DoctorContext,
-    state: dict[str, torch.Tensor],
-    samples: Any,
-    batches: list[Any],
-    window: tuple[int, int],
-    whole: Any,
-) -> bool:
-    """Whether the one-batch reference moves with the seed (a mismatch may be that noise)."""
-    again = _manual_reference(ctx, state, samples, batches, *window, seed=1)
-    return not isinstance(again, str) and compare(again, whole)["relative_difference"] > RTOL
-
-
 def _watch_first_step(
     ctx: DoctorContext, state: dict[str, torch.Tensor], batches: list[Any]
 ) -> tuple[StepWatch, Spy, FitResult]:
@@ -125,8 +122,7 @@ def _watch_first_step(
     spy = Spy(max_calls=8 * limit)
     watch = StepWatch(spy)
     rec = Recorder(spy=spy, freeze_stochastic=True, spy_batches=limit)
-    task = ctx.make_task()
-    task.load_state_dict(state)
+    task = ctx.make_task(state=state)
     fit = ctx.fit(task, replay_loader(batches), [watch, rec], max_steps=-1)
     return watch, spy, fit
 
@@ -229,39 +225,17 @@ def _window_verdict(
 
 
 def _manual_reference(
-    ctx: DoctorContext,
-    state: dict[str, torch.Tensor],
-    samples: Any,
-    batches: list[Any],
-    start: int,
-    end: int,
-    seed: int = 0,
-) -> dict[str, torch.Tensor] | str:
-    """The gradient of the loss function's own output over the items of micro-batches
-    start .. end-1, in one batch, from `state`."""
+    ctx: DoctorContext, state: dict[str, torch.Tensor], batches: list[Any], start: int, end: int
+) -> tuple[Any, Grads] | str:
+    """One batch of the items of micro-batches start .. end-1, and the gradient of the loss
+    function's own output over it, from `state`."""
+    samples = ctx.samples
+    groups = samples.index_batches()[start:end] if samples.indexable else None
     try:
-        if samples.indexable:
-            flat = [i for g in samples.index_batches()[start:end] for i in g]
-            whole = (
-                samples.collate(flat)
-                if samples.collate_is_deterministic(flat)
-                else concat(batches[start:end])
-            )
-        else:
-            whole = concat(batches[start:end])
+        whole = one_batch(ctx, groups, batches[start:end])
     except ConcatError as err:
         return f"the window's micro-batches cannot be joined into one batch ({err})"
-    task = ctx.make_task()
-    task.load_state_dict(state)
-    names = [name for name, p in task.named_parameters() if p.requires_grad]
-    params = [p for p in task.parameters() if p.requires_grad]
-    spy = Spy(max_calls=1, reference_params=params)
-    rec = Recorder(spy=spy, freeze_stochastic=True, spy_batches=1)
-    torch.manual_seed(seed)  # a second seed shows hidden randomness in the step
-    fit = ctx.fit(task, replay_loader([whole]), [rec], max_steps=1, limit_train_batches=1)
-    if not spy.reference_grads:
-        return f"the one-batch reference run computed no loss ({fit.error_line or 'no recognised loss call'})"
-    return {
-        name: torch.zeros_like(p) if g is None else g
-        for name, p, g in zip(names, params, spy.reference_grads[0], strict=True)
-    }
+    grads = step_grads(ctx, state, [whole], 1, reference=True)
+    if grads.tensors is None:
+        return f"the one-batch reference run computed no loss ({grads.error})"
+    return whole, grads

@@ -28,7 +28,7 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, SequentialSampler
 
 from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.harness.losses import first_loss, target_path
+from trainwell.doctor.harness.losses import class_target
 from trainwell.doctor.harness.samples import (
     batch_source,
     order_source,
@@ -128,9 +128,7 @@ PURER = 0.3  # the mean share of a batch's largest class above random's from whi
 
 def _batch_labels(ctx: DoctorContext) -> tuple[list[torch.Tensor], str]:
     """The class ids of each scanned training batch, and where they were read."""
-    call = first_loss(ctx)
-    classes = call is not None and call.name in ("cross_entropy", "nll_loss")
-    path = (target_path(ctx, call) if classes else None) or "batch[1]"
+    path = class_target(ctx) or "batch[1]"
     s = scan(ctx)
     batches = s.ints.get(path, [])[:BATCHES]
     if any(len(b) != n for b, n in zip(batches, s.train_rows, strict=False)):

@@ -16,8 +16,8 @@ from typing import Any
 import torch
 
 from trainwell.doctor.harness.batches import Padding, clone, leaves, padding_positions, restructure
-from trainwell.doctor.harness.context import DoctorContext, quiet
-from trainwell.doctor.harness.losses import ALONE, training_loss
+from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.losses import ALONE, eval_loss
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips
 
 HOOK = "put the padding mask in the batch as a `mask` / `attention_mask` tensor"
@@ -65,8 +65,7 @@ def _padded_further(batch: Any, pad: torch.Tensor) -> Any | None:
 def _loss(task: Any, batch: Any) -> float | str:
     """training_step's loss on `batch` in eval mode, or the error it raised."""
     try:
-        with torch.no_grad(), quiet():
-            return float(training_loss(task, batch))
+        return eval_loss(task, batch)
     except Exception as err:  # reported by the caller as what could not be measured
         return type(err).__name__
 

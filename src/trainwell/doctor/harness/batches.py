@@ -151,8 +151,7 @@ def rows(batch: Any, index: list[int]) -> Any:
     def per_sample(x: Any) -> bool:
         if isinstance(x, torch.Tensor):
             return x.dim() > 0 and x.shape[0] == n
-        plain = isinstance(x, list | tuple) and not hasattr(x, "_fields")
-        return plain and len(x) == n and next(leaves(x), None) is None
+        return _per_sample_list(x, n)
 
     def take(x: Any) -> Any:
         return x[torch.tensor(index)] if torch.is_tensor(x) else type(x)(x[i] for i in index)

@@ -118,23 +118,25 @@ class DoctorContext:
         source.plan = self.plan
         return planned_factories(self.probe_cfg.model, source)
 
-    def make_task(self, seed: int | None = None) -> L.LightningModule:
+    def make_task(
+        self, seed: int | None = None, state: dict[str, torch.Tensor] | None = None
+    ) -> L.LightningModule:
+        """A fresh task as the config builds it, with `state` loaded where given."""
         factories = self.factories()
         torch.manual_seed(self.cfg.seed if seed is None else seed)
-        return instantiate(self.probe_cfg.model, **factories)
+        task = instantiate(self.probe_cfg.model, **factories)
+        if state is not None:
+            task.load_state_dict(state)
+        return task
 
     @cached_property
-    def _reference_task(self) -> L.LightningModule:
-        return self.make_task()
-
-    @property
     def reference_task(self) -> L.LightningModule:
         """The task as the config builds it, never trained (shared: do not modify it)."""
-        return self._reference_task
+        return self.make_task()
 
     def has_hook(self, name: str) -> bool:
         """Whether the task overrides a LightningModule hook (validation_step, ...)."""
-        return is_overridden(name, self._reference_task)
+        return is_overridden(name, self.reference_task)
 
     @cached_property
     def samples(self) -> TrainSamples:
@@ -158,13 +160,11 @@ class DoctorContext:
     def batch(self) -> Any:
         """The fixed probe batch, built by the loader's own collate_fn (any structure); the
         first real batch as it comes when the dataset cannot be indexed."""
-        if self.probe_indices is not None:
-            if not self.probe_indices:
-                raise TrainwellError(
-                    f"the train loader of {type(self.datamodule).__name__} is empty"
-                )
-            return self.samples.collate(self.probe_indices)
-        first = self.samples.real_batches(1)
+        indices = self.probe_indices
+        if indices is None:
+            first = self.samples.real_batches(1)
+        else:
+            first = [self.samples.collate(indices)] if indices else []
         if not first:
             raise TrainwellError(f"the train loader of {type(self.datamodule).__name__} is empty")
         return first[0]

@@ -60,14 +60,10 @@ class LogWatch(L.Callback):
     # -- per batch ---------------------------------------------------------------------------
     def _start(self, trainer: L.Trainer) -> None:
         self._before = {(v.hook, v.name): v for v in compat.logged_values(trainer)}
-        self.spy.batch_index = self._seen
-        self.spy.__enter__()
-        self.spy.active = True
+        self.spy.watch(self._seen)
 
     def _end(self, trainer: L.Trainer, stage: str, batch: Any) -> None:
-        if self.spy.active:
-            self.spy.active = False
-            self.spy.__exit__(None, None, None)
+        self.spy.leave()
         record = BatchLog(stage, size_of(batch), self.spy.calls_in(self._seen))
         self._seen += 1
         for value in compat.logged_values(trainer):
@@ -103,9 +99,7 @@ class LogWatch(L.Callback):
     def on_exception(
         self, trainer: L.Trainer, pl_module: L.LightningModule, err: BaseException
     ) -> None:
-        if self.spy.active:
-            self.spy.active = False
-            self.spy.__exit__(None, None, None)
+        self.spy.leave()
 
     # -- epoch ends ----------------------------------------------------------------------------
     def _metrics(self, pl_module: L.LightningModule) -> None:

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from trainwell.doctor.harness.batches import leaves
-from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.context import DoctorContext, quiet
 from trainwell.doctor.harness.observe import observation
 from trainwell.doctor.harness.spy import LossCall
 
@@ -26,9 +26,25 @@ def training_loss(task: Any, batch: Any) -> torch.Tensor:
     return loss
 
 
+def eval_loss(task: Any, batch: Any, seed: int = 0) -> float:
+    """training_step's loss on `batch` without grad (the task in eval mode: the caller's
+    choice), randomness seeded alike and the global RNG left as it was."""
+    with torch.random.fork_rng(devices=[]), torch.no_grad(), quiet():
+        torch.manual_seed(seed)
+        return float(training_loss(task, batch))
+
+
 def first_loss(ctx: DoctorContext) -> LossCall | None:
     calls = observation(ctx).spy.losses
     return calls[0] if calls else None
+
+
+def class_target(ctx: DoctorContext) -> str | None:
+    """The tensor of the probe batch a class-index loss (cross_entropy, nll_loss) takes as its
+    target, if it takes one: where a batch of any structure keeps its class ids."""
+    call = first_loss(ctx)
+    classes = call is not None and call.name in ("cross_entropy", "nll_loss")
+    return target_path(ctx, call) if call is not None and classes else None
 
 
 def target_path(ctx: DoctorContext, call: LossCall) -> str | None:

@@ -91,7 +91,7 @@ class OverfitStop(L.Callback):
         if n - self._decided < chunk:
             return
         self._decided = n
-        first, last = losses[0], _tail_mean(losses)
+        first, last = losses[0], _mean(losses[-3:])
         # chunk means, not single steps: dropout and Adam make step losses noisy
         recent = _mean(losses[n - chunk :])
         previous = _mean(losses[max(0, n - 2 * chunk) : n - chunk] or losses[:1])
@@ -108,10 +108,6 @@ class OverfitStop(L.Callback):
 
 def _mean(values: list[float]) -> float:
     return sum(values) / len(values)
-
-
-def _tail_mean(values: list[float], n: int = 3) -> float:
-    return _mean(values[-n:])
 
 
 @dataclass

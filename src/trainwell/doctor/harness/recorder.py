@@ -20,11 +20,6 @@ from trainwell.doctor.harness.spy import Spy
 ZEROING_STEPS = 50  # optimizer steps grad.zeroing watches (a pass over every parameter each)
 
 
-def eval_mode_modules(module: nn.Module) -> list[str]:
-    """Names of submodules in eval mode (the root is called 'task')."""
-    return [name or "task" for name, m in module.named_modules() if not m.training]
-
-
 def frozen_modules(module: nn.Module) -> list[str]:
     """Submodules that hold parameters, none of them trainable (a frozen backbone, a frozen BN)."""
     return [
@@ -141,16 +136,14 @@ class Recorder(L.Callback):
                 target[name] = id(p)
         self._freeze(pl_module)
         self._note_frozen(pl_module)
-        off = eval_mode_modules(pl_module)
-        if self.freeze_stochastic:
-            off = []
-        if off:
+        # Submodules in eval mode (the root is called 'task'); the exact-gradient probes put
+        # BatchNorm in eval themselves.
+        off = [n or "task" for n, m in pl_module.named_modules() if not m.training]
+        if off and not self.freeze_stochastic:
             self.eval_modules.append((batch_idx, off))
         self._backward_loss = None
         if self.spy is not None and len(self.losses) < self.spy_batches:
-            self.spy.batch_index = len(self.losses)
-            self.spy.__enter__()
-            self.spy.active = True
+            self.spy.watch(len(self.losses))
 
     def _note_frozen(self, pl_module: L.LightningModule) -> None:
         """Copy each tensor the first batch it is frozen (a freeze after a warm-up counts from
@@ -234,7 +227,8 @@ class Recorder(L.Callback):
         self.stepping_batches += self._since_step == 0
         loss = _loss_of(outputs)
         self.losses.append(loss if loss is not None else self._backward_loss)
-        self._leave()
+        if self.spy is not None:
+            self.spy.leave()
         if self.spy is not None and len(self.live_graph_nodes) < self.watch_memory_steps:
             # After the step, a healthy loop holds no graph; one kept from each step adds up.
             self.live_graph_tensors.append(self.spy.live_graph_outputs())
@@ -243,16 +237,11 @@ class Recorder(L.Callback):
         self.batch_seconds.append(end - self._batch_started)
         self._batch_ended = end
 
-    def _leave(self) -> None:
-        """Pop the spy mode pushed at batch start (also on errors)."""
-        if self.spy is not None and self.spy.active:
-            self.spy.active = False
-            self.spy.__exit__(None, None, None)
-
     def on_exception(
         self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
     ) -> None:
-        self._leave()
+        if self.spy is not None:
+            self.spy.leave()
 
     def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._batch_ended = None  # validation time is not data wait

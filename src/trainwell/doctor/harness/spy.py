@@ -126,6 +126,18 @@ class Spy(TorchFunctionMode):
                     )
         return result
 
+    def watch(self, batch_index: int) -> None:
+        """Record from here on, as watched micro-batch `batch_index` (until `leave`)."""
+        self.batch_index = batch_index
+        self.__enter__()
+        self.active = True
+
+    def leave(self) -> None:
+        """Stop recording (a no-op when not recording: also called on errors)."""
+        if self.active:
+            self.active = False
+            self.__exit__(None, None, None)
+
     def live_graph_outputs(self) -> int:
         return sum(1 for ref in self.graph_outputs if ref() is not None)
 

@@ -83,32 +83,57 @@ def step_grads(
     seed: int = 0,
     watch: bool = False,
     loss_items: Any = None,
+    reference: bool = False,
 ) -> Grads:
-    """The gradient the optimizer would apply after one step over `batches` in windows of `k`."""
-    task = ctx.make_task()
-    task.load_state_dict(state)
+    """The gradient the optimizer would apply after one step over `batches` in windows of `k`;
+    `reference`: the gradient of the recognised loss function's own output instead, taken at
+    its first call, before the user's code scales it (a manual window's reference)."""
+    task = ctx.make_task(state=state)
     if loss_items is not None:
         task.loss_items = loss_items
-    spy = Spy(max_calls=8 * len(batches)) if watch else None
+    params = {n: p for n, p in task.named_parameters() if p.requires_grad}
+    held = list(params.values()) if reference else None
+    spy = Spy(max_calls=8 * len(batches), reference_params=held) if watch or reference else None
     rec = Recorder(
-        spy=spy, freeze_stochastic=True, keep_grad_tensors=True, spy_batches=len(batches)
+        spy=spy, freeze_stochastic=True, keep_grad_tensors=not reference, spy_batches=len(batches)
     )
     torch.manual_seed(seed)  # a second seed shows hidden randomness in the step
     fit = ctx.fit(task, replay_loader(batches), [rec], max_steps=1, accumulate=k)
     skipped = [i for i, v in enumerate(rec.losses) if v is None]
-    if not rec.step_grad_tensors:
-        return Grads(None, fit.error_line or "no optimizer step ran", spy, skipped)
+    if reference and spy is not None and spy.reference_grads:
+        grads = zip(params.items(), spy.reference_grads[0], strict=True)
+        return Grads({n: torch.zeros_like(p) if g is None else g for (n, p), g in grads}, "")
+    if reference or not rec.step_grad_tensors:
+        why = "no recognised loss call" if reference else "no optimizer step ran"
+        return Grads(None, fit.error_line or why, spy, skipped)
     return Grads(rec.step_grad_tensors[0], "", spy, skipped)
 
 
+def moves_with_seed(
+    ctx: DoctorContext, state: dict[str, torch.Tensor], whole: Any, grads: Grads, reference: bool
+) -> bool:
+    """Whether one batch's gradient moves with the seed (a mismatch may be that noise)."""
+    again = step_grads(ctx, state, [whole], 1, seed=1, reference=reference)
+    return (
+        again.tensors is not None
+        and grads.tensors is not None
+        and compare(again.tensors, grads.tensors)["relative_difference"] > RTOL
+    )
+
+
+def one_batch(ctx: DoctorContext, groups: list[list[int]] | None, batches: list[Any]) -> Any:
+    """One batch of the micro-batches' items: their samples (`groups` of indices) re-collated by
+    the loader's own collate_fn, else the micro-batches concatenated (ConcatError: they cannot
+    be), as where a random collate_fn (masking, cropping) would draw differently for it."""
+    flat = [i for g in groups or [] for i in g]
+    if groups is not None and ctx.samples.collate_is_deterministic(flat):
+        return ctx.samples.collate(flat)
+    return concat(batches)
+
+
 def _regroup(ctx: DoctorContext, groups: list[list[int]], label: str) -> Window:
-    samples = ctx.samples
-    batches = [samples.collate(g) for g in groups]
-    flat = [i for g in groups for i in g]
-    if samples.collate_is_deterministic(flat):
-        return Window(label, batches, samples.collate(flat))
-    # A random collate_fn (masking, cropping) would draw differently for the one batch.
-    return Window(label, batches, concat(batches))
+    batches = [ctx.samples.collate(g) for g in groups]
+    return Window(label, batches, one_batch(ctx, groups, batches))
 
 
 def windows(ctx: DoctorContext, k: int, configured: int) -> tuple[list[Window], str]:
