@@ -80,7 +80,7 @@ MUSEUM_T = "tests/doctor/test_museum.py::test_planted_bug_is_caught"
 INV_T = "tests/doctor/test_invariants.py::test_broken_invariant_is_flagged_and_its_fix_passes"
 WEIGHTED_T = "tests/loading/test_weighted_sampler.py"
 BALANCE_T = "src/project/tests/tasks/test_class_balance.py"
-CLASS_BALANCE = "src/trainwell/doctor/checks/class_balance.py"
+CLASS_BALANCE = "src/trainwell/doctor/checks/predictions.py"
 CLASS_BALANCE_T = "tests/doctor/test_class_balance.py"
 
 SEARCH_T = "tests/training/test_search.py"
@@ -701,7 +701,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor targets: a target the training step reordered is not found in the batch",
-        "src/trainwell/doctor/harness/losses.py",
+        "src/trainwell/doctor/harness/observe.py",
         "    for same in (torch.equal, lambda a, b:",
         "    for same in (torch.equal,) or (lambda a, b:",
         (f"{CLASS_BALANCE_T}::test_labels_a_training_step_reorders_are_still_counted",),
@@ -1189,7 +1189,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor eval.batch_independence: the half batch's outputs are never compared",
-        "src/trainwell/doctor/checks/batch_independence.py",
+        "src/trainwell/doctor/checks/batch_edits.py",
         "        rows = p.shape[0] // n * k",
         "        rows = p.shape[0] // n * n",
         ("tests/doctor/test_museum.py::test_batch_statistics_in_eval_show_in_the_outputs",),
@@ -1197,9 +1197,9 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor eval.batch_independence: the loss is never recomputed in another sample order",
-        "src/trainwell/doctor/checks/batch_independence.py",
-        "            reversed_ = _loss_of(task, make(order[::-1]))",
-        "            reversed_ = _loss_of(task, make(order))",
+        "src/trainwell/doctor/checks/batch_edits.py",
+        "        reversed_ = eval_loss(task, make(order[::-1]))",
+        "        reversed_ = eval_loss(task, make(order))",
         (f"{INV_T}[loss_weighted_by_position]",),
         "eval.batch_independence fails a training loss that reads the batch order",
     ),
@@ -1228,7 +1228,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor eval.batch_independence: a step that draws random numbers is compared anyway",
-        "src/trainwell/doctor/checks/batch_independence.py",
+        "src/trainwell/doctor/checks/batch_edits.py",
         "    if other_seed != whole:",
         "    if False:",
         (
@@ -1239,7 +1239,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor eval.batch_independence: the doubled batch's loss is never compared",
-        "src/trainwell/doctor/checks/batch_independence.py",
+        "src/trainwell/doctor/checks/batch_edits.py",
         "    doubled = min(abs(twice - whole), abs(twice - 2 * whole)) > tol",
         "    doubled = False",
         (f"{INV_T}[inputs_standardised_per_batch]",),
@@ -1640,8 +1640,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor data.worker_seeding: a stream's workers are never read together",
         "src/trainwell/doctor/checks/loading.py",
-        "            num_workers=n,",
-        "            num_workers=0,",
+        "stream = content(_like(real, real.dataset, real.batch_size, n), STREAM_COMPARED)",
+        "stream = content(_like(real, real.dataset, real.batch_size, 0), STREAM_COMPARED)",
         (f"{INV_T}[stream_copied_to_every_worker]",),
         "workers that yield the same samples of an iterable dataset are caught",
     ),
@@ -1663,7 +1663,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor loss.padding: a loss that moves with the padding passes",
-        "src/trainwell/doctor/checks/padding.py",
+        "src/trainwell/doctor/checks/batch_edits.py",
         "        if abs(value - before) > 1e-5 * max(1.0, abs(before)):",
         "        if abs(value - before) > 1e9:",
         (f"{INV_T}[mean_over_padding]",),
@@ -1698,7 +1698,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor loss.padding: a batch padded by its pad id is never padded further",
-        "src/trainwell/doctor/checks/padding.py",
+        "src/trainwell/doctor/checks/batch_edits.py",
         '        edits.append((f"padding every row with {EXTRA} more pad ids", further, True))',
         "        pass",
         (f"{INV_T}[pad_ids_averaged_in]",),
@@ -1706,7 +1706,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor loss.padding: a model refusing rows padded further skips the whole check",
-        "src/trainwell/doctor/checks/padding.py",
+        "src/trainwell/doctor/checks/batch_edits.py",
         'more pad ids", further, True))',
         'more pad ids", further, False))',
         (f"{INV_T}[fixed_width_tags_count_padding]",),
@@ -1714,7 +1714,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor loss.padding: the tensor that marks the padding is rewritten too",
-        "src/trainwell/doctor/checks/padding.py",
+        "src/trainwell/doctor/checks/batch_edits.py",
         "            path == padding.marker",
         "            False",
         (f"{INV_T}[pad_ids_averaged_in]",),
@@ -1730,7 +1730,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "doctor data.split_agreement: validation at chance after a fit that learnt passes",
-        "src/trainwell/doctor/checks/split_agreement.py",
+        "src/trainwell/doctor/checks/predictions.py",
         '    if va["accuracy"] > va["chance"] + va["sigma3"]:',
         '    if va["accuracy"] > -1.0:',
         (f"{INV_T}[val_labels_shuffled_apart]",),

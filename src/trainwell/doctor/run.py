@@ -20,8 +20,7 @@ from trainwell.doctor.harness.observe import observation
 from trainwell.doctor.harness.scan import scan
 from trainwell.doctor.harness.settings import ProbeSettings
 from trainwell.doctor.report import plots
-from trainwell.doctor.report.markdown import render
-from trainwell.doctor.report.verdict import Check, exit_code, report_dict, write_json
+from trainwell.doctor.report.verdict import Check, exit_code, render, report_dict, write_json
 from trainwell.errors import TrainwellError, error_line
 from trainwell.training.plan_callback import PlannedFactory
 from trainwell.training.precision import resolve_precision

@@ -12,9 +12,8 @@ from typing import Any
 
 from trainwell.doctor.checks.accumulation import accumulation_equivalence
 from trainwell.doctor.checks.averaging import weights_averaging
-from trainwell.doctor.checks.batch_independence import eval_batch_independence
+from trainwell.doctor.checks.batch_edits import eval_batch_independence, loss_padding
 from trainwell.doctor.checks.checkpoint import checkpoint_partial_load, checkpoint_roundtrip
-from trainwell.doctor.checks.class_balance import data_class_balance
 from trainwell.doctor.checks.data import data_finite, data_leakage, data_split_distribution
 from trainwell.doctor.checks.gradients import grad_flow, grad_zeroing, memory_graph_leak
 from trainwell.doctor.checks.loading import data_throughput, data_worker_seeding
@@ -24,9 +23,8 @@ from trainwell.doctor.checks.metrics import metrics_reduction
 from trainwell.doctor.checks.modes import eval_determinism, train_mode
 from trainwell.doctor.checks.order import data_batch_composition, data_epoch_order
 from trainwell.doctor.checks.overfit import overfit_one_batch
-from trainwell.doctor.checks.padding import loss_padding
+from trainwell.doctor.checks.predictions import data_class_balance, data_split_agreement
 from trainwell.doctor.checks.schedule import schedule_interval
-from trainwell.doctor.checks.split_agreement import data_split_agreement
 from trainwell.doctor.checks.structure import (
     device_placement,
     optimizer_coverage,

@@ -19,8 +19,13 @@ import torch
 
 from trainwell.doctor.harness.batches import clone, restructure
 from trainwell.doctor.harness.context import DoctorContext, quiet
-from trainwell.doctor.harness.losses import ALONE, training_loss
-from trainwell.doctor.harness.observe import crashed_message, observation, unstepped_message
+from trainwell.doctor.harness.observe import (
+    ALONE,
+    crashed_message,
+    observation,
+    training_loss,
+    unstepped_message,
+)
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 
 COORDINATES = 2  # per tensor, on the (up to) 4 tensors with the largest gradients

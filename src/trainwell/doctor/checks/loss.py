@@ -9,8 +9,7 @@ from typing import Any
 import torch
 
 from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.harness.losses import first_loss, target_path
-from trainwell.doctor.harness.observe import crashed_message, observation
+from trainwell.doctor.harness.observe import crashed_message, first_loss, observation, target_path
 from trainwell.doctor.harness.scan import scan
 from trainwell.doctor.harness.spy import LossCall
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns

@@ -28,7 +28,7 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, SequentialSampler
 
 from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.harness.losses import class_target
+from trainwell.doctor.harness.observe import class_target
 from trainwell.doctor.harness.samples import (
     batch_source,
     order_source,
