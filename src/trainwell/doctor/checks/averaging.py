@@ -112,11 +112,17 @@ class _Watch(L.Callback):
         self._step = -1
         self._saved = False
 
-    def _candidates(self, trainer: L.Trainer, module: L.LightningModule) -> dict[str, torch.Tensor]:
+    def _candidates(
+        self, trainer: L.Trainer, module: L.LightningModule
+    ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
         """What may hold an average: the averaging callbacks' tensors (not the live weights they
-        may also point at), an AveragedModel in the module, module parameters no optimizer holds."""
+        may also point at), an AveragedModel in the module, module parameters no optimizer
+        holds; and the weights the optimizers train, less those candidates."""
         optimized = {id(p) for o in trainer.optimizers for g in o.param_groups for p in g["params"]}
-        live = {id(p) for p in module.parameters() if id(p) in optimized and p.requires_grad}
+        trained = {
+            n: p for n, p in module.named_parameters() if id(p) in optimized and p.requires_grad
+        }
+        live = {id(p) for p in trained.values()}
         found: dict[str, torch.Tensor] = {}
         seen: set[int] = {id(self), id(module), id(trainer)}
         for callback in self.owners:
@@ -128,26 +134,14 @@ class _Watch(L.Callback):
         for name, param in module.named_parameters():
             if id(param) not in optimized:
                 found[f"module.{name}"] = param
-        return found
-
-    def _trained(
-        self, trainer: L.Trainer, module: L.LightningModule, exclude: set[int]
-    ) -> dict[str, torch.Tensor]:
-        """The weights the optimizers train, less the candidate averages."""
-        ids = {id(p) for o in trainer.optimizers for g in o.param_groups for p in g["params"]}
-        return {
-            n: p
-            for n, p in module.named_parameters()
-            if id(p) in ids and p.requires_grad and id(p) not in exclude
-        }
+        held_ids = {id(v) for v in found.values()}
+        return found, {n: p.detach() for n, p in trained.items() if id(p) not in held_ids}
 
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        candidates = self._candidates(trainer, pl_module)
+        candidates, weights = self._candidates(trainer, pl_module)
         now = {k: v.detach().clone() for k, v in candidates.items()}
-        held = {id(v) for v in candidates.values()}
-        weights = {k: v.detach() for k, v in self._trained(trainer, pl_module, held).items()}
         if self._step >= 0:
             stepped = trainer.global_step != self._step
             self.transitions.append(stepped)
@@ -192,19 +186,11 @@ def _averaged_weight(
 def _where(value: torch.Tensor, checkpoint: dict[str, Any]) -> str | None:
     """'state_dict' or another top-level key of `checkpoint` holding a tensor equal to `value`."""
     value = value.cpu()
-
-    def holds(node: Any) -> bool:
-        if isinstance(node, torch.Tensor):
-            return node.shape == value.shape and torch.equal(node, value)
-        if isinstance(node, dict):
-            return any(holds(v) for v in node.values())
-        if isinstance(node, list | tuple):
-            return any(holds(v) for v in node)
-        return False
-
-    if holds(checkpoint.get("state_dict", {})):
-        return "state_dict"
-    return next((k for k, v in checkpoint.items() if k != "state_dict" and holds(v)), None)
+    for key in sorted(checkpoint, key=lambda k: k != "state_dict"):  # the state_dict first
+        held = _tensors_in(checkpoint[key], key, 8, set()).values()
+        if any(t.shape == value.shape and torch.equal(t, value) for t in held):
+            return key
+    return None
 
 
 def weights_averaging(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:

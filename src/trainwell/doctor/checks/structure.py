@@ -207,11 +207,7 @@ def precision_master_weights(ctx: DoctorContext, evidence: dict[str, Any]) -> Ve
             f"all {trainable} trainable tensors are float32 (trainer.precision={precision} "
             "casts per op where it is mixed)"
         )
-    if (
-        precision.endswith("-true")
-        and not precision.startswith("32")
-        and not precision.startswith("64")
-    ):
+    if precision.endswith("-true") and not precision.startswith(("32", "64")):
         return passes(
             f"trainable tensors are half precision by the configured trainer.precision={precision} "
             "(no float32 master copy, chosen explicitly)"
