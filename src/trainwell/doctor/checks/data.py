@@ -154,11 +154,16 @@ def _features(s: Scan, split: str) -> list[dict[str, Any]]:
     return found
 
 
-def _tv(a: torch.Tensor, b: torch.Tensor) -> float:
+def _shares(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Two id counts as shares of their totals, over the ids of both."""
     width = max(len(a), len(b))
-    p = torch.nn.functional.pad(a.double(), (0, width - len(a)))
-    q = torch.nn.functional.pad(b.double(), (0, width - len(b)))
-    return float((p / p.sum() - q / q.sum()).abs().sum() / 2)
+    p, q = (torch.nn.functional.pad(c.double(), (0, width - len(c))) for c in (a, b))
+    return p / p.sum(), q / q.sum()
+
+
+def _tv(a: torch.Tensor, b: torch.Tensor) -> float:
+    p, q = _shares(a, b)
+    return float((p - q).abs().sum() / 2)
 
 
 def _tokens(s: Scan, split: str) -> list[dict[str, Any]]:
@@ -175,9 +180,7 @@ def _tokens(s: Scan, split: str) -> list[dict[str, Any]]:
         n, n_train, n0, n1 = (float(c.sum()) for c in (counts, train, *halves))
         noise = _tv(*halves) * ((1 / n + 1 / n_train) / (1 / n0 + 1 / n1)) ** 0.5
         tv = _tv(counts, train)
-        width = max(len(counts), len(train))
-        share = torch.nn.functional.pad(counts.double(), (0, width - len(counts))) / n
-        train_share = torch.nn.functional.pad(train.double(), (0, width - len(train))) / n_train
+        share, train_share = _shares(counts, train)
         top = int((share - train_share).argmax())
         level = sum(tv >= max(k * noise, floor) for k, floor in zip(TOKENS, TV_FLOOR, strict=True))
         found.append(

@@ -154,12 +154,18 @@ def _probe_target_fault(
         valid = _valid(t, call.ignore_index)
         bad = int(((valid < 0) | (valid >= classes)).sum())
         evidence["out_of_range_in_probe_batch"] = bad
-        if bad:
-            return fails(
-                f"{bad} label(s) in the probe batch are outside [0, {classes}) (max "
-                f"{int(valid.max())}); fix the labels or set model.num_classes to cover them"
-            )
+        return _outside(bad, "label(s) in the probe batch", valid, classes)
     return None
+
+
+def _outside(bad: int, which: str, labels: torch.Tensor, classes: int) -> Verdict | None:
+    """A fail when `bad` of the labels fall outside [0, classes)."""
+    if not bad:
+        return None
+    return fails(
+        f"{bad} {which} are outside [0, {classes}) (max {int(labels.max())}); fix the labels or "
+        "set model.num_classes to cover them"
+    )
 
 
 ELEMENTWISE = (*REGRESSION, "binary_cross_entropy", "binary_cross_entropy_with_logits")
@@ -192,20 +198,14 @@ def _scanned_labels_fault(
     """A fail when labels scanned from the dataset fall outside [0, classes): the probe batch
     alone can miss a rare out-of-range class."""
     labels = _valid(labels, call.ignore_index)
-    bad_mask = (labels < 0) | (labels >= classes)
+    bad = int(((labels < 0) | (labels >= classes)).sum())
     evidence |= {
         "label_min": int(labels.min()) if labels.numel() else None,
         "label_max": int(labels.max()) if labels.numel() else None,
         "labels_scanned": int(labels.numel()),
-        "out_of_range": int(bad_mask.sum()),
+        "out_of_range": bad,
     }
-    if bool(bad_mask.any()):
-        return fails(
-            f"{int(bad_mask.sum())} of {labels.numel()} scanned labels ({path}) are outside "
-            f"[0, {classes}) (max {int(labels.max())}); fix the labels or set "
-            "model.num_classes to cover them"
-        )
-    return None
+    return _outside(bad, f"of {labels.numel()} scanned labels ({path})", labels, classes)
 
 
 def _declared(ctx: DoctorContext) -> int | None:

@@ -51,9 +51,7 @@ class FitResult:
 
     @property
     def error_line(self) -> str:
-        if self.error is None:
-            return ""
-        return error_line(self.error)
+        return "" if self.error is None else error_line(self.error)
 
 
 @dataclass
