@@ -14,9 +14,8 @@ wrong at scale):
 torchmetrics metrics (logged as objects, or their compute() logged) keep sums and counts and
 reduce across ranks themselves: they are the fix, and never flagged.
 
-How the task's `self.log` calls will be reduced: per batch, per epoch, across ranks.
-
-`LogWatch` follows a short real fit (a few real train micro-batches, a validation pass over a
+`LogWatch` sees how the task's `self.log` calls will be reduced (per batch, per epoch, across
+ranks). It follows a short real fit (a few real train micro-batches, a validation pass over a
 few real val batches). Around every batch it reads what Lightning accumulated for each logged
 mean (compat.logged_values): the value logged for that batch and the batch size Lightning
 weighs it by; the spy says what the loss functions of that batch averaged over, so a logged loss
