@@ -407,6 +407,11 @@ UNTESTED: tuple[NotSuggested, ...] = (
 
 NOT_SUGGESTED: tuple[NotSuggested, ...] = (
     NotSuggested(
+        "src/trainwell/doctor/harness/windows.py",
+        "dropout modules at p=0",
+        "a doctor verdict's prose: what its probe set, not an override",
+    ),
+    NotSuggested(
         "src/trainwell/callbacks/ema.py",
         "ema.decay with trainer.strategy.save_distributed_checkpoint=true is not supported",
         "the setting the user gave, echoed back",
