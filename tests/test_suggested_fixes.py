@@ -468,7 +468,7 @@ def test_a_probe_that_raises_gives_its_traceback_with_the_variable_the_verdict_n
     from trainwell.doctor.harness.settings import ProbeSettings
     from trainwell.doctor.run import run_checks
 
-    def broken_probe(ctx: DoctorContext):
+    def broken_probe(ctx: DoctorContext, evidence: dict) -> None:
         raise KeyError("a key the probe never expected")
 
     monkeypatch.setattr("trainwell.doctor.run.CHECKS", {"probe.broken": broken_probe})
