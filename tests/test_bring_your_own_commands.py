@@ -33,6 +33,7 @@ def _forked(project: Path, line: str) -> subprocess.CompletedProcess:
     return run_in_clone(project, script.removeprefix("scripts/"), *args)
 
 
+@pytest.mark.slow  # every line of the page, one after another: about a minute on 2 cores
 def test_the_readme_commands_run_as_written_in_a_clone(project: Path) -> None:
     train, evaluate, doctor = page_commands()
     # The first line in a fresh process from a shell's argv, as the user's first command
