@@ -43,6 +43,10 @@ from trainwell.command_line import check_command_line, composed
 pytestmark = pytest.mark.engine
 
 UNFINISHED = "tests.owned.unfinished"
+# The scripts run without model= or data= compose the default config, the digits example's.
+DEFAULT_RUN = pytest.mark.example(
+    "project.data.digits", "project.models.digits_cnn", "project.tasks.classification"
+)
 # A run of the engine tests' own modules cut to a few batches: each run here is about a second.
 SHORT = (
     *OWNED,
@@ -494,6 +498,7 @@ def _script_of(command: list[str]) -> tuple[str, list[str]]:
     return Path(command[1]).name, command[2:]
 
 
+@DEFAULT_RUN  # runs the scripts on the default config: the digits example
 @pytest.mark.parametrize("script", ["eval.py", "predict.py"])
 def test_a_command_without_a_checkpoint_runs_on_the_one_the_message_names(
     script: str, trained: Path, tmp_path: Path
@@ -544,6 +549,7 @@ def test_input_that_is_not_npy_is_predicted_once_passed_as_the_npy_the_message_n
 
 
 @pytest.mark.slow
+@DEFAULT_RUN  # runs the scripts on the default config: the digits example
 def test_a_checkpoint_that_is_missing_or_not_lightnings_gives_way_to_the_one_named(
     trained: Path, tmp_path: Path
 ) -> None:
@@ -572,6 +578,7 @@ def _serve_problem(*argv: str) -> str | None:
     return check_command_line(CONF, "serve", list(argv), served_export)
 
 
+@DEFAULT_RUN  # runs the scripts on the default config: the digits example
 @pytest.mark.slow
 def test_serve_without_an_export_serves_the_one_the_printed_command_makes(
     trained: Path, tmp_path: Path
