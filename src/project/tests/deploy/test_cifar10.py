@@ -186,7 +186,14 @@ def test_bad_raw_input_gets_one_line_and_exit_2(
     np.save(tmp_path / "float.npy", np.zeros((2, 32, 32, 3), dtype=np.float32))
     np.save(tmp_path / "chw.npy", np.zeros((2, 3, 32, 32), dtype=np.uint8))
     Image.fromarray(np.zeros((32, 32), dtype=np.uint8)).save(tmp_path / "grey.png")
-    for name, says in [("float.npy", "integers"), ("chw.npy", "shape"), ("grey.png", "RGB")]:
+    Image.fromarray(np.zeros((32, 32, 4), dtype=np.uint8), "RGBA").save(tmp_path / "rgba.png")
+    cases = [
+        ("float.npy", "integers"),
+        ("chw.npy", "shape"),
+        ("grey.png", "RGB PNG, got 32x32 L"),  # the image's own mode, not a converted array's
+        ("rgba.png", "RGB PNG, got 32x32 RGBA"),
+    ]
+    for name, says in cases:
         proc = call_script(
             "predict.py", _ckpt(run), f"input={tmp_path / name}", f"hydra.run.dir={tmp_path / 'p'}"
         )
