@@ -1529,17 +1529,6 @@ MUTANTS: list[Mutant] = [
         "Task.load_from_checkpoint(path) returns load_trained(path)'s module, in eval mode",
     ),
     Mutant(
-        "serve: a wrong artifact is found only after Hydra made a run dir",
-        "scripts/serve.py",
-        ', "serve", serve_job, check_paths=served_export\n',
-        ', "serve", serve_job\n',
-        (
-            "tests/test_startup.py::test_a_mistake_is_one_line_before_torch_lightning_torchvision"
-            "[serve.py artifact=missing/export]",
-        ),
-        "a wrong artifact is one line before Hydra starts: no run dir is left behind",
-    ),
-    Mutant(
         "doctor: the probe settings are checked only after the experiment is loaded",
         "scripts/doctor.py",
         '    check_paths=lambda cfg: ProbeSettings.from_cfg(cfg.get("probe")),\n',
