@@ -22,6 +22,7 @@ from tests.doctor.invariants import (
     val_text_not_lowercased,
 )
 from tests.doctor.test_invariants import run_case
+from tests.helpers.trainers import quiet_trainer
 from trainwell.doctor.checks.data import _features
 from trainwell.doctor.harness.scan import Scan
 
@@ -95,14 +96,7 @@ class Watch(L.LightningModule):
 
 def _bare(datamodule: L.LightningDataModule) -> Watch:
     watch = Watch()
-    trainer = L.Trainer(
-        max_epochs=2,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-    )
+    trainer = quiet_trainer(max_epochs=2, limit_val_batches=1.0)
     trainer.fit(watch, datamodule=datamodule)
     return watch
 

@@ -11,7 +11,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import lightning as L
 import pytest
 import torch
 from omegaconf import OmegaConf, open_dict
@@ -20,6 +19,7 @@ from tests.doctor import manual_forms
 from tests.doctor.reported._common import Digits
 from tests.helpers.config import compose_config
 from tests.helpers.doctor import QUICK_PROBES, run_cfg
+from tests.helpers.trainers import quiet_trainer
 from trainwell.doctor.checks import CHECK_IDS
 from trainwell.doctor.report.verdict import Check
 
@@ -113,15 +113,7 @@ def test_the_doctor_finishes_on_each_manual_form_and_fails_none(tmp_path: Path, 
 def test_each_form_trains_under_bare_lightning(form: str) -> None:
     module = getattr(manual_forms, form)()
     before = [p.detach().clone() for p in module.parameters()]
-    trainer = L.Trainer(
-        max_epochs=2,
-        logger=False,
-        enable_checkpointing=False,
-        enable_progress_bar=False,
-        enable_model_summary=False,
-        num_sanity_val_steps=0,
-        limit_val_batches=0,
-    )
+    trainer = quiet_trainer(max_epochs=2)
     trainer.fit(module, datamodule=Digits())
     assert trainer.global_step > 0
     assert any(not torch.equal(a, b) for a, b in zip(before, module.parameters(), strict=True))
