@@ -446,6 +446,9 @@ def main(argv: list[str] | None = None) -> None:
     global ORT_THREADS
     ORT_THREADS = args.ort_threads
     n_load = args.load_requests or 20 * args.concurrency
+    # A benchmark stopped with SIGTERM (timeout, kill) unwinds through the `finally` below, which
+    # resumes and stops the servers' process groups: the default action would leave them paused.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     figures: dict[str, float | int | str] = {}
     with tempfile.TemporaryDirectory() as tmp:
         for name in args.models:
