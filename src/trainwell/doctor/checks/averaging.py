@@ -74,9 +74,8 @@ def _tensors_in(value: Any, path: str, depth: int, seen: set[int]) -> dict[str, 
         return {}
     found: dict[str, torch.Tensor] = {}
     for key, item in items:
-        if isinstance(key, str) and key in ("_trainer", "trainer"):
-            continue
-        found.update(_tensors_in(item, f"{path}.{key}", depth - 1, seen))
+        if not (isinstance(key, str) and key in ("_trainer", "trainer")):
+            found.update(_tensors_in(item, f"{path}.{key}", depth - 1, seen))
     return found
 
 

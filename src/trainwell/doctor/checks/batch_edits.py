@@ -86,11 +86,9 @@ def loss_padding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         return skips(f"the probe batch has no padding mask; {HOOK} to test padding")
     count = int(padding.pad.sum())
     rewritten, changed = _rewrite(ctx.batch, padding)
-    edits = []  # (what was done, the edited batch, whether the model may refuse it)
-    if changed:
-        edits.append(
-            (f"rewriting the {count} padding positions of {', '.join(changed)}", rewritten, False)
-        )
+    # (what was done, the edited batch, whether the model may refuse it)
+    what = f"rewriting the {count} padding positions of {', '.join(changed)}"
+    edits = [(what, rewritten, False)] if changed else []
     further = _padded_further(ctx.batch, padding.pad) if padding.pad_id is not None else None
     if further is not None:
         # A model that takes rows of one length only refuses longer rows: not measured then.
