@@ -1637,8 +1637,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor checkpoint.roundtrip: the next step after loading is not compared",
         "src/trainwell/doctor/checks/checkpoint.py",
-        "    if max(diffs, default=0.0) > 1e-6:",
-        "    if max(diffs, default=0.0) > 1e9:",
+        "    if apart > 1e-6:",
+        "    if apart > 1e9:",
         (f"{INV_T}[private_noise_generator]",),
         "what is saved is what runs: a loaded task takes the same next step",
     ),
@@ -1783,8 +1783,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor accumulation.equivalence: a manual step scaled with nothing combined fails",
         "src/trainwell/doctor/checks/manual_accumulation.py",
-        "            return _latent(verdict) if n == 1 else verdict",
-        "            return verdict",
+        "        if n > 1:\n            return verdict\n",
+        "        if True:\n            return verdict\n",
         (f"{INV_T}[manual_loss_halved_without_accumulation]",),
         "a verdict depends on the run: harmless without accumulation warns, never fails",
     ),

@@ -1,13 +1,11 @@
 """accumulation.equivalence: an optimizer step over a window of micro-batches == one batch.
 
-The windows are the user's own: real consecutive micro-batches of the real train loader (the
-first window of the epoch, and its short tail window when the run has one), through a Trainer
-built by the same builder train.py uses (so the template's exact accumulation is installed).
-"One batch of the same items" is the window's samples re-collated by the loader's own
-collate_fn (padding per batch included), or the micro-batches concatenated when the dataset
-cannot be indexed. Gradients are read at `on_before_optimizer_step`, what the optimizer would
-apply. Dropout is set to p=0 and BatchNorm to eval in every run (they make micro-batch and
-full-batch forwards differ by design; BatchNorm is reported as a warning).
+The windows are the user's own: real consecutive micro-batches of the train loader (the first
+window of the epoch, and its short tail window), through the Trainer train.py builds. "One batch
+of the same items" is the window's samples re-collated by the loader's own collate_fn (padding
+per batch included), or the micro-batches concatenated when the dataset cannot be indexed.
+Dropout is set to p=0 and BatchNorm to eval in every run: they make micro-batch and full-batch
+forwards differ by design (BatchNorm is reported as a warning).
 
 Manual optimization: see checks/manual_accumulation.py (the registry picks one of the two).
 """
@@ -16,7 +14,6 @@ from __future__ import annotations
 
 from typing import Any
 
-import lightning as L
 import torch
 
 from trainwell.blocks.layers import BATCH_NORMS
@@ -50,18 +47,36 @@ def accumulation_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Ve
     found, why = windows(ctx, k, configured)
     if not found:
         return skips(f"no window to compare: {why}")
-    world = ctx.world_size
-    evidence["configured_world_size"] = world
+    evidence["configured_world_size"] = ctx.world_size
     for window in found:
         verdict = _compare_window(ctx, state, window, k, evidence)
-        if verdict is not None and verdict.status == "fail" and configured == 1 and world == 1:
-            return _latent(verdict, k)
-        if verdict is not None:
+        if verdict is None:
+            continue
+        if verdict.status != "fail" or configured != 1 or ctx.world_size != 1:
             return verdict
+        # A window that differs from one batch only matters when windows (or ranks) are
+        # combined: with K=1 and one process every step is one micro-batch, so a summed or
+        # per-batch-scaled loss changes only what the learning rate means, never which step.
+        return warns(
+            f"this run does not accumulate (K=1, one process), so its steps are unaffected, but "
+            f"probed with K={k}: {verdict.message}; this would break gradients once "
+            "accumulate_grad_batches > 1 or DDP (which averages ranks' gradients) is turned on"
+        )
     norms = [n for n, m in probe.named_modules() if isinstance(m, BATCH_NORMS)]
     evidence["batchnorm_layers"] = norms
     if norms and configured > 1:
-        return _batchnorm_warning(ctx, norms, evidence)
+        # Exact gradients, inexact statistics: BatchNorm normalises each micro-batch by its own
+        # mean and variance, which one batch of K x B samples would not.
+        plan = ctx.plan
+        evidence |= {"micro_batch": plan.micro_batch, "effective_batch": plan.effective_batch}
+        return warns(
+            f"gradients match one batch of the same samples with BatchNorm frozen, but "
+            f"{len(norms)} BatchNorm layer(s) (first `{norms[0]}`) normalise each micro-batch of "
+            f"{plan.micro_batch} by its own statistics, not the effective batch of "
+            f"{plan.effective_batch}, so accumulation is not exact in training mode; use GroupNorm "
+            "or LayerNorm (model.net.norm=group for the template's nets), or a larger micro-batch "
+            "with less accumulation"
+        )
     where = "" if configured > 1 else f" (probed with K={k}; this run does not accumulate)"
     labels = " and ".join(w.label for w in found)
     return passes(
@@ -78,7 +93,6 @@ def _compare_window(
     evidence: dict[str, Any],
 ) -> Verdict | None:
     """A verdict when `window` cannot be compared or differs from one batch; None: it matches."""
-    sizes = [size_of(b) for b in window.batches]
     windowed = step_grads(ctx, state, window.batches, k, watch=True)
     if windowed.skipped:
         return skips(
@@ -92,57 +106,17 @@ def _compare_window(
     if moves_with_seed(ctx, state, window.whole, whole, reference=False):
         return skips(RANDOM)
     result = compare(windowed.tensors, whole.tensors)
-    evidence[window.label] = {"micro_batch_sizes": sizes, **result}
-    if result["relative_difference"] > RTOL:
-        return _mismatch(ctx, state, window, k, windowed, whole, result, evidence)
-    return None
-
-
-def _latent(verdict: Verdict, k: int) -> Verdict:
-    """A window that differs from one batch only matters when windows (or ranks) are combined:
-    with K=1 and one process every step is one micro-batch, so a summed or per-batch-scaled
-    loss changes only what the learning rate means, never which step is taken."""
-    return warns(
-        f"this run does not accumulate (K=1, one process), so its steps are unaffected, but "
-        f"probed with K={k}: {verdict.message}; this would break gradients once "
-        "accumulate_grad_batches > 1 or DDP (which averages ranks' gradients) is turned on"
-    )
-
-
-def _batchnorm_warning(ctx: DoctorContext, norms: list[str], evidence: dict[str, Any]) -> Verdict:
-    """Exact gradients, inexact statistics: BatchNorm normalises each micro-batch by its own
-    mean and variance, which one batch of K x B samples would not."""
-    plan = ctx.plan
-    evidence |= {"micro_batch": plan.micro_batch, "effective_batch": plan.effective_batch}
-    return warns(
-        f"gradients match one batch of the same samples with BatchNorm frozen, but "
-        f"{len(norms)} BatchNorm layer(s) (first `{norms[0]}`) normalise each micro-batch of "
-        f"{plan.micro_batch} by its own statistics, not the effective batch of "
-        f"{plan.effective_batch}, so accumulation is not exact in training mode; use GroupNorm "
-        "or LayerNorm (model.net.norm=group for the template's nets), or a larger micro-batch "
-        "with less accumulation"
-    )
-
-
-def _mismatch(
-    ctx: DoctorContext,
-    state: dict[str, torch.Tensor],
-    window: Window,
-    k: int,
-    windowed: Grads,
-    whole: Grads,
-    result: dict[str, float],
-    evidence: dict[str, Any],
-) -> Verdict:
-    """Name the cause: a per-micro-batch mean over items the module does not declare, a
-    declaration that disagrees with the loss, or a loss scaled by hand."""
-    task = ctx.make_task()
+    evidence[window.label] = {"micro_batch_sizes": [size_of(b) for b in window.batches], **result}
+    if result["relative_difference"] <= RTOL:
+        return None
+    # Name the cause: a per-micro-batch mean over items the module does not declare, a
+    # declaration that disagrees with the loss, or a loss scaled by hand.
     spy = windowed.spy
     calls = [spy.calls_in(i) for i in range(len(window.batches))] if spy else []
     seen = [c[0].items for c in calls if len(c) == 1 and c[0].reduction == "mean"]
     if len(seen) == len(window.batches) and None not in seen:
-        counts: list[int] = [int(c) for c in seen]  # type: ignore[arg-type]
-        miscounted = _miscounted_items(ctx, task, state, window, k, whole, counts, result, evidence)
+        counts = [int(c) for c in seen]  # type: ignore[arg-type]
+        miscounted = _miscounted_items(ctx, state, window, k, whole, counts, result, evidence)
         if miscounted is not None:
             return miscounted
     return fails(
@@ -154,7 +128,6 @@ def _mismatch(
 
 def _miscounted_items(
     ctx: DoctorContext,
-    task: L.LightningModule,
     state: dict[str, torch.Tensor],
     window: Window,
     k: int,
@@ -165,8 +138,8 @@ def _miscounted_items(
 ) -> Verdict | None:
     """A fail when the micro-batches are weighed by other counts than the items their loss
     averages over, and weighing them by the loss's own counts makes the window match."""
+    task = ctx.make_task()
     sizes = [size_of(b) for b in window.batches]
-    name = type(task).__name__
     declared = counting_unit(task) != "samples"
     stated = [int(count_items(task, b)) for b in window.batches] if declared else sizes
     evidence |= {"items_the_loss_averages": counts, "items_counted": stated}
@@ -182,13 +155,13 @@ def _miscounted_items(
             f"{window.label} weighs each micro-batch by its samples ({sizes}), but the "
             f"loss is a mean over {counts} items (tokens, unmasked targets) in them: the "
             f"step differs from one batch by {result['relative_difference']:.2g} "
-            f"(relative); declare `def loss_items(self, batch)` in {name} returning the "
-            "number of targets its loss averages over, e.g. (batch['targets'] != -100)"
-            ".sum(); with it this window matches"
+            f"(relative); declare `def loss_items(self, batch)` in {type(task).__name__} "
+            "returning the number of targets its loss averages over, e.g. "
+            "(batch['targets'] != -100).sum(); with it this window matches"
         )
     if exact:
         return fails(
-            f"{name}.loss_items returns {stated} for {window.label}, but the loss "
+            f"{type(task).__name__}.loss_items returns {stated} for {window.label}, but the loss "
             f"averages over {counts} items: make loss_items count exactly what "
             "training_step's loss averages over; with those counts this window matches"
         )

@@ -3,14 +3,10 @@ never per micro-batch, and saved in the checkpoint.
 
 An average updated at every micro-batch under accumulation decays K times too fast and nothing
 says so; one kept outside the checkpoint restarts on every resume and never reaches eval,
-predict or export. The check finds averages by what they do, not by their class: in a short
-real fit under accumulation (K >= 2) with the run's averaging callbacks (`ema.decay`, Lightning's
-WeightAveraging, a callback of the user's own) it watches every tensor they and the module hold
-outside the optimizer; a tensor is an average of a weight when each change moves it straight
-towards that weight (an EMA or SWA update: `avg += a * (w - avg)`), unlike statistics such as
-BatchNorm's or a codebook's. Then it checks when those updates happened (after micro-batches
-that ended an optimizer step only) and where a checkpoint written mid-run keeps them (its
-state_dict, which eval, predict and export load).
+predict or export. Averages are found by what they do, not by their class: in a short real fit
+under accumulation (K >= 2) with the run's averaging callbacks, a tensor they or the module hold
+outside the optimizer is an average of a weight when each change moves it straight towards that
+weight (an EMA or SWA update: `avg += a * (w - avg)`), unlike statistics such as BatchNorm's.
 """
 
 from __future__ import annotations
@@ -40,9 +36,8 @@ _BUILT_IN = ("lightning", "pytorch_lightning", "trainwell")
 
 
 def _user_callbacks(cfg: DictConfig) -> tuple[list[L.Callback], list[str]]:
-    """The run's averaging callbacks: the template's EMA, Lightning's WeightAveraging family and
-    any callback of the user's own (neither Lightning's nor the template's), built as the run
-    builds them; and the names of those that could not be built."""
+    """The run's averaging callbacks (the template's EMA, Lightning's WeightAveraging family, any
+    of the user's own) built as the run builds them, and the names of those that were not."""
     callbacks: list[L.Callback] = list(ema_callbacks(cfg))
     unbuilt: list[str] = []
     for name, node in (cfg.get("callbacks") or {}).items():
@@ -79,9 +74,8 @@ def _tensors_in(value: Any, path: str, depth: int, seen: set[int]) -> dict[str, 
         return {}
     found: dict[str, torch.Tensor] = {}
     for key, item in items:
-        if isinstance(key, str) and key in ("_trainer", "trainer"):
-            continue
-        found.update(_tensors_in(item, f"{path}.{key}", depth - 1, seen))
+        if not (isinstance(key, str) and key in ("_trainer", "trainer")):
+            found.update(_tensors_in(item, f"{path}.{key}", depth - 1, seen))
     return found
 
 
@@ -96,28 +90,23 @@ class _Average:
 
 
 class _Watch(L.Callback):
-    """Last of the probe's callbacks: at each training batch's start (everything the previous
-    micro-batch did, the module's own hooks included, is done) it compares the candidate
-    tensors with their previous values; after the second optimizer step it writes a checkpoint
-    and keeps the averages' values of that moment. (Not a dataclass: Hydra would take it for a
-    config when the Trainer is instantiated with it.)"""
+    """Last of the probe's callbacks, so each batch start sees all the previous micro-batch did.
+    Not a dataclass: Hydra would take it for a config when the Trainer is instantiated with it."""
 
     def __init__(self, owners: list[L.Callback], checkpoint_path: str) -> None:
         self.owners = owners
         self.checkpoint_path = checkpoint_path
         self.averages: dict[str, _Average] = {}
-        self.saved_values: dict[str, torch.Tensor] = {}
+        self.saved: dict[str, torch.Tensor] | None = None  # at the checkpoint
         self.transitions: list[bool] = []  # did an optimizer step end each watched micro-batch?
         self._before: dict[str, torch.Tensor] = {}
         self._step = -1
-        self._saved = False
 
     def _candidates(
         self, trainer: L.Trainer, module: L.LightningModule
     ) -> tuple[dict[str, torch.Tensor], dict[str, torch.Tensor]]:
-        """What may hold an average: the averaging callbacks' tensors (not the live weights they
-        may also point at), an AveragedModel in the module, module parameters no optimizer
-        holds; and the weights the optimizers train, less those candidates."""
+        """What may hold an average (the callbacks' tensors but live weights, an AveragedModel,
+        parameters no optimizer holds), and the weights the optimizers train, less those."""
         optimized = {id(p) for o in trainer.optimizers for g in o.param_groups for p in g["params"]}
         trained = {
             n: p for n, p in module.named_parameters() if id(p) in optimized and p.requires_grad
@@ -158,10 +147,9 @@ class _Watch(L.Callback):
                 elif trainer.global_step > 0:  # an average built lazily before step 1 is no update
                     average.mid_window += 1
         self._before, self._step = now, trainer.global_step
-        if trainer.global_step >= 2 and not self._saved and self.transitions[-1:] == [True]:
-            self._saved = True
+        if trainer.global_step >= 2 and self.saved is None and self.transitions[-1:] == [True]:
             trainer.save_checkpoint(self.checkpoint_path, weights_only=False)
-            self.saved_values = {k: v.clone() for k, v in now.items()}
+            self.saved = {k: v.clone() for k, v in now.items()}
 
 
 def _averaged_weight(
@@ -202,9 +190,7 @@ def weights_averaging(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     path = ctx.workdir / "averaging.ckpt"
     watch = _Watch(callbacks, str(path))
     task = ctx.make_task()
-    fit = ctx.fit(
-        task, train, callbacks=[*callbacks, watch], max_steps=STEPS, accumulate=accumulate
-    )
+    fit = ctx.fit(task, train, [*callbacks, watch], max_steps=STEPS, accumulate=accumulate)
     evidence |= {
         "callbacks_watched": [type(c).__name__ for c in callbacks],
         "accumulate": accumulate,
@@ -223,10 +209,6 @@ def weights_averaging(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "no moving average of the weights found (no averaging callback, ema.decay is null, "
             "and nothing the module keeps outside the optimizer moves towards its weights)"
         )
-    return _verdict(watch, path, accumulate, evidence)
-
-
-def _verdict(watch: _Watch, path: Any, accumulate: int, evidence: dict[str, Any]) -> Verdict:
     owners: dict[str, list[_Average]] = {}
     for name, average in watch.averages.items():
         owners.setdefault(average.owner, []).append(average)
@@ -246,12 +228,12 @@ def _verdict(watch: _Watch, path: Any, accumulate: int, evidence: dict[str, Any]
                 "update it once per optimizer step (when trainer.global_step changes), or use "
                 "ema.decay=<decay>"
             )
-    if not watch.saved_values or not path.is_file():
+    if not watch.saved or not path.is_file():
         return skips("the probe wrote no checkpoint to look in")
     checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     places: dict[str, set[str | None]] = {}
     for name, average in watch.averages.items():
-        value = watch.saved_values.get(name)
+        value = watch.saved.get(name)
         if value is not None:
             places.setdefault(average.owner, set()).add(_where(value, checkpoint))
     evidence["kept_in"] = {owner: sorted(map(str, found)) for owner, found in places.items()}

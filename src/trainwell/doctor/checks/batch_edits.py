@@ -1,23 +1,17 @@
 """loss.padding and eval.batch_independence: what shares a sample's batch (padding, other samples,
 their order) must not move its loss or its eval outputs.
 
-loss.padding: the probe batch's padding is read from the batch itself
-(harness.batches.padding_positions): a mask tensor, lengths, or a pad id filling the ends of a
-tensor's rows. Every integer tensor of the padding's shape other than the one that marks it (token
-ids, per-position labels) gets its padding positions rewritten with a value it holds at a real
-position (negative labels, an `ignore_index`, are left alone); where a pad id marks the padding,
-the batch is also padded further, by more pad ids. The task's training_step loss, computed in eval
-mode, must not move: a model that pools or attends over padding, or a loss that counts padded
-labels, makes it move.
-
-eval.batch_independence: a sample's eval outputs and its training loss do not depend on what it
-is batched with (BatchNorm without running statistics, losses or inputs normalised by the batch,
-a loss that reads the batch order).
+loss.padding: rewriting the probe batch's padding positions (negative labels, an `ignore_index`,
+are left alone), or padding every row further by its pad id, must not move training_step's loss
+in eval mode, as pooling or attending over padding, or a loss counting padded labels, would.
+eval.batch_independence catches BatchNorm without running statistics, losses or inputs
+normalised by the batch, and a loss that reads the batch order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
@@ -42,8 +36,7 @@ EXTRA = 4  # positions of padding added to every row where a pad id marks the pa
 
 
 def _rewrite(batch: Any, padding: Padding) -> tuple[Any, list[str]]:
-    """A copy of the batch with padding positions of every integer tensor of the padding's shape
-    but the marker set to a value from a real position (negative values left as they are)."""
+    """A copy of the batch with the padding of its token and label tensors set to a real value."""
     copy, changed, pad = clone(batch), [], padding.pad
     for path, t in leaves(copy):
         if (
@@ -62,8 +55,8 @@ def _rewrite(batch: Any, padding: Padding) -> tuple[Any, list[str]]:
 
 
 def _padded_further(batch: Any, pad: torch.Tensor) -> Any | None:
-    """The batch with EXTRA more padding positions per row: every tensor of the padding's shape
-    grows by the one value it holds at padding (None when one holds several there)."""
+    """The batch with EXTRA more padding positions per row (None: a tensor holds several values
+    at padding)."""
 
     def grow(t: torch.Tensor) -> torch.Tensor:
         if t.shape != pad.shape:
@@ -93,11 +86,9 @@ def loss_padding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         return skips(f"the probe batch has no padding mask; {HOOK} to test padding")
     count = int(padding.pad.sum())
     rewritten, changed = _rewrite(ctx.batch, padding)
-    edits = []  # (what was done, the edited batch, whether the model may refuse it)
-    if changed:
-        edits.append(
-            (f"rewriting the {count} padding positions of {', '.join(changed)}", rewritten, False)
-        )
+    # (what was done, the edited batch, whether the model may refuse it)
+    what = f"rewriting the {count} padding positions of {', '.join(changed)}"
+    edits = [(what, rewritten, False)] if changed else []
     further = _padded_further(ctx.batch, padding.pad) if padding.pad_id is not None else None
     if further is not None:
         # A model that takes rows of one length only refuses longer rows: not measured then.
@@ -145,23 +136,19 @@ BATCH_RTOL = 1e-4
 LOSS_RTOL = 2e-5
 FEWEST = 4  # samples in the probe batch: two halves of two, and two different splits
 
-Regroup = Callable[[list[int]], Any]  # positions in the probe batch -> a batch of those samples
 
-
-def _regrouper(ctx: DoctorContext) -> tuple[Regroup, int, str]:
-    """A builder of batches from the probe batch's samples, by position (repeats allowed), the
-    probe batch's size, and why the batch cannot be regrouped ('' when it can). By dataset
-    index through the loader's own collate_fn (per-batch padding included) where it can; else
-    the batch the loader yields, taken apart along its first dimension."""
-    indices = ctx.probe_indices
+def _regrouper(ctx: DoctorContext) -> tuple[Callable[[list[int]], Any], int, str]:
+    """A builder of batches of the probe batch's samples by position, its size, and why it cannot
+    be regrouped (''), through the loader's own collate_fn (per-batch padding) where it can."""
+    indices, why = ctx.probe_indices, ""
     if indices is not None:
-        n, why = len(indices), ""
+        n = len(indices)
 
         def make(pos: list[int]) -> Any:
             return ctx.samples.collate([indices[p] for p in pos])
     else:
         batch = ctx.batch
-        n, why = size_of(batch) or 0, ""
+        n = size_of(batch) or 0
         loader_size = getattr(ctx.samples.loader, "batch_size", None)
         other = [(p, t.shape[0]) for p, t in leaves(batch) if t.dim() and t.shape[0] != n]
         if other or loader_size not in (None, n):
@@ -171,10 +158,7 @@ def _regrouper(ctx: DoctorContext) -> tuple[Regroup, int, str]:
                 "be split into samples; yield one row per sample in every tensor, or give the "
                 "train dataset __getitem__ and __len__"
             )
-
-        def make(pos: list[int]) -> Any:
-            return rows(batch, pos)
-
+        make = partial(rows, batch)
     if not why and n < FEWEST:
         why = (
             f"the probe batch has {n} samples, too few to split; set probe.batch_size (and "
@@ -206,8 +190,7 @@ def _sample_shift(full: list[torch.Tensor], part: list[torch.Tensor], n: int, k:
 
 
 def _output_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    """Evaluate the probe batch, then its first half alone: in eval mode a sample's outputs
-    must not depend on which other samples share its batch."""
+    """In eval mode a sample's outputs must not depend on which other samples share its batch."""
     if not ctx.has_hook("validation_step"):
         return skips("the task defines no validation_step, so no evaluation to check")
     make, n, why = _regrouper(ctx)
@@ -252,9 +235,8 @@ def _between(whole: float, a: float, b: float) -> bool:
 
 
 def _loss_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    """The loss training_step computes in eval mode must not read the batch's order (samples
-    reversed), and the whole batch's loss must be a weighted mean (or the sum) of two halves'
-    losses, for two different splits: otherwise a sample's loss depends on its companions."""
+    """training_step's loss in eval mode must not read the batch's order, and must be a weighted
+    mean (or the sum) of two halves' losses: otherwise a sample's loss depends on its companions."""
     make, n, why = _regrouper(ctx)
     if why:
         return skips(why)
@@ -324,15 +306,12 @@ def _loss_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     )
 
 
-_RANK = {"fail": 3, "warn": 2, "pass": 1, "skip": 0}
-
-
 def eval_batch_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     """A sample's eval outputs and its training loss do not depend on what it is batched with."""
     evidence |= {"outputs": {}, "loss": {}}
     outputs = _output_independence(ctx, evidence["outputs"])
     loss = _loss_independence(ctx, evidence["loss"])
-    worst = max((outputs, loss), key=lambda c: _RANK[c.status])
+    worst = max((outputs, loss), key=lambda c: ("skip", "pass", "warn", "fail").index(c.status))
     if worst.status in ("pass", "skip") and outputs.status == loss.status:
         return Verdict(worst.status, f"{outputs.message}; {loss.message}")
     return Verdict(worst.status, worst.message)

@@ -1,13 +1,13 @@
 """checkpoint.roundtrip and checkpoint.partial_load: what a checkpoint keeps, and what a load takes.
 
-checkpoint.roundtrip saves after the probe run, loads into a fresh task and compares its outputs
-and its next training step with the trained task's.
+checkpoint.roundtrip: a fresh task loaded from the probe run's checkpoint gives the trained task's
+outputs and takes its next training step.
 
 checkpoint.partial_load: a `load_state_dict(strict=False)` while the task is built that loads
 nothing. `strict=False` turns missing and unexpected keys into a returned list nobody reads:
 weights saved through a wrapper (`model.` from a LightningModule attribute, `module.` from
 DataParallel/DDP, `_orig_mod.` from torch.compile) then match no key, and training silently
-starts from random weights. The check builds the task once more with the loads watched.
+starts from random weights.
 """
 
 from __future__ import annotations
@@ -61,115 +61,13 @@ def checkpoint_roundtrip(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdic
             f"the saved state_dict does not load into a fresh task: {first_line(err)}; "
             "build the same architecture from the config"
         )
-    differs = _outputs_differ(ctx, obs.task, fresh, evidence)
-    if differs is None:
-        differs = _next_step_differs(
-            ctx, obs.task, fresh, path, int(ckpt.get("global_step", 0)), evidence
-        )
+    step = int(ckpt.get("global_step", 0))
+    differs = _outputs_differ(ctx, obs.task, fresh, evidence) or _next_step_differs(
+        ctx, [obs.task, fresh], path, step, evidence
+    )
     if differs is not None:
         return differs
-    return _training_state_verdict(evidence)
-
-
-def _next_step(
-    ctx: DoctorContext, task: L.LightningModule, path: Path, step: int
-) -> tuple[dict[str, torch.Tensor] | None, str]:
-    """`task` resumed from the checkpoint for one more optimizer step on the probe batch, from
-    the same global RNG state, within probe.window_batches micro-batches: its parameters
-    afterwards (None: no step came), or the error resuming raised."""
-    torch.manual_seed(int(ctx.cfg.seed))
-    batches = ctx.settings.window_batches
-    fit = ctx.fit(
-        task,
-        ctx.fixed_loader(repeats=batches),
-        [],
-        max_steps=step + 1,
-        accumulate=ctx.accumulate,
-        max_batches=batches,
-        ckpt_path=path,
-        max_epochs=-1,
-    )
-    if fit.error is not None:
-        return None, fit.error_line
-    reached = fit.trainer.global_step > step
-    return ({n: p.detach().clone() for n, p in task.named_parameters()} if reached else None), ""
-
-
-def _next_step_differs(
-    ctx: DoctorContext,
-    trained: L.LightningModule,
-    fresh: L.LightningModule,
-    path: Path,
-    step: int,
-    evidence: dict[str, Any],
-) -> Verdict | None:
-    """What is saved is what runs: the trained task and a fresh one, both resumed from the
-    checkpoint, take the same next step (state kept outside it, a counter, a running average,
-    a private generator, makes them part)."""
-    after = []
-    for task in (trained, fresh):
-        params, error = _next_step(ctx, task, path, step)
-        if error:  # resuming itself failed: what the user's resume would meet
-            return fails(
-                f"resuming training from the checkpoint raised {error}; a resumed run would "
-                "stop there"
-            )
-        after.append(params)
-    if after[0] is None or after[1] is None:
-        evidence["next_step_not_compared"] = (
-            f"no optimizer step in the {ctx.settings.window_batches} micro-batches after "
-            "resuming (the task steps on a condition the probe batch never met)"
-        )
-        return None
-    diffs = output_differences(list(after[0].values()), list(after[1].values()))
-    evidence["max_next_step_difference"] = max(diffs, default=0.0)
-    if max(diffs, default=0.0) > 1e-6:
-        return fails(
-            f"the trained task and a fresh one loaded from its checkpoint take different next "
-            f"training steps (weights {max(diffs):.3g} apart): state that shapes training (a "
-            "step counter, a running average, a private torch.Generator) lives outside the "
-            "checkpoint; register it with register_buffer or save it in on_save_checkpoint"
-        )
-    return None
-
-
-def _outputs_differ(
-    ctx: DoctorContext,
-    trained_task: L.LightningModule,
-    fresh: L.LightningModule,
-    evidence: dict[str, Any],
-) -> Verdict | None:
-    """A verdict when the loaded task's evaluation outputs cannot be compared with the trained
-    task's, or differ from them; None: they are the same."""
-    trained, error = evaluation_outputs(ctx, trained_task, borrow_training_step=True)
-    loaded, error2 = (
-        (None, "") if trained is None else evaluation_outputs(ctx, fresh, borrow_training_step=True)
-    )
-    if trained is None or loaded is None:
-        return skips(
-            f"outputs could not be compared: {error or error2}; the checkpoint itself loads"
-        )
-    diffs = output_differences(trained.outputs, loaded.outputs)
-    diff = max(diffs, default=0.0)
-    evidence["outputs_compared"] = len(diffs)
-    evidence["max_output_difference"] = diff
-    if not diffs:
-        return skips(
-            "evaluation calls no module that holds parameters, so no output was compared; the "
-            "checkpoint itself loads (call the model in validation_step to compare outputs)"
-        )
-    if diff > 1e-6:
-        return fails(
-            f"a fresh task loaded from the checkpoint gives outputs {diff:.3g} away from the "
-            "trained one: some state that changes the output is not saved (a plain tensor "
-            "attribute or a non-persistent buffer); register it with register_buffer"
-        )
-    return None
-
-
-def _training_state_verdict(evidence: dict[str, Any]) -> Verdict:
-    """Fail when the checkpoint holds fewer optimizer or scheduler states than the run has:
-    a resumed run would restart them from scratch."""
+    # Fewer optimizer or scheduler states than the run has: a resume restarts them from scratch.
     missing = []
     if evidence["optimizer_states"] < evidence["optimizers"]:
         missing.append("optimizer")
@@ -186,6 +84,81 @@ def _training_state_verdict(evidence: dict[str, Any]) -> Verdict:
         "optimizer and scheduler state are saved"
         + (f"; the next training step was not compared: {unreached}" if unreached else "")
     )
+
+
+def _next_step_differs(
+    ctx: DoctorContext,
+    tasks: list[L.LightningModule],
+    path: Path,
+    step: int,
+    evidence: dict[str, Any],
+) -> Verdict | None:
+    """What is saved is what runs: the trained task and a fresh one, both resumed from the
+    checkpoint from the same RNG state, take the same next step (state kept outside it, a
+    counter, a running average, a private generator, makes them part)."""
+    batches = ctx.settings.window_batches
+    after = []
+    for task in tasks:
+        torch.manual_seed(int(ctx.cfg.seed))
+        fit = ctx.fit(
+            task,
+            ctx.fixed_loader(repeats=batches),
+            [],
+            max_steps=step + 1,
+            accumulate=ctx.accumulate,
+            max_batches=batches,
+            ckpt_path=path,
+            max_epochs=-1,
+        )
+        if fit.error is not None:  # resuming itself failed: what the user's resume would meet
+            return fails(
+                f"resuming training from the checkpoint raised {fit.error_line}; a resumed run "
+                "would stop there"
+            )
+        reached = fit.trainer.global_step > step
+        after.append([p.detach().clone() for p in task.parameters()] if reached else None)
+    if after[0] is None or after[1] is None:
+        evidence["next_step_not_compared"] = (
+            f"no optimizer step in the {batches} micro-batches after resuming (the task "
+            "steps on a condition the probe batch never met)"
+        )
+        return None
+    apart = max(output_differences(after[0], after[1]), default=0.0)
+    evidence["max_next_step_difference"] = apart
+    if apart > 1e-6:
+        return fails(
+            f"the trained task and a fresh one loaded from its checkpoint take different next "
+            f"training steps (weights {apart:.3g} apart): state that shapes training (a "
+            "step counter, a running average, a private torch.Generator) lives outside the "
+            "checkpoint; register it with register_buffer or save it in on_save_checkpoint"
+        )
+    return None
+
+
+def _outputs_differ(
+    ctx: DoctorContext, task: L.LightningModule, fresh: L.LightningModule, evidence: dict[str, Any]
+) -> Verdict | None:
+    """A verdict when the loaded task's outputs cannot be compared or differ; None: the same."""
+    trained, error = evaluation_outputs(ctx, task, borrow_training_step=True)
+    if trained is not None:
+        loaded, error = evaluation_outputs(ctx, fresh, borrow_training_step=True)
+    if trained is None or loaded is None:
+        return skips(f"outputs could not be compared: {error}; the checkpoint itself loads")
+    diffs = output_differences(trained.outputs, loaded.outputs)
+    diff = max(diffs, default=0.0)
+    evidence |= {"outputs_compared": len(diffs), "max_output_difference": diff}
+    if not diffs:
+        return skips(
+            "evaluation calls no module that holds parameters, so no output was compared; the "
+            "checkpoint itself loads (call the model in validation_step to compare outputs)"
+        )
+    if diff > 1e-6:
+        return fails(
+            f"a fresh task loaded from the checkpoint gives outputs {diff:.3g} away from the "
+            "trained one: some state that changes the output is not saved (a plain tensor "
+            "attribute or a non-persistent buffer); register it with register_buffer"
+        )
+    return None
 
 
 @dataclass
@@ -227,12 +200,6 @@ def watched_loads() -> Iterator[list[Load]]:
         nn.Module.load_state_dict = original  # type: ignore[method-assign]
 
 
-def _prefix(keys: list[str]) -> str:
-    """The first dotted component every given key shares ('' when they share none)."""
-    heads = {k.split(".", 1)[0] for k in keys if "." in k}
-    return f"{heads.pop()}." if len(heads) == 1 and all("." in k for k in keys) else ""
-
-
 def checkpoint_partial_load(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     with watched_loads() as loads:
         ctx.make_task()
@@ -248,7 +215,8 @@ def checkpoint_partial_load(ctx: DoctorContext, evidence: dict[str, Any]) -> Ver
     empty = [x for x in loads if not x.strict and x.given and x.expected and x.loaded == 0]
     if empty:
         x = empty[0]
-        prefix = _prefix(x.given)
+        heads = {k.split(".", 1)[0] for k in x.given}  # the first dotted component all share
+        prefix = f"{heads.pop()}." if len(heads) == 1 and all("." in k for k in x.given) else ""
         why = (
             f"every given key starts with `{prefix}` (saved through a wrapper)"
             if prefix

@@ -1,12 +1,10 @@
 """Data checks on the values themselves: finite inputs and targets, no sample shared across splits,
 every split drawn like train.
 
-data.split_distribution: every split comes from the distribution it claims.
-
-From the data scan's first batches of each split: every feature of every per-sample float input
-(a column of a table, a channel of images) must have, in validation and test, about train's
-location and spread, measured in units of train's spread; token ids (integer inputs of two or
-more dimensions) must occur about as often as in train, measured against how far two halves of
+data.split_distribution, from the data scan's first batches of each split: every feature of every
+per-sample float input (a column of a table, a channel of images) must have, in validation and
+test, about train's location and spread, in units of train's spread; token ids (integer inputs of
+two or more dimensions) must occur about as often as in train, against how far two halves of
 train's own batches are apart. A transform applied to one split only (scaling to [0, 1],
 normalising, a unit conversion, lowercasing before tokenising) moves a split away from train.
 """
@@ -39,9 +37,7 @@ def data_finite(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
 
 def _inputs(sample: Any) -> Any:
     """What identifies a sample: the input of an (input, target) pair, the whole sample else."""
-    if isinstance(sample, tuple | list) and len(sample) == 2:
-        return sample[0]
-    return sample
+    return sample[0] if isinstance(sample, tuple | list) and len(sample) == 2 else sample
 
 
 # Above this share of a split found in train, the split was copied or drawn from train; below,
@@ -49,7 +45,30 @@ def _inputs(sample: Any) -> Any:
 LEAK_FRACTION = 0.1
 
 
-def _overlap_verdict(overlaps: dict[str, tuple[int, int]], evidence: dict[str, Any]) -> Verdict:
+def data_leakage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
+    # Every split is compared by the samples its loaders yield in one pass: a map-style dataset,
+    # an iterable one or a custom loader, all hashed the same way.
+    limit = ctx.settings.leakage_max_samples
+    train_hashes = set(content(ctx.samples.loader, limit, _inputs))
+    evidence |= {"max_samples_per_split": limit, "train_samples_hashed": len(train_hashes)}
+    overlaps, compared = {}, []
+    for split in ("val", "test"):
+        loaders, why = split_loaders(ctx.datamodule, split)
+        other = {h for loader in loaders for h in content(loader, limit, _inputs)}
+        if not other:
+            evidence[f"{split}_not_compared"] = why
+            continue
+        compared.append(split)
+        shared = [h for h in other if h in train_hashes]
+        evidence |= {f"{split}_samples_hashed": len(other), f"{split}_overlap": len(shared)}
+        if shared:
+            overlaps[split] = (len(shared), len(other))
+    if not compared:
+        return skips(
+            f"no val or test split to compare with train ({evidence.get('val_not_compared')})"
+        )
+    if not overlaps:
+        return passes(f"no sample is shared between train and {'/'.join(compared)}")
     split, (count, total) = max(overlaps.items(), key=lambda kv: kv[1][0] / max(kv[1][1], 1))
     fraction = count / max(total, 1)
     evidence["leak_fraction_threshold"] = LEAK_FRACTION
@@ -66,38 +85,6 @@ def _overlap_verdict(overlaps: dict[str, tuple[int, int]], evidence: dict[str, A
     )
 
 
-def data_leakage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    # Every split is compared by the samples its loaders yield in one pass: a map-style dataset,
-    # an iterable one or a custom loader, all hashed the same way.
-    limit = ctx.settings.leakage_max_samples
-    train_hashes = set(content(ctx.samples.loader, limit, _inputs))
-    evidence |= {
-        "max_samples_per_split": limit,
-        "train_samples_hashed": len(train_hashes),
-    }
-    overlaps = {}
-    compared = []
-    for split in ("val", "test"):
-        loaders, why = split_loaders(ctx.datamodule, split)
-        other = {h for loader in loaders for h in content(loader, limit, _inputs)}
-        if not other:
-            evidence[f"{split}_not_compared"] = why
-            continue
-        compared.append(split)
-        shared = [h for h in other if h in train_hashes]
-        evidence[f"{split}_samples_hashed"] = len(other)
-        evidence[f"{split}_overlap"] = len(shared)
-        if shared:
-            overlaps[split] = (len(shared), len(other))
-    if not compared:
-        return skips(
-            f"no val or test split to compare with train ({evidence.get('val_not_compared')})"
-        )
-    if overlaps:
-        return _overlap_verdict(overlaps, evidence)
-    return passes(f"no sample is shared between train and {'/'.join(compared)}")
-
-
 # Location apart (in train spreads, beyond NOISE standard errors of the two means) / spread
 # ratio from which a split warns, and fails.
 SHIFT = (0.5, 2.0)
@@ -106,11 +93,6 @@ SPREAD = (2.0, 4.0)
 # Token ids: total variation beyond this many times what train's halves show warns, and fails.
 TOKENS = (3.0, 6.0)
 TV_FLOOR = (0.1, 0.3)
-
-
-def _feature(path: str, moments: torch.Tensor, index: int) -> str:
-    """A feature by its index along the batch's second dimension (a column, a channel)."""
-    return path if moments.shape[1] == 1 else f"{path}[:, {index}]"
 
 
 def _stats(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
@@ -139,7 +121,8 @@ def _features(s: Scan, split: str) -> list[dict[str, Any]]:
         found.append(
             {
                 "split": split,
-                "feature": _feature(path, t, i),
+                # A feature by its index along the batch's second dimension (column, channel).
+                "feature": path if t.shape[1] == 1 else f"{path}[:, {i}]",
                 "shift": float(shift[i] + error),
                 "sampling_error": error,
                 "spread_factor": float(factor[i]),
@@ -154,16 +137,12 @@ def _features(s: Scan, split: str) -> list[dict[str, Any]]:
     return found
 
 
-def _shares(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Two id counts as shares of their totals, over the ids of both."""
+def _shares(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
+    """Two id counts as shares of their totals, over the ids of both, and their total variation."""
     width = max(len(a), len(b))
     p, q = (torch.nn.functional.pad(c.double(), (0, width - len(c))) for c in (a, b))
-    return p / p.sum(), q / q.sum()
-
-
-def _tv(a: torch.Tensor, b: torch.Tensor) -> float:
-    p, q = _shares(a, b)
-    return float((p - q).abs().sum() / 2)
+    p, q = p / p.sum(), q / q.sum()
+    return p, q, float((p - q).abs().sum() / 2)
 
 
 def _tokens(s: Scan, split: str) -> list[dict[str, Any]]:
@@ -171,16 +150,13 @@ def _tokens(s: Scan, split: str) -> list[dict[str, Any]]:
     distance two draws of train's size show (train's halves, scaled to these sample sizes)."""
     found = []
     for path, counts in s.ids.get(split, {}).items():
-        train, halves = (
-            s.ids["train"].get(path),
-            [s.ids.get(f"train/{h}", {}).get(path) for h in (0, 1)],
-        )
+        train = s.ids["train"].get(path)
+        halves = [s.ids.get(f"train/{h}", {}).get(path) for h in (0, 1)]
         if train is None or any(h is None or not h.sum() for h in halves) or not counts.sum():
             continue
         n, n_train, n0, n1 = (float(c.sum()) for c in (counts, train, *halves))
-        noise = _tv(*halves) * ((1 / n + 1 / n_train) / (1 / n0 + 1 / n1)) ** 0.5
-        tv = _tv(counts, train)
-        share, train_share = _shares(counts, train)
+        noise = _shares(*halves)[2] * ((1 / n + 1 / n_train) / (1 / n0 + 1 / n1)) ** 0.5
+        share, train_share, tv = _shares(counts, train)
         top = int((share - train_share).argmax())
         level = sum(tv >= max(k * noise, floor) for k, floor in zip(TOKENS, TV_FLOOR, strict=True))
         found.append(
@@ -217,8 +193,7 @@ def data_split_distribution(ctx: DoctorContext, evidence: dict[str, Any]) -> Ver
             f"every input of {' and '.join(splits)} has train's location and spread "
             f"({len(features)} input(s) compared per split)"
         )
-    status = "fail" if worst["level"] == 2 else "warn"
-    return Verdict(status, _message(worst))
+    return Verdict("fail" if worst["level"] == 2 else "warn", _message(worst))
 
 
 def _message(f: dict[str, Any]) -> str:

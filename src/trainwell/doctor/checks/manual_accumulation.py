@@ -12,7 +12,7 @@ from typing import Any
 import torch
 
 from trainwell.doctor.harness.batches import ConcatError, replay_loader
-from trainwell.doctor.harness.context import DoctorContext, FitResult
+from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.recorder import Recorder
 from trainwell.doctor.harness.spy import Spy
 from trainwell.doctor.harness.windows import (
@@ -29,12 +29,14 @@ from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 
 
 def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    """Observe the user's own windows (zero_grad ... step), one per optimizer, and compare each
-    optimizer's first step on its own parameters with one batch of the window's items."""
-    samples = ctx.samples
     state = {n: t.clone() for n, t in ctx.make_task().state_dict().items()}
-    batches = samples.micro_batches(0, ctx.settings.window_batches)
-    watch, spy, fit = _watch_first_step(ctx, state, batches)
+    limit = ctx.settings.window_batches
+    batches = ctx.samples.micro_batches(0, limit)
+    # A probe fit over real micro-batches, watched until every optimizer has stepped.
+    spy = Spy(max_calls=8 * limit)
+    watch = StepWatch(spy)
+    rec = Recorder(spy=spy, freeze_stochastic=True, spy_batches=limit)
+    fit = ctx.fit(ctx.make_task(state=state), replay_loader(batches), [watch, rec], max_steps=-1)
     steps = {i: e for i in range(watch.optimizers) if (e := watch.first_step(i)) is not None}
     evidence |= {
         "optimization": "manual",
@@ -46,17 +48,41 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         return skips(f"no manual step observed to compare: {why}")
     n = max(e.batch for e in steps.values()) + 1
     calls = [spy.calls_in(i) for i in range(n)]
-    why_not = _no_single_loss(calls, [spy.backward_batches.count(i) for i in range(n)])
-    if why_not:
-        return skips(why_not)
-    scales = _backward_scales(spy, calls)
+    # A reference is rebuilt from exactly one mean or sum loss call per micro-batch.
+    counts = [len(c) for c in calls]
+    if any(c > 1 for c in counts) and counts == [spy.backward_batches.count(i) for i in range(n)]:
+        return skips(
+            f"training_step computes and backpropagates its loss {counts} times per micro-batch "
+            "(an optimizer calling a closure, such as L-BFGS): a step is no window of "
+            "micro-batch gradients, so there is nothing to compare"
+        )
+    if any(len(c) != 1 for c in calls):
+        return skips(
+            f"training_step calls {counts} recognised loss function(s) per micro-batch; the "
+            "doctor rebuilds one batch's loss only from exactly one (the weights of several "
+            "terms cannot be told apart from an accumulation scale): compare by hand"
+        )
+    if any(c[0].reduction not in ("mean", "sum") for c in calls):
+        return skips(
+            "the loss uses reduction='none' and reduces it by hand: no reference to compare; "
+            "reduce it with reduction='mean' or 'sum'"
+        )
+    # Per micro-batch, what the loss passed to backward is a multiple of the loss function's
+    # output (None: not exactly one backward call, or a zero loss).
+    scaled = [[v for b, v in spy.backward_values if b == i] for i in range(n)]
+    scales = [
+        s[0] / c[0].value if len(s) == 1 and c[0].value else None
+        for s, c in zip(scaled, calls, strict=True)
+    ]
     evidence |= {
         "items_per_micro_batch": [c[0].items for c in calls],
         "backward_scale_per_micro_batch": scales,
         "micro_batches_per_window": {i: e.batch + 1 for i, e in steps.items()},
         "micro_batches_in_first_window": n,
     }
-    if not _fixed_multiple(scales):
+    # Only one and the same multiple of the mean in every micro-batch makes the reference (that
+    # multiple of one batch's mean) known.
+    if None in scales or max(scales) - min(scales) > 1e-5 * max(abs(s) for s in scales):  # type: ignore[type-var,operator,arg-type]
         return skips(
             "the loss passed to backward is not a fixed multiple of the recognised loss "
             "function's output (other terms, or several backward calls per micro-batch), so "
@@ -81,22 +107,29 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         target: dict[str, torch.Tensor] = grads.tensors  # type: ignore[assignment]
         if calls[start][0].reduction == "sum" and abs(scales[0] * items - 1) < 1e-6:  # type: ignore[operator]
             target = {k: g / items for k, g in target.items()}  # a sum divided by the items: a mean
-        discarded = sorted({backwards[i] for i in range(zeros[-1].backwards)}) if zeros else []
-        name = f"optimizer {index} (of {watch.optimizers})" if watch.optimizers > 1 else ""
-        verdict = _window_verdict(
-            compare(watch.grads[index], target),
-            (start, m),
-            scales[0],
-            discarded,
-            calls,
-            name,
-            evidence,
-            n,
-        )
-        if verdict is not None and moves_with_seed(ctx, begun, whole, grads, reference=True):
+        who = f"optimizer {index} (of {watch.optimizers})" if watch.optimizers > 1 else ""
+        result = compare(watch.grads[index], target)
+        evidence["first_window" + (f" of {who}" if who else "")] = result
+        if result["relative_difference"] <= RTOL:
+            continue
+        if moves_with_seed(ctx, begun, whole, grads, reference=True):
             return skips(RANDOM)
-        if verdict is not None:
-            return _latent(verdict) if n == 1 else verdict
+        discarded = sorted({backwards[i] for i in range(zeros[-1].backwards)}) if zeros else []
+        span, ratio = m - start, result["norm_ratio"]
+        verdict = fails(
+            f"the first manual step{' of ' + who if who else ''} (after {span} micro-batch(es)) "
+            f"applies {ratio:.3g}x the gradient of one batch of the same items "
+            f"(relative difference {result['relative_difference']:.2g}): "
+            + _cause(span, ratio, scales[0], discarded, calls, n)
+        )
+        if n > 1:
+            return verdict
+        # Every optimizer steps every micro-batch: no windows are combined, so a scaled loss
+        # only changes what the learning rate means (as accumulation.equivalence says at K=1).
+        return warns(
+            "the task steps every micro-batch (no windows combined), so its steps are unaffected "
+            f"now, but {verdict.message}; this breaks once it accumulates"
+        )
     which = f"each of the {len(steps)} optimizers" if len(steps) > 1 else "the optimizer"
     return passes(
         f"the first manual step of {which} (after {n} micro-batch(es)) applies the gradient "
@@ -104,131 +137,49 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     )
 
 
-def _latent(verdict: Verdict) -> Verdict:
-    """Every optimizer steps every micro-batch: no windows are combined, so a scaled loss only
-    changes what the learning rate means (as accumulation.equivalence says at K=1)."""
-    return warns(
-        "the task steps every micro-batch (no windows combined), so its steps are unaffected "
-        f"now, but {verdict.message}; this breaks once it accumulates"
-    )
-
-
-def _watch_first_step(
-    ctx: DoctorContext, state: dict[str, torch.Tensor], batches: list[Any]
-) -> tuple[StepWatch, Spy, FitResult]:
-    """A probe fit of the user's task over real micro-batches, watched until every optimizer
-    has stepped."""
-    limit = ctx.settings.window_batches
-    spy = Spy(max_calls=8 * limit)
-    watch = StepWatch(spy)
-    rec = Recorder(spy=spy, freeze_stochastic=True, spy_batches=limit)
-    task = ctx.make_task(state=state)
-    fit = ctx.fit(task, replay_loader(batches), [watch, rec], max_steps=-1)
-    return watch, spy, fit
-
-
-def _no_single_loss(calls: list[list[Any]], backwards: list[int]) -> str:
-    """Why no reference can be rebuilt: it needs exactly one recognised loss call with a mean
-    or sum reduction per micro-batch ('' when every micro-batch has one)."""
-    counts = [len(c) for c in calls]
-    if any(c > 1 for c in counts) and counts == backwards:
-        return (
-            f"training_step computes and backpropagates its loss {counts} times per micro-batch "
-            "(an optimizer calling a closure, such as L-BFGS): a step is no window of "
-            "micro-batch gradients, so there is nothing to compare"
-        )
-    if any(len(c) != 1 for c in calls):
-        return (
-            f"training_step calls {counts} recognised loss function(s) per micro-batch; the "
-            "doctor rebuilds one batch's loss only from exactly one (the weights of several "
-            "terms cannot be told apart from an accumulation scale): compare by hand"
-        )
-    if any(c[0].reduction not in ("mean", "sum") for c in calls):
-        return (
-            "the loss uses reduction='none' and reduces it by hand: no reference to compare; "
-            "reduce it with reduction='mean' or 'sum'"
-        )
-    return ""
-
-
-def _backward_scales(spy: Spy, calls: list[list[Any]]) -> list[float | None]:
-    """Per micro-batch, what the loss passed to backward is a multiple of the loss function's
-    output (None: not exactly one backward call, or a zero loss)."""
-    raw = [c[0].value for c in calls]
-    scaled = [[v for b, v in spy.backward_values if b == i] for i in range(len(calls))]
-    return [s[0] / r if len(s) == 1 and r else None for s, r in zip(scaled, raw, strict=True)]
-
-
-def _fixed_multiple(scales: list[float | None]) -> bool:
-    """Whether backward gets one and the same multiple of the mean in every micro-batch: only
-    then is the reference (that multiple of one batch's mean) known."""
-    if None in scales:
-        return False
-    return not max(scales) - min(scales) > 1e-5 * max(abs(s) for s in scales)  # type: ignore[type-var,operator,arg-type]
-
-
-def _window_verdict(
-    result: dict[str, float],
-    span: tuple[int, int],
+def _cause(
+    n: int,
+    ratio: float,
     scale: float | None,
     discarded: list[int],
     calls: list[list[Any]],
-    who: str,
-    evidence: dict[str, Any],
     window: int,
-) -> Verdict | None:
-    """None when a first manual step applies one batch's gradient, else a fail naming the cause."""
-    evidence["first_window" + (f" of {who}" if who else "")] = result
-    if result["relative_difference"] <= RTOL:
-        return None
-    n = span[1] - span[0]
-    summed = calls[0][0].reduction == "sum"
+) -> str:
+    """Why a first manual step over `n` micro-batches is `ratio` x one batch's gradient."""
     if discarded:
-        cause = (
+        return (
             f"zero_grad() runs inside the window and discards the gradients of micro-batch(es) "
             f"{discarded}: call it once per window, right after optimizer.step()"
         )
-    elif summed and n > 1 and abs(result["norm_ratio"] * n - 1) < 0.05:
-        cause = (
+    if calls[0][0].reduction == "sum" and n > 1 and abs(ratio * n - 1) < 0.05:
+        return (
             "the loss is a sum over samples (reduction='sum'), so one batch's loss is already "
             f"the sum of its micro-batches': do not divide it by {n} (or use reduction='mean' "
             "and divide)"
         )
-    elif n > 1 and abs(result["norm_ratio"] - n) < 0.05 * n:
-        cause = (
+    if n > 1 and abs(ratio - n) < 0.05 * n:
+        return (
             f"the {n} micro-batch means are summed, not averaged: divide each micro-batch loss "
             f"by {n} (by its share of the window's items when micro-batches differ in size)"
         )
-    elif n < window:
-        cause = (
+    if n < window:
+        return (
             f"it steps every {n} micro-batch(es) while another optimizer's window is {window}, "
             f"with each loss scaled by {scale:.3g}: step every optimizer once per window"
         )
-    elif (
-        n > 1
-        and scale is not None
-        and abs(scale * n - 1) < 1e-6
-        and len({c[0].items for c in calls[:n]}) > 1
-    ):
-        cause = (
+    items = [c[0].items for c in calls]
+    if n > 1 and scale is not None and abs(scale * n - 1) < 1e-6 and len(set(items[:n])) > 1:
+        return (
             f"each micro-batch loss is divided by {n}, but the micro-batches hold different "
-            f"numbers of items ({evidence['items_per_micro_batch']}): weight each one by its "
-            "items / the window's items"
+            f"numbers of items ({items}): weight each one by its items / the window's items"
         )
-    else:
-        cause = f"each micro-batch loss is scaled by {scale:.3g} before backward"
-    return fails(
-        f"the first manual step{' of ' + who if who else ''} (after {n} micro-batch(es)) "
-        f"applies {result['norm_ratio']:.3g}x the gradient of one batch of the same items "
-        f"(relative difference {result['relative_difference']:.2g}): {cause}"
-    )
+    return f"each micro-batch loss is scaled by {scale:.3g} before backward"
 
 
 def _manual_reference(
     ctx: DoctorContext, state: dict[str, torch.Tensor], batches: list[Any], start: int, end: int
 ) -> tuple[Any, Grads] | str:
-    """One batch of the items of micro-batches start .. end-1, and the gradient of the loss
-    function's own output over it, from `state`."""
+    """One batch of micro-batches start .. end-1, and its loss's gradient from `state`."""
     samples = ctx.samples
     groups = samples.index_batches()[start:end] if samples.indexable else None
     try:
