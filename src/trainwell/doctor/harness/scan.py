@@ -24,12 +24,6 @@ SPLITS = ("train", "val", "test")
 LABEL_LIMIT = 5_000_000  # integer target values kept by the scan for targets.contract
 
 
-def _loaders(ctx: DoctorContext, split: str) -> tuple[list[Any], str]:
-    if split == "train":
-        return [ctx.samples.loader], ""
-    return split_loaders(ctx.datamodule, split)
-
-
 def loader_length(loader: Any) -> int | None:
     if isinstance(loader, dict | list | tuple):
         return None  # several loaders: Lightning decides how they combine
@@ -61,19 +55,15 @@ class Scan:
         return torch.cat(parts) if parts else None
 
 
-def _bad(t: torch.Tensor) -> tuple[int, int]:
-    if not t.is_floating_point():
-        return 0, 0
-    return int(torch.isnan(t).sum()), int(torch.isinf(t).sum())
-
-
 def _walk(ctx: DoctorContext) -> Scan:
     """Walk the real loaders (train order and augmentation included), up to probe.scan_batches
     per split: every tensor of every batch, whatever the batch's structure."""
     limit = ctx.settings.scan_batches
     result = Scan()
     for split in SPLITS:
-        loaders, why = _loaders(ctx, split)
+        loaders, why = (
+            ([ctx.samples.loader], "") if split == "train" else split_loaders(ctx.datamodule, split)
+        )
         if not loaders:
             result.missing[split] = why
             continue
@@ -133,7 +123,9 @@ def _scan_batch(result: Scan, split: str, index: int, batch: Any) -> None:
         result.train_rows.append(size_of(batch) or 0)
     flagged = False
     for path, tensor in leaves(batch):
-        nan, inf = _bad(tensor)
+        floating = tensor.is_floating_point()
+        nan = int(torch.isnan(tensor).sum()) if floating else 0
+        inf = int(torch.isinf(tensor).sum()) if floating else 0
         if (nan or inf) and result.first_bad is None:
             result.first_bad = dict(split=split, batch=index, part=path, nan=nan, inf=inf)
         flagged = flagged or bool(nan or inf)
