@@ -1,12 +1,7 @@
 """The data scan several checks read: every tensor of the first batches of every split, as the
-real loaders yield them (data.finite, targets.contract, data.split_distribution,
-data.batch_composition).
-
-Per split it also keeps what each per-sample input holds: for float tensors, the count, sum and
-sum of squares of every feature (a column of a (N, F) table, a channel of (N, C, ...) images,
-the value of a (N,) tensor); for integer tensors of two or more dimensions (token ids), how often
-each id occurs at real (unpadded) positions. Train's batches are also kept in two alternating
-halves, the spread two draws of one distribution show."""
+real loaders yield them. Per split it also keeps each feature's moments (float inputs) or id
+counts at real positions (token ids); train's batches also in two alternating halves, the
+spread two draws of one distribution show."""
 
 from __future__ import annotations
 
@@ -139,5 +134,4 @@ def _scan_batch(result: Scan, split: str, index: int, batch: Any) -> None:
 
 
 def scan(ctx: DoctorContext) -> Scan:
-    """The shared scan of every split (run once per doctor run)."""
     return ctx.shared(_walk)
