@@ -1,9 +1,6 @@
-"""Batches of any structure: tensors, tuples, lists, dicts, dataclasses, nested.
-
-The doctor never assumes `(inputs, targets)`: it walks a batch's tensors by path (`batch[0]`,
-`batch['tokens']`), counts its items the way the template does, and replays pre-built batches
-through a real DataLoader so the user's training_step sees exactly what its own loader yields.
-"""
+"""Batches of any structure (tensors, tuples, lists, dicts, dataclasses, nested): the doctor
+never assumes `(inputs, targets)`, and replays pre-built batches through a real DataLoader so the
+user's training_step sees exactly what its own loader yields."""
 
 from __future__ import annotations
 
@@ -11,6 +8,7 @@ import dataclasses
 import warnings
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import torch
@@ -119,9 +117,7 @@ def restructure(
     default); any other value is kept as it is."""
     if is_leaf(batch):
         return leaf(batch)
-
-    def again(value: Any) -> Any:
-        return restructure(value, leaf, is_leaf)
+    again = partial(restructure, leaf=leaf, is_leaf=is_leaf)
 
     if isinstance(batch, Mapping):
         return type(batch)({k: again(v) for k, v in batch.items()})  # type: ignore[call-arg]
@@ -137,8 +133,7 @@ def restructure(
 
 
 def clone(batch: Any) -> Any:
-    """A deep copy of the tensors (a training_step that edits its batch in place must not edit
-    the batch the next probe step replays)."""
+    """A deep copy of the tensors: a training_step editing its batch must not edit a replay."""
     return restructure(batch, torch.Tensor.clone)
 
 
@@ -209,15 +204,11 @@ class _Replay(Dataset):
         return clone(self.batches[self.order[i]])
 
 
-def _as_is(batch: Any) -> Any:
-    return batch
-
-
 def replay_loader(batches: list[Any], repeats: int = 1) -> DataLoader:
     """A DataLoader yielding these already-built batches in order, `repeats` times.
-
     batch_size=None: no re-collation, the user's collate_fn already made them. Lightning and the
-    template's exact accumulation read each batch's item count from the batch itself.
-    """
+    template's exact accumulation read each batch's item count from the batch itself."""
     order = [i for _ in range(repeats) for i in range(len(batches))]
-    return DataLoader(_Replay(batches, order), batch_size=None, shuffle=False, collate_fn=_as_is)
+    return DataLoader(
+        _Replay(batches, order), batch_size=None, shuffle=False, collate_fn=lambda b: b
+    )

@@ -1,11 +1,7 @@
 """What every probe shares: the configured datamodule, fresh tasks, one fixed batch, short fits.
 
-Everything is built the way train.py builds it (hydra instantiate of cfg.data / cfg.model, the
-Trainer from training.builders.build_trainer, the template's loader policy), only on
-`probe.accelerator` with one device and without the run's loggers and checkpoint callbacks.
-Nothing assumes trainwell's own classes: any LightningModule, any LightningDataModule, any batch
-structure.
-"""
+Everything is built the way train.py builds it, only on `probe.accelerator` with one device and
+without the run's loggers and checkpoint callbacks; nothing assumes trainwell's own classes."""
 
 from __future__ import annotations
 
@@ -17,6 +13,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
+from itertools import islice
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -91,10 +88,8 @@ class DoctorContext:
                 # torch.compile changes speed, not the loop's semantics; compiling every fresh
                 # probe task would cost minutes, and the spy's TorchFunctionMode needs eager ops.
                 cfg.model.compile = False
-            if self.settings.accelerator == "cpu" and str(cfg.trainer.get("precision")) in (
-                "16-mixed",
-                "16",
-            ):
+            half = str(cfg.trainer.get("precision")) in ("16-mixed", "16")
+            if self.settings.accelerator == "cpu" and half:
                 cfg.trainer.precision = "auto"
         return cfg
 
@@ -147,12 +142,8 @@ class DoctorContext:
         the loader's own order (None when the dataset cannot be indexed)."""
         if not self.samples.indexable:
             return None
-        indices: list[int] = []
-        for b in self.samples.index_batches():
-            indices.extend(b)
-            if len(indices) >= self.settings.batch_size:
-                break
-        return indices[: self.settings.batch_size]
+        flat = (i for b in self.samples.index_batches() for i in b)
+        return list(islice(flat, self.settings.batch_size))
 
     @cached_property
     def batch(self) -> Any:

@@ -1,16 +1,7 @@
 """The main probe run, shared by several checks: the task trains on one fixed batch.
 
-One real fit on the fixed probe batch (no accumulation) at a constant learning rate, with a
-validation pass after `overfit_steps // 2` steps, recorded by `Recorder` and `Spy`. It runs at
-least `probe.overfit_steps` steps and goes on while the loss still falls, up to
-`probe.overfit_max_steps` steps or `probe.overfit_budget_s` seconds (`OverfitStop`).
-overfit.one_batch, grad.flow, grad.zeroing, optimizer.coverage, train.mode, loss.logits,
-targets.contract, memory.graph_leak and checkpoint.roundtrip all read it, so the user's hooks
-run once for all of them.
-
-The task's own loss is read two ways as well: the scalar training_step returns when called
-alone (outside a trainer), and the loss-function calls the shared probe fit recorded.
-"""
+One real fit at a constant learning rate, recorded by `Recorder` and `Spy`, extended while the
+loss still falls (`OverfitStop`); most checks read it, so the user's hooks run once for all."""
 
 from __future__ import annotations
 
@@ -214,8 +205,7 @@ def eval_loss(task: Any, batch: Any, seed: int = 0) -> float:
 
 
 def first_loss(ctx: DoctorContext) -> LossCall | None:
-    calls = observation(ctx).spy.losses
-    return calls[0] if calls else None
+    return next(iter(observation(ctx).spy.losses), None)
 
 
 def class_target(ctx: DoctorContext) -> str | None:

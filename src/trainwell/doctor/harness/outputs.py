@@ -1,14 +1,8 @@
 """What the task computes in evaluation: outputs of the task and its children on the probe batch.
 
-A validation pass over the fixed probe batch, with forward hooks on the task itself and on each
-top-level child that holds parameters: whatever the user's validation_step calls (`self(x)`,
-`self.net(...)`, `self.encoder(...)`), those outputs are captured, as are the modules that run
-in train mode while validating.
-
-From them, predicted and true class ids of a fitted task on any batches: from forward on (input,
-class id) pairs, or from the class scores and labels the task's own evaluation step hands a
-class-index loss (one per sample, or one per position: tokens, tags).
-"""
+Forward hooks on the task and on each top-level child with parameters capture whatever the
+user's validation_step calls (`self(x)`, `self.net(...)`), and which modules run in train mode
+while validating; from them, predicted and true class ids of a fitted task on any batches."""
 
 from __future__ import annotations
 

@@ -1,9 +1,6 @@
-"""A callback that watches a short real Lightning run: what the loop did, hook by hook.
-
-The doctor never re-implements the training loop; it runs the user's task in a Trainer and
-records at Lightning's hooks, so an overridden `optimizer_zero_grad`, `training_step`,
-`configure_optimizers` or `backward` is exactly what gets observed.
-"""
+"""A callback that watches a short real Lightning run, hook by hook: the doctor never
+re-implements the loop, so an overridden `optimizer_zero_grad`, `training_step`,
+`configure_optimizers` or `backward` is exactly what gets observed."""
 
 from __future__ import annotations
 

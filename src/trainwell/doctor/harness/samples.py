@@ -70,15 +70,13 @@ def fingerprints(batch: Any) -> list[int]:
     rows = size_of(batch) or 1
     tensors = [t.detach().cpu() for _, t in leaves(batch) if t.dim() and t.shape[0] == rows]
     if not tensors:
-        tensors = [t.detach().cpu().reshape(1, -1) for _, t in leaves(batch)]
-        rows = 1
+        tensors, rows = [t.detach().cpu().reshape(1, -1) for _, t in leaves(batch)], 1
     return [hash(tuple(t[i].numpy().tobytes() for t in tensors)) for i in range(rows)]
 
 
 def content(loader: Any, limit: int, part: Callable[[Any], Any] | None = None) -> list[int]:
-    """The first `limit` samples a loader yields (one pass at most), by content: where a loader
-    has no indices, what it yields is all there is to compare. `part` picks what identifies a
-    sample in a batch (the whole batch by default)."""
+    """The first `limit` samples a loader yields (one pass at most), by content (of `part` of
+    each batch): where a loader has no indices, what it yields is all there is to compare."""
     stream: list[int] = []
     for batch in iterate_batches(loader):
         stream += fingerprints(part(batch) if part else batch)
@@ -92,8 +90,7 @@ CONTENT_COMPARED = 1024  # samples loaded per epoch when they can only be told a
 
 
 def batch_source(loader: DataLoader) -> Any:
-    """The batch sampler that groups the samples: the loader's own, inside the template's
-    sharding wrapper (whose `batches` it is)."""
+    """The loader's own batch sampler, inside the template's sharding wrapper (its `batches`)."""
     source = loader.batch_sampler
     while getattr(source, "batches", None) is not None:
         source = source.batches
@@ -108,25 +105,19 @@ def order_source(loader: DataLoader) -> Any:
     return source
 
 
-def epoch_indices(loader: DataLoader, epoch: int) -> list[int]:
-    """The first indices the loader would draw in `epoch`, after Lightning's set_epoch call."""
-    compat.set_sampler_epoch(loader, epoch)
-    flat = (int(i) for batch in loader.batch_sampler for i in batch)  # type: ignore[union-attr]
-    return list(islice(flat, COMPARED))
-
-
-def epoch_content(loader: Any, epoch: int) -> list[int]:
-    """The first samples the loader yields in `epoch`, by content."""
-    compat.set_sampler_epoch(loader, epoch)
-    return content(loader, CONTENT_COMPARED)
-
-
 def two_epochs(loader: Any, by_index: bool) -> tuple[list[int], list[int]]:
-    """The first samples of epochs 0 and 1, by index or by content; the sampler is left at
-    epoch 0, as the run will find it (Lightning sets epoch 0 first)."""
-    draw = epoch_indices if by_index else epoch_content
+    """The first samples of epochs 0 and 1 (after Lightning's set_epoch), by index or by
+    content; the sampler is left at epoch 0, as the run will find it."""
+
+    def draw(epoch: int) -> list[int]:
+        compat.set_sampler_epoch(loader, epoch)
+        if not by_index:
+            return content(loader, CONTENT_COMPARED)
+        flat = (int(i) for batch in loader.batch_sampler for i in batch)
+        return list(islice(flat, COMPARED))
+
     try:
-        return draw(loader, 0), draw(loader, 1)
+        return draw(0), draw(1)
     finally:
         compat.set_sampler_epoch(loader, 0)
 
@@ -146,7 +137,6 @@ class TrainSamples:
     def indexable(self) -> bool:
         return not self.why_not_indexable
 
-    # -- map-style: by index -------------------------------------------------------------------
     def index_batches(self) -> list[list[int]]:
         """The first epoch's micro-batches as index lists, in the loader's own order."""
         if self._index_batches is None:
@@ -178,19 +168,13 @@ class TrainSamples:
             for (pa, x), (pb, y) in zip(la, lb, strict=True)
         )
 
-    # -- any loader: as it yields --------------------------------------------------------------
     def real_batches(self, n: int) -> list[Any]:
         """The first `n` batches the loader yields (fewer when the epoch is shorter)."""
         if self._iterator is None:
             self._iterator = iterate_batches(self.loader)
-        while len(self._real) < n:
-            try:
-                self._real.append(next(self._iterator))
-            except StopIteration:
-                break
+        self._real += islice(self._iterator, max(0, n - len(self._real)))
         return self._real[:n]
 
-    # -- both --------------------------------------------------------------------------------
     def micro_batches(self, start: int, count: int) -> list[Any]:
         """Micro-batches start .. start+count-1 of the first epoch, as training_step gets them."""
         if self.indexable:

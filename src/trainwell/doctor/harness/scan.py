@@ -1,12 +1,7 @@
 """The data scan several checks read: every tensor of the first batches of every split, as the
-real loaders yield them (data.finite, targets.contract, data.split_distribution,
-data.batch_composition).
-
-Per split it also keeps what each per-sample input holds: for float tensors, the count, sum and
-sum of squares of every feature (a column of a (N, F) table, a channel of (N, C, ...) images,
-the value of a (N,) tensor); for integer tensors of two or more dimensions (token ids), how often
-each id occurs at real (unpadded) positions. Train's batches are also kept in two alternating
-halves, the spread two draws of one distribution show."""
+real loaders yield them. Per split it also keeps each feature's moments (float inputs) or id
+counts at real positions (token ids); train's batches also in two alternating halves, the
+spread two draws of one distribution show."""
 
 from __future__ import annotations
 
@@ -22,12 +17,6 @@ from trainwell.doctor.harness.samples import iterate_batches, split_loaders
 
 SPLITS = ("train", "val", "test")
 LABEL_LIMIT = 5_000_000  # integer target values kept by the scan for targets.contract
-
-
-def _loaders(ctx: DoctorContext, split: str) -> tuple[list[Any], str]:
-    if split == "train":
-        return [ctx.samples.loader], ""
-    return split_loaders(ctx.datamodule, split)
 
 
 def loader_length(loader: Any) -> int | None:
@@ -61,19 +50,15 @@ class Scan:
         return torch.cat(parts) if parts else None
 
 
-def _bad(t: torch.Tensor) -> tuple[int, int]:
-    if not t.is_floating_point():
-        return 0, 0
-    return int(torch.isnan(t).sum()), int(torch.isinf(t).sum())
-
-
 def _walk(ctx: DoctorContext) -> Scan:
     """Walk the real loaders (train order and augmentation included), up to probe.scan_batches
     per split: every tensor of every batch, whatever the batch's structure."""
     limit = ctx.settings.scan_batches
     result = Scan()
     for split in SPLITS:
-        loaders, why = _loaders(ctx, split)
+        loaders, why = (
+            ([ctx.samples.loader], "") if split == "train" else split_loaders(ctx.datamodule, split)
+        )
         if not loaders:
             result.missing[split] = why
             continue
@@ -133,7 +118,9 @@ def _scan_batch(result: Scan, split: str, index: int, batch: Any) -> None:
         result.train_rows.append(size_of(batch) or 0)
     flagged = False
     for path, tensor in leaves(batch):
-        nan, inf = _bad(tensor)
+        floating = tensor.is_floating_point()
+        nan = int(torch.isnan(tensor).sum()) if floating else 0
+        inf = int(torch.isinf(tensor).sum()) if floating else 0
         if (nan or inf) and result.first_bad is None:
             result.first_bad = dict(split=split, batch=index, part=path, nan=nan, inf=inf)
         flagged = flagged or bool(nan or inf)
@@ -147,5 +134,4 @@ def _scan_batch(result: Scan, split: str, index: int, batch: Any) -> None:
 
 
 def scan(ctx: DoctorContext) -> Scan:
-    """The shared scan of every split (run once per doctor run)."""
     return ctx.shared(_walk)

@@ -1,10 +1,8 @@
 """See what the loss function and backward() receive inside the user's own training_step.
 
-A TorchFunctionMode intercepts `F.cross_entropy` (and `nn.CrossEntropyLoss`, which calls it),
-the other common losses and `Tensor.backward`, whatever code path the task uses to reach them.
-Arguments are recorded *before* the call, so a call that raises (labels >= num_classes) is still
-on record for targets.contract.
-"""
+A TorchFunctionMode intercepts the common losses (`nn.CrossEntropyLoss` calls F.cross_entropy)
+and `Tensor.backward`, whatever code path reaches them. Arguments are recorded *before* the
+call, so a call that raises (labels >= num_classes) is still on record for targets.contract."""
 
 from __future__ import annotations
 
@@ -27,8 +25,6 @@ LOSSES = {
     F.huber_loss: "huber_loss",
 }
 BACKWARDS = (torch.Tensor.backward, torch.autograd.backward)
-
-
 DEFAULT_IGNORE_INDEX = -100  # F.cross_entropy / F.nll_loss
 
 

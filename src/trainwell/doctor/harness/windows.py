@@ -1,18 +1,9 @@
 """The windows accumulation.equivalence compares, and the gradient one optimizer step takes.
 
 A window is K real consecutive micro-batches of the train loader paired with one batch of the
-same items; `step_grads` reads what the optimizer would apply after a probe fit over them, and
-`compare` says how far two such gradients are apart.
-
-Under manual optimization (`automatic_optimization = False`) the user's code decides when
-gradients are cleared and applied (its own accumulation). `StepWatch` observes that during a
-real fit: it wraps `zero_grad` on the optimizers the module can reach (the torch optimizers and
-the LightningOptimizers `self.optimizers()` returns) and registers a step pre-hook, recording
-each event with the micro-batch it happened in, the optimizer and how many backward calls
-preceded it; at each optimizer's first step it keeps a copy of the gradients that optimizer is
-about to apply to its own parameters, and the weights at the start of each micro-batch that
-follows a step (a window that starts there is compared from them).
-"""
+same items. Under manual optimization the user's code decides when gradients are cleared and
+applied (its own accumulation): `StepWatch` observes that during a real fit, on the torch
+optimizers and the LightningOptimizers `self.optimizers()` returns alike."""
 
 from __future__ import annotations
 
