@@ -126,10 +126,6 @@ def grad_zeroing(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     )
 
 
-def _double(batch: Any) -> Any:
-    return restructure(batch, lambda t: t.double() if t.is_floating_point() else t)
-
-
 def finite_difference(ctx: DoctorContext) -> tuple[list[dict[str, Any]], str, int]:
     """(coordinates where autograd and the finite difference disagree, '', coordinates left out
     at a kink) or ([], why the comparison could not run, 0); each coordinate: tensor name,
@@ -143,7 +139,8 @@ def finite_difference(ctx: DoctorContext) -> tuple[list[dict[str, Any]], str, in
     task = task.double().eval()
     # A few samples are enough for the derivative and keep 2 forwards per coordinate cheap.
     few = ctx.probe_indices[:SAMPLES] if ctx.probe_indices else None
-    batch = _double(ctx.samples.collate(few) if few else clone(ctx.batch))
+    batch = ctx.samples.collate(few) if few else clone(ctx.batch)
+    batch = restructure(batch, lambda t: t.double() if t.is_floating_point() else t)
     try:
         with quiet():
             loss = training_loss(task, batch)
@@ -164,29 +161,24 @@ def finite_difference(ctx: DoctorContext) -> tuple[list[dict[str, Any]], str, in
     with torch.no_grad(), quiet():
         for name in ranked:
             p = params[name]
-            for index in p.grad.abs().flatten().topk(min(COORDINATES, p.numel())).indices:
-                flat, analytic = p.view(-1), float(p.grad.view(-1)[index])
-                h = STEP * max(1.0, abs(float(flat[index])))
-                flat[index] += h
+            for i in p.grad.abs().flatten().topk(min(COORDINATES, p.numel())).indices:
+                flat, analytic = p.view(-1), float(p.grad.view(-1)[i])
+                h = STEP * max(1.0, abs(float(flat[i])))
+                flat[i] += h
                 up = float(training_loss(task, batch))
-                flat[index] -= 2 * h
+                flat[i] -= 2 * h
                 down = float(training_loss(task, batch))
-                flat[index] += h
+                flat[i] += h
                 numeric = (up - down) / (2 * h)
                 off = abs(numeric - analytic)
                 if off <= RTOL * max(abs(numeric), abs(analytic), 1e-6):
                     continue
                 if abs((up - at) - (at - down)) / h >= off:  # not smooth here: a kink
                     kinks += 1
-                else:
-                    bad.append(
-                        {
-                            "tensor": name,
-                            "index": int(index),
-                            "autograd": analytic,
-                            "finite_difference": numeric,
-                        }
-                    )
+                    continue
+                bad.append(
+                    dict(tensor=name, index=int(i), autograd=analytic, finite_difference=numeric)
+                )
     return bad, "", kinks
 
 
@@ -207,6 +199,10 @@ def memory_graph_leak(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     if len(counts) < 3:
         return skips(crashed_message(obs) if obs.fit.error else "too few steps")
     growth = (counts[-1] - counts[1]) / (len(counts) - 2)
+    # Only growth is a leak: one step's graph kept until the next replaces it is not. The
+    # autograd nodes still reachable measure any graph kept (its saved activations hang off
+    # them); the graph-attached tensors alive say whether tensors or a carried chain hold it.
+    unreused = spy.steps_retaining_only()
     evidence |= {
         "steps_watched": len(counts),
         "live_graph_tensors_after_each_step": counts,
@@ -214,18 +210,8 @@ def memory_graph_leak(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         "graph_nodes_alive_after_each_step": nodes,
         "backward_calls": spy.backward_calls,
         "retain_graph_calls": spy.retain_graph_calls,
+        "steps_retaining_a_graph_no_backward_reuses": unreused,
     }
-    return _leak_verdict(counts, nodes, spy, growth, evidence)
-
-
-def _leak_verdict(
-    counts: list[int], nodes: list[int], spy: Any, growth: float, evidence: dict[str, Any]
-) -> Verdict:
-    """Only growth is a leak: one step's graph kept until the next replaces it is not. The
-    autograd nodes still reachable measure any graph kept (its saved activations hang off
-    them); the graph-attached tensors alive say whether tensors or a carried chain hold it."""
-    unreused = spy.steps_retaining_only()
-    evidence["steps_retaining_a_graph_no_backward_reuses"] = unreused
     if unreused:
         return fails(
             f"backward(retain_graph=True) is the only backward in {len(unreused)} of "
