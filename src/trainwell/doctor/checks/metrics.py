@@ -27,7 +27,7 @@ import lightning as L
 from torchmetrics import Metric
 
 from trainwell import compat
-from trainwell.doctor.harness.batches import replay_loader, size_of
+from trainwell.doctor.harness.batches import replay_loader
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.samples import iterate_batches, split_loaders
 from trainwell.doctor.harness.spy import LossCall, Spy
@@ -68,9 +68,10 @@ def _item_weighting(watch: LogWatch) -> list[dict[str, Any]]:
 
 def metrics_reduction(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     train = ctx.samples.micro_batches(0, TRAIN_BATCHES)
-    val_batches = _first_val_batches(ctx)
-    spy = Spy(max_calls=64)
-    watch = LogWatch(spy)
+    # A validation pass over the first val loader's first batches, when the task validates.
+    loaders = split_loaders(ctx.datamodule, "val")[0] if ctx.has_hook("validation_step") else []
+    val_batches = list(islice(iterate_batches(loaders[0]), VAL_BATCHES)) if loaders else []
+    watch = LogWatch(Spy(max_calls=64))
     fit = ctx.fit(
         ctx.make_task(),
         replay_loader(train),
@@ -93,7 +94,13 @@ def metrics_reduction(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     evidence["per_rank_values"] = _per_rank_values(watch, world)
     evidence["weighted_by_batch_size"] = _item_weighting(watch)
     findings = [_per_rank_finding(item, world) for item in evidence["per_rank_values"]]
-    findings += [_item_weighting_finding(item) for item in evidence["weighted_by_batch_size"]]
+    findings += [
+        f"`{item['name']}` ({item['stage']}) is a mean over {item['items']} items (tokens, "
+        f"unmasked targets) per batch but Lightning weighs it by batch_size {item['weights']}, "
+        "so its epoch value is not the mean over items; pass batch_size=<items> to self.log, "
+        "or log a torchmetrics MeanMetric updated with weight=<items>"
+        for item in evidence["weighted_by_batch_size"]
+    ]
     if findings:
         more = f" (and {len(findings) - 1} more, see evidence)" if len(findings) > 1 else ""
         return warns(findings[0] + more)
@@ -101,14 +108,6 @@ def metrics_reduction(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         f"{len(watch.keys)} logged key(s): means are weighted by what they average over and "
         "reduce across ranks"
     )
-
-
-def _first_val_batches(ctx: DoctorContext) -> list[Any]:
-    """Up to VAL_BATCHES batches of the first val loader (none when the task does not validate)."""
-    if not ctx.has_hook("validation_step"):
-        return []
-    loaders, _ = split_loaders(ctx.datamodule, "val")
-    return list(islice(iterate_batches(loaders[0]), VAL_BATCHES)) if loaders else []
 
 
 def _per_rank_values(watch: LogWatch, world: int | None) -> list[dict[str, Any]]:
@@ -149,19 +148,9 @@ def _per_rank_finding(item: dict[str, Any], world: int | None) -> str:
     )
 
 
-def _item_weighting_finding(item: dict[str, Any]) -> str:
-    return (
-        f"`{item['name']}` ({item['stage']}) is a mean over {item['items']} items (tokens, "
-        f"unmasked targets) per batch but Lightning weighs it by batch_size {item['weights']}, "
-        "so its epoch value is not the mean over items; pass batch_size=<items> to self.log, "
-        "or log a torchmetrics MeanMetric updated with weight=<items>"
-    )
-
-
 @dataclass
 class BatchLog:
     stage: str
-    batch_size: int | None  # as Lightning extracts it from the batch
     calls: list[LossCall]
     logged: dict[str, tuple[float, float]] = field(default_factory=dict)  # name -> (mean, weight)
 
@@ -195,12 +184,10 @@ class LogWatch(L.Callback):
         self._before = {(v.hook, v.name): v for v in compat.logged_values(trainer)}
         self.spy.watch(self._seen)
 
-    def on_train_batch_end(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, *args: Any
-    ) -> None:
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
         self.spy.leave()
         stage = "train" if trainer.training else "val"
-        record = BatchLog(stage, size_of(batch), self.spy.calls_in(self._seen))
+        record = BatchLog(stage, self.spy.calls_in(self._seen))
         self._seen += 1
         for value in compat.logged_values(trainer):
             key = (value.hook, value.name)
