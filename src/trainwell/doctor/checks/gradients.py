@@ -51,13 +51,8 @@ def grad_flow(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     none = [n for n, g in grads.items() if g is None]
     zero = [n for n, g in grads.items() if g == 0.0]
     nonfinite = [n for n, g in grads.items() if g is not None and not math.isfinite(g)]
-    evidence |= {
-        "grad_norm": grads,
-        "none": none,
-        "zero": zero,
-        "non_finite": nonfinite,
-        "trainable_tensors": len(grads),
-    }
+    evidence |= {"grad_norm": grads, "none": none, "zero": zero, "non_finite": nonfinite}
+    evidence["trainable_tensors"] = len(grads)
     if nonfinite:
         return fails(
             f"{len(nonfinite)} parameter(s) (first: `{nonfinite[0]}`) get NaN/Inf gradients at the "
@@ -73,11 +68,8 @@ def grad_flow(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "differentiable or freeze them explicitly"
         )
     mismatched, why, kinks = finite_difference(ctx)
-    evidence |= {
-        "finite_difference_mismatches": mismatched,
-        "finite_difference_skipped": why,
-        "finite_difference_coordinates_at_a_kink": kinks,
-    }
+    evidence |= {"finite_difference_mismatches": mismatched, "finite_difference_skipped": why}
+    evidence["finite_difference_coordinates_at_a_kink"] = kinks
     if mismatched:
         first = mismatched[0]
         return warns(
@@ -96,20 +88,14 @@ def grad_flow(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
 def grad_zeroing(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     obs = observation(ctx)
     watched = obs.recorder.stale_steps
+    if not watched and obs.fit.error:
+        return skips(crashed_message(obs))
     if not watched:
-        if obs.fit.error:
-            return skips(crashed_message(obs))
-        return skips(
-            "fewer than two optimizer steps ran"
-            if obs.recorder.step_grads
-            else unstepped_message(obs)
-        )
+        stepped = obs.recorder.step_grads
+        return skips("fewer than two optimizer steps ran" if stepped else unstepped_message(obs))
     leaked = [(step, names, norm) for step, names, norm in watched if names]
-    evidence |= {
-        "optimizer_steps_checked": len(watched),
-        "steps_with_stale_grads": len(leaked),
-        "stale_grad_norm_per_step": [round(norm, 6) for _, _, norm in watched[:10]],
-    }
+    evidence |= {"optimizer_steps_checked": len(watched), "steps_with_stale_grads": len(leaked)}
+    evidence["stale_grad_norm_per_step"] = [round(norm, 6) for _, _, norm in watched[:10]]
     if leaked:
         step, names, norm = leaked[0]
         evidence["first_stale_parameters"] = names[:5]
@@ -203,15 +189,10 @@ def memory_graph_leak(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     # autograd nodes still reachable measure any graph kept (its saved activations hang off
     # them); the graph-attached tensors alive say whether tensors or a carried chain hold it.
     unreused = spy.steps_retaining_only()
-    evidence |= {
-        "steps_watched": len(counts),
-        "live_graph_tensors_after_each_step": counts,
-        "growth_per_step": growth,
-        "graph_nodes_alive_after_each_step": nodes,
-        "backward_calls": spy.backward_calls,
-        "retain_graph_calls": spy.retain_graph_calls,
-        "steps_retaining_a_graph_no_backward_reuses": unreused,
-    }
+    evidence |= {"steps_watched": len(counts), "live_graph_tensors_after_each_step": counts}
+    evidence |= {"growth_per_step": growth, "graph_nodes_alive_after_each_step": nodes}
+    evidence |= {"backward_calls": spy.backward_calls, "retain_graph_calls": spy.retain_graph_calls}
+    evidence["steps_retaining_a_graph_no_backward_reuses"] = unreused
     if unreused:
         return fails(
             f"backward(retain_graph=True) is the only backward in {len(unreused)} of "
@@ -236,9 +217,9 @@ def memory_graph_leak(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         )
     if nodes and nodes[-1] > 0:
         return passes(
-            f"{nodes[-1]} autograd nodes of one step's graph stay alive after it (a reference to the "
-            "latest loss or output), but nothing grows over "
-            f"{len(counts)} steps: no leak; store .detach() if that memory matters"
+            f"{nodes[-1]} autograd nodes of one step's graph stay alive after it (a reference to "
+            f"the latest loss or output), but nothing grows over {len(counts)} steps: no leak; "
+            "store .detach() if that memory matters"
         )
     return passes(
         f"no graph survives a training step ({len(counts)} steps watched, growth {growth:g}/step)"

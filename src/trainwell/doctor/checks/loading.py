@@ -64,8 +64,8 @@ def data_throughput(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         )
     if fraction > 0.5:
         return fails(
-            f"{fraction:.0%} of each step waits for the next batch (data loading is the bottleneck); "
-            f"{advice}"
+            f"{fraction:.0%} of each step waits for the next batch (data loading is the "
+            f"bottleneck); {advice}"
         )
     if fraction > 0.3:
         return warns(
@@ -141,8 +141,8 @@ def data_worker_seeding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict
     workers = real.num_workers
     index = next(iter(real.batch_sampler))[0]  # the first sample the loader draws
     use = global_rng_use(real.dataset, index)
+    evidence |= {"num_workers": workers, "sample_index": int(index), "rng_use": use or "none"}
     if workers < 2:
-        evidence |= {"num_workers": workers, "sample_index": int(index), "rng_use": use or "none"}
         if use:
             return _rng_use_warning(real.dataset, use, workers)
         return passes(
@@ -157,13 +157,7 @@ def data_worker_seeding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict
         t.dim() > 0 and len(t) == 2 and not torch.equal(t[0], t[1]) for t in first.values()
     )
     across = _same(first, second)
-    evidence |= {
-        "num_workers": workers,
-        "sample_index": int(index),
-        "random_within_worker": within,
-        "identical_across_workers": across,
-        "rng_use": use or "none",
-    }
+    evidence |= {"random_within_worker": within, "identical_across_workers": across}
     if within and across:
         return fails(
             f"all {workers} dataloader workers draw the same random augmentation (they share one "

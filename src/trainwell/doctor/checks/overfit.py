@@ -153,14 +153,11 @@ def _not_memorised(
 def _adversarial(seen: Trend, evidence: dict[str, Any]) -> Verdict:
     """Several optimizers (a GAN's generator and discriminator) pull against each other: the
     loss of one fixed batch need not fall, so its curve is reported, not judged."""
-    n = evidence["optimizers"]
-    status = "pass" if seen.kind == "pass" else "warn"
-    return Verdict(
-        status,
-        f"the task steps {n} optimizers (adversarial or alternating training): the loss "
+    return (passes if seen.kind == "pass" else warns)(
+        f"the task steps {evidence['optimizers']} optimizers (adversarial or alternating training): the loss "
         f"backpropagated last goes {seen.first:.4g} -> {seen.last:.4g} in {seen.steps} steps "
         f"on one fixed batch ({seen.kind}), which says little when the players compete; "
-        "check each player's loss curve in a short real run",
+        "check each player's loss curve in a short real run"
     )
 
 
