@@ -201,21 +201,15 @@ def model_head_width(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             f"{data} declares no num_classes: no class count to compare with (give it a "
             "num_classes attribute)"
         )
-    # The class dimension of the logits a class-index loss got in the probe fit (cross entropy
-    # takes them as (batch, classes, ...)).
+    # The class dimension of the logits a class-index loss saw in the probe fit (cross entropy
+    # takes them as (batch, classes, ...)) is the head's real width; the config's number is the
+    # fallback for a loss that takes no class dimension.
     calls = observation(ctx).spy.losses
-    widths = [
-        c.input.shape[1] for c in calls if c.name in CLASS_INDEX_LOSSES and c.input.dim() >= 2
-    ]
+    widths = [c.input.shape[1] for c in calls if c.name in CLASS_INDEX_LOSSES and c.input.dim() > 1]
     width = int(widths[0]) if widths else None
     configured = ctx.cfg.model.get("num_classes")
-    evidence |= {
-        "data_num_classes": declared,
-        "logits_width": width,
-        "model_num_classes": configured,
-    }
-    # The logits the loss saw are the head's real width; the config's number is the fallback
-    # for a loss that takes no class dimension.
+    evidence |= {"data_num_classes": declared, "logits_width": width}
+    evidence["model_num_classes"] = configured
     head = width if width is not None else configured
     if not isinstance(head, int):
         return skips(

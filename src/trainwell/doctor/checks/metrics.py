@@ -51,19 +51,16 @@ def _item_weighting(watch: LogWatch) -> list[dict[str, Any]]:
             match = [c for c in record.calls if c.value is not None and _close(c.value, mean)]
             if match and match[0].items:
                 found.setdefault((record.stage, name), []).append((weight, match[0].items))
-    flagged = []
-    for (stage, name), pairs in found.items():
-        ratios = {round(items / weight, 9) for weight, items in pairs}
-        if len(pairs) > 1 and len(ratios) > 1:
-            flagged.append(
-                {
-                    "name": name,
-                    "stage": stage,
-                    "weights": [int(w) for w, _ in pairs],
-                    "items": [int(i) for _, i in pairs],
-                }
-            )
-    return flagged
+    return [
+        {
+            "name": name,
+            "stage": stage,
+            "weights": [int(w) for w, _ in pairs],
+            "items": [int(i) for _, i in pairs],
+        }
+        for (stage, name), pairs in found.items()
+        if len(pairs) > 1 and len({round(items / weight, 9) for weight, items in pairs}) > 1
+    ]
 
 
 def metrics_reduction(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:

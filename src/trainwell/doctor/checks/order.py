@@ -50,12 +50,8 @@ def _short(first: list[int], second: list[int]) -> Verdict | None:
 def _by_content(loader: Any, why: str, evidence: dict[str, Any]) -> Verdict:
     """Two epochs of a loader without sample indices, compared by what they yield."""
     first, second = two_epochs(loader, by_index=False)
-    evidence |= {
-        "compared_by": "content",
-        "why_not_by_index": why,
-        "epoch_0_samples": len(first),
-        "epoch_1_samples": len(second),
-    }
+    evidence |= {"compared_by": "content", "why_not_by_index": why}
+    evidence |= {"epoch_0_samples": len(first), "epoch_1_samples": len(second)}
     if (short := _short(first, second)) is not None:
         return short
     if first == second and len(first) > 1:
