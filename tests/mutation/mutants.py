@@ -1578,8 +1578,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor eval.determinism: test passes are never repeated",
         "src/trainwell/doctor/checks/modes.py",
-        '        for s in ("validate", "test")',
-        '        for s in ("validate",)',
+        '    named = {"validate": "validation", "test": "test"}',
+        '    named = {"validate": "validation"}',
         (f"{INV_T}[noisy_test_step]",),
         "the same weights give the same test numbers too",
     ),

@@ -51,13 +51,8 @@ def grad_flow(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     none = [n for n, g in grads.items() if g is None]
     zero = [n for n, g in grads.items() if g == 0.0]
     nonfinite = [n for n, g in grads.items() if g is not None and not math.isfinite(g)]
-    evidence |= {
-        "grad_norm": grads,
-        "none": none,
-        "zero": zero,
-        "non_finite": nonfinite,
-        "trainable_tensors": len(grads),
-    }
+    evidence |= {"grad_norm": grads, "none": none, "zero": zero, "non_finite": nonfinite}
+    evidence["trainable_tensors"] = len(grads)
     if nonfinite:
         return fails(
             f"{len(nonfinite)} parameter(s) (first: `{nonfinite[0]}`) get NaN/Inf gradients at the "
@@ -73,11 +68,8 @@ def grad_flow(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "differentiable or freeze them explicitly"
         )
     mismatched, why, kinks = finite_difference(ctx)
-    evidence |= {
-        "finite_difference_mismatches": mismatched,
-        "finite_difference_skipped": why,
-        "finite_difference_coordinates_at_a_kink": kinks,
-    }
+    evidence |= {"finite_difference_mismatches": mismatched, "finite_difference_skipped": why}
+    evidence["finite_difference_coordinates_at_a_kink"] = kinks
     if mismatched:
         first = mismatched[0]
         return warns(
@@ -96,20 +88,14 @@ def grad_flow(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
 def grad_zeroing(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     obs = observation(ctx)
     watched = obs.recorder.stale_steps
+    if not watched and obs.fit.error:
+        return skips(crashed_message(obs))
     if not watched:
-        if obs.fit.error:
-            return skips(crashed_message(obs))
-        return skips(
-            "fewer than two optimizer steps ran"
-            if obs.recorder.step_grads
-            else unstepped_message(obs)
-        )
+        stepped = obs.recorder.step_grads
+        return skips("fewer than two optimizer steps ran" if stepped else unstepped_message(obs))
     leaked = [(step, names, norm) for step, names, norm in watched if names]
-    evidence |= {
-        "optimizer_steps_checked": len(watched),
-        "steps_with_stale_grads": len(leaked),
-        "stale_grad_norm_per_step": [round(norm, 6) for _, _, norm in watched[:10]],
-    }
+    evidence |= {"optimizer_steps_checked": len(watched), "steps_with_stale_grads": len(leaked)}
+    evidence["stale_grad_norm_per_step"] = [round(norm, 6) for _, _, norm in watched[:10]]
     if leaked:
         step, names, norm = leaked[0]
         evidence["first_stale_parameters"] = names[:5]
@@ -126,10 +112,6 @@ def grad_zeroing(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     )
 
 
-def _double(batch: Any) -> Any:
-    return restructure(batch, lambda t: t.double() if t.is_floating_point() else t)
-
-
 def finite_difference(ctx: DoctorContext) -> tuple[list[dict[str, Any]], str, int]:
     """(coordinates where autograd and the finite difference disagree, '', coordinates left out
     at a kink) or ([], why the comparison could not run, 0); each coordinate: tensor name,
@@ -143,7 +125,8 @@ def finite_difference(ctx: DoctorContext) -> tuple[list[dict[str, Any]], str, in
     task = task.double().eval()
     # A few samples are enough for the derivative and keep 2 forwards per coordinate cheap.
     few = ctx.probe_indices[:SAMPLES] if ctx.probe_indices else None
-    batch = _double(ctx.samples.collate(few) if few else clone(ctx.batch))
+    batch = ctx.samples.collate(few) if few else clone(ctx.batch)
+    batch = restructure(batch, lambda t: t.double() if t.is_floating_point() else t)
     try:
         with quiet():
             loss = training_loss(task, batch)
@@ -164,29 +147,24 @@ def finite_difference(ctx: DoctorContext) -> tuple[list[dict[str, Any]], str, in
     with torch.no_grad(), quiet():
         for name in ranked:
             p = params[name]
-            for index in p.grad.abs().flatten().topk(min(COORDINATES, p.numel())).indices:
-                flat, analytic = p.view(-1), float(p.grad.view(-1)[index])
-                h = STEP * max(1.0, abs(float(flat[index])))
-                flat[index] += h
+            for i in p.grad.abs().flatten().topk(min(COORDINATES, p.numel())).indices:
+                flat, analytic = p.view(-1), float(p.grad.view(-1)[i])
+                h = STEP * max(1.0, abs(float(flat[i])))
+                flat[i] += h
                 up = float(training_loss(task, batch))
-                flat[index] -= 2 * h
+                flat[i] -= 2 * h
                 down = float(training_loss(task, batch))
-                flat[index] += h
+                flat[i] += h
                 numeric = (up - down) / (2 * h)
                 off = abs(numeric - analytic)
                 if off <= RTOL * max(abs(numeric), abs(analytic), 1e-6):
                     continue
                 if abs((up - at) - (at - down)) / h >= off:  # not smooth here: a kink
                     kinks += 1
-                else:
-                    bad.append(
-                        {
-                            "tensor": name,
-                            "index": int(index),
-                            "autograd": analytic,
-                            "finite_difference": numeric,
-                        }
-                    )
+                    continue
+                bad.append(
+                    dict(tensor=name, index=int(i), autograd=analytic, finite_difference=numeric)
+                )
     return bad, "", kinks
 
 
@@ -207,24 +185,13 @@ def memory_graph_leak(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     if len(counts) < 3:
         return skips(crashed_message(obs) if obs.fit.error else "too few steps")
     growth = (counts[-1] - counts[1]) / (len(counts) - 2)
-    evidence |= {
-        "steps_watched": len(counts),
-        "live_graph_tensors_after_each_step": counts,
-        "growth_per_step": growth,
-        "graph_nodes_alive_after_each_step": nodes,
-        "backward_calls": spy.backward_calls,
-        "retain_graph_calls": spy.retain_graph_calls,
-    }
-    return _leak_verdict(counts, nodes, spy, growth, evidence)
-
-
-def _leak_verdict(
-    counts: list[int], nodes: list[int], spy: Any, growth: float, evidence: dict[str, Any]
-) -> Verdict:
-    """Only growth is a leak: one step's graph kept until the next replaces it is not. The
-    autograd nodes still reachable measure any graph kept (its saved activations hang off
-    them); the graph-attached tensors alive say whether tensors or a carried chain hold it."""
+    # Only growth is a leak: one step's graph kept until the next replaces it is not. The
+    # autograd nodes still reachable measure any graph kept (its saved activations hang off
+    # them); the graph-attached tensors alive say whether tensors or a carried chain hold it.
     unreused = spy.steps_retaining_only()
+    evidence |= {"steps_watched": len(counts), "live_graph_tensors_after_each_step": counts}
+    evidence |= {"growth_per_step": growth, "graph_nodes_alive_after_each_step": nodes}
+    evidence |= {"backward_calls": spy.backward_calls, "retain_graph_calls": spy.retain_graph_calls}
     evidence["steps_retaining_a_graph_no_backward_reuses"] = unreused
     if unreused:
         return fails(
@@ -250,9 +217,9 @@ def _leak_verdict(
         )
     if nodes and nodes[-1] > 0:
         return passes(
-            f"{nodes[-1]} autograd nodes of one step's graph stay alive after it (a reference to the "
-            "latest loss or output), but nothing grows over "
-            f"{len(counts)} steps: no leak; store .detach() if that memory matters"
+            f"{nodes[-1]} autograd nodes of one step's graph stay alive after it (a reference to "
+            f"the latest loss or output), but nothing grows over {len(counts)} steps: no leak; "
+            "store .detach() if that memory matters"
         )
     return passes(
         f"no graph survives a training step ({len(counts)} steps watched, growth {growth:g}/step)"

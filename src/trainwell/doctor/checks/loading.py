@@ -31,20 +31,17 @@ def data_throughput(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     n = min(n, length) if length is not None else n
     if n < 2:
         return skips(f"the train loader has only {length} batch")
-    recorder = Recorder()
-    task = ctx.make_task()
-    k = ctx.accumulate
+    recorder, task, k = Recorder(), ctx.make_task(), ctx.accumulate
     fit = ctx.fit(
         task, loader, [recorder], max_steps=max(1, n // k), accumulate=k, limit_train_batches=n
     )
     if fit.error is not None and len(recorder.batch_seconds) < 2:
         return skips(f"the short fit failed: {fit.error_line}")
     # Waits between batches only: the first fetch (worker start-up) happens before batch 0.
-    wait = recorder.wait_seconds
-    compute = recorder.batch_seconds
+    wait, compute = recorder.wait_seconds, recorder.batch_seconds
     fraction = sum(wait) / max(1e-9, sum(wait) + sum(compute))
     evidence |= {
-        "batches_timed": len(recorder.batch_seconds),
+        "batches_timed": len(compute),
         "median_wait_s": statistics.median(wait) if wait else 0.0,
         "median_step_s": statistics.median(compute) if compute else 0.0,
         "data_wait_fraction": round(fraction, 4),
@@ -52,11 +49,8 @@ def data_throughput(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         "pin_memory": getattr(loader, "pin_memory", False),
         "probe_device": ctx.settings.accelerator,
     }
-    return _wait_verdict(fraction, evidence, ctx.settings.accelerator)
-
-
-def _wait_verdict(fraction: float, evidence: dict[str, Any], device: str) -> Verdict:
-    """Fail when loading is the bottleneck, warn when a faster device would make it one."""
+    # Fail when loading is the bottleneck, warn when a faster device would make it one.
+    device = ctx.settings.accelerator
     advice = (
         "raise the DataLoader's num_workers (data.num_workers)"
         if evidence["num_workers"] < 2
@@ -70,8 +64,8 @@ def _wait_verdict(fraction: float, evidence: dict[str, Any], device: str) -> Ver
         )
     if fraction > 0.5:
         return fails(
-            f"{fraction:.0%} of each step waits for the next batch (data loading is the bottleneck); "
-            f"{advice}"
+            f"{fraction:.0%} of each step waits for the next batch (data loading is the "
+            f"bottleneck); {advice}"
         )
     if fraction > 0.3:
         return warns(
@@ -117,19 +111,18 @@ def global_rng_use(dataset: Any, index: int) -> str:
     return "" if _same(first, other) else "global"
 
 
-def _rng_use_warning(dataset: Any, use: str, workers: int, evidence: dict[str, Any]) -> Verdict:
-    name = type(dataset).__name__
+def _rng_use_warning(dataset: Any, use: str, workers: int) -> Verdict:
     source = (
         "the global RNG (torch.rand / random / np.random)"
         if use == "global"
         else "an RNG whose state moves with every draw"
     )
     return warns(
-        f"{name}.__getitem__ draws its randomness from {source}: a sample's augmentation then "
-        f"depends on num_workers (now {workers}) and on which worker loads it, and a mid-epoch "
-        "resume (which skips consumed batches without loading them) is not exact; draw it from a "
-        "torch.Generator seeded by (seed, epoch, index), e.g. wrap the dataset and its transform "
-        "in trainwell.loading.per_sample.PerSampleRandom"
+        f"{type(dataset).__name__}.__getitem__ draws its randomness from {source}: a sample's "
+        f"augmentation then depends on num_workers (now {workers}) and on which worker loads "
+        "it, and a mid-epoch resume (which skips consumed batches without loading them) is not "
+        "exact; draw it from a torch.Generator seeded by (seed, epoch, index), e.g. wrap the "
+        "dataset and its transform in trainwell.loading.per_sample.PerSampleRandom"
     )
 
 
@@ -148,28 +141,23 @@ def data_worker_seeding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict
     workers = real.num_workers
     index = next(iter(real.batch_sampler))[0]  # the first sample the loader draws
     use = global_rng_use(real.dataset, index)
+    evidence |= {"num_workers": workers, "sample_index": int(index), "rng_use": use or "none"}
     if workers < 2:
-        evidence |= {"num_workers": workers, "sample_index": int(index), "rng_use": use or "none"}
         if use:
-            return _rng_use_warning(real.dataset, use, workers, evidence)
+            return _rng_use_warning(real.dataset, use, workers)
         return passes(
             f"each sample is a function of its index (data.num_workers={workers}): no worker "
             "random state to repeat, nothing that changes with the number of workers"
         )
-    per_worker = 2
-    batches = _worker_draws(real, index, workers, per_worker)
-    first, second = batches[0], batches[1]
+    # Sample `index` loaded twice by each worker, set up as the run's loader sets them up.
+    same = Subset(real.dataset, [index] * (2 * workers))
+    with quiet():
+        first, second, *_ = [dict(leaves(b)) for b in _like(real, same, 2, workers)]
     within = any(
-        t.dim() > 0 and len(t) == per_worker and not torch.equal(t[0], t[1]) for t in first.values()
+        t.dim() > 0 and len(t) == 2 and not torch.equal(t[0], t[1]) for t in first.values()
     )
     across = _same(first, second)
-    evidence |= {
-        "num_workers": workers,
-        "sample_index": int(index),
-        "random_within_worker": within,
-        "identical_across_workers": across,
-        "rng_use": use or "none",
-    }
+    evidence |= {"random_within_worker": within, "identical_across_workers": across}
     if within and across:
         return fails(
             f"all {workers} dataloader workers draw the same random augmentation (they share one "
@@ -177,7 +165,7 @@ def data_worker_seeding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict
             "torch.initial_seed(), or use torch's RNG for augmentation"
         )
     if use:
-        return _rng_use_warning(real.dataset, use, workers, evidence)
+        return _rng_use_warning(real.dataset, use, workers)
     if not within:
         return passes(
             "a sample is the same every time it is loaded (no random augmentation, or one that "
@@ -200,9 +188,8 @@ def _stream_seeding(real: DataLoader, evidence: dict[str, Any]) -> Verdict:
     one process does."""
     workers = real.num_workers
     if workers < 2:
-        msg = f"the stream is read by {workers} worker(s): none repeats another"
         evidence["num_workers"] = workers
-        return passes(msg)
+        return passes(f"the stream is read by {workers} worker(s): none repeats another")
     repeated, compared = {}, {}
     for n in (0, workers):
         with quiet():
@@ -220,16 +207,6 @@ def _stream_seeding(real: DataLoader, evidence: dict[str, Any]) -> Verdict:
         )
     msg = f"{workers} workers stream different samples (no more repeats than in one process)"
     return passes(msg)
-
-
-def _worker_draws(
-    real: DataLoader, index: int, workers: int, per_worker: int
-) -> list[dict[str, torch.Tensor]]:
-    """Sample `index` loaded `per_worker` times by each of `workers` workers set up as the run's
-    loader sets them up: one batch per worker."""
-    same = Subset(real.dataset, [index] * (per_worker * workers))
-    with quiet():
-        return [dict(leaves(b)) for b in _like(real, same, per_worker, workers)]
 
 
 def _like(real: DataLoader, dataset: Any, batch_size: int | None, workers: int) -> DataLoader:

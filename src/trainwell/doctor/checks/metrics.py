@@ -12,28 +12,22 @@ wrong at scale):
   number of *sequences* in each batch, not by what it averages over.
 
 torchmetrics metrics (logged as objects, or their compute() logged) keep sums and counts and
-reduce across ranks themselves: they are the fix, and never flagged.
-
-`LogWatch` sees how the task's `self.log` calls will be reduced (per batch, per epoch, across
-ranks). It follows a short real fit (a few real train micro-batches, a validation pass over a
-few real val batches). Around every batch it reads what Lightning accumulated for each logged
-mean (compat.logged_values): the value logged for that batch and the batch size Lightning
-weighs it by; the spy says what the loss functions of that batch averaged over, so a logged loss
-can be matched to its item count. Before the task's epoch-end hooks run it records what the
-task's torchmetrics compute (values already reduced across ranks), and after them what was
-logged from those hooks.
+reduce across ranks themselves: they are the fix, and never flagged. `LogWatch` reads, around
+each batch of a short real fit, what Lightning accumulated for each logged mean
+(compat.logged_values) and what the spied loss functions averaged over.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import lightning as L
 from torchmetrics import Metric
 
 from trainwell import compat
-from trainwell.doctor.harness.batches import replay_loader, size_of
+from trainwell.doctor.harness.batches import replay_loader
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.samples import iterate_batches, split_loaders
 from trainwell.doctor.harness.spy import LossCall, Spy
@@ -41,6 +35,7 @@ from trainwell.doctor.report.verdict import Verdict, passes, skips, warns
 
 TRAIN_BATCHES, VAL_BATCHES = 4, 3
 RTOL = 1e-6
+STEP_HOOKS = ("training_step", "validation_step", "test_step")
 
 
 def _close(a: float, b: float) -> bool:
@@ -56,26 +51,24 @@ def _item_weighting(watch: LogWatch) -> list[dict[str, Any]]:
             match = [c for c in record.calls if c.value is not None and _close(c.value, mean)]
             if match and match[0].items:
                 found.setdefault((record.stage, name), []).append((weight, match[0].items))
-    flagged = []
-    for (stage, name), pairs in found.items():
-        ratios = {round(items / weight, 9) for weight, items in pairs}
-        if len(pairs) > 1 and len(ratios) > 1:
-            flagged.append(
-                {
-                    "name": name,
-                    "stage": stage,
-                    "weights": [int(w) for w, _ in pairs],
-                    "items": [int(i) for _, i in pairs],
-                }
-            )
-    return flagged
+    return [
+        {
+            "name": name,
+            "stage": stage,
+            "weights": [int(w) for w, _ in pairs],
+            "items": [int(i) for _, i in pairs],
+        }
+        for (stage, name), pairs in found.items()
+        if len(pairs) > 1 and len({round(items / weight, 9) for weight, items in pairs}) > 1
+    ]
 
 
 def metrics_reduction(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     train = ctx.samples.micro_batches(0, TRAIN_BATCHES)
-    val_batches = _first_val_batches(ctx)
-    spy = Spy(max_calls=64)
-    watch = LogWatch(spy)
+    # A validation pass over the first val loader's first batches, when the task validates.
+    loaders = split_loaders(ctx.datamodule, "val")[0] if ctx.has_hook("validation_step") else []
+    val_batches = list(islice(iterate_batches(loaders[0]), VAL_BATCHES)) if loaders else []
+    watch = LogWatch(Spy(max_calls=64))
     fit = ctx.fit(
         ctx.make_task(),
         replay_loader(train),
@@ -95,12 +88,16 @@ def metrics_reduction(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     }
     if not watch.keys:
         return skips("the task logs nothing with self.log in training or validation")
-    per_rank = _per_rank_values(watch, world)
-    evidence["per_rank_values"] = per_rank
-    findings = [_per_rank_finding(item, world) for item in per_rank]
-    weighting = _item_weighting(watch)
-    evidence["weighted_by_batch_size"] = weighting
-    findings += [_item_weighting_finding(item) for item in weighting]
+    evidence["per_rank_values"] = _per_rank_values(watch, world)
+    evidence["weighted_by_batch_size"] = _item_weighting(watch)
+    findings = [_per_rank_finding(item, world) for item in evidence["per_rank_values"]]
+    findings += [
+        f"`{item['name']}` ({item['stage']}) is a mean over {item['items']} items (tokens, "
+        f"unmasked targets) per batch but Lightning weighs it by batch_size {item['weights']}, "
+        "so its epoch value is not the mean over items; pass batch_size=<items> to self.log, "
+        "or log a torchmetrics MeanMetric updated with weight=<items>"
+        for item in evidence["weighted_by_batch_size"]
+    ]
     if findings:
         more = f" (and {len(findings) - 1} more, see evidence)" if len(findings) > 1 else ""
         return warns(findings[0] + more)
@@ -108,19 +105,6 @@ def metrics_reduction(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         f"{len(watch.keys)} logged key(s): means are weighted by what they average over and "
         "reduce across ranks"
     )
-
-
-def _first_val_batches(ctx: DoctorContext) -> list[Any]:
-    """Up to VAL_BATCHES batches of the first val loader (none when the task does not validate)."""
-    val_batches: list[Any] = []
-    if ctx.has_hook("validation_step"):
-        loaders, _ = split_loaders(ctx.datamodule, "val")
-        for loader in loaders[:1]:
-            for i, batch in enumerate(iterate_batches(loader)):
-                if i >= VAL_BATCHES:
-                    break
-                val_batches.append(batch)
-    return val_batches
 
 
 def _per_rank_values(watch: LogWatch, world: int | None) -> list[dict[str, Any]]:
@@ -161,22 +145,9 @@ def _per_rank_finding(item: dict[str, Any], world: int | None) -> str:
     )
 
 
-def _item_weighting_finding(item: dict[str, Any]) -> str:
-    return (
-        f"`{item['name']}` ({item['stage']}) is a mean over {item['items']} items (tokens, "
-        f"unmasked targets) per batch but Lightning weighs it by batch_size {item['weights']}, "
-        "so its epoch value is not the mean over items; pass batch_size=<items> to self.log, "
-        "or log a torchmetrics MeanMetric updated with weight=<items>"
-    )
-
-
-STEP_HOOKS = ("training_step", "validation_step", "test_step")
-
-
 @dataclass
 class BatchLog:
     stage: str
-    batch_size: int | None  # as Lightning extracts it from the batch
     calls: list[LossCall]
     logged: dict[str, tuple[float, float]] = field(default_factory=dict)  # name -> (mean, weight)
 
@@ -206,14 +177,14 @@ class LogWatch(L.Callback):
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         pl_module.__dict__.pop("log", None)
 
-    # -- per batch ---------------------------------------------------------------------------
-    def _start(self, trainer: L.Trainer) -> None:
+    def on_train_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
         self._before = {(v.hook, v.name): v for v in compat.logged_values(trainer)}
         self.spy.watch(self._seen)
 
-    def _end(self, trainer: L.Trainer, stage: str, batch: Any) -> None:
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
         self.spy.leave()
-        record = BatchLog(stage, size_of(batch), self.spy.calls_in(self._seen))
+        stage = "train" if trainer.training else "val"
+        record = BatchLog(stage, self.spy.calls_in(self._seen))
         self._seen += 1
         for value in compat.logged_values(trainer):
             key = (value.hook, value.name)
@@ -221,37 +192,21 @@ class LogWatch(L.Callback):
             if value.hook not in STEP_HOOKS or value.batch_sizes is None or not value.on_epoch:
                 continue
             before = self._before.get(key)
-            prior_total = before.total if before is not None and before.total is not None else 0.0
-            prior_weight = before.batch_sizes if before is not None else None
-            total = (value.total or 0.0) - prior_total
-            weight = value.batch_sizes - (prior_weight or 0.0)
+            total = (value.total or 0.0) - ((before.total or 0.0) if before else 0.0)
+            weight = value.batch_sizes - ((before.batch_sizes or 0.0) if before else 0.0)
             if weight > 0:
                 record.logged[value.name] = (total / weight, weight)
         self.batches.append(record)
 
-    def on_train_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
-        self._start(trainer)
-
-    def on_train_batch_end(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, *args: Any
-    ) -> None:
-        self._end(trainer, "train", batch)
-
-    def on_validation_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
-        self._start(trainer)
-
-    def on_validation_batch_end(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, *args: Any
-    ) -> None:
-        self._end(trainer, "val", batch)
+    on_validation_batch_start = on_train_batch_start
+    on_validation_batch_end = on_train_batch_end
 
     def on_exception(
         self, trainer: L.Trainer, pl_module: L.LightningModule, err: BaseException
     ) -> None:
         self.spy.leave()
 
-    # -- epoch ends ----------------------------------------------------------------------------
-    def _metrics(self, pl_module: L.LightningModule) -> None:
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """Callbacks' epoch-end hooks run before the module's: what its metrics compute now is
         what an epoch-end hook could log from them."""
         for module in pl_module.modules():
@@ -260,13 +215,9 @@ class LogWatch(L.Callback):
                 if hasattr(value, "numel") and value.numel() == 1:
                     self.metric_values.append(float(value))
 
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._metrics(pl_module)
+    on_validation_epoch_end = on_train_epoch_end
 
-    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._metrics(pl_module)
-
-    def _epoch_logs(self, trainer: L.Trainer) -> None:
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         for value in compat.logged_values(trainer):
             self.keys[(value.hook, value.name)] = value
             if value.hook.endswith("_epoch_end"):
@@ -274,8 +225,4 @@ class LogWatch(L.Callback):
                 number = float(logged) if logged is not None and logged.numel() == 1 else None
                 self.epoch_values[(value.hook, value.name)] = number
 
-    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._epoch_logs(trainer)
-
-    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._epoch_logs(trainer)
+    on_validation_end = on_train_end

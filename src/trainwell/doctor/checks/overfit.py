@@ -46,7 +46,6 @@ def trend(values: list[float], max_ratio: float) -> Trend:
     drop = 1 - tail / head if head > 0 else 0.0
     before = values[-2 * q : -q] or values[:q]
     recent = 1 - tail / (sum(before) / len(before)) if sum(before) > 0 else 0.0
-    per_100 = recent * 100 / q
     if ratio <= max_ratio:
         kind = "pass"
     elif drop < -FLAT:
@@ -55,7 +54,7 @@ def trend(values: list[float], max_ratio: float) -> Trend:
         kind = "flat"
     else:
         kind = "slow"
-    return Trend(kind, n, first, last, ratio, drop, per_100)
+    return Trend(kind, n, first, last, ratio, drop, recent * 100 / q)
 
 
 def _losses(obs: Observation) -> list[float] | None:
@@ -63,10 +62,6 @@ def _losses(obs: Observation) -> list[float] | None:
     Lightning skips a batch) has none and is left out. None when fewer than two remain."""
     values = [float(v) for v in obs.recorder.losses if v is not None]
     return values if len(values) >= 2 else None
-
-
-def _skipped(obs: Observation) -> int:
-    return sum(1 for v in obs.recorder.losses if v is None)
 
 
 def overfit_one_batch(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
@@ -85,7 +80,7 @@ def _verdict(ctx: DoctorContext, obs: Observation, evidence: dict[str, Any]) -> 
         return skips(crashed_message(obs))
     if values is None:
         return skips(
-            f"training_step returned no scalar loss in {_skipped(obs)} of "
+            f"training_step returned no scalar loss in {obs.recorder.losses.count(None)} of "
             f"{len(obs.recorder.losses)} steps and no backward() was seen to follow; return "
             "the loss from training_step to test it"
         )
@@ -94,7 +89,7 @@ def _verdict(ctx: DoctorContext, obs: Observation, evidence: dict[str, Any]) -> 
     size = ctx.batch_size
     evidence |= {
         "steps": seen.steps,
-        "steps_skipped_by_training_step": _skipped(obs),
+        "steps_skipped_by_training_step": obs.recorder.losses.count(None),
         "optimizers": len(obs.fit.trainer.optimizers),
         "batch_size": size,
         "constant_lr": obs.lr.lrs[:4],
@@ -115,16 +110,14 @@ def _verdict(ctx: DoctorContext, obs: Observation, evidence: dict[str, Any]) -> 
     if seen.kind == "flat" and not obs.recorder.step_grads:
         return skips(unstepped_message(obs))
     if seen.kind in ("flat", "slow"):
-        return _not_memorised(seen, size, limit, obs.stop.reason, evidence)
+        return _not_memorised(seen, size, limit, obs.stop.reason)
     return passes(
         f"loss on one fixed batch falls {seen.first:.3f} -> {seen.last:.4f} in {seen.steps} "
         "steps at a constant LR"
     )
 
 
-def _not_memorised(
-    seen: Trend, size: int | None, limit: float, reason: str, evidence: dict[str, Any]
-) -> Verdict:
+def _not_memorised(seen: Trend, size: int | None, limit: float, reason: str) -> Verdict:
     """Flat: nothing updates the weights (fail). Slow: it learns, but not to the target."""
     if seen.kind == "flat":
         return fails(
@@ -153,14 +146,11 @@ def _not_memorised(
 def _adversarial(seen: Trend, evidence: dict[str, Any]) -> Verdict:
     """Several optimizers (a GAN's generator and discriminator) pull against each other: the
     loss of one fixed batch need not fall, so its curve is reported, not judged."""
-    n = evidence["optimizers"]
-    status = "pass" if seen.kind == "pass" else "warn"
-    return Verdict(
-        status,
-        f"the task steps {n} optimizers (adversarial or alternating training): the loss "
+    return (passes if seen.kind == "pass" else warns)(
+        f"the task steps {evidence['optimizers']} optimizers (adversarial or alternating training): the loss "
         f"backpropagated last goes {seen.first:.4g} -> {seen.last:.4g} in {seen.steps} steps "
         f"on one fixed batch ({seen.kind}), which says little when the players compete; "
-        "check each player's loss curve in a short real run",
+        "check each player's loss curve in a short real run"
     )
 
 
