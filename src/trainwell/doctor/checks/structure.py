@@ -60,9 +60,7 @@ def params_registered(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     evidence |= {"trainable_parameters": trainable, "hidden_parameters": hidden}
     if hidden:
         name, count = next(iter(hidden.items()))
-        fix = {"list": "nn.ModuleList", "tuple": "nn.ModuleList", "dict": "nn.ModuleDict"}[
-            kinds[name]
-        ]
+        fix = "nn.ModuleDict" if kinds[name] == "dict" else "nn.ModuleList"
         return fails(
             f"layer `{name}` is a plain {kinds[name]}: its {count} parameters are invisible to "
             f"the optimizer, .to(device) and the checkpoint; use {fix}"
@@ -102,15 +100,35 @@ def optimizer_coverage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "configure_optimizers returned no optimizer, so no parameter is ever updated; return "
             "one built from the trainable parameters"
         )
-    fault = _coverage_fault(missing, frozen, duplicates, evidence)
-    if fault is None:
-        params = {n for n, _ in obs.task.named_parameters()}
-        fault = _frozen_moved(
-            rec.frozen_changes(obs.task), len(rec.frozen_values), params, evidence
+    if missing:
+        return fails(
+            f"{len(missing)} trainable tensor(s) (first: `{missing[0]}`) are not in the optimizer, "
+            "so they never train (a layer added after the optimizer was built?); build the "
+            "optimizer in configure_optimizers after the model is complete"
         )
+    if frozen:
+        return fails(
+            f"{len(frozen)} frozen tensor(s) (first: `{frozen[0]}`) are still in the optimizer (it "
+            "was built before the freeze), so weight decay/momentum can still move them; build "
+            "the optimizer after freezing, from parameters with requires_grad=True"
+        )
+    if duplicates:
+        return fails(
+            f"{duplicates} tensor(s) appear twice in the optimizer and get stepped twice; list "
+            "each parameter once"
+        )
+    params = {n for n, _ in obs.task.named_parameters()}
+    fault = _frozen_moved(rec.frozen_changes(obs.task), len(rec.frozen_values), params, evidence)
     if fault is not None:
         return fault
-    unfrozen = _attribute_freezes(obs.task)
+    # A `requires_grad = False` attribute on a module whose parameters still require grad: the
+    # freeze the user wrote never reached a parameter.
+    unfrozen = [
+        name or type(module).__name__
+        for name, module in obs.task.named_modules()
+        if module.__dict__.get("requires_grad") is False
+        and any(p.requires_grad for p in module.parameters())
+    ]
     if unfrozen:
         evidence["modules_with_a_requires_grad_attribute"] = unfrozen[:20]
         return fails(
@@ -146,42 +164,6 @@ def _frozen_moved(
         "frozen blocks in eval mode in on_train_epoch_start, unless the statistics are meant "
         "to adapt"
     )
-
-
-def _attribute_freezes(task: nn.Module) -> list[str]:
-    """Submodules given a `requires_grad = False` attribute while their parameters still
-    require grad: the freeze the user wrote never reached a parameter."""
-    return [
-        name or type(module).__name__
-        for name, module in task.named_modules()
-        if module.__dict__.get("requires_grad") is False
-        and any(p.requires_grad for p in module.parameters())
-    ]
-
-
-def _coverage_fault(
-    missing: list[str], frozen: list[str], duplicates: int, evidence: dict[str, Any]
-) -> Verdict | None:
-    """A fail when the optimizer misses a trainable tensor, holds a frozen one, or holds one
-    twice; None when it holds each trainable tensor exactly once."""
-    if missing:
-        return fails(
-            f"{len(missing)} trainable tensor(s) (first: `{missing[0]}`) are not in the optimizer, "
-            "so they never train (a layer added after the optimizer was built?); build the "
-            "optimizer in configure_optimizers after the model is complete"
-        )
-    if frozen:
-        return fails(
-            f"{len(frozen)} frozen tensor(s) (first: `{frozen[0]}`) are still in the optimizer (it "
-            "was built before the freeze), so weight decay/momentum can still move them; build "
-            "the optimizer after freezing, from parameters with requires_grad=True"
-        )
-    if duplicates:
-        return fails(
-            f"{duplicates} tensor(s) appear twice in the optimizer and get stepped twice; list "
-            "each parameter once"
-        )
-    return None
 
 
 HALF = (torch.float16, torch.bfloat16)
