@@ -32,12 +32,11 @@ def shared_probes(ctx: DoctorContext) -> dict[str, float | str]:
         start = time.perf_counter()
         try:
             probe(ctx)
+            timings[name] = round(time.perf_counter() - start, 3)
         except TrainwellError:
             raise
         except Exception as err:  # reported by the checks that need this probe
             timings[name] = f"raised {type(err).__name__}"
-            continue
-        timings[name] = round(time.perf_counter() - start, 3)
     return timings
 
 

@@ -148,13 +148,12 @@ def _streamed(ctx: DoctorContext, why: str) -> tuple[torch.Tensor, dict[int, lis
 
 
 def data_class_balance(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    loader = ctx.samples.loader
     kept: dict[int, list[Any]] | None = None  # samples by class, where they come from a stream
     try:
         labels, why = None, ctx.samples.why_not_indexable
         if not why:
             try:
-                labels = dataset_labels(loader.dataset, limit=LABEL_LIMIT)
+                labels = dataset_labels(ctx.samples.loader.dataset, limit=LABEL_LIMIT)
             except TrainwellError as err:
                 why = str(err).split(";")[0]  # its advice is the weighted sampler's
         if labels is None:

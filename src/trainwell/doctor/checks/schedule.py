@@ -128,8 +128,7 @@ def schedule_interval(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         "probe_estimated_stepping_batches": estimate,
     }
     ends = trace.step_ends  # the loop's own windows
-    windows = [trace.lrs[a:b] for a, b in zip([0, *ends], ends, strict=False)]
-    mid_window = sum(1 for w in windows if len(set(w)) > 1)
+    mid_window = sum(len(set(trace.lrs[a:b])) > 1 for a, b in zip([0, *ends], ends, strict=False))
     if mid_window and k > 1:
         return fails(
             f"the learning rate changes inside {mid_window} accumulation "
@@ -138,7 +137,7 @@ def schedule_interval(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "no manual scheduler.step() in training_step)",
         )
     if not trace.scheduler_configs:
-        return _hand_set(trace, evidence)
+        return _hand_set(trace)
     for index in range(len(trace.scheduler_configs)):
         verdict = _follows_curve(ctx, fit.trainer, trace, index, estimate, evidence)
         if verdict is not None:
@@ -175,10 +174,7 @@ def _spent_at(curve: list[float]) -> int | None:
     peak = max(curve, default=0.0)
     if peak <= 0 or curve[-1] > FLOOR * peak:
         return None
-    end = len(curve)
-    while end > 0 and curve[end - 1] <= FLOOR * peak:
-        end -= 1
-    return end
+    return max(i + 1 for i, lr in enumerate(curve) if lr > FLOOR * peak)
 
 
 def _follows_curve(
@@ -261,7 +257,8 @@ def _follows_curve(
             f"{name} is sized for {length} optimizer steps but the run takes {total} "
             f"({length / total:.1f}x longer): the run stops at {100 * total / length:.0f}% of its "
             "schedule (a warm-up or decay barely started); size it in optimizer steps "
-            "(len(train_loader) per epoch, not len(dataset), or trainer.estimated_stepping_batches)",
+            "(len(train_loader) per epoch, not len(dataset), or "
+            "trainer.estimated_stepping_batches)",
         )
     return None
 
@@ -277,7 +274,7 @@ def _pace(ctx: DoctorContext, config: dict[str, Any], length: int | None, estima
     return "optimizer step" if config["interval"] == "step" else "epoch"
 
 
-def _hand_set(trace: _Trace, evidence: dict[str, Any]) -> Verdict:
+def _hand_set(trace: _Trace) -> Verdict:
     """No scheduler: a learning rate set by hand must not restart its warm-up every epoch."""
     lrs = [lr[0] for lr in trace.step_lrs]
     starts = [s for s in range(1, len(lrs)) if trace.step_epochs[s] != trace.step_epochs[s - 1]]

@@ -117,10 +117,31 @@ def optimizer_coverage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             f"{duplicates} tensor(s) appear twice in the optimizer and get stepped twice; list "
             "each parameter once"
         )
-    params = {n for n, _ in obs.task.named_parameters()}
-    fault = _frozen_moved(rec.frozen_changes(obs.task), len(rec.frozen_values), params, evidence)
-    if fault is not None:
-        return fault
+    # What does not train does not change: a frozen parameter that moved during the probe fit
+    # fails (an in-place update, momentum or weight decay over a zero gradient); a buffer of a
+    # fully frozen module that moved (BatchNorm statistics of a frozen block in train mode) warns.
+    changes = rec.frozen_changes(obs.task)
+    evidence["frozen_tensors_watched"] = len(rec.frozen_values)
+    evidence["frozen_tensors_changed"] = changes
+    if changes:
+        params = {n for n, _ in obs.task.named_parameters()}
+        moved = [n for n in changes if n in params]
+        name = moved[0] if moved else next(iter(changes))
+        where = f"`{name}`, by up to {changes[name]:.3g}"
+        if moved:
+            return fails(
+                f"{len(moved)} parameter(s) with requires_grad=False changed while training "
+                f"(first: {where}): something updates them in place, or an optimizer applies "
+                "momentum or weight decay to a gradient kept as zeros "
+                "(zero_grad(set_to_none=False)); leave frozen tensors out of optimizers and "
+                "in-place updates"
+            )
+        return warns(
+            f"{len(changes)} buffer(s) of fully frozen modules changed while training (first: "
+            f"{where}), so the frozen part still drifts (BatchNorm statistics in train mode); put "
+            "frozen blocks in eval mode in on_train_epoch_start, unless the statistics are meant "
+            "to adapt"
+        )
     # A `requires_grad = False` attribute on a module whose parameters still require grad: the
     # freeze the user wrote never reached a parameter.
     unfrozen = [
@@ -132,38 +153,11 @@ def optimizer_coverage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     if unfrozen:
         evidence["modules_with_a_requires_grad_attribute"] = unfrozen[:20]
         return fails(
-            f"`{unfrozen[0]}.requires_grad = False` sets a plain attribute on the module (nn.Module "
-            f"has none), so its parameters still train ({len(unfrozen)} module(s)); freeze with "
-            f"`{unfrozen[0]}.requires_grad_(False)`, which reaches every parameter"
+            f"`{unfrozen[0]}.requires_grad = False` sets a plain attribute on the module "
+            f"(nn.Module has none), so its parameters still train ({len(unfrozen)} module(s)); "
+            f"freeze with `{unfrozen[0]}.requires_grad_(False)`, which reaches every parameter"
         )
     return passes(f"the optimizer holds exactly the {len(counted)} trainable tensors")
-
-
-def _frozen_moved(
-    changes: dict[str, float], watched: int, params: set[str], evidence: dict[str, Any]
-) -> Verdict | None:
-    """What does not train does not change: a frozen parameter that moved during the probe fit
-    fails (an in-place update, momentum or weight decay over a zero gradient); a buffer of a
-    fully frozen module that moved (BatchNorm statistics of a frozen block in train mode) warns."""
-    evidence |= {"frozen_tensors_watched": watched, "frozen_tensors_changed": changes}
-    if not changes:
-        return None
-    moved = [n for n in changes if n in params]
-    name = moved[0] if moved else next(iter(changes))
-    where = f"`{name}`, by up to {changes[name]:.3g}"
-    if moved:
-        return fails(
-            f"{len(moved)} parameter(s) with requires_grad=False changed while training (first: "
-            f"{where}): something updates them in place, or an optimizer applies momentum or "
-            "weight decay to a gradient kept as zeros (zero_grad(set_to_none=False)); leave "
-            "frozen tensors out of optimizers and in-place updates"
-        )
-    return warns(
-        f"{len(changes)} buffer(s) of fully frozen modules changed while training (first: "
-        f"{where}), so the frozen part still drifts (BatchNorm statistics in train mode); put "
-        "frozen blocks in eval mode in on_train_epoch_start, unless the statistics are meant "
-        "to adapt"
-    )
 
 
 HALF = (torch.float16, torch.bfloat16)

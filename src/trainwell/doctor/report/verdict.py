@@ -48,9 +48,9 @@ def _jsonable(value: Any) -> Any:
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, bool | int | float | str) or value is None:
+    if isinstance(value, bool | int | str) or value is None:
+        return value
+    if isinstance(value, float) and math.isfinite(value):
         return value
     return str(value)
 
@@ -89,16 +89,9 @@ def render(
         if counts["fail"]
         else "ready for a longer run" + (" (read the warnings)" if counts["warn"] else "")
     )
-    out = [
-        f"# Training readiness: `{experiment}`",
-        "",
-        f"**Verdict: {verdict}.** {counts['pass']} pass, {counts['warn']} warn, "
-        f"{counts['fail']} fail, {counts['skip']} skip.",
-        "",
-        "## The experiment",
-        "",
-    ]
-    out += [f"- **{k}**: {v}" for k, v in summary.items()]
+    tally = ", ".join(f"{n} {status}" for status, n in counts.items())
+    out = [f"# Training readiness: `{experiment}`", "", f"**Verdict: {verdict}.** {tally}.", ""]
+    out += ["## The experiment", "", *(f"- **{k}**: {v}" for k, v in summary.items())]
     out += ["", "## Training plan", ""] + [f"- {line}" for line in plan_lines]
     out += ["", "## Checks", "", "| check | status | finding | seconds |", "|---|---|---|---|"]
     for c in checks:
