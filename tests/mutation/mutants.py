@@ -1562,8 +1562,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor optimizer.coverage: frozen tensors that move go unnoticed",
         "src/trainwell/doctor/checks/structure.py",
-        "    if not changes:\n        return None",
-        "    if True:\n        return None",
+        "    if changes:\n        params = ",
+        "    if False:\n        params = ",
         (f"{INV_T}[frozen_max_norm]",),
         "what does not train does not change: a frozen tensor that moves is flagged",
     ),

@@ -1,26 +1,18 @@
 """data.split_agreement and data.class_balance: what a task fitted briefly on the real train
 batches predicts.
 
-data.split_agreement: validation measures what training learns.
+data.split_agreement: validation measures what training learns. The short fit predicts training
+batches and the first validation batches, each scored against its own split's chance (the rate of
+its most common label), position by position where labels are per position (tokens, tags). A fit
+that beats chance on training data but leaves validation at chance means validation's labels were
+split from their inputs (shuffled apart, two loaders zipped) or its label ids name other classes
+(a label map built per split; then a relabelling of the validation classes agrees).
 
-The task fitted briefly on the real train batches (the context's short fit) predicts training
-batches and the first validation batches, each scored against its own split's chance: the rate of
-its most common label. Predictions come from forward on (input, label) pairs, or, for batches of
-any other structure (dicts, nested), from the class scores and labels the task's own evaluation
-step hands its class-index loss, where labels per position (tokens, tags) are scored position by
-position. A fit that beats chance on training data but leaves validation at chance means
-validation does not measure what training learns: its labels were split from their inputs
-(shuffled apart, zipped from two loaders) or its label ids name other classes (a label map built
-per split; then a relabelling of the validation classes agrees with the predictions).
-
-data.class_balance: training classes so unequal that accuracy hides what the model misses.
-
-Reads the training split's labels (without loading inputs where the dataset allows it; from the
-batches one pass of the train loader yields where its samples are not (input, label) pairs). Warns
+data.class_balance: training classes so unequal that accuracy hides what the model misses. Warns
 when the largest class has IMBALANCE_RATIO times the samples of the smallest and nothing
-compensates (no weighted sampler, no class weights in the loss, no macro metric monitored).
-On such data it also trains a fresh task briefly on the real train loader and predicts a
-class-balanced batch: predictions collapsed onto the majority class fail.
+compensates (no weighted sampler, no class weights in the loss, no macro metric monitored); fails
+when a fresh task fitted briefly on the real train loader predicts the majority class for every
+sample of a class-balanced batch.
 """
 
 from __future__ import annotations
@@ -92,9 +84,8 @@ def data_split_agreement(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdic
         )
     if va["accuracy"] > va["chance"] + va["sigma3"]:
         return passes(
-            f"after a short fit, accuracy beats chance on training data ({tr['accuracy']:.2f} "
-            f"vs {tr['chance']:.2f}) and on validation ({va['accuracy']:.2f} vs "
-            f"{va['chance']:.2f})"
+            f"after a short fit, accuracy beats chance on training data ({tr['accuracy']:.2f} vs "
+            f"{tr['chance']:.2f}) and on validation ({va['accuracy']:.2f} vs {va['chance']:.2f})"
         )
     relabelled = va["relabelled_accuracy"] > va["chance"] + max(LEARNT, va["sigma3"])
     cause = (
@@ -106,9 +97,8 @@ def data_split_agreement(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdic
         "read in another order); keep each input with its label"
     )
     return fails(
-        f"a short fit beats chance on training data ({tr['accuracy']:.2f} vs "
-        f"{tr['chance']:.2f}) but validation stays at chance ({va['accuracy']:.2f} vs "
-        f"{va['chance']:.2f}), {cause}"
+        f"a short fit beats chance on training data ({tr['accuracy']:.2f} vs {tr['chance']:.2f}) "
+        f"but validation stays at chance ({va['accuracy']:.2f} vs {va['chance']:.2f}), {cause}"
     )
 
 
@@ -158,13 +148,12 @@ def _streamed(ctx: DoctorContext, why: str) -> tuple[torch.Tensor, dict[int, lis
 
 
 def data_class_balance(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    loader = ctx.samples.loader
     kept: dict[int, list[Any]] | None = None  # samples by class, where they come from a stream
     try:
         labels, why = None, ctx.samples.why_not_indexable
         if not why:
             try:
-                labels = dataset_labels(loader.dataset, limit=LABEL_LIMIT)
+                labels = dataset_labels(ctx.samples.loader.dataset, limit=LABEL_LIMIT)
             except TrainwellError as err:
                 why = str(err).split(";")[0]  # its advice is the weighted sampler's
         if labels is None:
@@ -206,8 +195,7 @@ def data_class_balance(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     return warns(
         f"class {majority} has {ratio:.1f}x the training samples of class {smallest} and nothing "
         "compensates, so accuracy can look fine while rare classes are never predicted; use "
-        "data.sampler=weighted or model.loss.class_weights=balanced, or monitor "
-        "val/balanced_acc"
+        "data.sampler=weighted or model.loss.class_weights=balanced, or monitor val/balanced_acc"
     )
 
 
