@@ -51,26 +51,24 @@ def data_leakage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     limit = ctx.settings.leakage_max_samples
     train_hashes = set(content(ctx.samples.loader, limit, _inputs))
     evidence |= {"max_samples_per_split": limit, "train_samples_hashed": len(train_hashes)}
-    overlaps, compared = {}, []
+    overlaps = {}
     for split in ("val", "test"):
         loaders, why = split_loaders(ctx.datamodule, split)
         other = {h for loader in loaders for h in content(loader, limit, _inputs)}
         if not other:
             evidence[f"{split}_not_compared"] = why
             continue
-        compared.append(split)
-        shared = [h for h in other if h in train_hashes]
-        evidence |= {f"{split}_samples_hashed": len(other), f"{split}_overlap": len(shared)}
-        if shared:
-            overlaps[split] = (len(shared), len(other))
-    if not compared:
+        shared = len(other & train_hashes)
+        evidence |= {f"{split}_samples_hashed": len(other), f"{split}_overlap": shared}
+        overlaps[split] = (shared, len(other))
+    if not overlaps:
         return skips(
             f"no val or test split to compare with train ({evidence.get('val_not_compared')})"
         )
-    if not overlaps:
-        return passes(f"no sample is shared between train and {'/'.join(compared)}")
-    split, (count, total) = max(overlaps.items(), key=lambda kv: kv[1][0] / max(kv[1][1], 1))
-    fraction = count / max(total, 1)
+    split, (count, total) = max(overlaps.items(), key=lambda kv: kv[1][0] / kv[1][1])
+    if not count:
+        return passes(f"no sample is shared between train and {'/'.join(overlaps)}")
+    fraction = count / total
     evidence["leak_fraction_threshold"] = LEAK_FRACTION
     if fraction >= LEAK_FRACTION:
         return fails(
