@@ -89,7 +89,7 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "the doctor has no reference to compare with; backpropagate one loss function's "
             "output per micro-batch (scaled as the window needs)"
         )
-    references: dict[tuple[int, int], tuple[Any, Grads] | str] = {}
+    references: dict[tuple[int, int], tuple[Any, Grads]] = {}
     backwards = [b for b, _ in spy.backward_values]
     for index, step in sorted(steps.items(), key=lambda kv: kv[1].batch):  # earliest first
         # The window runs from the last zero_grad of this optimizer before its step (another
@@ -98,11 +98,16 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         start = watch.window_start(zeros[-1]) if zeros else 0
         m, begun = step.batch + 1, watch.weights_at(start, state)
         if (start, m) not in references:
-            references[start, m] = _manual_reference(ctx, begun, batches, start, m)
-        reference = references[start, m]
-        if isinstance(reference, str):
-            return skips(reference)
-        whole, grads = reference
+            groups = ctx.samples.index_batches()[start:m] if ctx.samples.indexable else None
+            try:
+                whole = one_batch(ctx, groups, batches[start:m])
+            except ConcatError as err:
+                return skips(f"the window's micro-batches cannot be joined into one batch ({err})")
+            grads = step_grads(ctx, begun, [whole], 1, reference=True)
+            if grads.tensors is None:
+                return skips(f"the one-batch reference run computed no loss ({grads.error})")
+            references[start, m] = whole, grads
+        whole, grads = references[start, m]
         items = sum(c[0].items or 0 for c in calls[start:m])
         target: dict[str, torch.Tensor] = grads.tensors  # type: ignore[assignment]
         if calls[start][0].reduction == "sum" and abs(scales[0] * items - 1) < 1e-6:  # type: ignore[operator]
@@ -174,19 +179,3 @@ def _cause(
             f"numbers of items ({items}): weight each one by its items / the window's items"
         )
     return f"each micro-batch loss is scaled by {scale:.3g} before backward"
-
-
-def _manual_reference(
-    ctx: DoctorContext, state: dict[str, torch.Tensor], batches: list[Any], start: int, end: int
-) -> tuple[Any, Grads] | str:
-    """One batch of micro-batches start .. end-1, and its loss's gradient from `state`."""
-    samples = ctx.samples
-    groups = samples.index_batches()[start:end] if samples.indexable else None
-    try:
-        whole = one_batch(ctx, groups, batches[start:end])
-    except ConcatError as err:
-        return f"the window's micro-batches cannot be joined into one batch ({err})"
-    grads = step_grads(ctx, state, [whole], 1, reference=True)
-    if grads.tensors is None:
-        return f"the one-batch reference run computed no loss ({grads.error})"
-    return whole, grads
