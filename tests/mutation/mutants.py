@@ -1653,8 +1653,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor loss.padding: a loss that moves with the padding passes",
         "src/trainwell/doctor/checks/batch_edits.py",
-        "        if abs(value - before) > 1e-5 * max(1.0, abs(before)):",
-        "        if abs(value - before) > 1e9:",
+        "isinstance(value, float) and abs(value - before) > 1e-5 * max(1.0, abs(before)):",
+        "isinstance(value, float) and abs(value - before) > 1e9:",
         (f"{INV_T}[mean_over_padding]",),
         "inputs that must not matter do not matter: padding never moves the loss",
     ),

@@ -110,17 +110,16 @@ def loss_padding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         return skips(
             f"training_step cannot run outside the trainer ({before}); {ALONE} to test padding"
         )
-    after = {edit: (_loss(task, edited), optional) for edit, edited, optional in edits}
-    evidence |= {"loss": before, "loss_after_each_edit": {e: v for e, (v, _) in after.items()}}
-    refused = [(e, v) for e, (v, optional) in after.items() if isinstance(v, str)]
-    measured = {e: v for e, (v, _) in after.items() if not isinstance(v, str)}
-    if not measured or any(not after[e][1] for e, _ in refused):
-        edit, error = min(refused, key=lambda r: after[r[0]][1])  # a required edit first
+    after = {edit: _loss(task, edited) for edit, edited, _ in edits}
+    evidence |= {"loss": before, "loss_after_each_edit": after}
+    refused = [(e, after[e], optional) for e, _, optional in edits if isinstance(after[e], str)]
+    if refused and (len(refused) == len(edits) or not refused[0][2]):  # the required edit first
+        edit, error, _ = refused[0]
         return skips(
             f"training_step raised {error} after {edit}, so the padding could not be tested; {HOOK}"
         )
-    for edit, value in measured.items():
-        if abs(value - before) > 1e-5 * max(1.0, abs(before)):
+    for edit, value in after.items():
+        if isinstance(value, float) and abs(value - before) > 1e-5 * max(1.0, abs(before)):
             return fails(
                 f"{edit} (padding told by {padding.where}) moves the loss from {before:.6g} to "
                 f"{value:.6g}: the model pools or attends over padding, or the loss counts "
