@@ -125,7 +125,7 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             f"the first manual step{' of ' + who if who else ''} (after {span} micro-batch(es)) "
             f"applies {ratio:.3g}x the gradient of one batch of the same items "
             f"(relative difference {result['relative_difference']:.2g}): "
-            + _cause(span, ratio, scales[0], discarded, calls, n)
+            + _cause(span, ratio, scales[0], discarded, calls)
         )
         if n > 1:
             return verdict
@@ -143,14 +143,10 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
 
 
 def _cause(
-    n: int,
-    ratio: float,
-    scale: float | None,
-    discarded: list[int],
-    calls: list[list[Any]],
-    window: int,
+    n: int, ratio: float, scale: float | None, discarded: list[int], calls: list[list[Any]]
 ) -> str:
-    """Why a first manual step over `n` micro-batches is `ratio` x one batch's gradient."""
+    """Why a first manual step over `n` micro-batches is `ratio` x one batch's gradient (`calls`:
+    the loss calls of every micro-batch up to the last optimizer's first step)."""
     if discarded:
         return (
             f"zero_grad() runs inside the window and discards the gradients of micro-batch(es) "
@@ -167,9 +163,9 @@ def _cause(
             f"the {n} micro-batch means are summed, not averaged: divide each micro-batch loss "
             f"by {n} (by its share of the window's items when micro-batches differ in size)"
         )
-    if n < window:
+    if n < len(calls):
         return (
-            f"it steps every {n} micro-batch(es) while another optimizer's window is {window}, "
+            f"it steps every {n} micro-batch(es) while another optimizer's window is {len(calls)}, "
             f"with each loss scaled by {scale:.3g}: step every optimizer once per window"
         )
     items = [c[0].items for c in calls]
