@@ -112,9 +112,9 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         target: dict[str, torch.Tensor] = grads.tensors  # type: ignore[assignment]
         if calls[start][0].reduction == "sum" and abs(scales[0] * items - 1) < 1e-6:  # type: ignore[operator]
             target = {k: g / items for k, g in target.items()}  # a sum divided by the items: a mean
-        who = f"optimizer {index} (of {watch.optimizers})" if watch.optimizers > 1 else ""
+        who = f" of optimizer {index} (of {watch.optimizers})" if watch.optimizers > 1 else ""
         result = compare(watch.grads[index], target)
-        evidence["first_window" + (f" of {who}" if who else "")] = result
+        evidence["first_window" + who] = result
         if result["relative_difference"] <= RTOL:
             continue
         if moves_with_seed(ctx, begun, whole, grads, reference=True):
@@ -122,7 +122,7 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         discarded = sorted({backwards[i] for i in range(zeros[-1].backwards)}) if zeros else []
         span, ratio = m - start, result["norm_ratio"]
         verdict = fails(
-            f"the first manual step{' of ' + who if who else ''} (after {span} micro-batch(es)) "
+            f"the first manual step{who} (after {span} micro-batch(es)) "
             f"applies {ratio:.3g}x the gradient of one batch of the same items "
             f"(relative difference {result['relative_difference']:.2g}): "
             + _cause(span, ratio, scales[0], discarded, calls)
