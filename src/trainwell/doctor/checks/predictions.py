@@ -32,10 +32,6 @@ from trainwell.errors import TrainwellError, error_line
 from trainwell.loading.labels import class_counts, dataset_labels
 
 LEARNT = 0.2  # the fit must beat chance on training data by this much (and by 3 sigma)
-HOOK = (
-    "return one row of class scores per sample from forward on (input, class id) batches, or "
-    "hand cross_entropy one class id per sample (or per position) in validation_step"
-)
 
 
 def _rates(pred: torch.Tensor, true: torch.Tensor) -> dict[str, float]:
@@ -63,17 +59,20 @@ def data_split_agreement(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdic
     steps = ctx.settings.overfit_steps
     train = ctx.samples.micro_batches(steps, 8) or ctx.samples.micro_batches(0, 8)
     task = ctx.make_task().eval()  # can it be scored at all (before paying for the fit)?
-    for batches in (train[:1], val):
-        why = class_predictions(ctx, task, [next(iter(batches), None)])
-        if isinstance(why, str):
-            return skips(f"no predictions to score: {why}; {HOOK}")
-    task, fit = short_fit(ctx)
-    if fit.error is not None:
-        return skips(f"the short fit failed: {fit.error_line}")
-    read = [class_predictions(ctx, task.eval(), train), class_predictions(ctx, task, val)]
+    read = (class_predictions(ctx, task, [next(iter(b), None)]) for b in (train[:1], val))
     why = next((r for r in read if isinstance(r, str)), None)
+    if why is None:
+        task, fit = short_fit(ctx)
+        if fit.error is not None:
+            return skips(f"the short fit failed: {fit.error_line}")
+        read = [class_predictions(ctx, task.eval(), train), class_predictions(ctx, task, val)]
+        why = next((r for r in read if isinstance(r, str)), None)
     if why is not None:
-        return skips(f"no predictions to score: {why}; {HOOK}")
+        return skips(
+            f"no predictions to score: {why}; return one row of class scores per sample from "
+            "forward on (input, class id) batches, or hand cross_entropy one class id per sample "
+            "(or per position) in validation_step"
+        )
     tr, va = (_rates(*r) for r in read)  # type: ignore[misc]
     evidence |= {"fit_steps": steps, "train": tr, "val": va}
     if tr["accuracy"] < tr["chance"] + max(LEARNT, tr["sigma3"]):
@@ -175,7 +174,7 @@ def data_class_balance(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     }
     if ratio < IMBALANCE_RATIO:
         return passes(f"the largest class is {ratio:.1f}x the smallest")
-    collapsed = _collapsed_predictions(ctx, _balanced(ctx, labels, counts, kept), counts, evidence)
+    collapsed = _collapsed_predictions(ctx, labels, counts, kept, evidence)
     smallest = int(torch.where(counts > 0, counts, counts.max() + 1).argmin())
     if collapsed:
         return fails(
@@ -199,40 +198,34 @@ def data_class_balance(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     )
 
 
-def _balanced(
-    ctx: DoctorContext, labels: torch.Tensor, counts: torch.Tensor, kept: dict | None
-) -> Any:
-    """A batch of min(count) (at most probe.batch_size / classes) training samples of every
-    class: drawn by index, or joined from the samples a stream yielded (None when they cannot be
-    joined into one batch)."""
+def _collapsed_predictions(
+    ctx: DoctorContext,
+    labels: torch.Tensor,
+    counts: torch.Tensor,
+    kept: dict | None,
+    evidence: dict[str, Any],
+) -> bool:
+    """After the short fit, does the task predict one class for a batch of min(count) (at most
+    probe.batch_size / classes) training samples of every class?"""
     classes = torch.nonzero(counts).reshape(-1).tolist()
     per_class = max(1, min(int(counts[counts > 0].min()), ctx.settings.batch_size // len(classes)))
     if kept is not None:
         try:
-            return concat([row for c in classes for row in kept[c][:per_class]])
+            batch = concat([row for c in classes for row in kept[c][:per_class]])
         except ConcatError:
-            return None
-    generator = torch.Generator().manual_seed(int(ctx.cfg.seed))
-    indices = []
-    for c in classes:
-        members = torch.nonzero(labels == c).reshape(-1)
-        pick = members[torch.randperm(len(members), generator=generator)[:per_class]]
-        indices.extend(pick.tolist())
-    return ctx.samples.collate(indices)
-
-
-def _collapsed_predictions(
-    ctx: DoctorContext, batch: Any, counts: torch.Tensor, evidence: dict[str, Any]
-) -> bool:
-    """Fit a fresh task for probe.overfit_steps on the real train batches, then predict a
-    class-balanced batch (of any structure, read as data.split_agreement reads predictions).
-    True when every prediction is the same class."""
+            evidence["probe"] = "the samples of each class cannot be joined into one batch"
+            return False
+    else:
+        generator = torch.Generator().manual_seed(int(ctx.cfg.seed))
+        indices = []
+        for c in classes:
+            members = torch.nonzero(labels == c).reshape(-1)
+            pick = members[torch.randperm(len(members), generator=generator)[:per_class]]
+            indices.extend(pick.tolist())
+        batch = ctx.samples.collate(indices)
     task, result = short_fit(ctx)
     if result.error is not None:
         evidence["probe"] = f"the short fit raised {result.error_line}"
-        return False
-    if batch is None:
-        evidence["probe"] = "the samples of each class cannot be joined into one batch"
         return False
     read = class_predictions(ctx, task.eval(), replay_loader([batch]))
     if isinstance(read, str):

@@ -43,7 +43,7 @@ class _Trace(L.Callback):
         self.scheduler_counts: list[list[int]] = []  # scheduler.last_epoch at each step
         self.scheduler_owners: list[list[bool]] = []
         self.scheduler_configs: list[dict[str, Any]] = []  # as Lightning registered them
-        self.first_states: list[tuple[dict[str, Any], list[float]]] = []
+        self.first_states: list[tuple[Any, dict[str, Any], list[float]]] = []  # (scheduler, ...)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         configs = trainer.lr_scheduler_configs
@@ -59,6 +59,7 @@ class _Trace(L.Callback):
         ]
         self.first_states = [
             (
+                c.scheduler,
                 copy.deepcopy(c.scheduler.state_dict()),
                 [g["lr"] for g in c.scheduler.optimizer.param_groups],
             )
@@ -139,7 +140,7 @@ def schedule_interval(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     if not trace.scheduler_configs:
         return _hand_set(trace)
     for index in range(len(trace.scheduler_configs)):
-        verdict = _follows_curve(ctx, fit.trainer, trace, index, estimate, evidence)
+        verdict = _follows_curve(ctx, trace, index, estimate, evidence)
         if verdict is not None:
             return verdict
     names = ", ".join(f"{c['class']} ({c['pace']})" for c in trace.scheduler_configs)
@@ -149,11 +150,10 @@ def schedule_interval(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     )
 
 
-def _replay(trainer: L.Trainer, index: int, trace: _Trace, steps: int) -> list[float]:
+def _replay(trace: _Trace, index: int, steps: int) -> list[float]:
     """The scheduler's own curve from its first state: LR after 0, 1, ... scheduler steps (it
     ends early where the scheduler refuses to step on, as OneCycleLR does past its end)."""
-    scheduler = trainer.lr_scheduler_configs[index].scheduler
-    state, lrs = trace.first_states[index]
+    scheduler, state, lrs = trace.first_states[index]
     scheduler.load_state_dict(copy.deepcopy(state))
     for group, lr in zip(scheduler.optimizer.param_groups, lrs, strict=True):
         group["lr"] = lr
@@ -169,21 +169,8 @@ def _replay(trainer: L.Trainer, index: int, trace: _Trace, steps: int) -> list[f
     return curve
 
 
-def _spent_at(curve: list[float]) -> int | None:
-    """The first scheduler step from which the LR stays below FLOOR of its peak, if any."""
-    peak = max(curve, default=0.0)
-    if peak <= 0 or curve[-1] > FLOOR * peak:
-        return None
-    return max(i + 1 for i, lr in enumerate(curve) if lr > FLOOR * peak)
-
-
 def _follows_curve(
-    ctx: DoctorContext,
-    trainer: L.Trainer,
-    trace: _Trace,
-    index: int,
-    estimate: int,
-    evidence: dict[str, Any],
+    ctx: DoctorContext, trace: _Trace, index: int, estimate: int, evidence: dict[str, Any]
 ) -> Verdict | None:
     """A verdict for one scheduler whose LR leaves its curve at the planned pace, or whose
     curve does not last the run; None when it follows the plan."""
@@ -197,12 +184,24 @@ def _follows_curve(
     lrs = [trace.step_lrs[s][index] for s in owned]
     epochs = [trace.step_epochs[s] for s in owned]
     horizon = min(SIMULATE, max(LONG * (total or 0), len(owned)) + 1)
-    curve = _replay(trainer, index, trace, horizon)
-    length = config["length"] or _spent_at(curve)
-    pace = _pace(ctx, config, length, estimate)
+    curve = _replay(trace, index, horizon)
+    # Unsized: its length is the first step from which the LR stays below FLOOR of its peak.
+    peak = max(curve, default=0.0)
+    spent = peak > 0 and curve[-1] <= FLOOR * peak
+    length = config["length"] or (
+        max(i + 1 for i, lr in enumerate(curve) if lr > FLOOR * peak) if spent else None
+    )
+    # The plan's pace: by its length where that is the run's step or epoch count; as
+    # `probe.scheduler_interval` or the registered interval says otherwise.
+    if length in {total, estimate} - {None} and length != ctx.plan.max_epochs:
+        pace = "optimizer step"
+    elif length == ctx.plan.max_epochs or ctx.settings.scheduler_interval == "epoch":
+        pace = "epoch"
+    else:
+        pace = "optimizer step" if config["interval"] == "step" else "epoch"
     config["pace"] = f"once per {pace}"
     interval = "step" if pace == "optimizer step" else "epoch"
-    first = int(trace.first_states[index][0].get("last_epoch", 0))
+    first = int(trace.first_states[index][1].get("last_epoch", 0))
     planned = [
         first + (j if pace == "optimizer step" else e - epochs[0]) for j, e in enumerate(epochs)
     ]
@@ -261,17 +260,6 @@ def _follows_curve(
             "trainer.estimated_stepping_batches)",
         )
     return None
-
-
-def _pace(ctx: DoctorContext, config: dict[str, Any], length: int | None, estimate: int) -> str:
-    """How often the plan says this scheduler steps: by its length where that is the run's step
-    or epoch count; as `probe.scheduler_interval` or the registered interval says otherwise."""
-    steps = {ctx.plan.total_optimizer_steps, estimate} - {None}
-    if length is not None and length in steps and length != ctx.plan.max_epochs:
-        return "optimizer step"
-    if length == ctx.plan.max_epochs or ctx.settings.scheduler_interval == "epoch":
-        return "epoch"
-    return "optimizer step" if config["interval"] == "step" else "epoch"
 
 
 def _hand_set(trace: _Trace) -> Verdict:
