@@ -94,36 +94,17 @@ def global_rng_use(dataset: Any, index: int) -> str:
     np.random in __getitem__), 'stateful' when it changes between two draws from equal global
     states (an RNG the dataset keeps), '' when it is a function of the sample alone. The global
     RNG states are restored afterwards."""
-    torch_state, py_state, np_state = (
-        torch.get_rng_state(),
-        random.getstate(),
-        np.random.get_state(),
-    )
+    saved = torch.get_rng_state(), random.getstate(), np.random.get_state()
     try:
         with quiet():
             first, again, other = (_draw(dataset, index, s) for s in (1234, 1234, 98765))
     finally:
-        torch.set_rng_state(torch_state)
-        random.setstate(py_state)
-        np.random.set_state(np_state)
+        torch.set_rng_state(saved[0])
+        random.setstate(saved[1])
+        np.random.set_state(saved[2])
     if not _same(first, again):
         return "stateful"
     return "" if _same(first, other) else "global"
-
-
-def _rng_use_warning(dataset: Any, use: str, workers: int) -> Verdict:
-    source = (
-        "the global RNG (torch.rand / random / np.random)"
-        if use == "global"
-        else "an RNG whose state moves with every draw"
-    )
-    return warns(
-        f"{type(dataset).__name__}.__getitem__ draws its randomness from {source}: a sample's "
-        f"augmentation then depends on num_workers (now {workers}) and on which worker loads "
-        "it, and a mid-epoch resume (which skips consumed batches without loading them) is not "
-        "exact; draw it from a torch.Generator seeded by (seed, epoch, index), e.g. wrap the "
-        "dataset and its transform in trainwell.loading.per_sample.PerSampleRandom"
-    )
 
 
 def data_worker_seeding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
@@ -142,30 +123,41 @@ def data_worker_seeding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict
     index = next(iter(real.batch_sampler))[0]  # the first sample the loader draws
     use = global_rng_use(real.dataset, index)
     evidence |= {"num_workers": workers, "sample_index": int(index), "rng_use": use or "none"}
+    if workers >= 2:
+        # Sample `index` loaded twice by each worker, set up as the run's loader sets them up.
+        same = Subset(real.dataset, [index] * (2 * workers))
+        with quiet():
+            first, second, *_ = [dict(leaves(b)) for b in _like(real, same, 2, workers)]
+        within = any(
+            t.dim() > 0 and len(t) == 2 and not torch.equal(t[0], t[1]) for t in first.values()
+        )
+        across = _same(first, second)
+        evidence |= {"random_within_worker": within, "identical_across_workers": across}
+        if within and across:
+            return fails(
+                f"all {workers} dataloader workers draw the same random augmentation (they share "
+                "one copied RNG state, e.g. numpy's); seed each worker in worker_init_fn from "
+                "torch.initial_seed(), or use torch's RNG for augmentation"
+            )
+    if use:
+        source = (
+            "the global RNG (torch.rand / random / np.random)"
+            if use == "global"
+            else "an RNG whose state moves with every draw"
+        )
+        return warns(
+            f"{type(real.dataset).__name__}.__getitem__ draws its randomness from {source}: a "
+            f"sample's augmentation then depends on num_workers (now {workers}) and on which "
+            "worker loads it, and a mid-epoch resume (which skips consumed batches without "
+            "loading them) is not exact; draw it from a torch.Generator seeded by (seed, epoch, "
+            "index), e.g. wrap the dataset and its transform in "
+            "trainwell.loading.per_sample.PerSampleRandom"
+        )
     if workers < 2:
-        if use:
-            return _rng_use_warning(real.dataset, use, workers)
         return passes(
             f"each sample is a function of its index (data.num_workers={workers}): no worker "
             "random state to repeat, nothing that changes with the number of workers"
         )
-    # Sample `index` loaded twice by each worker, set up as the run's loader sets them up.
-    same = Subset(real.dataset, [index] * (2 * workers))
-    with quiet():
-        first, second, *_ = [dict(leaves(b)) for b in _like(real, same, 2, workers)]
-    within = any(
-        t.dim() > 0 and len(t) == 2 and not torch.equal(t[0], t[1]) for t in first.values()
-    )
-    across = _same(first, second)
-    evidence |= {"random_within_worker": within, "identical_across_workers": across}
-    if within and across:
-        return fails(
-            f"all {workers} dataloader workers draw the same random augmentation (they share one "
-            "copied RNG state, e.g. numpy's); seed each worker in worker_init_fn from "
-            "torch.initial_seed(), or use torch's RNG for augmentation"
-        )
-    if use:
-        return _rng_use_warning(real.dataset, use, workers)
     if not within:
         return passes(
             "a sample is the same every time it is loaded (no random augmentation, or one that "
