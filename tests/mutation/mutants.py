@@ -1174,8 +1174,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor precision.master_weights: float16 weights are not looked at",
         "src/trainwell/doctor/checks/structure.py",
-        "            if p.dtype in HALF:",
-        "            if p.dtype == torch.bfloat16:",
+        "        if p.dtype in (torch.float16, torch.bfloat16):",
+        "        if p.dtype == torch.bfloat16:",
         (f"{MUSEUM_T}[weights cast to float16]",),
         "precision.master_weights fails float16 weights updated with no float32 copy",
     ),

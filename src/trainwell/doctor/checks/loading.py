@@ -49,7 +49,6 @@ def data_throughput(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         "pin_memory": getattr(loader, "pin_memory", False),
         "probe_device": ctx.settings.accelerator,
     }
-    # Fail when loading is the bottleneck, warn when a faster device would make it one.
     device = ctx.settings.accelerator
     advice = (
         "raise the DataLoader's num_workers (data.num_workers)"
@@ -76,7 +75,6 @@ def data_throughput(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
 
 
 def _draw(dataset: Any, index: int, seed: int) -> dict[str, torch.Tensor]:
-    """dataset[index] with torch's, Python's and numpy's global RNGs all seeded with `seed`."""
     torch.default_generator.manual_seed(seed)
     random.seed(seed)
     np.random.seed(seed)

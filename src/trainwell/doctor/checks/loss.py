@@ -92,32 +92,6 @@ def targets_contract(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "no recognised loss function (cross_entropy, nll_loss, BCE, MSE, L1, Huber) was "
             "called in training_step; check the targets by hand"
         )
-    broken = _probe_target_fault(call, classes, path, dtype, evidence)
-    labels = data.values(path) if path and classes is not None else None
-    if broken is None and labels is not None:
-        # The probe batch alone can miss a rare out-of-range class: the scanned labels too.
-        bad, labels = _outside(labels, call, classes)
-        evidence |= {
-            "label_min": int(labels.min()) if labels.numel() else None,
-            "label_max": int(labels.max()) if labels.numel() else None,
-            "labels_scanned": int(labels.numel()),
-            "out_of_range": bad,
-        }
-        which = f"of {labels.numel()} scanned labels ({path})"
-        broken = _out_of_range(bad, which, labels, classes) if bad else None
-    if broken is not None:
-        return broken
-    scanned = f", {evidence['labels_scanned']} scanned" if "labels_scanned" in evidence else ""
-    where = f" ({path}{scanned})" if path else ""
-    fit = "of the shape it expects" if classes is None else f"in range for {classes} classes"
-    return passes(f"{call.name} gets {evidence['target_dtype']} targets{where} {fit}")
-
-
-def _probe_target_fault(
-    call: LossCall, classes: int | None, path: str | None, dtype: str, evidence: dict
-) -> Verdict | None:
-    """A fail when the target the loss got in the probe batch breaks its contract: one-hot
-    floats to cross_entropy, class ids regressed, or class indices out of range."""
     t = call.target
     evidence |= {"loss": call.name, "target_dtype": str(t.dtype), "target_shape": list(t.shape)}
     if (broadcast := _broadcast_fault(call, evidence)) is not None:
@@ -144,7 +118,23 @@ def _probe_target_fault(
         evidence["out_of_range_in_probe_batch"] = bad
         if bad:
             return _out_of_range(bad, "label(s) in the probe batch", valid, classes)
-    return None
+    labels = data.values(path) if path and classes is not None else None
+    if labels is not None:
+        # The probe batch alone can miss a rare out-of-range class: the scanned labels too.
+        bad, labels = _outside(labels, call, classes)
+        evidence |= {
+            "label_min": int(labels.min()) if labels.numel() else None,
+            "label_max": int(labels.max()) if labels.numel() else None,
+            "labels_scanned": int(labels.numel()),
+            "out_of_range": bad,
+        }
+        if bad:
+            which = f"of {labels.numel()} scanned labels ({path})"
+            return _out_of_range(bad, which, labels, classes)
+    scanned = f", {evidence['labels_scanned']} scanned" if "labels_scanned" in evidence else ""
+    where = f" ({path}{scanned})" if path else ""
+    fit = "of the shape it expects" if classes is None else f"in range for {classes} classes"
+    return passes(f"{call.name} gets {evidence['target_dtype']} targets{where} {fit}")
 
 
 def _outside(labels: torch.Tensor, call: LossCall, classes: int) -> tuple[int, torch.Tensor]:

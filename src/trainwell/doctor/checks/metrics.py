@@ -62,7 +62,6 @@ def _item_weighting(watch: LogWatch) -> list[dict[str, Any]]:
 
 def metrics_reduction(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     train = ctx.samples.micro_batches(0, TRAIN_BATCHES)
-    # A validation pass over the first val loader's first batches, when the task validates.
     loaders = split_loaders(ctx.datamodule, "val")[0] if ctx.has_hook("validation_step") else []
     val_batches = list(islice(iterate_batches(loaders[0]), VAL_BATCHES)) if loaders else []
     watch = LogWatch(Spy(max_calls=64))

@@ -38,16 +38,14 @@ def _rates(pred: torch.Tensor, true: torch.Tensor) -> dict[str, float]:
     """Accuracy, chance (the majority label's rate), 3 sigma of chance, and the accuracy under
     the best relabelling (each predicted class read as the label it is most often)."""
     n, chance = len(true), float(torch.bincount(true).max()) / len(true)
-    pairs = torch.stack([pred, true], dim=1).unique(dim=0, return_counts=True)
-    best: dict[int, int] = {}
-    for (p, _), count in zip(pairs[0].tolist(), pairs[1].tolist(), strict=True):
-        best[p] = max(best.get(p, 0), count)
+    keys, counts = torch.stack([pred, true], dim=1).unique(dim=0, return_counts=True)
+    best = counts.new_zeros(int(pred.max()) + 1).scatter_reduce(0, keys[:, 0], counts, "amax")
     return {
         "samples": n,
         "accuracy": float((pred == true).float().mean()),
         "chance": chance,
         "sigma3": 3 * math.sqrt(chance * (1 - chance) / n),
-        "relabelled_accuracy": sum(best.values()) / n,
+        "relabelled_accuracy": int(best.sum()) / n,
     }
 
 
@@ -205,8 +203,8 @@ def _collapsed_predictions(
     kept: dict | None,
     evidence: dict[str, Any],
 ) -> bool:
-    """After the short fit, does the task predict one class for a batch of min(count) (at most
-    probe.batch_size / classes) training samples of every class?"""
+    """Does the short fit predict one class for min(count) (at most probe.batch_size / classes)
+    training samples of every class?"""
     classes = torch.nonzero(counts).reshape(-1).tolist()
     per_class = max(1, min(int(counts[counts > 0].min()), ctx.settings.batch_size // len(classes)))
     if kept is not None:

@@ -46,25 +46,19 @@ class _Trace(L.Callback):
         self.first_states: list[tuple[Any, dict[str, Any], list[float]]] = []  # (scheduler, ...)
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        configs = trainer.lr_scheduler_configs
-        self.scheduler_configs = [
-            {
-                "class": type(c.scheduler).__name__,
-                "interval": c.interval,
-                "frequency": c.frequency,
-                "monitor": c.monitor,
-                "length": _length(c.scheduler),
-            }
-            for c in configs
-        ]
-        self.first_states = [
-            (
-                c.scheduler,
-                copy.deepcopy(c.scheduler.state_dict()),
-                [g["lr"] for g in c.scheduler.optimizer.param_groups],
+        for c in trainer.lr_scheduler_configs:
+            s = c.scheduler
+            self.scheduler_configs.append(
+                {
+                    "class": type(s).__name__,
+                    "interval": c.interval,
+                    "frequency": c.frequency,
+                    "monitor": c.monitor,
+                    "length": _length(s),
+                }
             )
-            for c in configs
-        ]
+            lrs = [g["lr"] for g in s.optimizer.param_groups]
+            self.first_states.append((s, copy.deepcopy(s.state_dict()), lrs))
 
     def on_train_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
         if trainer.optimizers:
@@ -99,7 +93,6 @@ def _length(scheduler: Any) -> int | None:
 
 
 def schedule_interval(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    """Trace the LR through a run shaped like the plan; compare it with each scheduler's curve."""
     k, plan = max(1, ctx.accumulate), ctx.plan
     per_epoch = plan.iterations_per_epoch or 3 * k
     epochs = max(1, plan.max_epochs) if plan.iterations_per_epoch else 1
@@ -172,8 +165,7 @@ def _replay(trace: _Trace, index: int, steps: int) -> list[float]:
 def _follows_curve(
     ctx: DoctorContext, trace: _Trace, index: int, estimate: int, evidence: dict[str, Any]
 ) -> Verdict | None:
-    """A verdict for one scheduler whose LR leaves its curve at the planned pace, or whose
-    curve does not last the run; None when it follows the plan."""
+    """None when the scheduler's LR follows its curve at the planned pace and lasts the run."""
     config = trace.scheduler_configs[index]
     name, total = config["class"], ctx.plan.total_optimizer_steps
     if config["monitor"] is not None or config["frequency"] != 1:

@@ -160,19 +160,14 @@ def optimizer_coverage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     return passes(f"the optimizer holds exactly the {len(counted)} trainable tensors")
 
 
-HALF = (torch.float16, torch.bfloat16)
-
-
 def precision_master_weights(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    task = ctx.reference_task
     precision = str(ctx.probe_cfg.trainer.get("precision", "32-true"))
+    params = [(n, p) for n, p in ctx.reference_task.named_parameters() if p.requires_grad]
     half: dict[str, list[str]] = {}
-    trainable = 0
-    for name, p in task.named_parameters():
-        if p.requires_grad:
-            trainable += 1
-            if p.dtype in HALF:
-                half.setdefault(str(p.dtype).removeprefix("torch."), []).append(name)
+    for name, p in params:
+        if p.dtype in (torch.float16, torch.bfloat16):
+            half.setdefault(str(p.dtype).removeprefix("torch."), []).append(name)
+    trainable = len(params)
     evidence |= {
         "trainer_precision": precision,
         "trainable_tensors": trainable,
