@@ -139,12 +139,10 @@ def finite_difference(ctx: DoctorContext) -> tuple[list[dict[str, Any]], str, in
         return [], "training_step's loss is random even in eval mode", 0
     if loss.dtype != torch.float64:  # a cast in the step (targets.float()): too coarse to compare
         return [], f"training_step computes its loss in {loss.dtype} even from float64 weights", 0
-    params = {n: p for n, p in task.named_parameters() if p.grad is not None}
-    ranked = sorted(params, key=lambda n: -float(params[n].grad.abs().max()))[:4]
+    params = [(n, p) for n, p in task.named_parameters() if p.grad is not None]
     bad, kinks = [], 0
     with torch.no_grad(), quiet():
-        for name in ranked:
-            p = params[name]
+        for name, p in sorted(params, key=lambda item: -float(item[1].grad.abs().max()))[:4]:
             for i in p.grad.abs().flatten().topk(min(COORDINATES, p.numel())).indices:
                 flat, analytic = p.view(-1), float(p.grad.view(-1)[i])
                 h = STEP * max(1.0, abs(float(flat[i])))

@@ -21,10 +21,14 @@ from trainwell.doctor.harness.scan import loader_length
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 
 MIN_WAIT_S = 0.005  # a batch that waits less than this for data is not worth a verdict
+# Samples compared per pass: a whole epoch of a small stream, where workers that shuffle the
+# same samples differently still repeat each other; on a longer stream only workers that yield
+# the same sequence (a file read in order, a generator seeded before the workers started).
+STREAM_COMPARED = 4096
+REPEATED = 0.1  # share of a pass that repeats earlier samples, beyond what one process repeats
 
 
 def data_throughput(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    """Time a short real fit on the real train loader: how much of each step waits for data?"""
     n = ctx.settings.throughput_batches
     loader = ctx.datamodule.train_dataloader()
     length = loader_length(loader)
@@ -74,13 +78,6 @@ def data_throughput(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     return passes(f"data wait is {fraction:.0%} of step time on {device}")
 
 
-def _draw(dataset: Any, index: int, seed: int) -> dict[str, torch.Tensor]:
-    torch.default_generator.manual_seed(seed)
-    random.seed(seed)
-    np.random.seed(seed)
-    return dict(leaves(dataset[index]))
-
-
 def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
     return a.keys() == b.keys() and all(
         t.shape == b[p].shape and torch.equal(t, b[p]) for p, t in a.items()
@@ -93,13 +90,19 @@ def global_rng_use(dataset: Any, index: int) -> str:
     states (an RNG the dataset keeps), '' when it is a function of the sample alone. The global
     RNG states are restored afterwards."""
     saved = torch.get_rng_state(), random.getstate(), np.random.get_state()
+    draws = []
     try:
         with quiet():
-            first, again, other = (_draw(dataset, index, s) for s in (1234, 1234, 98765))
+            for seed in (1234, 1234, 98765):  # dataset[index] with all three RNGs seeded
+                torch.default_generator.manual_seed(seed)
+                random.seed(seed)
+                np.random.seed(seed)
+                draws.append(dict(leaves(dataset[index])))
     finally:
         torch.set_rng_state(saved[0])
         random.setstate(saved[1])
         np.random.set_state(saved[2])
+    first, again, other = draws
     if not _same(first, again):
         return "stateful"
     return "" if _same(first, other) else "global"
@@ -162,13 +165,6 @@ def data_worker_seeding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict
             "is a function of the sample), so worker seeds cannot repeat it"
         )
     return passes(f"{workers} workers draw different augmentations")
-
-
-# Samples compared per pass: a whole epoch of a small stream, where workers that shuffle the
-# same samples differently still repeat each other; on a longer stream only workers that yield
-# the same sequence (a file read in order, a generator seeded before the workers started).
-STREAM_COMPARED = 4096
-REPEATED = 0.1  # share of a pass that repeats earlier samples, beyond what one process repeats
 
 
 def _stream_seeding(real: DataLoader, evidence: dict[str, Any]) -> Verdict:

@@ -17,6 +17,7 @@ from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 REGRESSION = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
 TOL = 1e-3
 CLASS_INDEX_LOSSES = ("cross_entropy", "nll_loss")
+ELEMENTWISE = (*REGRESSION, "binary_cross_entropy", "binary_cross_entropy_with_logits")
 
 
 def loss_logits(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
@@ -149,9 +150,6 @@ def _out_of_range(bad: int, which: str, labels: torch.Tensor, classes: int) -> V
         f"{bad} {which} are outside [0, {classes}) (max {int(labels.max())}); fix the labels or "
         "set model.num_classes to cover them"
     )
-
-
-ELEMENTWISE = (*REGRESSION, "binary_cross_entropy", "binary_cross_entropy_with_logits")
 
 
 def _broadcast_fault(call: LossCall, evidence: dict) -> Verdict | None:

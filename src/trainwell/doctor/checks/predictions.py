@@ -32,6 +32,9 @@ from trainwell.errors import TrainwellError, error_line
 from trainwell.loading.labels import class_counts, dataset_labels
 
 LEARNT = 0.2  # the fit must beat chance on training data by this much (and by 3 sigma)
+IMBALANCE_RATIO = 5.0
+LABEL_LIMIT = 200_000  # samples loaded one by one to read labels from a dataset without them
+MACRO_WORDS = ("balanced", "macro", "f1", "recall")
 
 
 def _rates(pred: torch.Tensor, true: torch.Tensor) -> dict[str, float]:
@@ -99,24 +102,6 @@ def data_split_agreement(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdic
     )
 
 
-IMBALANCE_RATIO = 5.0
-LABEL_LIMIT = 200_000  # samples loaded one by one to read labels from a dataset without them
-MACRO_WORDS = ("balanced", "macro", "f1", "recall")
-
-
-def _compensation(ctx: DoctorContext) -> list[str]:
-    found = []
-    if getattr(ctx.datamodule, "sampler", None) == "weighted":
-        found.append("data.sampler=weighted")
-    loss = ctx.cfg.model.get("loss") if hasattr(ctx.cfg.model, "get") else None
-    if loss is not None and hasattr(loss, "get") and loss.get("class_weights") is not None:
-        found.append("model.loss.class_weights")
-    monitored = str((ctx.cfg.get("monitor") or {}).get("metric") or "")
-    if any(word in monitored.lower() for word in MACRO_WORDS):
-        found.append(f"monitor.metric={monitored}")
-    return found
-
-
 def _streamed(ctx: DoctorContext, why: str) -> tuple[torch.Tensor, dict[int, list[Any]]]:
     """The class ids of the samples the train loader yields in one pass (LABEL_LIMIT at most),
     with up to probe.batch_size samples of each class kept for the collapse probe. `why`: why
@@ -182,7 +167,15 @@ def data_class_balance(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "frequencies, not the classes; use data.sampler=weighted or "
             "model.loss.class_weights=balanced"
         )
-    compensation = _compensation(ctx)
+    compensation = []
+    if getattr(ctx.datamodule, "sampler", None) == "weighted":
+        compensation.append("data.sampler=weighted")
+    loss = ctx.cfg.model.get("loss") if hasattr(ctx.cfg.model, "get") else None
+    if loss is not None and hasattr(loss, "get") and loss.get("class_weights") is not None:
+        compensation.append("model.loss.class_weights")
+    monitored = str((ctx.cfg.get("monitor") or {}).get("metric") or "")
+    if any(word in monitored.lower() for word in MACRO_WORDS):
+        compensation.append(f"monitor.metric={monitored}")
     evidence["compensated_by"] = compensation
     if compensation:
         return passes(
@@ -203,8 +196,6 @@ def _collapsed_predictions(
     kept: dict | None,
     evidence: dict[str, Any],
 ) -> bool:
-    """Does the short fit predict one class for min(count) (at most probe.batch_size / classes)
-    training samples of every class?"""
     classes = torch.nonzero(counts).reshape(-1).tolist()
     per_class = max(1, min(int(counts[counts > 0].min()), ctx.settings.batch_size // len(classes)))
     if kept is not None:

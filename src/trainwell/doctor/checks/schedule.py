@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import copy
 import math
-import warnings
 from typing import Any
 
 import lightning as L
 
-from trainwell.doctor.harness.batches import replay_loader
-from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.context import DoctorContext, quiet
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 
 # A step-sized schedule this many times longer than the run is cut off early (below: maybe
@@ -31,9 +29,8 @@ FLOOR = 1e-3  # a learning rate below this fraction of the curve's peak is spent
 
 
 class _Trace(L.Callback):
-    """Per micro-batch the learning rate it starts with; per optimizer step each scheduler's
-    optimizer LR, step counter and whether it drives the stepping optimizer, and the epoch; and
-    every scheduler's first state (to replay its curve)."""
+    """The LR each micro-batch starts with; per optimizer step, the epoch and each scheduler's
+    LR, counter and whether it drives the stepping optimizer; each one's first state."""
 
     def __init__(self) -> None:
         self.lrs: list[float] = []
@@ -84,12 +81,9 @@ class _Trace(L.Callback):
 def _length(scheduler: Any) -> int | None:
     """The steps a scheduler was sized for, where it says (OneCycleLR's total_steps, a LambdaLR
     whose function keeps a `total_steps`, a cosine's T_max); None for open-ended schedules."""
-    for owner in (scheduler, *getattr(scheduler, "lr_lambdas", ())):
-        for attribute in ("total_steps", "T_max"):
-            value = getattr(owner, attribute, None)
-            if isinstance(value, int):
-                return value
-    return None
+    owners = (scheduler, *getattr(scheduler, "lr_lambdas", ()))
+    sizes = [getattr(owner, name, None) for owner in owners for name in ("total_steps", "T_max")]
+    return next((size for size in sizes if isinstance(size, int)), None)
 
 
 def schedule_interval(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
@@ -99,7 +93,7 @@ def schedule_interval(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     trace = _Trace()
     fit = ctx.fit(
         ctx.make_task(),
-        replay_loader([ctx.batch], per_epoch),
+        ctx.fixed_loader(per_epoch),
         [trace],
         max_steps=int(ctx.cfg.trainer.get("max_steps") or -1),
         accumulate=k,
@@ -151,8 +145,7 @@ def _replay(trace: _Trace, index: int, steps: int) -> list[float]:
     for group, lr in zip(scheduler.optimizer.param_groups, lrs, strict=True):
         group["lr"] = lr
     curve = [float(scheduler.optimizer.param_groups[0]["lr"])]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with quiet():
         for _ in range(steps):
             try:
                 scheduler.step()

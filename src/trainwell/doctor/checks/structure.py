@@ -29,8 +29,7 @@ from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 def _hidden(value: object) -> list[torch.Tensor]:
     """Parameters reachable through a plain list/tuple/dict (nn.Module does not register these)."""
     found: list[torch.Tensor] = []
-    items = value.values() if isinstance(value, dict) else value
-    for item in items:  # type: ignore[union-attr]
+    for item in value.values() if isinstance(value, dict) else value:  # type: ignore[union-attr]
         if isinstance(item, nn.Module):
             found.extend(item.parameters())
         elif isinstance(item, nn.Parameter) or (
