@@ -40,9 +40,8 @@ class _Trace(L.Callback):
         self.scheduler_counts: list[list[int]] = []  # scheduler.last_epoch at each step
         self.scheduler_owners: list[list[bool]] = []
         self.scheduler_configs: list[dict[str, Any]] = []  # as Lightning registered them
-        self.first_states: list[
-            tuple[Any, dict[str, Any], list[float]]
-        ] = []  # scheduler, state, LRs
+        # Each scheduler with its first state and its optimizer's LRs, to replay its curve.
+        self.first_states: list[tuple[Any, dict[str, Any], list[float]]] = []
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         for c in trainer.lr_scheduler_configs:
