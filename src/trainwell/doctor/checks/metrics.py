@@ -39,25 +39,29 @@ def _close(a: float, b: float) -> bool:
     return abs(a - b) <= RTOL * max(1.0, abs(a), abs(b))
 
 
-def _item_weighting(watch: LogWatch) -> list[dict[str, Any]]:
+def _item_weighting(watch: LogWatch) -> tuple[list[dict[str, Any]], list[str]]:
     """Per-batch logged means that equal a loss averaged over a different number of items than
-    the batch size Lightning weighs them by, when that ratio varies from batch to batch."""
+    the batch size Lightning weighs them by, when that ratio varies from batch to batch; and
+    what is wrong with each."""
     found: dict[tuple[str, str], list[tuple[float, int]]] = {}
     for stage, calls, logged in watch.batches:
         for name, (mean, weight) in logged.items():
             match = [c for c in calls if c.value is not None and _close(c.value, mean)]
             if match and match[0].items:
                 found.setdefault((stage, name), []).append((weight, match[0].items))
-    return [
-        {
-            "name": name,
-            "stage": stage,
-            "weights": [int(w) for w, _ in pairs],
-            "items": [int(i) for _, i in pairs],
-        }
-        for (stage, name), pairs in found.items()
-        if len(pairs) > 1 and len({round(items / weight, 9) for weight, items in pairs}) > 1
-    ]
+    weighted, findings = [], []
+    for (stage, name), pairs in found.items():
+        if len(pairs) < 2 or len({round(items / weight, 9) for weight, items in pairs}) < 2:
+            continue
+        weights, items = [int(w) for w, _ in pairs], [int(i) for _, i in pairs]
+        weighted.append({"name": name, "stage": stage, "weights": weights, "items": items})
+        findings.append(
+            f"`{name}` ({stage}) is a mean over {items} items (tokens, unmasked targets) per "
+            f"batch but Lightning weighs it by batch_size {weights}, so its epoch value is not "
+            "the mean over items; pass batch_size=<items> to self.log, or log a torchmetrics "
+            "MeanMetric updated with weight=<items>"
+        )
+    return weighted, findings
 
 
 def metrics_reduction(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
@@ -85,14 +89,8 @@ def metrics_reduction(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     if not watch.keys:
         return skips("the task logs nothing with self.log in training or validation")
     evidence["per_rank_values"], findings = _per_rank_values(watch, world)
-    evidence["weighted_by_batch_size"] = _item_weighting(watch)
-    findings += [
-        f"`{item['name']}` ({item['stage']}) is a mean over {item['items']} items (tokens, "
-        f"unmasked targets) per batch but Lightning weighs it by batch_size {item['weights']}, "
-        "so its epoch value is not the mean over items; pass batch_size=<items> to self.log, "
-        "or log a torchmetrics MeanMetric updated with weight=<items>"
-        for item in evidence["weighted_by_batch_size"]
-    ]
+    evidence["weighted_by_batch_size"], weighted = _item_weighting(watch)
+    findings += weighted
     if findings:
         more = f" (and {len(findings) - 1} more, see evidence)" if len(findings) > 1 else ""
         return warns(findings[0] + more)
