@@ -794,8 +794,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor schedule.interval: a step-sized scheduler stepped per epoch passes",
         "src/trainwell/doctor/checks/schedule.py",
-        '        return "optimizer step"\n    if length == ctx.plan.max_epochs or',
-        '        return "epoch"\n    if length == ctx.plan.max_epochs or',
+        '        pace = "optimizer step"\n    elif length == ctx.plan.max_epochs or',
+        '        pace = "epoch"\n    elif length == ctx.plan.max_epochs or',
         (f"{MUSEUM_T}[step-sized OneCycleLR returned bare (per epoch)]",),
         "schedule.interval warns on a scheduler sized in steps but stepped per epoch",
     ),
@@ -1174,8 +1174,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor precision.master_weights: float16 weights are not looked at",
         "src/trainwell/doctor/checks/structure.py",
-        "            if p.dtype in HALF:",
-        "            if p.dtype == torch.bfloat16:",
+        "        if p.dtype in (torch.float16, torch.bfloat16):",
+        "        if p.dtype == torch.bfloat16:",
         (f"{MUSEUM_T}[weights cast to float16]",),
         "precision.master_weights fails float16 weights updated with no float32 copy",
     ),
@@ -1621,8 +1621,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor data.class_balance: a stream's collapse is never judged",
         CLASS_BALANCE,
-        "            return concat([row for c in classes for row in kept[c][:per_class]])",
-        "            return None",
+        "            batch = concat([row for c in classes for row in kept[c][:per_class]])",
+        '            raise ConcatError("never joined")',
         (f"{INV_T}[long_tailed_stream]",),
         "predictions collapsed onto the majority class fail on an iterable dataset too",
     ),

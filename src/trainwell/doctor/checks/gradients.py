@@ -88,11 +88,9 @@ def grad_flow(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
 def grad_zeroing(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     obs = observation(ctx)
     watched = obs.recorder.stale_steps
-    if not watched and obs.fit.error:
-        return skips(crashed_message(obs))
     if not watched:
-        stepped = obs.recorder.step_grads
-        return skips("fewer than two optimizer steps ran" if stepped else unstepped_message(obs))
+        why = "fewer than two optimizer steps ran" if obs.recorder.step_grads else ""
+        return skips(crashed_message(obs) if obs.fit.error else why or unstepped_message(obs))
     leaked = [(step, names, norm) for step, names, norm in watched if names]
     evidence |= {"optimizer_steps_checked": len(watched), "steps_with_stale_grads": len(leaked)}
     evidence["stale_grad_norm_per_step"] = [round(norm, 6) for _, _, norm in watched[:10]]
@@ -113,12 +111,12 @@ def grad_zeroing(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
 
 
 def finite_difference(ctx: DoctorContext) -> tuple[list[dict[str, Any]], str, int]:
-    """(coordinates where autograd and the finite difference disagree, '', coordinates left out
-    at a kink) or ([], why the comparison could not run, 0); each coordinate: tensor name,
-    index, both values. A coordinate counts only where the loss is smooth at the probe point:
-    its two one-sided differences agree more closely than the central one and autograd
-    disagree (a ReLU at exactly 0, as zero biases over a blank background leave it, is a kink:
-    the central difference averages its two slopes, autograd takes one)."""
+    """(coordinates where autograd and the finite difference disagree, why the comparison
+    could not run, coordinates left out at a kink). A coordinate counts only where the loss is
+    smooth at the probe point: its two one-sided differences agree more closely than the
+    central one and autograd disagree (a ReLU at exactly 0, as zero biases over a blank
+    background leave it, is a kink: the central difference averages its two slopes, autograd
+    takes one)."""
     task = ctx.make_task()
     if not task.automatic_optimization:
         return [], "manual optimization: the loss is not what training_step returns", 0
@@ -141,12 +139,10 @@ def finite_difference(ctx: DoctorContext) -> tuple[list[dict[str, Any]], str, in
         return [], "training_step's loss is random even in eval mode", 0
     if loss.dtype != torch.float64:  # a cast in the step (targets.float()): too coarse to compare
         return [], f"training_step computes its loss in {loss.dtype} even from float64 weights", 0
-    params = {n: p for n, p in task.named_parameters() if p.grad is not None}
-    ranked = sorted(params, key=lambda n: -float(params[n].grad.abs().max()))[:4]
+    params = [(n, p) for n, p in task.named_parameters() if p.grad is not None]
     bad, kinks = [], 0
     with torch.no_grad(), quiet():
-        for name in ranked:
-            p = params[name]
+        for name, p in sorted(params, key=lambda item: -float(item[1].grad.abs().max()))[:4]:
             for i in p.grad.abs().flatten().topk(min(COORDINATES, p.numel())).indices:
                 flat, analytic = p.view(-1), float(p.grad.view(-1)[i])
                 h = STEP * max(1.0, abs(float(flat[i])))

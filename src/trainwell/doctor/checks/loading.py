@@ -21,10 +21,14 @@ from trainwell.doctor.harness.scan import loader_length
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 
 MIN_WAIT_S = 0.005  # a batch that waits less than this for data is not worth a verdict
+# Samples compared per pass: a whole epoch of a small stream, where workers that shuffle the
+# same samples differently still repeat each other; on a longer stream only workers that yield
+# the same sequence (a file read in order, a generator seeded before the workers started).
+STREAM_COMPARED = 4096
+REPEATED = 0.1  # share of a pass that repeats earlier samples, beyond what one process repeats
 
 
 def data_throughput(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    """Time a short real fit on the real train loader: how much of each step waits for data?"""
     n = ctx.settings.throughput_batches
     loader = ctx.datamodule.train_dataloader()
     length = loader_length(loader)
@@ -49,7 +53,6 @@ def data_throughput(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         "pin_memory": getattr(loader, "pin_memory", False),
         "probe_device": ctx.settings.accelerator,
     }
-    # Fail when loading is the bottleneck, warn when a faster device would make it one.
     device = ctx.settings.accelerator
     advice = (
         "raise the DataLoader's num_workers (data.num_workers)"
@@ -75,14 +78,6 @@ def data_throughput(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     return passes(f"data wait is {fraction:.0%} of step time on {device}")
 
 
-def _draw(dataset: Any, index: int, seed: int) -> dict[str, torch.Tensor]:
-    """dataset[index] with torch's, Python's and numpy's global RNGs all seeded with `seed`."""
-    torch.default_generator.manual_seed(seed)
-    random.seed(seed)
-    np.random.seed(seed)
-    return dict(leaves(dataset[index]))
-
-
 def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
     return a.keys() == b.keys() and all(
         t.shape == b[p].shape and torch.equal(t, b[p]) for p, t in a.items()
@@ -94,36 +89,23 @@ def global_rng_use(dataset: Any, index: int) -> str:
     np.random in __getitem__), 'stateful' when it changes between two draws from equal global
     states (an RNG the dataset keeps), '' when it is a function of the sample alone. The global
     RNG states are restored afterwards."""
-    torch_state, py_state, np_state = (
-        torch.get_rng_state(),
-        random.getstate(),
-        np.random.get_state(),
-    )
+    saved = torch.get_rng_state(), random.getstate(), np.random.get_state()
+    draws = []
     try:
         with quiet():
-            first, again, other = (_draw(dataset, index, s) for s in (1234, 1234, 98765))
+            for seed in (1234, 1234, 98765):  # dataset[index] with all three RNGs seeded
+                torch.default_generator.manual_seed(seed)
+                random.seed(seed)
+                np.random.seed(seed)
+                draws.append(dict(leaves(dataset[index])))
     finally:
-        torch.set_rng_state(torch_state)
-        random.setstate(py_state)
-        np.random.set_state(np_state)
+        torch.set_rng_state(saved[0])
+        random.setstate(saved[1])
+        np.random.set_state(saved[2])
+    first, again, other = draws
     if not _same(first, again):
         return "stateful"
     return "" if _same(first, other) else "global"
-
-
-def _rng_use_warning(dataset: Any, use: str, workers: int) -> Verdict:
-    source = (
-        "the global RNG (torch.rand / random / np.random)"
-        if use == "global"
-        else "an RNG whose state moves with every draw"
-    )
-    return warns(
-        f"{type(dataset).__name__}.__getitem__ draws its randomness from {source}: a sample's "
-        f"augmentation then depends on num_workers (now {workers}) and on which worker loads "
-        "it, and a mid-epoch resume (which skips consumed batches without loading them) is not "
-        "exact; draw it from a torch.Generator seeded by (seed, epoch, index), e.g. wrap the "
-        "dataset and its transform in trainwell.loading.per_sample.PerSampleRandom"
-    )
 
 
 def data_worker_seeding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
@@ -142,43 +124,47 @@ def data_worker_seeding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict
     index = next(iter(real.batch_sampler))[0]  # the first sample the loader draws
     use = global_rng_use(real.dataset, index)
     evidence |= {"num_workers": workers, "sample_index": int(index), "rng_use": use or "none"}
+    if workers >= 2:
+        # Sample `index` loaded twice by each worker, set up as the run's loader sets them up.
+        same = Subset(real.dataset, [index] * (2 * workers))
+        with quiet():
+            first, second, *_ = [dict(leaves(b)) for b in _like(real, same, 2, workers)]
+        within = any(
+            t.dim() > 0 and len(t) == 2 and not torch.equal(t[0], t[1]) for t in first.values()
+        )
+        across = _same(first, second)
+        evidence |= {"random_within_worker": within, "identical_across_workers": across}
+        if within and across:
+            return fails(
+                f"all {workers} dataloader workers draw the same random augmentation (they share "
+                "one copied RNG state, e.g. numpy's); seed each worker in worker_init_fn from "
+                "torch.initial_seed(), or use torch's RNG for augmentation"
+            )
+    if use:
+        source = (
+            "the global RNG (torch.rand / random / np.random)"
+            if use == "global"
+            else "an RNG whose state moves with every draw"
+        )
+        return warns(
+            f"{type(real.dataset).__name__}.__getitem__ draws its randomness from {source}: a "
+            f"sample's augmentation then depends on num_workers (now {workers}) and on which "
+            "worker loads it, and a mid-epoch resume (which skips consumed batches without "
+            "loading them) is not exact; draw it from a torch.Generator seeded by (seed, epoch, "
+            "index), e.g. wrap the dataset and its transform in "
+            "trainwell.loading.per_sample.PerSampleRandom"
+        )
     if workers < 2:
-        if use:
-            return _rng_use_warning(real.dataset, use, workers)
         return passes(
             f"each sample is a function of its index (data.num_workers={workers}): no worker "
             "random state to repeat, nothing that changes with the number of workers"
         )
-    # Sample `index` loaded twice by each worker, set up as the run's loader sets them up.
-    same = Subset(real.dataset, [index] * (2 * workers))
-    with quiet():
-        first, second, *_ = [dict(leaves(b)) for b in _like(real, same, 2, workers)]
-    within = any(
-        t.dim() > 0 and len(t) == 2 and not torch.equal(t[0], t[1]) for t in first.values()
-    )
-    across = _same(first, second)
-    evidence |= {"random_within_worker": within, "identical_across_workers": across}
-    if within and across:
-        return fails(
-            f"all {workers} dataloader workers draw the same random augmentation (they share one "
-            "copied RNG state, e.g. numpy's); seed each worker in worker_init_fn from "
-            "torch.initial_seed(), or use torch's RNG for augmentation"
-        )
-    if use:
-        return _rng_use_warning(real.dataset, use, workers)
     if not within:
         return passes(
             "a sample is the same every time it is loaded (no random augmentation, or one that "
             "is a function of the sample), so worker seeds cannot repeat it"
         )
     return passes(f"{workers} workers draw different augmentations")
-
-
-# Samples compared per pass: a whole epoch of a small stream, where workers that shuffle the
-# same samples differently still repeat each other; on a longer stream only workers that yield
-# the same sequence (a file read in order, a generator seeded before the workers started).
-STREAM_COMPARED = 4096
-REPEATED = 0.1  # share of a pass that repeats earlier samples, beyond what one process repeats
 
 
 def _stream_seeding(real: DataLoader, evidence: dict[str, Any]) -> Verdict:

@@ -17,6 +17,7 @@ from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 REGRESSION = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
 TOL = 1e-3
 CLASS_INDEX_LOSSES = ("cross_entropy", "nll_loss")
+ELEMENTWISE = (*REGRESSION, "binary_cross_entropy", "binary_cross_entropy_with_logits")
 
 
 def loss_logits(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
@@ -77,10 +78,6 @@ def _num_classes(call: LossCall | None) -> int | None:
     return int(call.input.shape[1 if call.input.dim() >= 2 else 0])
 
 
-def _valid(t: torch.Tensor, ignore: int | None) -> torch.Tensor:
-    return t[t != ignore] if ignore is not None else t
-
-
 def targets_contract(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     call = first_loss(ctx)
     classes = _num_classes(call)
@@ -88,14 +85,7 @@ def targets_contract(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     path = target_path(ctx, call) if call is not None else None
     dtype = data.dtypes.get(path, "unknown") if path else "unknown"
     evidence |= {"num_classes": classes, "target_in_batch": path, "label_dtype": dtype}
-    if call is not None:
-        broken = _probe_target_fault(call, classes, path, dtype, evidence)
-        labels = data.values(path) if path and classes is not None else None
-        if broken is None and labels is not None:
-            broken = _scanned_labels_fault(labels, call, classes, path, evidence)
-        if broken is not None:
-            return broken
-    else:
+    if call is None:
         obs = observation(ctx)
         if obs.fit.error is not None:
             return skips(crashed_message(obs))
@@ -103,17 +93,6 @@ def targets_contract(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "no recognised loss function (cross_entropy, nll_loss, BCE, MSE, L1, Huber) was "
             "called in training_step; check the targets by hand"
         )
-    scanned = f", {evidence['labels_scanned']} scanned" if "labels_scanned" in evidence else ""
-    where = f" ({path}{scanned})" if path else ""
-    fit = "of the shape it expects" if classes is None else f"in range for {classes} classes"
-    return passes(f"{call.name} gets {evidence['target_dtype']} targets{where} {fit}")
-
-
-def _probe_target_fault(
-    call: LossCall, classes: int | None, path: str | None, dtype: str, evidence: dict
-) -> Verdict | None:
-    """A fail when the target the loss got in the probe batch breaks its contract: one-hot
-    floats to cross_entropy, class ids regressed, or class indices out of range."""
     t = call.target
     evidence |= {"loss": call.name, "target_dtype": str(t.dtype), "target_shape": list(t.shape)}
     if (broadcast := _broadcast_fault(call, evidence)) is not None:
@@ -136,24 +115,41 @@ def _probe_target_fault(
                 "CrossEntropyLoss on per-class logits"
             )
     if not t.is_floating_point() and classes is not None and call.name == "cross_entropy":
-        valid = _valid(t, call.ignore_index)
-        bad = int(((valid < 0) | (valid >= classes)).sum())
+        bad, valid = _outside(t, call, classes)
         evidence["out_of_range_in_probe_batch"] = bad
-        return _outside(bad, "label(s) in the probe batch", valid, classes)
-    return None
+        if bad:
+            return _out_of_range(bad, "label(s) in the probe batch", valid, classes)
+    labels = data.values(path) if path and classes is not None else None
+    if labels is not None:
+        # The probe batch alone can miss a rare out-of-range class: the scanned labels too.
+        bad, labels = _outside(labels, call, classes)
+        evidence |= {
+            "label_min": int(labels.min()) if labels.numel() else None,
+            "label_max": int(labels.max()) if labels.numel() else None,
+            "labels_scanned": int(labels.numel()),
+            "out_of_range": bad,
+        }
+        if bad:
+            which = f"of {labels.numel()} scanned labels ({path})"
+            return _out_of_range(bad, which, labels, classes)
+    scanned = f", {evidence['labels_scanned']} scanned" if "labels_scanned" in evidence else ""
+    where = f" ({path}{scanned})" if path else ""
+    fit = "of the shape it expects" if classes is None else f"in range for {classes} classes"
+    return passes(f"{call.name} gets {evidence['target_dtype']} targets{where} {fit}")
 
 
-def _outside(bad: int, which: str, labels: torch.Tensor, classes: int) -> Verdict | None:
-    """A fail when `bad` of the labels fall outside [0, classes)."""
-    if not bad:
-        return None
+def _outside(labels: torch.Tensor, call: LossCall, classes: int) -> tuple[int, torch.Tensor]:
+    """How many of the labels the loss does not ignore fall outside [0, classes), and those."""
+    if call.ignore_index is not None:
+        labels = labels[labels != call.ignore_index]
+    return int(((labels < 0) | (labels >= classes)).sum()), labels
+
+
+def _out_of_range(bad: int, which: str, labels: torch.Tensor, classes: int) -> Verdict:
     return fails(
         f"{bad} {which} are outside [0, {classes}) (max {int(labels.max())}); fix the labels or "
         "set model.num_classes to cover them"
     )
-
-
-ELEMENTWISE = (*REGRESSION, "binary_cross_entropy", "binary_cross_entropy_with_logits")
 
 
 def _broadcast_fault(call: LossCall, evidence: dict) -> Verdict | None:
@@ -175,22 +171,6 @@ def _broadcast_fault(call: LossCall, evidence: dict) -> Verdict | None:
         "and the model learns their mean; make the shapes equal (output.squeeze(-1) or "
         "target.unsqueeze(-1))"
     )
-
-
-def _scanned_labels_fault(
-    labels: torch.Tensor, call: LossCall, classes: int, path: str | None, evidence: dict
-) -> Verdict | None:
-    """A fail when labels scanned from the dataset fall outside [0, classes): the probe batch
-    alone can miss a rare out-of-range class."""
-    labels = _valid(labels, call.ignore_index)
-    bad = int(((labels < 0) | (labels >= classes)).sum())
-    evidence |= {
-        "label_min": int(labels.min()) if labels.numel() else None,
-        "label_max": int(labels.max()) if labels.numel() else None,
-        "labels_scanned": int(labels.numel()),
-        "out_of_range": bad,
-    }
-    return _outside(bad, f"of {labels.numel()} scanned labels ({path})", labels, classes)
 
 
 def model_head_width(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:

@@ -12,14 +12,11 @@ wrong at scale):
   number of *sequences* in each batch, not by what it averages over.
 
 torchmetrics metrics (logged as objects, or their compute() logged) keep sums and counts and
-reduce across ranks themselves: they are the fix, and never flagged. `LogWatch` reads, around
-each batch of a short real fit, what Lightning accumulated for each logged mean
-(compat.logged_values) and what the spied loss functions averaged over.
+reduce across ranks themselves: they are the fix, and never flagged.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
@@ -42,30 +39,33 @@ def _close(a: float, b: float) -> bool:
     return abs(a - b) <= RTOL * max(1.0, abs(a), abs(b))
 
 
-def _item_weighting(watch: LogWatch) -> list[dict[str, Any]]:
+def _item_weighting(watch: LogWatch) -> tuple[list[dict[str, Any]], list[str]]:
     """Per-batch logged means that equal a loss averaged over a different number of items than
-    the batch size Lightning weighs them by, when that ratio varies from batch to batch."""
+    the batch size Lightning weighs them by, when that ratio varies from batch to batch; and
+    what is wrong with each."""
     found: dict[tuple[str, str], list[tuple[float, int]]] = {}
-    for record in watch.batches:
-        for name, (mean, weight) in record.logged.items():
-            match = [c for c in record.calls if c.value is not None and _close(c.value, mean)]
+    for stage, calls, logged in watch.batches:
+        for name, (mean, weight) in logged.items():
+            match = [c for c in calls if c.value is not None and _close(c.value, mean)]
             if match and match[0].items:
-                found.setdefault((record.stage, name), []).append((weight, match[0].items))
-    return [
-        {
-            "name": name,
-            "stage": stage,
-            "weights": [int(w) for w, _ in pairs],
-            "items": [int(i) for _, i in pairs],
-        }
-        for (stage, name), pairs in found.items()
-        if len(pairs) > 1 and len({round(items / weight, 9) for weight, items in pairs}) > 1
-    ]
+                found.setdefault((stage, name), []).append((weight, match[0].items))
+    weighted, findings = [], []
+    for (stage, name), pairs in found.items():
+        if len(pairs) < 2 or len({round(items / weight, 9) for weight, items in pairs}) < 2:
+            continue
+        weights, items = [int(w) for w, _ in pairs], [int(i) for _, i in pairs]
+        weighted.append({"name": name, "stage": stage, "weights": weights, "items": items})
+        findings.append(
+            f"`{name}` ({stage}) is a mean over {items} items (tokens, unmasked targets) per "
+            f"batch but Lightning weighs it by batch_size {weights}, so its epoch value is not "
+            "the mean over items; pass batch_size=<items> to self.log, or log a torchmetrics "
+            "MeanMetric updated with weight=<items>"
+        )
+    return weighted, findings
 
 
 def metrics_reduction(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     train = ctx.samples.micro_batches(0, TRAIN_BATCHES)
-    # A validation pass over the first val loader's first batches, when the task validates.
     loaders = split_loaders(ctx.datamodule, "val")[0] if ctx.has_hook("validation_step") else []
     val_batches = list(islice(iterate_batches(loaders[0]), VAL_BATCHES)) if loaders else []
     watch = LogWatch(Spy(max_calls=64))
@@ -88,16 +88,9 @@ def metrics_reduction(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     }
     if not watch.keys:
         return skips("the task logs nothing with self.log in training or validation")
-    evidence["per_rank_values"] = _per_rank_values(watch, world)
-    evidence["weighted_by_batch_size"] = _item_weighting(watch)
-    findings = [_per_rank_finding(item, world) for item in evidence["per_rank_values"]]
-    findings += [
-        f"`{item['name']}` ({item['stage']}) is a mean over {item['items']} items (tokens, "
-        f"unmasked targets) per batch but Lightning weighs it by batch_size {item['weights']}, "
-        "so its epoch value is not the mean over items; pass batch_size=<items> to self.log, "
-        "or log a torchmetrics MeanMetric updated with weight=<items>"
-        for item in evidence["weighted_by_batch_size"]
-    ]
+    evidence["per_rank_values"], findings = _per_rank_values(watch, world)
+    evidence["weighted_by_batch_size"], weighted = _item_weighting(watch)
+    findings += weighted
     if findings:
         more = f" (and {len(findings) - 1} more, see evidence)" if len(findings) > 1 else ""
         return warns(findings[0] + more)
@@ -107,55 +100,49 @@ def metrics_reduction(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     )
 
 
-def _per_rank_values(watch: LogWatch, world: int | None) -> list[dict[str, Any]]:
-    """Logged means whose epoch value is one number per rank, which ranks will combine wrongly:
-    a plain tensor from an epoch-end hook, or a per-step mean without sync_dist on several ranks."""
-    per_rank = []
+def _per_rank_values(watch: LogWatch, world: int | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """Logged means whose epoch value is one number per rank, which ranks will combine wrongly
+    (a plain tensor from an epoch-end hook, or a per-step mean without sync_dist on several
+    ranks), and what is wrong with each."""
+    per_rank, findings = [], []
     for (hook, name), value in watch.keys.items():
         if value.is_metric or value.reduce != "mean" or not value.on_epoch:
             continue
         sync = watch.sync_requested.get(name, value.sync_dist)
         if hook.endswith("_epoch_end"):
             logged = watch.epoch_values.get((hook, name))
-            from_metric = logged is not None and any(_close(logged, m) for m in watch.metric_values)
-            if not from_metric:
-                per_rank.append({"name": name, "hook": hook, "sync_dist": sync})
+            if logged is not None and any(_close(logged, m) for m in watch.metric_values):
+                continue  # a metric's compute(), logged
+            how = (
+                "averages the ranks' values unweighted (sync_dist=True)"
+                if sync
+                else "reports rank 0's value only (no sync_dist)"
+            )
+            findings.append(
+                f"`{name}` is logged from {hook} as a plain tensor, a per-rank value: on several "
+                f"ranks Lightning {how}, although ranks hold different numbers of samples; log a "
+                "torchmetrics metric (e.g. MeanMetric updated with weight=batch size) or "
+                "all-reduce a sum and a count yourself"
+            )
         elif hook in STEP_HOOKS and not sync and world is not None and world > 1:
-            per_rank.append({"name": name, "hook": hook, "sync_dist": False})
-    return per_rank
-
-
-def _per_rank_finding(item: dict[str, Any], world: int | None) -> str:
-    if item["hook"].endswith("_epoch_end"):
-        how = (
-            "averages the ranks' values unweighted (sync_dist=True)"
-            if item["sync_dist"]
-            else "reports rank 0's value only (no sync_dist)"
-        )
-        return (
-            f"`{item['name']}` is logged from {item['hook']} as a plain tensor, a per-rank "
-            f"value: on several ranks Lightning {how}, although ranks hold different "
-            "numbers of samples; log a torchmetrics metric (e.g. MeanMetric updated with "
-            "weight=batch size) or all-reduce a sum and a count yourself"
-        )
-    return (
-        f"`{item['name']}` is logged from {item['hook']} without sync_dist on a "
-        f"{world}-rank run: the epoch value is rank 0's mean only; log a torchmetrics "
-        "metric or pass sync_dist=True"
-    )
-
-
-@dataclass
-class BatchLog:
-    stage: str
-    calls: list[LossCall]
-    logged: dict[str, tuple[float, float]] = field(default_factory=dict)  # name -> (mean, weight)
+            findings.append(
+                f"`{name}` is logged from {hook} without sync_dist on a {world}-rank run: the "
+                "epoch value is rank 0's mean only; log a torchmetrics metric or pass sync_dist=True"
+            )
+        else:
+            continue
+        per_rank.append({"name": name, "hook": hook, "sync_dist": sync})
+    return per_rank, findings
 
 
 class LogWatch(L.Callback):
+    """Around each batch of a short real fit: what Lightning accumulated for each logged mean
+    (compat.logged_values) and what the spied loss functions averaged over."""
+
     def __init__(self, spy: Spy) -> None:
         self.spy = spy
-        self.batches: list[BatchLog] = []
+        # Per batch: its stage, the loss calls, and each logged mean's (value, weight) by name.
+        self.batches: list[tuple[str, list[LossCall], dict[str, tuple[float, float]]]] = []
         self.metric_values: list[float] = []
         self.keys: dict[tuple[str, str], compat.LoggedValue] = {}  # (hook, name) -> last seen
         self.epoch_values: dict[tuple[str, str], float | None] = {}
@@ -183,8 +170,8 @@ class LogWatch(L.Callback):
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
         self.spy.leave()
-        stage = "train" if trainer.training else "val"
-        record = BatchLog(stage, self.spy.calls_in(self._seen))
+        stage, logged = "train" if trainer.training else "val", {}
+        self.batches.append((stage, self.spy.calls_in(self._seen), logged))
         self._seen += 1
         for value in compat.logged_values(trainer):
             key = (value.hook, value.name)
@@ -195,8 +182,7 @@ class LogWatch(L.Callback):
             total = (value.total or 0.0) - ((before.total or 0.0) if before else 0.0)
             weight = value.batch_sizes - ((before.batch_sizes or 0.0) if before else 0.0)
             if weight > 0:
-                record.logged[value.name] = (total / weight, weight)
-        self.batches.append(record)
+                logged[value.name] = (total / weight, weight)
 
     on_validation_batch_start = on_train_batch_start
     on_validation_batch_end = on_train_batch_end

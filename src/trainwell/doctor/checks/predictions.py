@@ -32,26 +32,23 @@ from trainwell.errors import TrainwellError, error_line
 from trainwell.loading.labels import class_counts, dataset_labels
 
 LEARNT = 0.2  # the fit must beat chance on training data by this much (and by 3 sigma)
-HOOK = (
-    "return one row of class scores per sample from forward on (input, class id) batches, or "
-    "hand cross_entropy one class id per sample (or per position) in validation_step"
-)
+IMBALANCE_RATIO = 5.0
+LABEL_LIMIT = 200_000  # samples loaded one by one to read labels from a dataset without them
+MACRO_WORDS = ("balanced", "macro", "f1", "recall")
 
 
 def _rates(pred: torch.Tensor, true: torch.Tensor) -> dict[str, float]:
     """Accuracy, chance (the majority label's rate), 3 sigma of chance, and the accuracy under
     the best relabelling (each predicted class read as the label it is most often)."""
     n, chance = len(true), float(torch.bincount(true).max()) / len(true)
-    pairs = torch.stack([pred, true], dim=1).unique(dim=0, return_counts=True)
-    best: dict[int, int] = {}
-    for (p, _), count in zip(pairs[0].tolist(), pairs[1].tolist(), strict=True):
-        best[p] = max(best.get(p, 0), count)
+    keys, counts = torch.stack([pred, true], dim=1).unique(dim=0, return_counts=True)
+    best = counts.new_zeros(int(pred.max()) + 1).scatter_reduce(0, keys[:, 0], counts, "amax")
     return {
         "samples": n,
         "accuracy": float((pred == true).float().mean()),
         "chance": chance,
         "sigma3": 3 * math.sqrt(chance * (1 - chance) / n),
-        "relabelled_accuracy": sum(best.values()) / n,
+        "relabelled_accuracy": int(best.sum()) / n,
     }
 
 
@@ -63,17 +60,20 @@ def data_split_agreement(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdic
     steps = ctx.settings.overfit_steps
     train = ctx.samples.micro_batches(steps, 8) or ctx.samples.micro_batches(0, 8)
     task = ctx.make_task().eval()  # can it be scored at all (before paying for the fit)?
-    for batches in (train[:1], val):
-        why = class_predictions(ctx, task, [next(iter(batches), None)])
-        if isinstance(why, str):
-            return skips(f"no predictions to score: {why}; {HOOK}")
-    task, fit = short_fit(ctx)
-    if fit.error is not None:
-        return skips(f"the short fit failed: {fit.error_line}")
-    read = [class_predictions(ctx, task.eval(), train), class_predictions(ctx, task, val)]
+    read = (class_predictions(ctx, task, [next(iter(b), None)]) for b in (train[:1], val))
     why = next((r for r in read if isinstance(r, str)), None)
+    if why is None:
+        task, fit = short_fit(ctx)
+        if fit.error is not None:
+            return skips(f"the short fit failed: {fit.error_line}")
+        read = [class_predictions(ctx, task.eval(), train), class_predictions(ctx, task, val)]
+        why = next((r for r in read if isinstance(r, str)), None)
     if why is not None:
-        return skips(f"no predictions to score: {why}; {HOOK}")
+        return skips(
+            f"no predictions to score: {why}; return one row of class scores per sample from "
+            "forward on (input, class id) batches, or hand cross_entropy one class id per sample "
+            "(or per position) in validation_step"
+        )
     tr, va = (_rates(*r) for r in read)  # type: ignore[misc]
     evidence |= {"fit_steps": steps, "train": tr, "val": va}
     if tr["accuracy"] < tr["chance"] + max(LEARNT, tr["sigma3"]):
@@ -100,24 +100,6 @@ def data_split_agreement(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdic
         f"a short fit beats chance on training data ({tr['accuracy']:.2f} vs {tr['chance']:.2f}) "
         f"but validation stays at chance ({va['accuracy']:.2f} vs {va['chance']:.2f}), {cause}"
     )
-
-
-IMBALANCE_RATIO = 5.0
-LABEL_LIMIT = 200_000  # samples loaded one by one to read labels from a dataset without them
-MACRO_WORDS = ("balanced", "macro", "f1", "recall")
-
-
-def _compensation(ctx: DoctorContext) -> list[str]:
-    found = []
-    if getattr(ctx.datamodule, "sampler", None) == "weighted":
-        found.append("data.sampler=weighted")
-    loss = ctx.cfg.model.get("loss") if hasattr(ctx.cfg.model, "get") else None
-    if loss is not None and hasattr(loss, "get") and loss.get("class_weights") is not None:
-        found.append("model.loss.class_weights")
-    monitored = str((ctx.cfg.get("monitor") or {}).get("metric") or "")
-    if any(word in monitored.lower() for word in MACRO_WORDS):
-        found.append(f"monitor.metric={monitored}")
-    return found
 
 
 def _streamed(ctx: DoctorContext, why: str) -> tuple[torch.Tensor, dict[int, list[Any]]]:
@@ -175,7 +157,7 @@ def data_class_balance(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     }
     if ratio < IMBALANCE_RATIO:
         return passes(f"the largest class is {ratio:.1f}x the smallest")
-    collapsed = _collapsed_predictions(ctx, _balanced(ctx, labels, counts, kept), counts, evidence)
+    collapsed = _collapsed_predictions(ctx, labels, counts, kept, evidence)
     smallest = int(torch.where(counts > 0, counts, counts.max() + 1).argmin())
     if collapsed:
         return fails(
@@ -185,7 +167,15 @@ def data_class_balance(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "frequencies, not the classes; use data.sampler=weighted or "
             "model.loss.class_weights=balanced"
         )
-    compensation = _compensation(ctx)
+    compensation = []
+    if getattr(ctx.datamodule, "sampler", None) == "weighted":
+        compensation.append("data.sampler=weighted")
+    loss = ctx.cfg.model.get("loss") if hasattr(ctx.cfg.model, "get") else None
+    if loss is not None and hasattr(loss, "get") and loss.get("class_weights") is not None:
+        compensation.append("model.loss.class_weights")
+    monitored = str((ctx.cfg.get("monitor") or {}).get("metric") or "")
+    if any(word in monitored.lower() for word in MACRO_WORDS):
+        compensation.append(f"monitor.metric={monitored}")
     evidence["compensated_by"] = compensation
     if compensation:
         return passes(
@@ -199,40 +189,32 @@ def data_class_balance(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     )
 
 
-def _balanced(
-    ctx: DoctorContext, labels: torch.Tensor, counts: torch.Tensor, kept: dict | None
-) -> Any:
-    """A batch of min(count) (at most probe.batch_size / classes) training samples of every
-    class: drawn by index, or joined from the samples a stream yielded (None when they cannot be
-    joined into one batch)."""
+def _collapsed_predictions(
+    ctx: DoctorContext,
+    labels: torch.Tensor,
+    counts: torch.Tensor,
+    kept: dict | None,
+    evidence: dict[str, Any],
+) -> bool:
     classes = torch.nonzero(counts).reshape(-1).tolist()
     per_class = max(1, min(int(counts[counts > 0].min()), ctx.settings.batch_size // len(classes)))
     if kept is not None:
         try:
-            return concat([row for c in classes for row in kept[c][:per_class]])
+            batch = concat([row for c in classes for row in kept[c][:per_class]])
         except ConcatError:
-            return None
-    generator = torch.Generator().manual_seed(int(ctx.cfg.seed))
-    indices = []
-    for c in classes:
-        members = torch.nonzero(labels == c).reshape(-1)
-        pick = members[torch.randperm(len(members), generator=generator)[:per_class]]
-        indices.extend(pick.tolist())
-    return ctx.samples.collate(indices)
-
-
-def _collapsed_predictions(
-    ctx: DoctorContext, batch: Any, counts: torch.Tensor, evidence: dict[str, Any]
-) -> bool:
-    """Fit a fresh task for probe.overfit_steps on the real train batches, then predict a
-    class-balanced batch (of any structure, read as data.split_agreement reads predictions).
-    True when every prediction is the same class."""
+            evidence["probe"] = "the samples of each class cannot be joined into one batch"
+            return False
+    else:
+        generator = torch.Generator().manual_seed(int(ctx.cfg.seed))
+        indices = []
+        for c in classes:
+            members = torch.nonzero(labels == c).reshape(-1)
+            pick = members[torch.randperm(len(members), generator=generator)[:per_class]]
+            indices.extend(pick.tolist())
+        batch = ctx.samples.collate(indices)
     task, result = short_fit(ctx)
     if result.error is not None:
         evidence["probe"] = f"the short fit raised {result.error_line}"
-        return False
-    if batch is None:
-        evidence["probe"] = "the samples of each class cannot be joined into one batch"
         return False
     read = class_predictions(ctx, task.eval(), replay_loader([batch]))
     if isinstance(read, str):

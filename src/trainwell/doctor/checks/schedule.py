@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import copy
 import math
-import warnings
 from typing import Any
 
 import lightning as L
 
-from trainwell.doctor.harness.batches import replay_loader
-from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.context import DoctorContext, quiet
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 
 # A step-sized schedule this many times longer than the run is cut off early (below: maybe
@@ -31,9 +29,8 @@ FLOOR = 1e-3  # a learning rate below this fraction of the curve's peak is spent
 
 
 class _Trace(L.Callback):
-    """Per micro-batch the learning rate it starts with; per optimizer step each scheduler's
-    optimizer LR, step counter and whether it drives the stepping optimizer, and the epoch; and
-    every scheduler's first state (to replay its curve)."""
+    """The LR each micro-batch starts with; per optimizer step, the epoch and each scheduler's
+    LR, counter and whether it drives the stepping optimizer; each one's first state."""
 
     def __init__(self) -> None:
         self.lrs: list[float] = []
@@ -43,27 +40,23 @@ class _Trace(L.Callback):
         self.scheduler_counts: list[list[int]] = []  # scheduler.last_epoch at each step
         self.scheduler_owners: list[list[bool]] = []
         self.scheduler_configs: list[dict[str, Any]] = []  # as Lightning registered them
-        self.first_states: list[tuple[dict[str, Any], list[float]]] = []
+        # Each scheduler with its first state and its optimizer's LRs, to replay its curve.
+        self.first_states: list[tuple[Any, dict[str, Any], list[float]]] = []
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        configs = trainer.lr_scheduler_configs
-        self.scheduler_configs = [
-            {
-                "class": type(c.scheduler).__name__,
-                "interval": c.interval,
-                "frequency": c.frequency,
-                "monitor": c.monitor,
-                "length": _length(c.scheduler),
-            }
-            for c in configs
-        ]
-        self.first_states = [
-            (
-                copy.deepcopy(c.scheduler.state_dict()),
-                [g["lr"] for g in c.scheduler.optimizer.param_groups],
+        for c in trainer.lr_scheduler_configs:
+            s = c.scheduler
+            self.scheduler_configs.append(
+                {
+                    "class": type(s).__name__,
+                    "interval": c.interval,
+                    "frequency": c.frequency,
+                    "monitor": c.monitor,
+                    "length": _length(s),
+                }
             )
-            for c in configs
-        ]
+            lrs = [g["lr"] for g in s.optimizer.param_groups]
+            self.first_states.append((s, copy.deepcopy(s.state_dict()), lrs))
 
     def on_train_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
         if trainer.optimizers:
@@ -89,23 +82,19 @@ class _Trace(L.Callback):
 def _length(scheduler: Any) -> int | None:
     """The steps a scheduler was sized for, where it says (OneCycleLR's total_steps, a LambdaLR
     whose function keeps a `total_steps`, a cosine's T_max); None for open-ended schedules."""
-    for owner in (scheduler, *getattr(scheduler, "lr_lambdas", ())):
-        for attribute in ("total_steps", "T_max"):
-            value = getattr(owner, attribute, None)
-            if isinstance(value, int):
-                return value
-    return None
+    owners = (scheduler, *getattr(scheduler, "lr_lambdas", ()))
+    sizes = [getattr(owner, name, None) for owner in owners for name in ("total_steps", "T_max")]
+    return next((size for size in sizes if isinstance(size, int)), None)
 
 
 def schedule_interval(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    """Trace the LR through a run shaped like the plan; compare it with each scheduler's curve."""
     k, plan = max(1, ctx.accumulate), ctx.plan
     per_epoch = plan.iterations_per_epoch or 3 * k
     epochs = max(1, plan.max_epochs) if plan.iterations_per_epoch else 1
     trace = _Trace()
     fit = ctx.fit(
         ctx.make_task(),
-        replay_loader([ctx.batch], per_epoch),
+        ctx.fixed_loader(per_epoch),
         [trace],
         max_steps=int(ctx.cfg.trainer.get("max_steps") or -1),
         accumulate=k,
@@ -139,7 +128,7 @@ def schedule_interval(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     if not trace.scheduler_configs:
         return _hand_set(trace)
     for index in range(len(trace.scheduler_configs)):
-        verdict = _follows_curve(ctx, fit.trainer, trace, index, estimate, evidence)
+        verdict = _follows_curve(ctx, trace, index, estimate, evidence)
         if verdict is not None:
             return verdict
     names = ", ".join(f"{c['class']} ({c['pace']})" for c in trace.scheduler_configs)
@@ -149,17 +138,15 @@ def schedule_interval(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     )
 
 
-def _replay(trainer: L.Trainer, index: int, trace: _Trace, steps: int) -> list[float]:
+def _replay(trace: _Trace, index: int, steps: int) -> list[float]:
     """The scheduler's own curve from its first state: LR after 0, 1, ... scheduler steps (it
     ends early where the scheduler refuses to step on, as OneCycleLR does past its end)."""
-    scheduler = trainer.lr_scheduler_configs[index].scheduler
-    state, lrs = trace.first_states[index]
+    scheduler, state, lrs = trace.first_states[index]
     scheduler.load_state_dict(copy.deepcopy(state))
     for group, lr in zip(scheduler.optimizer.param_groups, lrs, strict=True):
         group["lr"] = lr
     curve = [float(scheduler.optimizer.param_groups[0]["lr"])]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with quiet():
         for _ in range(steps):
             try:
                 scheduler.step()
@@ -169,24 +156,10 @@ def _replay(trainer: L.Trainer, index: int, trace: _Trace, steps: int) -> list[f
     return curve
 
 
-def _spent_at(curve: list[float]) -> int | None:
-    """The first scheduler step from which the LR stays below FLOOR of its peak, if any."""
-    peak = max(curve, default=0.0)
-    if peak <= 0 or curve[-1] > FLOOR * peak:
-        return None
-    return max(i + 1 for i, lr in enumerate(curve) if lr > FLOOR * peak)
-
-
 def _follows_curve(
-    ctx: DoctorContext,
-    trainer: L.Trainer,
-    trace: _Trace,
-    index: int,
-    estimate: int,
-    evidence: dict[str, Any],
+    ctx: DoctorContext, trace: _Trace, index: int, estimate: int, evidence: dict[str, Any]
 ) -> Verdict | None:
-    """A verdict for one scheduler whose LR leaves its curve at the planned pace, or whose
-    curve does not last the run; None when it follows the plan."""
+    """None when the scheduler's LR follows its curve at the planned pace and lasts the run."""
     config = trace.scheduler_configs[index]
     name, total = config["class"], ctx.plan.total_optimizer_steps
     if config["monitor"] is not None or config["frequency"] != 1:
@@ -197,12 +170,24 @@ def _follows_curve(
     lrs = [trace.step_lrs[s][index] for s in owned]
     epochs = [trace.step_epochs[s] for s in owned]
     horizon = min(SIMULATE, max(LONG * (total or 0), len(owned)) + 1)
-    curve = _replay(trainer, index, trace, horizon)
-    length = config["length"] or _spent_at(curve)
-    pace = _pace(ctx, config, length, estimate)
+    curve = _replay(trace, index, horizon)
+    # Unsized: its length is the first step from which the LR stays below FLOOR of its peak.
+    peak = max(curve, default=0.0)
+    spent = peak > 0 and curve[-1] <= FLOOR * peak
+    length = config["length"] or (
+        max(i + 1 for i, lr in enumerate(curve) if lr > FLOOR * peak) if spent else None
+    )
+    # The plan's pace: by its length where that is the run's step or epoch count; as
+    # `probe.scheduler_interval` or the registered interval says otherwise.
+    if length in {total, estimate} - {None} and length != ctx.plan.max_epochs:
+        pace = "optimizer step"
+    elif length == ctx.plan.max_epochs or ctx.settings.scheduler_interval == "epoch":
+        pace = "epoch"
+    else:
+        pace = "optimizer step" if config["interval"] == "step" else "epoch"
     config["pace"] = f"once per {pace}"
     interval = "step" if pace == "optimizer step" else "epoch"
-    first = int(trace.first_states[index][0].get("last_epoch", 0))
+    first = int(trace.first_states[index][1].get("last_epoch", 0))
     planned = [
         first + (j if pace == "optimizer step" else e - epochs[0]) for j, e in enumerate(epochs)
     ]
@@ -261,17 +246,6 @@ def _follows_curve(
             "trainer.estimated_stepping_batches)",
         )
     return None
-
-
-def _pace(ctx: DoctorContext, config: dict[str, Any], length: int | None, estimate: int) -> str:
-    """How often the plan says this scheduler steps: by its length where that is the run's step
-    or epoch count; as `probe.scheduler_interval` or the registered interval says otherwise."""
-    steps = {ctx.plan.total_optimizer_steps, estimate} - {None}
-    if length is not None and length in steps and length != ctx.plan.max_epochs:
-        return "optimizer step"
-    if length == ctx.plan.max_epochs or ctx.settings.scheduler_interval == "epoch":
-        return "epoch"
-    return "optimizer step" if config["interval"] == "step" else "epoch"
 
 
 def _hand_set(trace: _Trace) -> Verdict:

@@ -29,8 +29,7 @@ from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 def _hidden(value: object) -> list[torch.Tensor]:
     """Parameters reachable through a plain list/tuple/dict (nn.Module does not register these)."""
     found: list[torch.Tensor] = []
-    items = value.values() if isinstance(value, dict) else value
-    for item in items:  # type: ignore[union-attr]
+    for item in value.values() if isinstance(value, dict) else value:  # type: ignore[union-attr]
         if isinstance(item, nn.Module):
             found.extend(item.parameters())
         elif isinstance(item, nn.Parameter) or (
@@ -160,19 +159,14 @@ def optimizer_coverage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     return passes(f"the optimizer holds exactly the {len(counted)} trainable tensors")
 
 
-HALF = (torch.float16, torch.bfloat16)
-
-
 def precision_master_weights(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    task = ctx.reference_task
     precision = str(ctx.probe_cfg.trainer.get("precision", "32-true"))
+    params = [(n, p) for n, p in ctx.reference_task.named_parameters() if p.requires_grad]
     half: dict[str, list[str]] = {}
-    trainable = 0
-    for name, p in task.named_parameters():
-        if p.requires_grad:
-            trainable += 1
-            if p.dtype in HALF:
-                half.setdefault(str(p.dtype).removeprefix("torch."), []).append(name)
+    for name, p in params:
+        if p.dtype in (torch.float16, torch.bfloat16):
+            half.setdefault(str(p.dtype).removeprefix("torch."), []).append(name)
+    trainable = len(params)
     evidence |= {
         "trainer_precision": precision,
         "trainable_tensors": trainable,
