@@ -118,7 +118,6 @@ def restructure(
     if is_leaf(batch):
         return leaf(batch)
     again = partial(restructure, leaf=leaf, is_leaf=is_leaf)
-
     if isinstance(batch, Mapping):
         return type(batch)({k: again(v) for k, v in batch.items()})  # type: ignore[call-arg]
     if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple

@@ -128,7 +128,6 @@ class DoctorContext:
         return self.make_task()
 
     def has_hook(self, name: str) -> bool:
-        """Whether the task overrides a LightningModule hook (validation_step, ...)."""
         return is_overridden(name, self.reference_task)
 
     @cached_property
@@ -163,7 +162,6 @@ class DoctorContext:
         return size_of(self.batch)
 
     def fixed_loader(self, repeats: int = 1) -> DataLoader:
-        """The probe batch, `repeats` times."""
         return replay_loader([self.batch], repeats)
 
     @cached_property

@@ -111,26 +111,16 @@ class Observation:
     seconds: float
 
 
-def overfit_fit(ctx: DoctorContext, lr_scale: float = 1.0, spy: Spy | None = None) -> Observation:
+def overfit_fit(ctx: DoctorContext, lr_scale: float = 1.0) -> Observation:
     """Train a fresh task on the probe batch at a constant LR, extended while the loss falls."""
-    settings = ctx.settings
-    steps, limit = settings.overfit_steps, max(settings.overfit_steps, settings.overfit_max_steps)
-    task = ctx.make_task()
-    spy = spy or Spy()
+    settings, task, spy = ctx.settings, ctx.make_task(), Spy()
+    limit = max(settings.overfit_steps, settings.overfit_max_steps)
     recorder = Recorder(spy=spy, watch_memory_steps=settings.memory_steps)
-    lr = ConstantLR(lr_scale)
-    stop = OverfitStop(recorder, settings)
-    val_every = max(1, steps // 2)
-    validates = ctx.has_hook("validation_step")
-    start = time.perf_counter()
-    fit = ctx.fit(
-        task,
-        ctx.fixed_loader(repeats=limit),
-        callbacks=[lr, recorder, stop],
-        max_steps=limit,
-        val=ctx.fixed_loader() if validates else None,
-        val_every=val_every if validates else None,
-    )
+    lr, stop = ConstantLR(lr_scale), OverfitStop(recorder, settings)
+    val_every = max(1, settings.overfit_steps // 2)
+    val = ctx.fixed_loader() if ctx.has_hook("validation_step") else None
+    train, start = ctx.fixed_loader(repeats=limit), time.perf_counter()
+    fit = ctx.fit(task, train, [lr, recorder, stop], limit, val=val, val_every=val_every)
     return Observation(task, fit, recorder, spy, val_every, lr, stop, time.perf_counter() - start)
 
 

@@ -80,7 +80,6 @@ class Recorder(L.Callback):
         keep_grad_tensors: bool = False,
         spy_batches: int | None = None,
     ) -> None:
-        super().__init__()
         self.spy = spy
         self.watch_memory_steps = watch_memory_steps
         # micro-batches the spy watches (its TorchFunctionMode slows every torch call)
@@ -134,7 +133,14 @@ class Recorder(L.Callback):
                 if isinstance(m, BATCH_NORMS):
                     m.eval()
         else:  # the exact-gradient probes put BatchNorm in eval themselves
-            self._note_frozen(pl_module)
+            # Copy each tensor the first batch it is frozen (a freeze after a warm-up counts
+            # from then); a tensor unfrozen later (gradual unfreezing) may change: dropped.
+            state = frozen_state(pl_module)
+            for name in [n for n in self.frozen_values if n not in state]:
+                del self.frozen_values[name]
+            for name, tensor in state.items():
+                if name not in self.frozen_values:
+                    self.frozen_values[name] = tensor.detach().clone()
             # Submodules in eval mode (the root is called 'task').
             off = [n or "task" for n, m in pl_module.named_modules() if not m.training]
             if off:
@@ -142,16 +148,6 @@ class Recorder(L.Callback):
         self._backward_loss = None
         if self.spy is not None and len(self.losses) < self.spy_batches:
             self.spy.watch(len(self.losses))
-
-    def _note_frozen(self, pl_module: L.LightningModule) -> None:
-        """Copy each tensor the first batch it is frozen (a freeze after a warm-up counts from
-        then); a tensor unfrozen later (gradual unfreezing) may change and is dropped."""
-        state = frozen_state(pl_module)
-        for name in [n for n in self.frozen_values if n not in state]:
-            del self.frozen_values[name]
-        for name, tensor in state.items():
-            if name not in self.frozen_values:
-                self.frozen_values[name] = tensor.detach().clone()
 
     def frozen_changes(self, pl_module: L.LightningModule) -> dict[str, float]:
         """Frozen tensors that changed since they were first seen frozen: name -> max |change|."""
