@@ -134,7 +134,7 @@ class Recorder(L.Callback):
                     m.eval()
         else:  # the exact-gradient probes put BatchNorm in eval themselves
             # Copy each tensor the first batch it is frozen (a freeze after a warm-up counts
-            # from then); a tensor unfrozen later (gradual unfreezing) may change: dropped.
+            # from then); a tensor unfrozen later (gradual unfreezing) may change and is dropped.
             state = frozen_state(pl_module)
             for name in [n for n in self.frozen_values if n not in state]:
                 del self.frozen_values[name]
