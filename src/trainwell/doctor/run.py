@@ -19,7 +19,7 @@ from trainwell.doctor.harness.observe import observation
 from trainwell.doctor.harness.scan import scan
 from trainwell.doctor.harness.settings import ProbeSettings
 from trainwell.doctor.report import plots
-from trainwell.doctor.report.verdict import Check, exit_code, render, write_json
+from trainwell.doctor.report.verdict import Check, exit_code, fails, render, write_json
 from trainwell.errors import TrainwellError, error_line
 from trainwell.training.precision import resolve_precision
 
@@ -49,21 +49,19 @@ def run_checks(ctx: DoctorContext, only: list[str] | None = None) -> list[Check]
         evidence: dict[str, Any] = {}
         try:
             verdict = probe(ctx, evidence)
-            check = Check(check_id, verdict.status, verdict.message, evidence, verdict.seconds)
         except TrainwellError:
             raise
         except Exception as err:  # a probe hit something unforeseen: report it, keep going
             if os.environ.get("HYDRA_FULL_ERROR") == "1":
                 raise  # what the verdict asks for: the traceback, through Hydra, to report
-            check = Check(
-                check_id,
-                "fail",
+            evidence = {}  # what the check wrote before it raised is not a finding
+            verdict = fails(
                 f"the probe itself raised {error_line(err)}; run with "
-                "HYDRA_FULL_ERROR=1 and report it if your code is not the cause",
+                "HYDRA_FULL_ERROR=1 and report it if your code is not the cause"
             )
         # A check reporting a shared probe (overfit reports the probe fit) adds that probe's time.
-        check.seconds = round(check.seconds + time.perf_counter() - start, 3)
-        checks.append(check)
+        seconds = round(verdict.seconds + time.perf_counter() - start, 3)
+        checks.append(Check(check_id, verdict.status, verdict.message, evidence, seconds))
     return checks
 
 
@@ -92,9 +90,7 @@ def _summary(ctx: DoctorContext) -> dict[str, Any]:
         precision = f"invalid ({err})"
     size = ctx.plan.dataset_size
     data = (
-        f"{size} train samples"
-        if size is not None
-        else "train size unknown: the loader has no length"
+        "train size unknown: the loader has no length" if size is None else f"{size} train samples"
     )
     shown = opt.items() if OmegaConf.is_dict(opt) else []
     optimizer = ", ".join(f"{k}={v}" for k, v in shown if k != "_partial_")

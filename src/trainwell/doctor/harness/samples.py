@@ -46,23 +46,18 @@ def split_loaders(datamodule: Any, split: str) -> tuple[list[Any], str]:
     except Exception as err:  # a split the datamodule declares but cannot build
         return [], f"{split}_dataloader() raised {type(err).__name__}: {err}"
     if isinstance(loaders, dict):
-        return list(loaders.values()), ""
-    if isinstance(loaders, list | tuple):
-        return list(loaders), ""
-    return [loaders], ""
+        loaders = list(loaders.values())
+    return (list(loaders) if isinstance(loaders, list | tuple) else [loaders]), ""
 
 
 def iterate_batches(loader: Any) -> Iterator[Any]:
     """Iterate what Lightning would feed training_step: containers of loaders as one batch."""
+    if isinstance(loader, dict | list | tuple):
+        loader = CombinedLoader(loader, "max_size_cycle")
     if isinstance(loader, CombinedLoader):
-        combined = loader
-    elif isinstance(loader, dict | list | tuple):
-        combined = CombinedLoader(loader, "max_size_cycle")
+        yield from (batch for batch, _, _ in loader)
     else:
         yield from loader
-        return
-    for batch, _, _ in combined:
-        yield batch
 
 
 def content(loader: Any, limit: int, part: Callable[[Any], Any] | None = None) -> list[int]:

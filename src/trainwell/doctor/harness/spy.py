@@ -40,21 +40,9 @@ class LossCall:
     producer: str | None = None  # the autograd op that made the input (None: no graph)
 
 
-# Ops that only reshape or copy: the op before them made the values.
-_PASS_THROUGH = (
-    "View",
-    "Reshape",
-    "Squeeze",
-    "Unsqueeze",
-    "Expand",
-    "Permute",
-    "Transpose",
-    "Clone",
-    "ToCopy",
-    "Alias",
-    "Select",
-    "Slice",
-)
+# Ops that only reshape, copy or select: the op before them made the values.
+_RESHAPES = ("View", "Reshape", "Squeeze", "Unsqueeze", "Expand", "Permute", "Transpose")
+_PASS_THROUGH = (*_RESHAPES, "Clone", "ToCopy", "Alias", "Select", "Slice")
 
 
 def producer(t: torch.Tensor) -> str | None:
