@@ -19,7 +19,7 @@ from trainwell.doctor.harness.observe import observation
 from trainwell.doctor.harness.scan import scan
 from trainwell.doctor.harness.settings import ProbeSettings
 from trainwell.doctor.report import plots
-from trainwell.doctor.report.verdict import Check, exit_code, render, report_dict, write_json
+from trainwell.doctor.report.verdict import Check, exit_code, fails, render, write_json
 from trainwell.errors import TrainwellError, error_line
 from trainwell.training.precision import resolve_precision
 
@@ -49,21 +49,19 @@ def run_checks(ctx: DoctorContext, only: list[str] | None = None) -> list[Check]
         evidence: dict[str, Any] = {}
         try:
             verdict = probe(ctx, evidence)
-            check = Check(check_id, verdict.status, verdict.message, evidence, verdict.seconds)
         except TrainwellError:
             raise
         except Exception as err:  # a probe hit something unforeseen: report it, keep going
             if os.environ.get("HYDRA_FULL_ERROR") == "1":
                 raise  # what the verdict asks for: the traceback, through Hydra, to report
-            check = Check(
-                check_id,
-                "fail",
+            evidence = {}  # what the check wrote before it raised is not a finding
+            verdict = fails(
                 f"the probe itself raised {error_line(err)}; run with "
-                "HYDRA_FULL_ERROR=1 and report it if your code is not the cause",
+                "HYDRA_FULL_ERROR=1 and report it if your code is not the cause"
             )
         # A check reporting a shared probe (overfit reports the probe fit) adds that probe's time.
-        check.seconds = round(check.seconds + time.perf_counter() - start, 3)
-        checks.append(check)
+        seconds = round(verdict.seconds + time.perf_counter() - start, 3)
+        checks.append(Check(check_id, verdict.status, verdict.message, evidence, seconds))
     return checks
 
 
@@ -92,13 +90,10 @@ def _summary(ctx: DoctorContext) -> dict[str, Any]:
         precision = f"invalid ({err})"
     size = ctx.plan.dataset_size
     data = (
-        f"{size} train samples"
-        if size is not None
-        else "train size unknown: the loader has no length"
+        "train size unknown: the loader has no length" if size is None else f"{size} train samples"
     )
-    optimizer = ""
-    if OmegaConf.is_dict(opt):
-        optimizer = ", ".join(f"{k}={v}" for k, v in opt.items() if k != "_partial_")
+    shown = opt.items() if OmegaConf.is_dict(opt) else []
+    optimizer = ", ".join(f"{k}={v}" for k, v in shown if k != "_partial_")
     return {
         "data": f"{cfg.data.get('_target_', '?')} ({data})",
         "model": f"{type(obs.task).__name__} over {net}, {params:,} trainable parameters",
@@ -149,22 +144,15 @@ def _plots(ctx: DoctorContext, out: Path) -> dict[str, str]:
         made["per-layer gradient norms"] = plots.grad_norms(
             rec.step_grads[0], out / "grad_norms.png"
         )
-    lrs = _lr_curve(ctx)
-    if lrs:
+    if lrs := _lr_curve(ctx):
         made["learning-rate schedule"] = plots.lr_schedule(
             lrs, ctx.plan.warmup_steps, out / "lr_schedule.png"
         )
     return made
 
 
-def print_table(checks: list[Check]) -> None:
-    width = max(len(c.id) for c in checks)
-    for c in checks:
-        print(f"  {c.id:<{width}}  {c.status:<4}  {c.seconds:6.2f}s  {c.message}")
-
-
 def diagnose(cfg: DictConfig) -> tuple[list[Check], Path]:
-    """Run every check on the configured experiment; write <run dir>/doctor/*. Returns the checks."""
+    """Run every check on the configured experiment; write <run dir>/doctor/*, print the table."""
     out = Path(cfg.paths.output_dir) / "doctor"
     out.mkdir(parents=True, exist_ok=True)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
@@ -185,9 +173,7 @@ def diagnose(cfg: DictConfig) -> tuple[list[Check], Path]:
         shutil.rmtree(ctx.workdir, ignore_errors=True)
     name, seconds = experiment_name(cfg), round(time.perf_counter() - start, 2)
     extra = {"seconds": seconds, "shared_probe_seconds": shared, "plan": ctx.plan.as_dict()}
-    write_json(
-        out / "report.json", report_dict(name, checks, extra | {"plots": sorted(made.values())})
-    )
+    write_json(out / "report.json", name, checks, extra | {"plots": sorted(made.values())})
     summary = _summary(ctx)
     summary["probe time"] = (
         f"{seconds} s in all; shared probes "
@@ -196,13 +182,15 @@ def diagnose(cfg: DictConfig) -> tuple[list[Check], Path]:
         "other checks' seconds exclude the shared probes)"
     )
     (out / "report.md").write_text(render(name, summary, ctx.plan.lines(), checks, made))
+    width = max(len(c.id) for c in checks)
+    for c in checks:
+        print(f"  {c.id:<{width}}  {c.status:<4}  {c.seconds:6.2f}s  {c.message}")
     return checks, out
 
 
 def run_doctor(cfg: DictConfig) -> int:
     print(f"run dir: {cfg.paths.output_dir}", flush=True)
     checks, out = diagnose(cfg)
-    print_table(checks)
     print(f"report: {out / 'report.md'}", flush=True)
     return exit_code(checks)
 
@@ -212,7 +200,6 @@ def preflight(cfg: DictConfig) -> Path:
     print("doctor: running the preflight checks", flush=True)
     checks, out = diagnose(cfg)
     failed = [c for c in checks if c.status == "fail"]
-    print_table(checks)
     if failed and not cfg.get("doctor_allow_fail", False):
         raise TrainwellError(
             f"doctor preflight failed {len(failed)} check(s) (first: {failed[0].id}: "

@@ -55,9 +55,8 @@ def _metric_drift(
     for key, a in first.items():
         b, between = again.get(key, a), other.get(key, a)
         same = abs(a - b) <= 1e-6 * (1 + abs(a)) or (math.isnan(a) and math.isnan(b))
-        if same or b in (max(a, between), min(a, between)):
-            continue
-        drift[key] = (a, b)
+        if not same and b not in (max(a, between), min(a, between)):
+            drift[key] = (a, b)
     return drift
 
 

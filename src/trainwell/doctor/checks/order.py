@@ -23,20 +23,31 @@ from torch.utils.data import BatchSampler, DataLoader, IterableDataset, Sequenti
 
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.observe import class_target
-from trainwell.doctor.harness.samples import (
-    batch_source,
-    order_source,
-    two_epochs,
-    why_not_indexable,
-)
+from trainwell.doctor.harness.samples import batch_source, order_source, two_epochs
 from trainwell.doctor.harness.scan import scan
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 from trainwell.errors import TrainwellError
 from trainwell.loading.labels import dataset_labels
 
 
-def _short(first: list[int], second: list[int]) -> Verdict | None:
-    """A fail when the second epoch yields fewer samples than the first (a full pass each)."""
+def data_epoch_order(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
+    loader, by_index = ctx.samples.loader, ctx.samples.indexable
+    first, second = two_epochs(loader, by_index=by_index)
+    if by_index:
+        source = order_source(loader)
+        name, has_set_epoch = type(source).__name__, callable(getattr(source, "set_epoch", None))
+        evidence |= {
+            "compared_by": "index",
+            "order_from": name,
+            "order_source_has_set_epoch": has_set_epoch,
+            "indices_compared": len(first),
+            "epoch_1_indices_compared": len(second),
+            "epoch_0_head": first[:8],
+            "epoch_1_head": second[:8],
+        }
+    else:  # no sample indices: the two epochs are compared by what they yield
+        evidence |= {"compared_by": "content", "why_not_by_index": ctx.samples.why_not_indexable}
+        evidence |= {"epoch_0_samples": len(first), "epoch_1_samples": len(second)}
     if not first or len(second) < len(first):
         return fails(
             f"iterated again, the training loader yields {len(first)} samples and then "
@@ -44,45 +55,15 @@ def _short(first: list[int], second: list[int]) -> Verdict | None:
             "iterator is made once and runs dry (an __iter__ that returns a generator built in "
             "__init__); build the iterator inside __iter__"
         )
-    return None
-
-
-def _by_content(loader: Any, why: str, evidence: dict[str, Any]) -> Verdict:
-    """Two epochs of a loader without sample indices, compared by what they yield."""
-    first, second = two_epochs(loader, by_index=False)
-    evidence |= {"compared_by": "content", "why_not_by_index": why}
-    evidence |= {"epoch_0_samples": len(first), "epoch_1_samples": len(second)}
-    if (short := _short(first, second)) is not None:
-        return short
-    if first == second and len(first) > 1:
-        return warns(
-            f"the training loader yields the same {len(first)} samples in the same order in "
-            "epoch 0 and epoch 1, so every epoch repeats one order (a shuffle seeded the same "
-            "way each epoch, or batches shuffled once at setup); draw the order from the "
-            "global RNG or from seed + epoch, unless the stream is meant to be sequential"
-        )
-    return passes("the training loader yields a new order every epoch")
-
-
-def data_epoch_order(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    loader = ctx.samples.loader
-    if problem := why_not_indexable(loader):
-        return _by_content(loader, problem, evidence)
-    source = order_source(loader)
-    name = type(source).__name__
-    first, second = two_epochs(loader, by_index=True)
-    has_set_epoch = callable(getattr(source, "set_epoch", None))
-    evidence |= {
-        "compared_by": "index",
-        "order_from": name,
-        "order_source_has_set_epoch": has_set_epoch,
-        "indices_compared": len(first),
-        "epoch_1_indices_compared": len(second),
-        "epoch_0_head": first[:8],
-        "epoch_1_head": second[:8],
-    }
-    if (short := _short(first, second)) is not None:
-        return short
+    if not by_index:
+        if first == second and len(first) > 1:
+            return warns(
+                f"the training loader yields the same {len(first)} samples in the same order in "
+                "epoch 0 and epoch 1, so every epoch repeats one order (a shuffle seeded the same "
+                "way each epoch, or batches shuffled once at setup); draw the order from the "
+                "global RNG or from seed + epoch, unless the stream is meant to be sequential"
+            )
+        return passes("the training loader yields a new order every epoch")
     shuffled = first != sorted(first)
     if first == second and shuffled and len(first) > 1:
         cause = (
@@ -107,16 +88,6 @@ def data_epoch_order(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
 BATCHES = 64  # training batches compared
 SINGLE = 0.5  # share of batches holding one class from which it fails (random: near 0)
 PURER = 0.3  # the mean share of a batch's largest class above random's from which it warns
-
-
-def _batch_labels(ctx: DoctorContext) -> tuple[list[torch.Tensor], str]:
-    """The class ids of each scanned training batch, and where they were read."""
-    path = class_target(ctx) or "batch[1]"
-    s = scan(ctx)
-    batches = s.ints.get(path, [])[:BATCHES]
-    if any(len(b) != n for b, n in zip(batches, s.train_rows, strict=False)):
-        return [], path  # not one class id per sample (labels per position, say)
-    return [b[b >= 0] for b in batches if bool((b >= 0).any())], path  # -100: no class
 
 
 def _purity(batches: list[torch.Tensor]) -> torch.Tensor:
@@ -161,8 +132,11 @@ def _setting(loader: Any) -> str:
 
 
 def data_batch_composition(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    batches, path = _batch_labels(ctx)
-    loader = ctx.samples.loader
+    path, s, loader = class_target(ctx) or "batch[1]", scan(ctx), ctx.samples.loader
+    batches = s.ints.get(path, [])[:BATCHES]
+    if any(len(b) != n for b, n in zip(batches, s.train_rows, strict=False)):
+        batches = []  # not one class id per sample (labels per position, say)
+    batches = [b[b >= 0] for b in batches if bool((b >= 0).any())]  # -100: no class
     if len(batches) < 2:
         return skips(
             f"no class id per sample in the training batches ({path}) to compare: pass the "

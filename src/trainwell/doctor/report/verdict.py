@@ -10,7 +10,8 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
-STATUSES = ("pass", "warn", "fail", "skip")
+ICON = {"pass": "pass", "warn": "**warn**", "fail": "**FAIL**", "skip": "skip"}  # in report.md
+STATUSES = tuple(ICON)
 
 
 @dataclass
@@ -50,30 +51,16 @@ def _jsonable(value: Any) -> Any:
         return [_jsonable(v) for v in value]
     if isinstance(value, bool | int | str) or value is None:
         return value
-    if isinstance(value, float) and math.isfinite(value):
-        return value
-    return str(value)
+    return value if isinstance(value, float) and math.isfinite(value) else str(value)
 
 
-def report_dict(experiment: str, checks: list[Check], extra: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "version": 1,
-        "experiment": experiment,
-        "checks": [_jsonable(asdict(c)) for c in checks],
-        **_jsonable(extra),
-    }
-
-
-def write_json(path: Path, report: dict[str, Any]) -> None:
-    path.write_text(json.dumps(report, indent=2, allow_nan=False) + "\n")
+def write_json(path: Path, experiment: str, checks: list[Check], extra: dict[str, Any]) -> None:
+    report = {"version": 1, "experiment": experiment, "checks": [asdict(c) for c in checks]}
+    path.write_text(json.dumps(_jsonable(report | extra), indent=2, allow_nan=False) + "\n")
 
 
 def exit_code(checks: list[Check]) -> int:
-    """0 when nothing failed, 1 when at least one check failed."""
     return int(any(c.status == "fail" for c in checks))
-
-
-ICON = {"pass": "pass", "warn": "**warn**", "fail": "**FAIL**", "skip": "skip"}
 
 
 def render(
