@@ -104,9 +104,10 @@ def _verdict(ctx: DoctorContext, obs: Observation, evidence: dict[str, Any]) -> 
         # Several optimizers (a GAN's generator and discriminator) pull against each other: the
         # loss of one fixed batch need not fall, so its curve is reported, not judged.
         return (passes if seen.kind == "pass" else warns)(
-            f"the task steps {evidence['optimizers']} optimizers (adversarial or alternating training): the loss "
-            f"backpropagated last goes {seen.first:.4g} -> {seen.last:.4g} in {seen.steps} steps "
-            f"on one fixed batch ({seen.kind}), which says little when the players compete; "
+            f"the task steps {evidence['optimizers']} optimizers (adversarial or alternating "
+            f"training): the loss backpropagated last goes {seen.first:.4g} -> {seen.last:.4g} in "
+            f"{seen.steps} steps on one fixed batch ({seen.kind}), which says little when the "
+            "players compete; "
             "check each player's loss curve in a short real run"
         )
     if seen.kind in ("rising", "non-finite"):
