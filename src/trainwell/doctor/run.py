@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import inspect
 import os
 import shutil
 import time
@@ -20,28 +19,24 @@ from trainwell.doctor.harness.observe import observation
 from trainwell.doctor.harness.scan import scan
 from trainwell.doctor.harness.settings import ProbeSettings
 from trainwell.doctor.report import plots
-from trainwell.doctor.report.verdict import Check, exit_code, render, report_dict, write_json
+from trainwell.doctor.report.verdict import Check, exit_code, fails, render, write_json
 from trainwell.errors import TrainwellError, error_line
-from trainwell.training.plan_callback import PlannedFactory
 from trainwell.training.precision import resolve_precision
 
 
 def shared_probes(ctx: DoctorContext) -> dict[str, float | str]:
-    """Run the probes several checks read (the one-batch training run, the data scan) up front,
-    so each check's `seconds` is its own work (the overfit check, which reports the probe fit,
-    counts that fit's time too). A probe that raises is left for its checks to
-    report (they call it again and turn the error into a verdict)."""
+    """Run the probes several checks read up front, so each check's `seconds` is its own work. A
+    probe that raises is left for its checks to report (they call it again and say why)."""
     timings: dict[str, float | str] = {}
     for name, probe in (("observe_run", observation), ("data_scan", scan)):
         start = time.perf_counter()
         try:
             probe(ctx)
+            timings[name] = round(time.perf_counter() - start, 3)
         except TrainwellError:
             raise
         except Exception as err:  # reported by the checks that need this probe
             timings[name] = f"raised {type(err).__name__}"
-            continue
-        timings[name] = round(time.perf_counter() - start, 3)
     return timings
 
 
@@ -54,22 +49,19 @@ def run_checks(ctx: DoctorContext, only: list[str] | None = None) -> list[Check]
         evidence: dict[str, Any] = {}
         try:
             verdict = probe(ctx, evidence)
-            check = Check(check_id, verdict.status, verdict.message, evidence, verdict.seconds)
         except TrainwellError:
             raise
         except Exception as err:  # a probe hit something unforeseen: report it, keep going
             if os.environ.get("HYDRA_FULL_ERROR") == "1":
                 raise  # what the verdict asks for: the traceback, through Hydra, to report
-            check = Check(
-                check_id,
-                "fail",
+            evidence = {}  # what the check wrote before it raised is not a finding
+            verdict = fails(
                 f"the probe itself raised {error_line(err)}; run with "
-                "HYDRA_FULL_ERROR=1 and report it if your code is not the cause",
+                "HYDRA_FULL_ERROR=1 and report it if your code is not the cause"
             )
-        # A check that reports a shared probe run up front (the overfit check reports the probe
-        # fit) sets `seconds` to that probe's time, which would otherwise show as ~0 s here.
-        check.seconds = round(check.seconds + time.perf_counter() - start, 3)
-        checks.append(check)
+        # A check reporting a shared probe (overfit reports the probe fit) adds that probe's time.
+        seconds = round(verdict.seconds + time.perf_counter() - start, 3)
+        checks.append(Check(check_id, verdict.status, verdict.message, evidence, seconds))
     return checks
 
 
@@ -86,60 +78,36 @@ def experiment_name(cfg: DictConfig) -> str:
     return f"default ({str(model).rsplit('.', 1)[-1]} on {data})"
 
 
-def _summary(ctx: DoctorContext, checks: list[Check]) -> dict[str, Any]:
-    cfg = ctx.cfg
-    task = observation(ctx).task
-    params = sum(p.numel() for p in task.parameters() if p.requires_grad)
-    opt = cfg.model.get("optimizer")
-    opt = opt if OmegaConf.is_dict(opt) else {}
-    sched = cfg.model.get("scheduler")
-    sched = sched if OmegaConf.is_dict(sched) else None
-    spy_losses = observation(ctx).spy.losses
-    losses = observation(ctx).recorder.losses
+def _summary(ctx: DoctorContext) -> dict[str, Any]:
+    cfg, obs = ctx.cfg, observation(ctx)
+    params = sum(p.numel() for p in obs.task.parameters() if p.requires_grad)
+    net = type(getattr(obs.task, "net", obs.task)).__name__
+    opt, sched = cfg.model.get("optimizer"), cfg.model.get("scheduler")
     accelerator = str(cfg.trainer.get("accelerator", "cpu"))
     try:
         precision = resolve_precision(cfg.trainer.get("precision"), accelerator)
     except TrainwellError as err:
         precision = f"invalid ({err})"
+    size = ctx.plan.dataset_size
+    data = (
+        "train size unknown: the loader has no length" if size is None else f"{size} train samples"
+    )
+    shown = opt.items() if OmegaConf.is_dict(opt) else []
+    optimizer = ", ".join(f"{k}={v}" for k, v in shown if k != "_partial_")
     return {
-        "data": f"{cfg.data.get('_target_', '?')} ("
-        + (
-            f"{ctx.plan.dataset_size} train samples)"
-            if ctx.plan.dataset_size is not None
-            else "train size unknown: the loader has no length)"
-        ),
-        "model": f"{type(task).__name__} over {type(getattr(task, 'net', task)).__name__}, "
-        f"{params:,} trainable parameters",
-        "loss": spy_losses[0].name if spy_losses else "not observed",
-        "optimizer": ", ".join(
-            f"{k}={v}" for k, v in opt.items() if k not in ("_partial_",)
-        ).replace("_target_=", "")
+        "data": f"{cfg.data.get('_target_', '?')} ({data})",
+        "model": f"{type(obs.task).__name__} over {net}, {params:,} trainable parameters",
+        "loss": obs.spy.losses[0].name if obs.spy.losses else "not observed",
+        "optimizer": optimizer.replace("_target_=", "")
         or "built by the task's configure_optimizers",
         "scheduler": str(sched.get("_target_"))
-        if sched
+        if OmegaConf.is_dict(sched)
         else "none configured (constant LR, or built by the task)",
         "device / precision": f"training on {accelerator} ({cfg.trainer.get('devices', 1)} device(s)), "
         f"precision {precision}; probes ran on {ctx.settings.accelerator}",
-        "probe batch": f"{ctx.batch_size} samples, overfit probe of {len(losses)} steps at a "
-        "constant LR",
+        "probe batch": f"{ctx.batch_size} samples, overfit probe of {len(obs.recorder.losses)} "
+        "steps at a constant LR",
     }
-
-
-def _module_supplies(factory: PlannedFactory) -> list[str]:
-    """Required scheduler arguments neither the config nor the plan gives (OneCycleLR's
-    max_lr, say): the task passes them, so the doctor cannot draw the curve on its own."""
-    try:
-        parameters = inspect.signature(factory.factory).parameters.values()
-    except (TypeError, ValueError):  # a builtin without a signature: try to build it
-        return []
-    given = {"optimizer", factory.keyword} if factory.accepts else {"optimizer"}
-    return [
-        p.name
-        for p in parameters
-        if p.default is inspect.Parameter.empty
-        and p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
-        and p.name not in given
-    ]
 
 
 def _lr_curve(ctx: DoctorContext) -> list[float] | None:
@@ -152,9 +120,10 @@ def _lr_curve(ctx: DoctorContext) -> list[float] | None:
     opt = factories["optimizer"](params=[torch.nn.Parameter(torch.zeros(1))])
     if "scheduler" not in factories:
         return [opt.param_groups[0]["lr"]] * max(total, 1)
-    if _module_supplies(factories["scheduler"]):
+    try:
+        sched = factories["scheduler"](optimizer=opt)
+    except TypeError:  # a required argument the task passes (OneCycleLR's max_lr): no curve
         return None
-    sched = factories["scheduler"](optimizer=opt)
     if isinstance(sched, torch.optim.lr_scheduler.ReduceLROnPlateau):
         return None
     lrs = []
@@ -175,22 +144,15 @@ def _plots(ctx: DoctorContext, out: Path) -> dict[str, str]:
         made["per-layer gradient norms"] = plots.grad_norms(
             rec.step_grads[0], out / "grad_norms.png"
         )
-    lrs = _lr_curve(ctx)
-    if lrs:
+    if lrs := _lr_curve(ctx):
         made["learning-rate schedule"] = plots.lr_schedule(
             lrs, ctx.plan.warmup_steps, out / "lr_schedule.png"
         )
     return made
 
 
-def print_table(checks: list[Check]) -> None:
-    width = max(len(c.id) for c in checks)
-    for c in checks:
-        print(f"  {c.id:<{width}}  {c.status:<4}  {c.seconds:6.2f}s  {c.message}")
-
-
 def diagnose(cfg: DictConfig) -> tuple[list[Check], Path]:
-    """Run every check on the configured experiment; write <run dir>/doctor/*. Returns the checks."""
+    """Run every check on the configured experiment; write <run dir>/doctor/*, print the table."""
     out = Path(cfg.paths.output_dir) / "doctor"
     out.mkdir(parents=True, exist_ok=True)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
@@ -209,33 +171,26 @@ def diagnose(cfg: DictConfig) -> tuple[list[Check], Path]:
         # The probes' scratch files (checkpoints of the probe fits) go whatever happened,
         # a config refused before the first probe included: the run dir holds only the report.
         shutil.rmtree(ctx.workdir, ignore_errors=True)
-    name = experiment_name(cfg)
-    report = report_dict(
-        name,
-        checks,
-        {
-            "seconds": round(time.perf_counter() - start, 2),
-            "shared_probe_seconds": shared,
-            "plan": ctx.plan.as_dict(),
-            "plots": sorted(made.values()),
-        },
-    )
-    write_json(out / "report.json", report)
-    summary = _summary(ctx, checks)
+    name, seconds = experiment_name(cfg), round(time.perf_counter() - start, 2)
+    extra = {"seconds": seconds, "shared_probe_seconds": shared, "plan": ctx.plan.as_dict()}
+    write_json(out / "report.json", name, checks, extra | {"plots": sorted(made.values())})
+    summary = _summary(ctx)
     summary["probe time"] = (
-        f"{report['seconds']} s in all; shared probes "
+        f"{seconds} s in all; shared probes "
         + ", ".join(f"{k} {v} s" for k, v in shared.items())
         + " (overfit.one_batch's seconds below include observe_run, the fit it reports; the "
         "other checks' seconds exclude the shared probes)"
     )
     (out / "report.md").write_text(render(name, summary, ctx.plan.lines(), checks, made))
+    width = max(len(c.id) for c in checks)
+    for c in checks:
+        print(f"  {c.id:<{width}}  {c.status:<4}  {c.seconds:6.2f}s  {c.message}")
     return checks, out
 
 
 def run_doctor(cfg: DictConfig) -> int:
     print(f"run dir: {cfg.paths.output_dir}", flush=True)
     checks, out = diagnose(cfg)
-    print_table(checks)
     print(f"report: {out / 'report.md'}", flush=True)
     return exit_code(checks)
 
@@ -245,7 +200,6 @@ def preflight(cfg: DictConfig) -> Path:
     print("doctor: running the preflight checks", flush=True)
     checks, out = diagnose(cfg)
     failed = [c for c in checks if c.status == "fail"]
-    print_table(checks)
     if failed and not cfg.get("doctor_allow_fail", False):
         raise TrainwellError(
             f"doctor preflight failed {len(failed)} check(s) (first: {failed[0].id}: "

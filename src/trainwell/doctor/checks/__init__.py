@@ -1,8 +1,8 @@
 """Every doctor check, registered by its stable id, in report order: the one list there is.
 
-A check is a function (DoctorContext, evidence) -> Verdict (`passes`, `warns`, `fails`, `skips` in
-report/verdict.py); the doctor stamps the id it is registered under into the report. It may
-skip with a reason but is never absent. A check imports the harness only, never another check.
+A check is a function (DoctorContext, evidence) -> Verdict; the doctor stamps the id it is
+registered under into the report. It may skip with a reason but is never absent. A check imports
+the harness and the report only, never another check.
 """
 
 from __future__ import annotations

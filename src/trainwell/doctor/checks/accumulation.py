@@ -24,7 +24,6 @@ from trainwell.doctor.harness.windows import (
     RANDOM,
     RTOL,
     Counts,
-    Grads,
     Window,
     compare,
     moves_with_seed,
@@ -116,56 +115,39 @@ def _compare_window(
     seen = [c[0].items for c in calls if len(c) == 1 and c[0].reduction == "mean"]
     if len(seen) == len(window.batches) and None not in seen:
         counts = [int(c) for c in seen]  # type: ignore[arg-type]
-        miscounted = _miscounted_items(ctx, state, window, k, whole, counts, result, evidence)
-        if miscounted is not None:
-            return miscounted
+        task = ctx.make_task()
+        sizes = [size_of(b) for b in window.batches]
+        declared = counting_unit(task) != "samples"
+        stated = [int(count_items(task, b)) for b in window.batches] if declared else sizes
+        evidence |= {"items_the_loss_averages": counts, "items_counted": stated}
+        # Weighed by other counts than the items the loss averages over: a fail when weighing
+        # them by the loss's own counts makes the window match.
+        if counts != stated and len({c / s for c, s in zip(counts, stated, strict=True) if s}) > 1:
+            fixed = step_grads(ctx, state, window.batches, k, loss_items=Counts(counts))
+            exact = fixed.tensors is not None and (
+                compare(fixed.tensors, whole.tensors)["relative_difference"] <= RTOL
+            )
+            evidence["matches_when_counted_by_the_loss"] = exact
+            if exact and not declared:
+                return fails(
+                    f"{window.label} weighs each micro-batch by its samples ({sizes}), but the "
+                    f"loss is a mean over {counts} items (tokens, unmasked targets) in them: the "
+                    f"step differs from one batch by {result['relative_difference']:.2g} "
+                    f"(relative); declare `def loss_items(self, batch)` in {type(task).__name__} "
+                    "returning the number of targets its loss averages over, e.g. "
+                    "(batch['targets'] != -100).sum(); with it this window matches"
+                )
+            if exact:
+                return fails(
+                    f"{type(task).__name__}.loss_items returns {stated} for {window.label}, but "
+                    f"the loss averages over {counts} items: make loss_items count exactly what "
+                    "training_step's loss averages over; with those counts this window matches"
+                )
     return fails(
         f"{window.label} gives {result['norm_ratio']:.3g}x the gradient of the same samples in "
         f"one batch (relative difference {result['relative_difference']:.2g}): "
         + _scaling_cause(calls, result["norm_ratio"], len(window.batches), evidence)
     )
-
-
-def _miscounted_items(
-    ctx: DoctorContext,
-    state: dict[str, torch.Tensor],
-    window: Window,
-    k: int,
-    whole: Grads,
-    counts: list[int],
-    result: dict[str, float],
-    evidence: dict[str, Any],
-) -> Verdict | None:
-    """A fail when the micro-batches are weighed by other counts than the items their loss
-    averages over, and weighing them by the loss's own counts makes the window match."""
-    task = ctx.make_task()
-    sizes = [size_of(b) for b in window.batches]
-    declared = counting_unit(task) != "samples"
-    stated = [int(count_items(task, b)) for b in window.batches] if declared else sizes
-    evidence |= {"items_the_loss_averages": counts, "items_counted": stated}
-    if counts == stated or len({c / s for c, s in zip(counts, stated, strict=True) if s}) <= 1:
-        return None
-    fixed = step_grads(ctx, state, window.batches, k, loss_items=Counts(counts))
-    exact = fixed.tensors is not None and (
-        compare(fixed.tensors, whole.tensors)["relative_difference"] <= RTOL  # type: ignore[arg-type]
-    )
-    evidence["matches_when_counted_by_the_loss"] = exact
-    if exact and not declared:
-        return fails(
-            f"{window.label} weighs each micro-batch by its samples ({sizes}), but the "
-            f"loss is a mean over {counts} items (tokens, unmasked targets) in them: the "
-            f"step differs from one batch by {result['relative_difference']:.2g} "
-            f"(relative); declare `def loss_items(self, batch)` in {type(task).__name__} "
-            "returning the number of targets its loss averages over, e.g. "
-            "(batch['targets'] != -100).sum(); with it this window matches"
-        )
-    if exact:
-        return fails(
-            f"{type(task).__name__}.loss_items returns {stated} for {window.label}, but the loss "
-            f"averages over {counts} items: make loss_items count exactly what "
-            "training_step's loss averages over; with those counts this window matches"
-        )
-    return None
 
 
 def _scaling_cause(calls: list[list[Any]], ratio: float, n: int, evidence: dict[str, Any]) -> str:

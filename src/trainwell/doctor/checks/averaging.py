@@ -12,7 +12,6 @@ weight (an EMA or SWA update: `avg += a * (w - avg)`), unlike statistics such as
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from typing import Any
 
 import lightning as L
@@ -33,6 +32,9 @@ PARALLEL = 0.99  # cosine between an update and (weight - average) for an averag
 _DEPTH = 3  # attribute levels searched inside a callback
 # Packages whose callbacks keep no average of their own (checkpoints, logging, progress): left out.
 _BUILT_IN = ("lightning", "pytorch_lightning", "trainwell")
+# Per average (its evidence as it is counted): updates right after a micro-batch that ended an
+# optimizer step, and after one that did not.
+AT_END, MID = "updates_after_an_optimizer_step", "updates_mid_window"
 
 
 def _user_callbacks(cfg: DictConfig) -> tuple[list[L.Callback], list[str]]:
@@ -79,16 +81,6 @@ def _tensors_in(value: Any, path: str, depth: int, seen: set[int]) -> dict[str, 
     return found
 
 
-@dataclass
-class _Average:
-    """One tensor that moved towards a weight, and when."""
-
-    owner: str
-    weight: str  # the trained parameter it averages
-    at_step_ends: int = 0  # updates right after a micro-batch that ended an optimizer step
-    mid_window: int = 0  # updates after a micro-batch that did not
-
-
 class _Watch(L.Callback):
     """Last of the probe's callbacks, so each batch start sees all the previous micro-batch did.
     Not a dataclass: Hydra would take it for a config when the Trainer is instantiated with it."""
@@ -96,7 +88,7 @@ class _Watch(L.Callback):
     def __init__(self, owners: list[L.Callback], checkpoint_path: str) -> None:
         self.owners = owners
         self.checkpoint_path = checkpoint_path
-        self.averages: dict[str, _Average] = {}
+        self.averages: dict[str, dict[str, Any]] = {}  # by tensor: the weight it averages, counts
         self.saved: dict[str, torch.Tensor] | None = None  # at the checkpoint
         self.transitions: list[bool] = []  # did an optimizer step end each watched micro-batch?
         self._before: dict[str, torch.Tensor] = {}
@@ -141,11 +133,11 @@ class _Watch(L.Callback):
                 weight = _averaged_weight(before, value, weights)
                 if weight is None:
                     continue
-                average = self.averages.setdefault(name, _Average(name.split(".")[0], weight))
+                average = self.averages.setdefault(name, {"averages": weight, AT_END: 0, MID: 0})
                 if stepped:
-                    average.at_step_ends += 1
+                    average[AT_END] += 1
                 elif trainer.global_step > 0:  # an average built lazily before step 1 is no update
-                    average.mid_window += 1
+                    average[MID] += 1
         self._before, self._step = now, trainer.global_step
         if trainer.global_step >= 2 and self.saved is None and self.transitions[-1:] == [True]:
             trainer.save_checkpoint(self.checkpoint_path, weights_only=False)
@@ -209,18 +201,14 @@ def weights_averaging(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "no moving average of the weights found (no averaging callback, ema.decay is null, "
             "and nothing the module keeps outside the optimizer moves towards its weights)"
         )
-    owners: dict[str, list[_Average]] = {}
+    evidence["averages"] = watch.averages
+    owners: dict[str, list[dict[str, Any]]] = {}
     for name, average in watch.averages.items():
-        owners.setdefault(average.owner, []).append(average)
-        evidence.setdefault("averages", {})[name] = {
-            "averages": average.weight,
-            "updates_after_an_optimizer_step": average.at_step_ends,
-            "updates_mid_window": average.mid_window,
-        }
+        owners.setdefault(name.split(".")[0], []).append(average)
     for owner, averages in owners.items():
-        mid = max(a.mid_window for a in averages)
+        mid = max(a[MID] for a in averages)
         if mid:
-            steps = max(a.at_step_ends for a in averages)
+            steps = max(a[AT_END] for a in averages)
             return fails(
                 f"{owner} updates its weight average after micro-batches that end no optimizer "
                 f"step ({mid + steps} updates in {steps} watched optimizer steps of {accumulate} "
@@ -232,10 +220,9 @@ def weights_averaging(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         return skips("the probe wrote no checkpoint to look in")
     checkpoint = torch.load(path, map_location="cpu", weights_only=True)
     places: dict[str, set[str | None]] = {}
-    for name, average in watch.averages.items():
-        value = watch.saved.get(name)
-        if value is not None:
-            places.setdefault(average.owner, set()).add(_where(value, checkpoint))
+    for name in watch.averages:
+        if name in watch.saved:
+            places.setdefault(name.split(".")[0], set()).add(_where(watch.saved[name], checkpoint))
     evidence["kept_in"] = {owner: sorted(map(str, found)) for owner, found in places.items()}
     for owner, found in places.items():
         if None in found:

@@ -110,17 +110,16 @@ def loss_padding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         return skips(
             f"training_step cannot run outside the trainer ({before}); {ALONE} to test padding"
         )
-    after = {edit: (_loss(task, edited), optional) for edit, edited, optional in edits}
-    evidence |= {"loss": before, "loss_after_each_edit": {e: v for e, (v, _) in after.items()}}
-    refused = [(e, v) for e, (v, optional) in after.items() if isinstance(v, str)]
-    measured = {e: v for e, (v, _) in after.items() if not isinstance(v, str)}
-    if not measured or any(not after[e][1] for e, _ in refused):
-        edit, error = min(refused, key=lambda r: after[r[0]][1])  # a required edit first
+    after = {edit: _loss(task, edited) for edit, edited, _ in edits}
+    evidence |= {"loss": before, "loss_after_each_edit": after}
+    refused = [(e, after[e], optional) for e, _, optional in edits if isinstance(after[e], str)]
+    if refused and (len(refused) == len(edits) or not refused[0][2]):  # the required edit first
+        edit, error, _ = refused[0]
         return skips(
             f"training_step raised {error} after {edit}, so the padding could not be tested; {HOOK}"
         )
-    for edit, value in measured.items():
-        if abs(value - before) > 1e-5 * max(1.0, abs(before)):
+    for edit, value in after.items():
+        if isinstance(value, float) and abs(value - before) > 1e-5 * max(1.0, abs(before)):
             return fails(
                 f"{edit} (padding told by {padding.where}) moves the loss from {before:.6g} to "
                 f"{value:.6g}: the model pools or attends over padding, or the loss counts "
@@ -147,10 +146,9 @@ def _regrouper(ctx: DoctorContext) -> tuple[Callable[[list[int]], Any], int, str
         def make(pos: list[int]) -> Any:
             return ctx.samples.collate([indices[p] for p in pos])
     else:
-        batch = ctx.batch
-        n = size_of(batch) or 0
+        n = size_of(ctx.batch) or 0
         loader_size = getattr(ctx.samples.loader, "batch_size", None)
-        other = [(p, t.shape[0]) for p, t in leaves(batch) if t.dim() and t.shape[0] != n]
+        other = [(p, t.shape[0]) for p, t in leaves(ctx.batch) if t.dim() and t.shape[0] != n]
         if other or loader_size not in (None, n):
             seen = f"`{other[0][0]}` has {other[0][1]}" if other else f"batch_size={loader_size}"
             why = (
@@ -158,7 +156,7 @@ def _regrouper(ctx: DoctorContext) -> tuple[Callable[[list[int]], Any], int, str
                 "be split into samples; yield one row per sample in every tensor, or give the "
                 "train dataset __getitem__ and __len__"
             )
-        make = partial(rows, batch)
+        make = partial(rows, ctx.batch)
     if not why and n < FEWEST:
         why = (
             f"the probe batch has {n} samples, too few to split; set probe.batch_size (and "
@@ -198,13 +196,11 @@ def _output_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdic
         return skips(why)
     k = n // 2
     task = observation(ctx).task
-    half = replay_loader([make(list(range(k)))])
     runs = [evaluation_outputs(ctx, task)[0], evaluation_outputs(ctx, task)[0]]
-    part, error = evaluation_outputs(ctx, task, loader=half)
+    part, error = evaluation_outputs(ctx, task, loader=replay_loader([make(list(range(k)))]))
     if runs[0] is None or runs[1] is None or part is None:
         return skips(f"validation could not run: {error or 'see eval.determinism'}")
-    repeat = max(output_differences(runs[0].outputs, runs[1].outputs), default=0.0)
-    if repeat > 0:
+    if max(output_differences(runs[0].outputs, runs[1].outputs), default=0.0) > 0:
         return skips(
             "two validation passes over one batch already differ (eval.determinism reports "
             "it), so the batch's influence cannot be told apart"

@@ -15,10 +15,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
+from unittest.mock import patch
 
-import lightning as L
 import torch
 from torch import nn
 
@@ -61,44 +60,30 @@ def checkpoint_roundtrip(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdic
             f"the saved state_dict does not load into a fresh task: {first_line(err)}; "
             "build the same architecture from the config"
         )
-    step = int(ckpt.get("global_step", 0))
-    differs = _outputs_differ(ctx, obs.task, fresh, evidence) or _next_step_differs(
-        ctx, [obs.task, fresh], path, step, evidence
-    )
-    if differs is not None:
-        return differs
-    # Fewer optimizer or scheduler states than the run has: a resume restarts them from scratch.
-    missing = []
-    if evidence["optimizer_states"] < evidence["optimizers"]:
-        missing.append("optimizer")
-    if evidence["lr_schedulers"] < evidence["schedulers"]:
-        missing.append("scheduler")
-    if missing:
-        return fails(
-            f"the checkpoint lacks {' and '.join(missing)} state, so a resumed run restarts "
-            "them from scratch; save with trainer.save_checkpoint (full state)"
+    trained, error = evaluation_outputs(ctx, obs.task, borrow_training_step=True)
+    if trained is not None:
+        loaded, error = evaluation_outputs(ctx, fresh, borrow_training_step=True)
+    if trained is None or loaded is None:
+        return skips(f"outputs could not be compared: {error}; the checkpoint itself loads")
+    diffs = output_differences(trained.outputs, loaded.outputs)
+    diff = max(diffs, default=0.0)
+    evidence |= {"outputs_compared": len(diffs), "max_output_difference": diff}
+    if not diffs:
+        return skips(
+            "evaluation calls no module that holds parameters, so no output was compared; the "
+            "checkpoint itself loads (call the model in validation_step to compare outputs)"
         )
-    unreached = evidence.get("next_step_not_compared")
-    return passes(
-        "a fresh task loaded from the checkpoint reproduces the outputs exactly, and the "
-        "optimizer and scheduler state are saved"
-        + (f"; the next training step was not compared: {unreached}" if unreached else "")
-    )
-
-
-def _next_step_differs(
-    ctx: DoctorContext,
-    tasks: list[L.LightningModule],
-    path: Path,
-    step: int,
-    evidence: dict[str, Any],
-) -> Verdict | None:
-    """What is saved is what runs: the trained task and a fresh one, both resumed from the
-    checkpoint from the same RNG state, take the same next step (state kept outside it, a
-    counter, a running average, a private generator, makes them part)."""
-    batches = ctx.settings.window_batches
-    after = []
-    for task in tasks:
+    if diff > 1e-6:
+        return fails(
+            f"a fresh task loaded from the checkpoint gives outputs {diff:.3g} away from the "
+            "trained one: some state that changes the output is not saved (a plain tensor "
+            "attribute or a non-persistent buffer); register it with register_buffer"
+        )
+    # What is saved is what runs: the trained task and a fresh one, both resumed from the
+    # checkpoint from the same RNG state, take the same next step (state kept outside it, a
+    # counter, a running average, a private generator, makes them part).
+    step, batches, after = int(ckpt.get("global_step", 0)), ctx.settings.window_batches, []
+    for task in (obs.task, fresh):
         torch.manual_seed(int(ctx.cfg.seed))
         fit = ctx.fit(
             task,
@@ -122,43 +107,33 @@ def _next_step_differs(
             f"no optimizer step in the {batches} micro-batches after resuming (the task "
             "steps on a condition the probe batch never met)"
         )
-        return None
-    apart = max(output_differences(after[0], after[1]), default=0.0)
-    evidence["max_next_step_difference"] = apart
-    if apart > 1e-6:
+    else:
+        apart = max(output_differences(after[0], after[1]), default=0.0)
+        evidence["max_next_step_difference"] = apart
+        if apart > 1e-6:
+            return fails(
+                f"the trained task and a fresh one loaded from its checkpoint take different "
+                f"next training steps (weights {apart:.3g} apart): state that shapes training "
+                "(a step counter, a running average, a private torch.Generator) lives outside "
+                "the checkpoint; register it with register_buffer or save it in on_save_checkpoint"
+            )
+    # Fewer optimizer or scheduler states than the run has: a resume restarts them from scratch.
+    missing = []
+    if evidence["optimizer_states"] < evidence["optimizers"]:
+        missing.append("optimizer")
+    if evidence["lr_schedulers"] < evidence["schedulers"]:
+        missing.append("scheduler")
+    if missing:
         return fails(
-            f"the trained task and a fresh one loaded from its checkpoint take different next "
-            f"training steps (weights {apart:.3g} apart): state that shapes training (a "
-            "step counter, a running average, a private torch.Generator) lives outside the "
-            "checkpoint; register it with register_buffer or save it in on_save_checkpoint"
+            f"the checkpoint lacks {' and '.join(missing)} state, so a resumed run restarts "
+            "them from scratch; save with trainer.save_checkpoint (full state)"
         )
-    return None
-
-
-def _outputs_differ(
-    ctx: DoctorContext, task: L.LightningModule, fresh: L.LightningModule, evidence: dict[str, Any]
-) -> Verdict | None:
-    """A verdict when the loaded task's outputs cannot be compared or differ; None: the same."""
-    trained, error = evaluation_outputs(ctx, task, borrow_training_step=True)
-    if trained is not None:
-        loaded, error = evaluation_outputs(ctx, fresh, borrow_training_step=True)
-    if trained is None or loaded is None:
-        return skips(f"outputs could not be compared: {error}; the checkpoint itself loads")
-    diffs = output_differences(trained.outputs, loaded.outputs)
-    diff = max(diffs, default=0.0)
-    evidence |= {"outputs_compared": len(diffs), "max_output_difference": diff}
-    if not diffs:
-        return skips(
-            "evaluation calls no module that holds parameters, so no output was compared; the "
-            "checkpoint itself loads (call the model in validation_step to compare outputs)"
-        )
-    if diff > 1e-6:
-        return fails(
-            f"a fresh task loaded from the checkpoint gives outputs {diff:.3g} away from the "
-            "trained one: some state that changes the output is not saved (a plain tensor "
-            "attribute or a non-persistent buffer); register it with register_buffer"
-        )
-    return None
+    unreached = evidence.get("next_step_not_compared")
+    return passes(
+        "a fresh task loaded from the checkpoint reproduces the outputs exactly, and the "
+        "optimizer and scheduler state are saved"
+        + (f"; the next training step was not compared: {unreached}" if unreached else "")
+    )
 
 
 @dataclass
@@ -193,11 +168,8 @@ def watched_loads() -> Iterator[list[Load]]:
             loads.append(Load(type(self).__name__, bool(strict), given, len(expected), matched))
         return result
 
-    nn.Module.load_state_dict = load_state_dict  # type: ignore[method-assign]
-    try:
+    with patch.object(nn.Module, "load_state_dict", load_state_dict):
         yield loads
-    finally:
-        nn.Module.load_state_dict = original  # type: ignore[method-assign]
 
 
 def checkpoint_partial_load(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:

@@ -11,6 +11,7 @@ normalising, a unit conversion, lowercasing before tokenising) moves a split awa
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import Any
 
 import torch
@@ -51,26 +52,24 @@ def data_leakage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     limit = ctx.settings.leakage_max_samples
     train_hashes = set(content(ctx.samples.loader, limit, _inputs))
     evidence |= {"max_samples_per_split": limit, "train_samples_hashed": len(train_hashes)}
-    overlaps, compared = {}, []
+    overlaps = {}
     for split in ("val", "test"):
         loaders, why = split_loaders(ctx.datamodule, split)
         other = {h for loader in loaders for h in content(loader, limit, _inputs)}
         if not other:
             evidence[f"{split}_not_compared"] = why
             continue
-        compared.append(split)
-        shared = [h for h in other if h in train_hashes]
-        evidence |= {f"{split}_samples_hashed": len(other), f"{split}_overlap": len(shared)}
-        if shared:
-            overlaps[split] = (len(shared), len(other))
-    if not compared:
+        shared = len(other & train_hashes)
+        evidence |= {f"{split}_samples_hashed": len(other), f"{split}_overlap": shared}
+        overlaps[split] = (shared, len(other))
+    if not overlaps:
         return skips(
             f"no val or test split to compare with train ({evidence.get('val_not_compared')})"
         )
-    if not overlaps:
-        return passes(f"no sample is shared between train and {'/'.join(compared)}")
-    split, (count, total) = max(overlaps.items(), key=lambda kv: kv[1][0] / max(kv[1][1], 1))
-    fraction = count / max(total, 1)
+    split, (count, total) = max(overlaps.items(), key=lambda kv: kv[1][0] / kv[1][1])
+    if not count:
+        return passes(f"no sample is shared between train and {'/'.join(overlaps)}")
+    fraction = count / total
     evidence["leak_fraction_threshold"] = LEAK_FRACTION
     if fraction >= LEAK_FRACTION:
         return fails(
@@ -101,9 +100,8 @@ def _stats(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     return mean, (m[2] / count - mean**2).clamp(min=0).sqrt()
 
 
-def _features(s: Scan, split: str) -> list[dict[str, Any]]:
+def _features(s: Scan, split: str) -> Iterator[dict[str, Any]]:
     """Per input of `split`, its feature furthest from train's (location and spread)."""
-    found = []
     for path, m in s.moments.get(split, {}).items():
         t = s.moments["train"].get(path)
         if m is None or t is None or t.shape != m.shape:
@@ -118,23 +116,20 @@ def _features(s: Scan, split: str) -> list[dict[str, Any]]:
         factor = torch.maximum(spread, 1 / spread.clamp(min=1e-12))
         score = torch.maximum(shift / SHIFT[0], factor / SPREAD[0])
         i = int(score.argmax())
-        found.append(
-            {
-                "split": split,
-                # A feature by its index along the batch's second dimension (column, channel).
-                "feature": path if t.shape[1] == 1 else f"{path}[:, {i}]",
-                "shift": float(shift[i] + error),
-                "sampling_error": error,
-                "spread_factor": float(factor[i]),
-                "split_mean_std": [float(mean_s[i]), float(std_s[i])],
-                "train_mean_std": [float(mean_t[i]), float(std_t[i])],
-                "level": sum(
-                    float(shift[i]) >= a or float(factor[i]) >= b
-                    for a, b in zip(SHIFT, SPREAD, strict=True)
-                ),
-            }
-        )
-    return found
+        yield {
+            "split": split,
+            # A feature by its index along the batch's second dimension (column, channel).
+            "feature": path if t.shape[1] == 1 else f"{path}[:, {i}]",
+            "shift": float(shift[i] + error),
+            "sampling_error": error,
+            "spread_factor": float(factor[i]),
+            "split_mean_std": [float(mean_s[i]), float(std_s[i])],
+            "train_mean_std": [float(mean_t[i]), float(std_t[i])],
+            "level": sum(
+                float(shift[i]) >= a or float(factor[i]) >= b
+                for a, b in zip(SHIFT, SPREAD, strict=True)
+            ),
+        }
 
 
 def _shares(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, float]:
@@ -145,10 +140,9 @@ def _shares(a: torch.Tensor, b: torch.Tensor) -> tuple[torch.Tensor, torch.Tenso
     return p, q, float((p - q).abs().sum() / 2)
 
 
-def _tokens(s: Scan, split: str) -> list[dict[str, Any]]:
+def _tokens(s: Scan, split: str) -> Iterator[dict[str, Any]]:
     """Per token input of `split`: how far its id distribution is from train's, against the
     distance two draws of train's size show (train's halves, scaled to these sample sizes)."""
-    found = []
     for path, counts in s.ids.get(split, {}).items():
         train = s.ids["train"].get(path)
         halves = [s.ids.get(f"train/{h}", {}).get(path) for h in (0, 1)]
@@ -159,18 +153,15 @@ def _tokens(s: Scan, split: str) -> list[dict[str, Any]]:
         share, train_share, tv = _shares(counts, train)
         top = int((share - train_share).argmax())
         level = sum(tv >= max(k * noise, floor) for k, floor in zip(TOKENS, TV_FLOOR, strict=True))
-        found.append(
-            {
-                "split": split,
-                "feature": path,
-                "total_variation": tv,
-                "train_halves_scaled": noise,
-                "most_over_represented_id": top,
-                "its_share": [float(share[top]), float(train_share[top])],
-                "level": level,
-            }
-        )
-    return found
+        yield {
+            "split": split,
+            "feature": path,
+            "total_variation": tv,
+            "train_halves_scaled": noise,
+            "most_over_represented_id": top,
+            "its_share": [float(share[top]), float(train_share[top])],
+            "level": level,
+        }
 
 
 def data_split_distribution(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:

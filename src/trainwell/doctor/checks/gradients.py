@@ -51,13 +51,8 @@ def grad_flow(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     none = [n for n, g in grads.items() if g is None]
     zero = [n for n, g in grads.items() if g == 0.0]
     nonfinite = [n for n, g in grads.items() if g is not None and not math.isfinite(g)]
-    evidence |= {
-        "grad_norm": grads,
-        "none": none,
-        "zero": zero,
-        "non_finite": nonfinite,
-        "trainable_tensors": len(grads),
-    }
+    evidence |= {"grad_norm": grads, "none": none, "zero": zero, "non_finite": nonfinite}
+    evidence["trainable_tensors"] = len(grads)
     if nonfinite:
         return fails(
             f"{len(nonfinite)} parameter(s) (first: `{nonfinite[0]}`) get NaN/Inf gradients at the "
@@ -73,11 +68,8 @@ def grad_flow(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "differentiable or freeze them explicitly"
         )
     mismatched, why, kinks = finite_difference(ctx)
-    evidence |= {
-        "finite_difference_mismatches": mismatched,
-        "finite_difference_skipped": why,
-        "finite_difference_coordinates_at_a_kink": kinks,
-    }
+    evidence |= {"finite_difference_mismatches": mismatched, "finite_difference_skipped": why}
+    evidence["finite_difference_coordinates_at_a_kink"] = kinks
     if mismatched:
         first = mismatched[0]
         return warns(
@@ -97,19 +89,11 @@ def grad_zeroing(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     obs = observation(ctx)
     watched = obs.recorder.stale_steps
     if not watched:
-        if obs.fit.error:
-            return skips(crashed_message(obs))
-        return skips(
-            "fewer than two optimizer steps ran"
-            if obs.recorder.step_grads
-            else unstepped_message(obs)
-        )
+        why = "fewer than two optimizer steps ran" if obs.recorder.step_grads else ""
+        return skips(crashed_message(obs) if obs.fit.error else why or unstepped_message(obs))
     leaked = [(step, names, norm) for step, names, norm in watched if names]
-    evidence |= {
-        "optimizer_steps_checked": len(watched),
-        "steps_with_stale_grads": len(leaked),
-        "stale_grad_norm_per_step": [round(norm, 6) for _, _, norm in watched[:10]],
-    }
+    evidence |= {"optimizer_steps_checked": len(watched), "steps_with_stale_grads": len(leaked)}
+    evidence["stale_grad_norm_per_step"] = [round(norm, 6) for _, _, norm in watched[:10]]
     if leaked:
         step, names, norm = leaked[0]
         evidence["first_stale_parameters"] = names[:5]
@@ -126,24 +110,21 @@ def grad_zeroing(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     )
 
 
-def _double(batch: Any) -> Any:
-    return restructure(batch, lambda t: t.double() if t.is_floating_point() else t)
-
-
 def finite_difference(ctx: DoctorContext) -> tuple[list[dict[str, Any]], str, int]:
-    """(coordinates where autograd and the finite difference disagree, '', coordinates left out
-    at a kink) or ([], why the comparison could not run, 0); each coordinate: tensor name,
-    index, both values. A coordinate counts only where the loss is smooth at the probe point:
-    its two one-sided differences agree more closely than the central one and autograd
-    disagree (a ReLU at exactly 0, as zero biases over a blank background leave it, is a kink:
-    the central difference averages its two slopes, autograd takes one)."""
+    """(coordinates where autograd and the finite difference disagree, why the comparison
+    could not run, coordinates left out at a kink). A coordinate counts only where the loss is
+    smooth at the probe point: its two one-sided differences agree more closely than the
+    central one and autograd disagree (a ReLU at exactly 0, as zero biases over a blank
+    background leave it, is a kink: the central difference averages its two slopes, autograd
+    takes one)."""
     task = ctx.make_task()
     if not task.automatic_optimization:
         return [], "manual optimization: the loss is not what training_step returns", 0
     task = task.double().eval()
     # A few samples are enough for the derivative and keep 2 forwards per coordinate cheap.
     few = ctx.probe_indices[:SAMPLES] if ctx.probe_indices else None
-    batch = _double(ctx.samples.collate(few) if few else clone(ctx.batch))
+    batch = ctx.samples.collate(few) if few else clone(ctx.batch)
+    batch = restructure(batch, lambda t: t.double() if t.is_floating_point() else t)
     try:
         with quiet():
             loss = training_loss(task, batch)
@@ -158,35 +139,28 @@ def finite_difference(ctx: DoctorContext) -> tuple[list[dict[str, Any]], str, in
         return [], "training_step's loss is random even in eval mode", 0
     if loss.dtype != torch.float64:  # a cast in the step (targets.float()): too coarse to compare
         return [], f"training_step computes its loss in {loss.dtype} even from float64 weights", 0
-    params = {n: p for n, p in task.named_parameters() if p.grad is not None}
-    ranked = sorted(params, key=lambda n: -float(params[n].grad.abs().max()))[:4]
+    params = [(n, p) for n, p in task.named_parameters() if p.grad is not None]
     bad, kinks = [], 0
     with torch.no_grad(), quiet():
-        for name in ranked:
-            p = params[name]
-            for index in p.grad.abs().flatten().topk(min(COORDINATES, p.numel())).indices:
-                flat, analytic = p.view(-1), float(p.grad.view(-1)[index])
-                h = STEP * max(1.0, abs(float(flat[index])))
-                flat[index] += h
+        for name, p in sorted(params, key=lambda item: -float(item[1].grad.abs().max()))[:4]:
+            for i in p.grad.abs().flatten().topk(min(COORDINATES, p.numel())).indices:
+                flat, analytic = p.view(-1), float(p.grad.view(-1)[i])
+                h = STEP * max(1.0, abs(float(flat[i])))
+                flat[i] += h
                 up = float(training_loss(task, batch))
-                flat[index] -= 2 * h
+                flat[i] -= 2 * h
                 down = float(training_loss(task, batch))
-                flat[index] += h
+                flat[i] += h
                 numeric = (up - down) / (2 * h)
                 off = abs(numeric - analytic)
                 if off <= RTOL * max(abs(numeric), abs(analytic), 1e-6):
                     continue
                 if abs((up - at) - (at - down)) / h >= off:  # not smooth here: a kink
                     kinks += 1
-                else:
-                    bad.append(
-                        {
-                            "tensor": name,
-                            "index": int(index),
-                            "autograd": analytic,
-                            "finite_difference": numeric,
-                        }
-                    )
+                    continue
+                bad.append(
+                    dict(tensor=name, index=int(i), autograd=analytic, finite_difference=numeric)
+                )
     return bad, "", kinks
 
 
@@ -207,24 +181,13 @@ def memory_graph_leak(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     if len(counts) < 3:
         return skips(crashed_message(obs) if obs.fit.error else "too few steps")
     growth = (counts[-1] - counts[1]) / (len(counts) - 2)
-    evidence |= {
-        "steps_watched": len(counts),
-        "live_graph_tensors_after_each_step": counts,
-        "growth_per_step": growth,
-        "graph_nodes_alive_after_each_step": nodes,
-        "backward_calls": spy.backward_calls,
-        "retain_graph_calls": spy.retain_graph_calls,
-    }
-    return _leak_verdict(counts, nodes, spy, growth, evidence)
-
-
-def _leak_verdict(
-    counts: list[int], nodes: list[int], spy: Any, growth: float, evidence: dict[str, Any]
-) -> Verdict:
-    """Only growth is a leak: one step's graph kept until the next replaces it is not. The
-    autograd nodes still reachable measure any graph kept (its saved activations hang off
-    them); the graph-attached tensors alive say whether tensors or a carried chain hold it."""
+    # Only growth is a leak: one step's graph kept until the next replaces it is not. The
+    # autograd nodes still reachable measure any graph kept (its saved activations hang off
+    # them); the graph-attached tensors alive say whether tensors or a carried chain hold it.
     unreused = spy.steps_retaining_only()
+    evidence |= {"steps_watched": len(counts), "live_graph_tensors_after_each_step": counts}
+    evidence |= {"growth_per_step": growth, "graph_nodes_alive_after_each_step": nodes}
+    evidence |= {"backward_calls": spy.backward_calls, "retain_graph_calls": spy.retain_graph_calls}
     evidence["steps_retaining_a_graph_no_backward_reuses"] = unreused
     if unreused:
         return fails(
@@ -250,9 +213,9 @@ def _leak_verdict(
         )
     if nodes and nodes[-1] > 0:
         return passes(
-            f"{nodes[-1]} autograd nodes of one step's graph stay alive after it (a reference to the "
-            "latest loss or output), but nothing grows over "
-            f"{len(counts)} steps: no leak; store .detach() if that memory matters"
+            f"{nodes[-1]} autograd nodes of one step's graph stay alive after it (a reference to "
+            f"the latest loss or output), but nothing grows over {len(counts)} steps: no leak; "
+            "store .detach() if that memory matters"
         )
     return passes(
         f"no graph survives a training step ({len(counts)} steps watched, growth {growth:g}/step)"

@@ -21,30 +21,31 @@ from trainwell.doctor.harness.scan import loader_length
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 
 MIN_WAIT_S = 0.005  # a batch that waits less than this for data is not worth a verdict
+# Samples compared per pass: a whole epoch of a small stream, where workers that shuffle the
+# same samples differently still repeat each other; on a longer stream only workers that yield
+# the same sequence (a file read in order, a generator seeded before the workers started).
+STREAM_COMPARED = 4096
+REPEATED = 0.1  # share of a pass that repeats earlier samples, beyond what one process repeats
 
 
 def data_throughput(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    """Time a short real fit on the real train loader: how much of each step waits for data?"""
     n = ctx.settings.throughput_batches
     loader = ctx.datamodule.train_dataloader()
     length = loader_length(loader)
     n = min(n, length) if length is not None else n
     if n < 2:
         return skips(f"the train loader has only {length} batch")
-    recorder = Recorder()
-    task = ctx.make_task()
-    k = ctx.accumulate
+    recorder, task, k = Recorder(), ctx.make_task(), ctx.accumulate
     fit = ctx.fit(
         task, loader, [recorder], max_steps=max(1, n // k), accumulate=k, limit_train_batches=n
     )
     if fit.error is not None and len(recorder.batch_seconds) < 2:
         return skips(f"the short fit failed: {fit.error_line}")
     # Waits between batches only: the first fetch (worker start-up) happens before batch 0.
-    wait = recorder.wait_seconds
-    compute = recorder.batch_seconds
+    wait, compute = recorder.wait_seconds, recorder.batch_seconds
     fraction = sum(wait) / max(1e-9, sum(wait) + sum(compute))
     evidence |= {
-        "batches_timed": len(recorder.batch_seconds),
+        "batches_timed": len(compute),
         "median_wait_s": statistics.median(wait) if wait else 0.0,
         "median_step_s": statistics.median(compute) if compute else 0.0,
         "data_wait_fraction": round(fraction, 4),
@@ -52,11 +53,7 @@ def data_throughput(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         "pin_memory": getattr(loader, "pin_memory", False),
         "probe_device": ctx.settings.accelerator,
     }
-    return _wait_verdict(fraction, evidence, ctx.settings.accelerator)
-
-
-def _wait_verdict(fraction: float, evidence: dict[str, Any], device: str) -> Verdict:
-    """Fail when loading is the bottleneck, warn when a faster device would make it one."""
+    device = ctx.settings.accelerator
     advice = (
         "raise the DataLoader's num_workers (data.num_workers)"
         if evidence["num_workers"] < 2
@@ -70,8 +67,8 @@ def _wait_verdict(fraction: float, evidence: dict[str, Any], device: str) -> Ver
         )
     if fraction > 0.5:
         return fails(
-            f"{fraction:.0%} of each step waits for the next batch (data loading is the bottleneck); "
-            f"{advice}"
+            f"{fraction:.0%} of each step waits for the next batch (data loading is the "
+            f"bottleneck); {advice}"
         )
     if fraction > 0.3:
         return warns(
@@ -79,14 +76,6 @@ def _wait_verdict(fraction: float, evidence: dict[str, Any], device: str) -> Ver
             f"device will wait more: {advice}"
         )
     return passes(f"data wait is {fraction:.0%} of step time on {device}")
-
-
-def _draw(dataset: Any, index: int, seed: int) -> dict[str, torch.Tensor]:
-    """dataset[index] with torch's, Python's and numpy's global RNGs all seeded with `seed`."""
-    torch.default_generator.manual_seed(seed)
-    random.seed(seed)
-    np.random.seed(seed)
-    return dict(leaves(dataset[index]))
 
 
 def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
@@ -100,37 +89,23 @@ def global_rng_use(dataset: Any, index: int) -> str:
     np.random in __getitem__), 'stateful' when it changes between two draws from equal global
     states (an RNG the dataset keeps), '' when it is a function of the sample alone. The global
     RNG states are restored afterwards."""
-    torch_state, py_state, np_state = (
-        torch.get_rng_state(),
-        random.getstate(),
-        np.random.get_state(),
-    )
+    saved = torch.get_rng_state(), random.getstate(), np.random.get_state()
+    draws = []
     try:
         with quiet():
-            first, again, other = (_draw(dataset, index, s) for s in (1234, 1234, 98765))
+            for seed in (1234, 1234, 98765):  # dataset[index] with all three RNGs seeded
+                torch.default_generator.manual_seed(seed)
+                random.seed(seed)
+                np.random.seed(seed)
+                draws.append(dict(leaves(dataset[index])))
     finally:
-        torch.set_rng_state(torch_state)
-        random.setstate(py_state)
-        np.random.set_state(np_state)
+        torch.set_rng_state(saved[0])
+        random.setstate(saved[1])
+        np.random.set_state(saved[2])
+    first, again, other = draws
     if not _same(first, again):
         return "stateful"
     return "" if _same(first, other) else "global"
-
-
-def _rng_use_warning(dataset: Any, use: str, workers: int, evidence: dict[str, Any]) -> Verdict:
-    name = type(dataset).__name__
-    source = (
-        "the global RNG (torch.rand / random / np.random)"
-        if use == "global"
-        else "an RNG whose state moves with every draw"
-    )
-    return warns(
-        f"{name}.__getitem__ draws its randomness from {source}: a sample's augmentation then "
-        f"depends on num_workers (now {workers}) and on which worker loads it, and a mid-epoch "
-        "resume (which skips consumed batches without loading them) is not exact; draw it from a "
-        "torch.Generator seeded by (seed, epoch, index), e.g. wrap the dataset and its transform "
-        "in trainwell.loading.per_sample.PerSampleRandom"
-    )
 
 
 def data_worker_seeding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
@@ -148,49 +123,48 @@ def data_worker_seeding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict
     workers = real.num_workers
     index = next(iter(real.batch_sampler))[0]  # the first sample the loader draws
     use = global_rng_use(real.dataset, index)
+    evidence |= {"num_workers": workers, "sample_index": int(index), "rng_use": use or "none"}
+    if workers >= 2:
+        # Sample `index` loaded twice by each worker, set up as the run's loader sets them up.
+        same = Subset(real.dataset, [index] * (2 * workers))
+        with quiet():
+            first, second, *_ = [dict(leaves(b)) for b in _like(real, same, 2, workers)]
+        within = any(
+            t.dim() > 0 and len(t) == 2 and not torch.equal(t[0], t[1]) for t in first.values()
+        )
+        across = _same(first, second)
+        evidence |= {"random_within_worker": within, "identical_across_workers": across}
+        if within and across:
+            return fails(
+                f"all {workers} dataloader workers draw the same random augmentation (they share "
+                "one copied RNG state, e.g. numpy's); seed each worker in worker_init_fn from "
+                "torch.initial_seed(), or use torch's RNG for augmentation"
+            )
+    if use:
+        source = (
+            "the global RNG (torch.rand / random / np.random)"
+            if use == "global"
+            else "an RNG whose state moves with every draw"
+        )
+        return warns(
+            f"{type(real.dataset).__name__}.__getitem__ draws its randomness from {source}: a "
+            f"sample's augmentation then depends on num_workers (now {workers}) and on which "
+            "worker loads it, and a mid-epoch resume (which skips consumed batches without "
+            "loading them) is not exact; draw it from a torch.Generator seeded by (seed, epoch, "
+            "index), e.g. wrap the dataset and its transform in "
+            "trainwell.loading.per_sample.PerSampleRandom"
+        )
     if workers < 2:
-        evidence |= {"num_workers": workers, "sample_index": int(index), "rng_use": use or "none"}
-        if use:
-            return _rng_use_warning(real.dataset, use, workers, evidence)
         return passes(
             f"each sample is a function of its index (data.num_workers={workers}): no worker "
             "random state to repeat, nothing that changes with the number of workers"
         )
-    per_worker = 2
-    batches = _worker_draws(real, index, workers, per_worker)
-    first, second = batches[0], batches[1]
-    within = any(
-        t.dim() > 0 and len(t) == per_worker and not torch.equal(t[0], t[1]) for t in first.values()
-    )
-    across = _same(first, second)
-    evidence |= {
-        "num_workers": workers,
-        "sample_index": int(index),
-        "random_within_worker": within,
-        "identical_across_workers": across,
-        "rng_use": use or "none",
-    }
-    if within and across:
-        return fails(
-            f"all {workers} dataloader workers draw the same random augmentation (they share one "
-            "copied RNG state, e.g. numpy's); seed each worker in worker_init_fn from "
-            "torch.initial_seed(), or use torch's RNG for augmentation"
-        )
-    if use:
-        return _rng_use_warning(real.dataset, use, workers, evidence)
     if not within:
         return passes(
             "a sample is the same every time it is loaded (no random augmentation, or one that "
             "is a function of the sample), so worker seeds cannot repeat it"
         )
     return passes(f"{workers} workers draw different augmentations")
-
-
-# Samples compared per pass: a whole epoch of a small stream, where workers that shuffle the
-# same samples differently still repeat each other; on a longer stream only workers that yield
-# the same sequence (a file read in order, a generator seeded before the workers started).
-STREAM_COMPARED = 4096
-REPEATED = 0.1  # share of a pass that repeats earlier samples, beyond what one process repeats
 
 
 def _stream_seeding(real: DataLoader, evidence: dict[str, Any]) -> Verdict:
@@ -200,9 +174,8 @@ def _stream_seeding(real: DataLoader, evidence: dict[str, Any]) -> Verdict:
     one process does."""
     workers = real.num_workers
     if workers < 2:
-        msg = f"the stream is read by {workers} worker(s): none repeats another"
         evidence["num_workers"] = workers
-        return passes(msg)
+        return passes(f"the stream is read by {workers} worker(s): none repeats another")
     repeated, compared = {}, {}
     for n in (0, workers):
         with quiet():
@@ -220,16 +193,6 @@ def _stream_seeding(real: DataLoader, evidence: dict[str, Any]) -> Verdict:
         )
     msg = f"{workers} workers stream different samples (no more repeats than in one process)"
     return passes(msg)
-
-
-def _worker_draws(
-    real: DataLoader, index: int, workers: int, per_worker: int
-) -> list[dict[str, torch.Tensor]]:
-    """Sample `index` loaded `per_worker` times by each of `workers` workers set up as the run's
-    loader sets them up: one batch per worker."""
-    same = Subset(real.dataset, [index] * (per_worker * workers))
-    with quiet():
-        return [dict(leaves(b)) for b in _like(real, same, per_worker, workers)]
 
 
 def _like(real: DataLoader, dataset: Any, batch_size: int | None, workers: int) -> DataLoader:

@@ -17,20 +17,7 @@ from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 REGRESSION = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
 TOL = 1e-3
 CLASS_INDEX_LOSSES = ("cross_entropy", "nll_loss")
-
-
-def _squashed_before_bce(call: LossCall, x: torch.Tensor, evidence: dict) -> Verdict | None:
-    inside = bool(((x >= 0) & (x <= 1)).all())
-    evidence |= {"all_inputs_in_0_1": inside, "made_by": call.producer}
-    # Raw logits of a fresh net can all fall in [0, 1] by chance (a GAN discriminator's
-    # near-zero outputs): the op that made them decides when the graph says.
-    squashed = call.producer is None or call.producer.startswith("Sigmoid")
-    if inside and squashed and x.numel() >= 8:
-        return fails(
-            "BCEWithLogitsLoss receives values all inside [0, 1] (sigmoid applied before a "
-            "logits loss); return raw logits"
-        )
-    return None
+ELEMENTWISE = (*REGRESSION, "binary_cross_entropy", "binary_cross_entropy_with_logits")
 
 
 def loss_logits(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
@@ -41,7 +28,7 @@ def loss_logits(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         return skips(f"{reason} (custom loss: check it by hand)")
     x = call.input.float()
     evidence |= {"loss": call.name, "input_shape": list(x.shape)}
-    if call.name in ("cross_entropy", "nll_loss") and x.dim() >= 2:
+    if call.name in CLASS_INDEX_LOSSES and x.dim() >= 2:
         row_sum_dev = float((x.sum(dim=1) - 1).abs().max())
         lse_dev = float(torch.logsumexp(x, dim=1).abs().max())
         evidence |= {"max_row_sum_deviation": row_sum_dev, "max_logsumexp_deviation": lse_dev}
@@ -66,9 +53,16 @@ def loss_logits(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
                 f"{lse_dev:.2f}); apply log_softmax first or use CrossEntropyLoss on logits"
             )
     elif call.name == "binary_cross_entropy_with_logits":
-        verdict = _squashed_before_bce(call, x, evidence)
-        if verdict is not None:
-            return verdict
+        inside = bool(((x >= 0) & (x <= 1)).all())
+        evidence |= {"all_inputs_in_0_1": inside, "made_by": call.producer}
+        # Raw logits of a fresh net can all fall in [0, 1] by chance (a GAN discriminator's
+        # near-zero outputs): the op that made them decides when the graph says.
+        squashed = call.producer is None or call.producer.startswith("Sigmoid")
+        if inside and squashed and x.numel() >= 8:
+            return fails(
+                "BCEWithLogitsLoss receives values all inside [0, 1] (sigmoid applied before a "
+                "logits loss); return raw logits"
+            )
     if call.name in REGRESSION or call.name == "binary_cross_entropy":
         return skips(
             f"{call.name} takes values, not logits: no softmax / sigmoid contract to check"
@@ -84,10 +78,6 @@ def _num_classes(call: LossCall | None) -> int | None:
     return int(call.input.shape[1 if call.input.dim() >= 2 else 0])
 
 
-def _valid(t: torch.Tensor, ignore: int | None) -> torch.Tensor:
-    return t[t != ignore] if ignore is not None else t
-
-
 def targets_contract(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     call = first_loss(ctx)
     classes = _num_classes(call)
@@ -95,15 +85,6 @@ def targets_contract(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     path = target_path(ctx, call) if call is not None else None
     dtype = data.dtypes.get(path, "unknown") if path else "unknown"
     evidence |= {"num_classes": classes, "target_in_batch": path, "label_dtype": dtype}
-    if call is not None:
-        broken = _probe_target_fault(call, classes, path, dtype, evidence)
-        if broken is not None:
-            return broken
-    labels = data.values(path) if path else None
-    if labels is not None and call is not None and classes is not None:
-        broken = _scanned_labels_fault(labels, call, classes, path, evidence)
-        if broken is not None:
-            return broken
     if call is None:
         obs = observation(ctx)
         if obs.fit.error is not None:
@@ -112,26 +93,9 @@ def targets_contract(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "no recognised loss function (cross_entropy, nll_loss, BCE, MSE, L1, Huber) was "
             "called in training_step; check the targets by hand"
         )
-    scanned = f", {evidence['labels_scanned']} scanned" if "labels_scanned" in evidence else ""
-    where = f" ({path}{scanned})" if path else ""
-    if classes is None:
-        return passes(
-            f"{call.name} gets {evidence['target_dtype']} targets{where} of the shape it expects"
-        )
-    return passes(
-        f"{call.name} gets {evidence['target_dtype']} targets{where} in range for {classes} classes"
-    )
-
-
-def _probe_target_fault(
-    call: LossCall, classes: int | None, path: str | None, dtype: str, evidence: dict
-) -> Verdict | None:
-    """A fail when the target the loss got in the probe batch breaks its contract: one-hot
-    floats to cross_entropy, class ids regressed, or class indices out of range."""
     t = call.target
     evidence |= {"loss": call.name, "target_dtype": str(t.dtype), "target_shape": list(t.shape)}
-    broadcast = _broadcast_fault(call, evidence)
-    if broadcast is not None:
+    if (broadcast := _broadcast_fault(call, evidence)) is not None:
         return broadcast
     if call.name == "cross_entropy" and t.is_floating_point() and t.shape == call.input.shape:
         binary = bool(((t == 0) | (t == 1)).all())
@@ -151,24 +115,41 @@ def _probe_target_fault(
                 "CrossEntropyLoss on per-class logits"
             )
     if not t.is_floating_point() and classes is not None and call.name == "cross_entropy":
-        valid = _valid(t, call.ignore_index)
-        bad = int(((valid < 0) | (valid >= classes)).sum())
+        bad, valid = _outside(t, call, classes)
         evidence["out_of_range_in_probe_batch"] = bad
-        return _outside(bad, "label(s) in the probe batch", valid, classes)
-    return None
+        if bad:
+            return _out_of_range(bad, "label(s) in the probe batch", valid, classes)
+    labels = data.values(path) if path and classes is not None else None
+    if labels is not None:
+        # The probe batch alone can miss a rare out-of-range class: the scanned labels too.
+        bad, labels = _outside(labels, call, classes)
+        evidence |= {
+            "label_min": int(labels.min()) if labels.numel() else None,
+            "label_max": int(labels.max()) if labels.numel() else None,
+            "labels_scanned": int(labels.numel()),
+            "out_of_range": bad,
+        }
+        if bad:
+            which = f"of {labels.numel()} scanned labels ({path})"
+            return _out_of_range(bad, which, labels, classes)
+    scanned = f", {evidence['labels_scanned']} scanned" if "labels_scanned" in evidence else ""
+    where = f" ({path}{scanned})" if path else ""
+    fit = "of the shape it expects" if classes is None else f"in range for {classes} classes"
+    return passes(f"{call.name} gets {evidence['target_dtype']} targets{where} {fit}")
 
 
-def _outside(bad: int, which: str, labels: torch.Tensor, classes: int) -> Verdict | None:
-    """A fail when `bad` of the labels fall outside [0, classes)."""
-    if not bad:
-        return None
+def _outside(labels: torch.Tensor, call: LossCall, classes: int) -> tuple[int, torch.Tensor]:
+    """How many of the labels the loss does not ignore fall outside [0, classes), and those."""
+    if call.ignore_index is not None:
+        labels = labels[labels != call.ignore_index]
+    return int(((labels < 0) | (labels >= classes)).sum()), labels
+
+
+def _out_of_range(bad: int, which: str, labels: torch.Tensor, classes: int) -> Verdict:
     return fails(
         f"{bad} {which} are outside [0, {classes}) (max {int(labels.max())}); fix the labels or "
         "set model.num_classes to cover them"
     )
-
-
-ELEMENTWISE = (*REGRESSION, "binary_cross_entropy", "binary_cross_entropy_with_logits")
 
 
 def _broadcast_fault(call: LossCall, evidence: dict) -> Verdict | None:
@@ -192,54 +173,23 @@ def _broadcast_fault(call: LossCall, evidence: dict) -> Verdict | None:
     )
 
 
-def _scanned_labels_fault(
-    labels: torch.Tensor, call: LossCall, classes: int, path: str | None, evidence: dict
-) -> Verdict | None:
-    """A fail when labels scanned from the dataset fall outside [0, classes): the probe batch
-    alone can miss a rare out-of-range class."""
-    labels = _valid(labels, call.ignore_index)
-    bad = int(((labels < 0) | (labels >= classes)).sum())
-    evidence |= {
-        "label_min": int(labels.min()) if labels.numel() else None,
-        "label_max": int(labels.max()) if labels.numel() else None,
-        "labels_scanned": int(labels.numel()),
-        "out_of_range": bad,
-    }
-    return _outside(bad, f"of {labels.numel()} scanned labels ({path})", labels, classes)
-
-
-def _declared(ctx: DoctorContext) -> int | None:
-    """The classes the datamodule declares (its `num_classes`), when it declares a count."""
-    n = getattr(ctx.datamodule, "num_classes", None)
-    return n if isinstance(n, int) and not isinstance(n, bool) and n > 0 else None
-
-
-def _logits_width(ctx: DoctorContext) -> int | None:
-    """The class dimension of the logits the probe fit gave a class-index loss (cross entropy
-    takes them as (batch, classes, ...)); None when no such loss was seen."""
-    for call in observation(ctx).spy.losses:
-        if call.name in ("cross_entropy", "nll_loss") and call.input.dim() >= 2:
-            return int(call.input.shape[1])
-    return None
-
-
 def model_head_width(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    declared = _declared(ctx)
+    declared = getattr(ctx.datamodule, "num_classes", None)
     data = type(ctx.datamodule).__name__
-    if declared is None:
+    if not isinstance(declared, int) or isinstance(declared, bool) or declared <= 0:
         return skips(
             f"{data} declares no num_classes: no class count to compare with (give it a "
             "num_classes attribute)"
         )
-    width = _logits_width(ctx)
+    # The class dimension of the logits a class-index loss saw in the probe fit (cross entropy
+    # takes them as (batch, classes, ...)) is the head's real width; the config's number is the
+    # fallback for a loss that takes no class dimension.
+    calls = observation(ctx).spy.losses
+    widths = [c.input.shape[1] for c in calls if c.name in CLASS_INDEX_LOSSES and c.input.dim() > 1]
+    width = int(widths[0]) if widths else None
     configured = ctx.cfg.model.get("num_classes")
-    evidence |= {
-        "data_num_classes": declared,
-        "logits_width": width,
-        "model_num_classes": configured,
-    }
-    # The logits the loss saw are the head's real width; the config's number is the fallback
-    # for a loss that takes no class dimension.
+    evidence |= {"data_num_classes": declared, "logits_width": width}
+    evidence["model_num_classes"] = configured
     head = width if width is not None else configured
     if not isinstance(head, int):
         return skips(

@@ -89,7 +89,7 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "the doctor has no reference to compare with; backpropagate one loss function's "
             "output per micro-batch (scaled as the window needs)"
         )
-    references: dict[tuple[int, int], tuple[Any, Grads] | str] = {}
+    references: dict[tuple[int, int], tuple[Any, Grads]] = {}
     backwards = [b for b, _ in spy.backward_values]
     for index, step in sorted(steps.items(), key=lambda kv: kv[1].batch):  # earliest first
         # The window runs from the last zero_grad of this optimizer before its step (another
@@ -98,18 +98,23 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         start = watch.window_start(zeros[-1]) if zeros else 0
         m, begun = step.batch + 1, watch.weights_at(start, state)
         if (start, m) not in references:
-            references[start, m] = _manual_reference(ctx, begun, batches, start, m)
-        reference = references[start, m]
-        if isinstance(reference, str):
-            return skips(reference)
-        whole, grads = reference
+            groups = ctx.samples.index_batches()[start:m] if ctx.samples.indexable else None
+            try:
+                whole = one_batch(ctx, groups, batches[start:m])
+            except ConcatError as err:
+                return skips(f"the window's micro-batches cannot be joined into one batch ({err})")
+            grads = step_grads(ctx, begun, [whole], 1, reference=True)
+            if grads.tensors is None:
+                return skips(f"the one-batch reference run computed no loss ({grads.error})")
+            references[start, m] = whole, grads
+        whole, grads = references[start, m]
         items = sum(c[0].items or 0 for c in calls[start:m])
         target: dict[str, torch.Tensor] = grads.tensors  # type: ignore[assignment]
         if calls[start][0].reduction == "sum" and abs(scales[0] * items - 1) < 1e-6:  # type: ignore[operator]
             target = {k: g / items for k, g in target.items()}  # a sum divided by the items: a mean
-        who = f"optimizer {index} (of {watch.optimizers})" if watch.optimizers > 1 else ""
+        who = f" of optimizer {index} (of {watch.optimizers})" if watch.optimizers > 1 else ""
         result = compare(watch.grads[index], target)
-        evidence["first_window" + (f" of {who}" if who else "")] = result
+        evidence["first_window" + who] = result
         if result["relative_difference"] <= RTOL:
             continue
         if moves_with_seed(ctx, begun, whole, grads, reference=True):
@@ -117,10 +122,10 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         discarded = sorted({backwards[i] for i in range(zeros[-1].backwards)}) if zeros else []
         span, ratio = m - start, result["norm_ratio"]
         verdict = fails(
-            f"the first manual step{' of ' + who if who else ''} (after {span} micro-batch(es)) "
+            f"the first manual step{who} (after {span} micro-batch(es)) "
             f"applies {ratio:.3g}x the gradient of one batch of the same items "
             f"(relative difference {result['relative_difference']:.2g}): "
-            + _cause(span, ratio, scales[0], discarded, calls, n)
+            + _cause(span, ratio, scales[0], discarded, calls)
         )
         if n > 1:
             return verdict
@@ -138,14 +143,10 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
 
 
 def _cause(
-    n: int,
-    ratio: float,
-    scale: float | None,
-    discarded: list[int],
-    calls: list[list[Any]],
-    window: int,
+    n: int, ratio: float, scale: float | None, discarded: list[int], calls: list[list[Any]]
 ) -> str:
-    """Why a first manual step over `n` micro-batches is `ratio` x one batch's gradient."""
+    """Why a first manual step over `n` micro-batches is `ratio` x one batch's gradient (`calls`:
+    the loss calls of every micro-batch up to the last optimizer's first step)."""
     if discarded:
         return (
             f"zero_grad() runs inside the window and discards the gradients of micro-batch(es) "
@@ -162,9 +163,9 @@ def _cause(
             f"the {n} micro-batch means are summed, not averaged: divide each micro-batch loss "
             f"by {n} (by its share of the window's items when micro-batches differ in size)"
         )
-    if n < window:
+    if n < len(calls):
         return (
-            f"it steps every {n} micro-batch(es) while another optimizer's window is {window}, "
+            f"it steps every {n} micro-batch(es) while another optimizer's window is {len(calls)}, "
             f"with each loss scaled by {scale:.3g}: step every optimizer once per window"
         )
     items = [c[0].items for c in calls]
@@ -174,19 +175,3 @@ def _cause(
             f"numbers of items ({items}): weight each one by its items / the window's items"
         )
     return f"each micro-batch loss is scaled by {scale:.3g} before backward"
-
-
-def _manual_reference(
-    ctx: DoctorContext, state: dict[str, torch.Tensor], batches: list[Any], start: int, end: int
-) -> tuple[Any, Grads] | str:
-    """One batch of micro-batches start .. end-1, and its loss's gradient from `state`."""
-    samples = ctx.samples
-    groups = samples.index_batches()[start:end] if samples.indexable else None
-    try:
-        whole = one_batch(ctx, groups, batches[start:end])
-    except ConcatError as err:
-        return f"the window's micro-batches cannot be joined into one batch ({err})"
-    grads = step_grads(ctx, state, [whole], 1, reference=True)
-    if grads.tensors is None:
-        return f"the one-batch reference run computed no loss ({grads.error})"
-    return whole, grads

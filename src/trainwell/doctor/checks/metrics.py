@@ -13,27 +13,18 @@ wrong at scale):
 
 torchmetrics metrics (logged as objects, or their compute() logged) keep sums and counts and
 reduce across ranks themselves: they are the fix, and never flagged.
-
-`LogWatch` sees how the task's `self.log` calls will be reduced (per batch, per epoch, across
-ranks). It follows a short real fit (a few real train micro-batches, a validation pass over a
-few real val batches). Around every batch it reads what Lightning accumulated for each logged
-mean (compat.logged_values): the value logged for that batch and the batch size Lightning
-weighs it by; the spy says what the loss functions of that batch averaged over, so a logged loss
-can be matched to its item count. Before the task's epoch-end hooks run it records what the
-task's torchmetrics compute (values already reduced across ranks), and after them what was
-logged from those hooks.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import lightning as L
 from torchmetrics import Metric
 
 from trainwell import compat
-from trainwell.doctor.harness.batches import replay_loader, size_of
+from trainwell.doctor.harness.batches import replay_loader
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.samples import iterate_batches, split_loaders
 from trainwell.doctor.harness.spy import LossCall, Spy
@@ -41,41 +32,43 @@ from trainwell.doctor.report.verdict import Verdict, passes, skips, warns
 
 TRAIN_BATCHES, VAL_BATCHES = 4, 3
 RTOL = 1e-6
+STEP_HOOKS = ("training_step", "validation_step", "test_step")
 
 
 def _close(a: float, b: float) -> bool:
     return abs(a - b) <= RTOL * max(1.0, abs(a), abs(b))
 
 
-def _item_weighting(watch: LogWatch) -> list[dict[str, Any]]:
+def _item_weighting(watch: LogWatch) -> tuple[list[dict[str, Any]], list[str]]:
     """Per-batch logged means that equal a loss averaged over a different number of items than
-    the batch size Lightning weighs them by, when that ratio varies from batch to batch."""
+    the batch size Lightning weighs them by, when that ratio varies from batch to batch; and
+    what is wrong with each."""
     found: dict[tuple[str, str], list[tuple[float, int]]] = {}
-    for record in watch.batches:
-        for name, (mean, weight) in record.logged.items():
-            match = [c for c in record.calls if c.value is not None and _close(c.value, mean)]
+    for stage, calls, logged in watch.batches:
+        for name, (mean, weight) in logged.items():
+            match = [c for c in calls if c.value is not None and _close(c.value, mean)]
             if match and match[0].items:
-                found.setdefault((record.stage, name), []).append((weight, match[0].items))
-    flagged = []
+                found.setdefault((stage, name), []).append((weight, match[0].items))
+    weighted, findings = [], []
     for (stage, name), pairs in found.items():
-        ratios = {round(items / weight, 9) for weight, items in pairs}
-        if len(pairs) > 1 and len(ratios) > 1:
-            flagged.append(
-                {
-                    "name": name,
-                    "stage": stage,
-                    "weights": [int(w) for w, _ in pairs],
-                    "items": [int(i) for _, i in pairs],
-                }
-            )
-    return flagged
+        if len(pairs) < 2 or len({round(items / weight, 9) for weight, items in pairs}) < 2:
+            continue
+        weights, items = [int(w) for w, _ in pairs], [int(i) for _, i in pairs]
+        weighted.append({"name": name, "stage": stage, "weights": weights, "items": items})
+        findings.append(
+            f"`{name}` ({stage}) is a mean over {items} items (tokens, unmasked targets) per "
+            f"batch but Lightning weighs it by batch_size {weights}, so its epoch value is not "
+            "the mean over items; pass batch_size=<items> to self.log, or log a torchmetrics "
+            "MeanMetric updated with weight=<items>"
+        )
+    return weighted, findings
 
 
 def metrics_reduction(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     train = ctx.samples.micro_batches(0, TRAIN_BATCHES)
-    val_batches = _first_val_batches(ctx)
-    spy = Spy(max_calls=64)
-    watch = LogWatch(spy)
+    loaders = split_loaders(ctx.datamodule, "val")[0] if ctx.has_hook("validation_step") else []
+    val_batches = list(islice(iterate_batches(loaders[0]), VAL_BATCHES)) if loaders else []
+    watch = LogWatch(Spy(max_calls=64))
     fit = ctx.fit(
         ctx.make_task(),
         replay_loader(train),
@@ -95,12 +88,9 @@ def metrics_reduction(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     }
     if not watch.keys:
         return skips("the task logs nothing with self.log in training or validation")
-    per_rank = _per_rank_values(watch, world)
-    evidence["per_rank_values"] = per_rank
-    findings = [_per_rank_finding(item, world) for item in per_rank]
-    weighting = _item_weighting(watch)
-    evidence["weighted_by_batch_size"] = weighting
-    findings += [_item_weighting_finding(item) for item in weighting]
+    evidence["per_rank_values"], findings = _per_rank_values(watch, world)
+    evidence["weighted_by_batch_size"], weighted = _item_weighting(watch)
+    findings += weighted
     if findings:
         more = f" (and {len(findings) - 1} more, see evidence)" if len(findings) > 1 else ""
         return warns(findings[0] + more)
@@ -110,81 +100,49 @@ def metrics_reduction(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     )
 
 
-def _first_val_batches(ctx: DoctorContext) -> list[Any]:
-    """Up to VAL_BATCHES batches of the first val loader (none when the task does not validate)."""
-    val_batches: list[Any] = []
-    if ctx.has_hook("validation_step"):
-        loaders, _ = split_loaders(ctx.datamodule, "val")
-        for loader in loaders[:1]:
-            for i, batch in enumerate(iterate_batches(loader)):
-                if i >= VAL_BATCHES:
-                    break
-                val_batches.append(batch)
-    return val_batches
-
-
-def _per_rank_values(watch: LogWatch, world: int | None) -> list[dict[str, Any]]:
-    """Logged means whose epoch value is one number per rank, which ranks will combine wrongly:
-    a plain tensor from an epoch-end hook, or a per-step mean without sync_dist on several ranks."""
-    per_rank = []
+def _per_rank_values(watch: LogWatch, world: int | None) -> tuple[list[dict[str, Any]], list[str]]:
+    """Logged means whose epoch value is one number per rank, which ranks will combine wrongly
+    (a plain tensor from an epoch-end hook, or a per-step mean without sync_dist on several
+    ranks), and what is wrong with each."""
+    per_rank, findings = [], []
     for (hook, name), value in watch.keys.items():
         if value.is_metric or value.reduce != "mean" or not value.on_epoch:
             continue
         sync = watch.sync_requested.get(name, value.sync_dist)
         if hook.endswith("_epoch_end"):
             logged = watch.epoch_values.get((hook, name))
-            from_metric = logged is not None and any(_close(logged, m) for m in watch.metric_values)
-            if not from_metric:
-                per_rank.append({"name": name, "hook": hook, "sync_dist": sync})
+            if logged is not None and any(_close(logged, m) for m in watch.metric_values):
+                continue  # a metric's compute(), logged
+            how = (
+                "averages the ranks' values unweighted (sync_dist=True)"
+                if sync
+                else "reports rank 0's value only (no sync_dist)"
+            )
+            findings.append(
+                f"`{name}` is logged from {hook} as a plain tensor, a per-rank value: on several "
+                f"ranks Lightning {how}, although ranks hold different numbers of samples; log a "
+                "torchmetrics metric (e.g. MeanMetric updated with weight=batch size) or "
+                "all-reduce a sum and a count yourself"
+            )
         elif hook in STEP_HOOKS and not sync and world is not None and world > 1:
-            per_rank.append({"name": name, "hook": hook, "sync_dist": False})
-    return per_rank
-
-
-def _per_rank_finding(item: dict[str, Any], world: int | None) -> str:
-    if item["hook"].endswith("_epoch_end"):
-        how = (
-            "averages the ranks' values unweighted (sync_dist=True)"
-            if item["sync_dist"]
-            else "reports rank 0's value only (no sync_dist)"
-        )
-        return (
-            f"`{item['name']}` is logged from {item['hook']} as a plain tensor, a per-rank "
-            f"value: on several ranks Lightning {how}, although ranks hold different "
-            "numbers of samples; log a torchmetrics metric (e.g. MeanMetric updated with "
-            "weight=batch size) or all-reduce a sum and a count yourself"
-        )
-    return (
-        f"`{item['name']}` is logged from {item['hook']} without sync_dist on a "
-        f"{world}-rank run: the epoch value is rank 0's mean only; log a torchmetrics "
-        "metric or pass sync_dist=True"
-    )
-
-
-def _item_weighting_finding(item: dict[str, Any]) -> str:
-    return (
-        f"`{item['name']}` ({item['stage']}) is a mean over {item['items']} items (tokens, "
-        f"unmasked targets) per batch but Lightning weighs it by batch_size {item['weights']}, "
-        "so its epoch value is not the mean over items; pass batch_size=<items> to self.log, "
-        "or log a torchmetrics MeanMetric updated with weight=<items>"
-    )
-
-
-STEP_HOOKS = ("training_step", "validation_step", "test_step")
-
-
-@dataclass
-class BatchLog:
-    stage: str
-    batch_size: int | None  # as Lightning extracts it from the batch
-    calls: list[LossCall]
-    logged: dict[str, tuple[float, float]] = field(default_factory=dict)  # name -> (mean, weight)
+            findings.append(
+                f"`{name}` is logged from {hook} without sync_dist on a {world}-rank run: the "
+                "epoch value is rank 0's mean only; log a torchmetrics metric or pass sync_dist=True"
+            )
+        else:
+            continue
+        per_rank.append({"name": name, "hook": hook, "sync_dist": sync})
+    return per_rank, findings
 
 
 class LogWatch(L.Callback):
+    """Around each batch of a short real fit: what Lightning accumulated for each logged mean
+    (compat.logged_values) and what the spied loss functions averaged over."""
+
     def __init__(self, spy: Spy) -> None:
         self.spy = spy
-        self.batches: list[BatchLog] = []
+        # Per batch: its stage, the loss calls, and each logged mean's (value, weight) by name.
+        self.batches: list[tuple[str, list[LossCall], dict[str, tuple[float, float]]]] = []
         self.metric_values: list[float] = []
         self.keys: dict[tuple[str, str], compat.LoggedValue] = {}  # (hook, name) -> last seen
         self.epoch_values: dict[tuple[str, str], float | None] = {}
@@ -206,14 +164,14 @@ class LogWatch(L.Callback):
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
         pl_module.__dict__.pop("log", None)
 
-    # -- per batch ---------------------------------------------------------------------------
-    def _start(self, trainer: L.Trainer) -> None:
+    def on_train_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
         self._before = {(v.hook, v.name): v for v in compat.logged_values(trainer)}
         self.spy.watch(self._seen)
 
-    def _end(self, trainer: L.Trainer, stage: str, batch: Any) -> None:
+    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
         self.spy.leave()
-        record = BatchLog(stage, size_of(batch), self.spy.calls_in(self._seen))
+        stage, logged = "train" if trainer.training else "val", {}
+        self.batches.append((stage, self.spy.calls_in(self._seen), logged))
         self._seen += 1
         for value in compat.logged_values(trainer):
             key = (value.hook, value.name)
@@ -221,37 +179,20 @@ class LogWatch(L.Callback):
             if value.hook not in STEP_HOOKS or value.batch_sizes is None or not value.on_epoch:
                 continue
             before = self._before.get(key)
-            prior_total = before.total if before is not None and before.total is not None else 0.0
-            prior_weight = before.batch_sizes if before is not None else None
-            total = (value.total or 0.0) - prior_total
-            weight = value.batch_sizes - (prior_weight or 0.0)
+            total = (value.total or 0.0) - ((before.total or 0.0) if before else 0.0)
+            weight = value.batch_sizes - ((before.batch_sizes or 0.0) if before else 0.0)
             if weight > 0:
-                record.logged[value.name] = (total / weight, weight)
-        self.batches.append(record)
+                logged[value.name] = (total / weight, weight)
 
-    def on_train_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
-        self._start(trainer)
-
-    def on_train_batch_end(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, *args: Any
-    ) -> None:
-        self._end(trainer, "train", batch)
-
-    def on_validation_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
-        self._start(trainer)
-
-    def on_validation_batch_end(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, batch: Any, *args: Any
-    ) -> None:
-        self._end(trainer, "val", batch)
+    on_validation_batch_start = on_train_batch_start
+    on_validation_batch_end = on_train_batch_end
 
     def on_exception(
         self, trainer: L.Trainer, pl_module: L.LightningModule, err: BaseException
     ) -> None:
         self.spy.leave()
 
-    # -- epoch ends ----------------------------------------------------------------------------
-    def _metrics(self, pl_module: L.LightningModule) -> None:
+    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         """Callbacks' epoch-end hooks run before the module's: what its metrics compute now is
         what an epoch-end hook could log from them."""
         for module in pl_module.modules():
@@ -260,13 +201,9 @@ class LogWatch(L.Callback):
                 if hasattr(value, "numel") and value.numel() == 1:
                     self.metric_values.append(float(value))
 
-    def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._metrics(pl_module)
+    on_validation_epoch_end = on_train_epoch_end
 
-    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._metrics(pl_module)
-
-    def _epoch_logs(self, trainer: L.Trainer) -> None:
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         for value in compat.logged_values(trainer):
             self.keys[(value.hook, value.name)] = value
             if value.hook.endswith("_epoch_end"):
@@ -274,8 +211,4 @@ class LogWatch(L.Callback):
                 number = float(logged) if logged is not None and logged.numel() == 1 else None
                 self.epoch_values[(value.hook, value.name)] = number
 
-    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._epoch_logs(trainer)
-
-    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._epoch_logs(trainer)
+    on_validation_end = on_train_end

@@ -55,9 +55,8 @@ def _metric_drift(
     for key, a in first.items():
         b, between = again.get(key, a), other.get(key, a)
         same = abs(a - b) <= 1e-6 * (1 + abs(a)) or (math.isnan(a) and math.isnan(b))
-        if same or b in (max(a, between), min(a, between)):
-            continue
-        drift[key] = (a, b)
+        if not same and b not in (max(a, between), min(a, between)):
+            drift[key] = (a, b)
     return drift
 
 
@@ -65,34 +64,26 @@ def _stage_passes(ctx: DoctorContext, task: Any, stage: str) -> tuple[list[Any],
     """The probe batch evaluated, then another batch, then the probe batch again: state a pass
     leaves behind (an unreset metric, a list of losses) shows in the third pass."""
     other = ctx.samples.micro_batches(1, 1)
-    loaders = [None, replay_loader(other) if other else None, None]
     runs = []
-    for i, loader in enumerate(loaders):
-        if i == 1 and loader is None:
-            runs.append(runs[0])
-            continue
+    for loader in (None, replay_loader(other), None) if other else (None, None):
         watch, error = evaluation_outputs(ctx, task, loader=loader, stage=stage)
         if watch is None:
             return [], error
         runs.append(watch)
-    return runs, ""
+    return (runs if other else [runs[0], *runs]), ""  # no other batch: the first pass stands in
 
 
 def eval_determinism(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     """Same weights, same data, same numbers: outputs and every logged value of validation
     (and of test, where there is a test_step) repeat exactly, whatever ran in between."""
-    stages = [
-        s
-        for s in ("validate", "test")
-        if ctx.has_hook(f"{s}_step".replace("validate", "validation"))
-    ]
+    named = {"validate": "validation", "test": "test"}
+    stages = {stage: name for stage, name in named.items() if ctx.has_hook(f"{name}_step")}
     if not stages:
         return skips(
             "the task defines no validation_step or test_step, so there is no evaluation to check"
         )
     task = observation(ctx).task
-    for stage in stages:
-        name = "validation" if stage == "validate" else "test"
+    for stage, name in stages.items():
         runs, error = _stage_passes(ctx, task, stage)
         if not runs:  # the user's evaluation code failed: that is the finding
             return fails(f"{error}; fix {name}_step")
@@ -133,6 +124,6 @@ def eval_determinism(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "compared; log a value or call the model in validation_step"
         )
     return passes(
-        f"two {' and '.join(evidence).replace('validate', 'validation')} passes over the same batch give "
-        "identical outputs and logged values, with every module in eval mode"
+        f"two {' and '.join(stages.values())} passes over the same batch give identical "
+        "outputs and logged values, with every module in eval mode"
     )

@@ -1,23 +1,17 @@
 """data.epoch_order and data.batch_composition: what the train loader serves, epoch by epoch and
 batch by batch.
 
-data.epoch_order: does every epoch make a full pass over the data, in a new order?
+data.epoch_order: every epoch makes a full pass over the data, in a new order. Two epochs are
+drawn from the real train loader as Lightning draws them (its `set_epoch` call first), compared
+by dataset index where a sampler orders a map-style dataset, by content everywhere else. A
+sampler without `set_epoch`, a stream that reseeds its shuffle the same way every epoch, or
+batches shuffled once at setup repeat one order; an iterator made once runs dry in epoch 1.
 
-The check draws two epochs from the real train loader the way Lightning would (its `set_epoch`
-call first) and compares the two streams of samples: by dataset index where the loader has a
-sampler over a map-style dataset, by content everywhere else (iterable datasets, datasets that
-yield whole batches, any other iterable of batches). A sampler without `set_epoch`, an iterable
-dataset that reseeds its shuffle the same way every epoch, or batches shuffled once at setup
-repeat one order; an iterator made once and exhausted leaves the second epoch short or empty.
-
-data.batch_composition: a training batch looks like the training set.
-
-The classes of the first training batches the real train loader yields (from the data scan: the
-tensor the loss takes as its class target, else the second of (input, label) pairs) are compared
-with random batches of the same sizes drawn from the whole training split (the dataset's labels,
-read without loading inputs; for a stream, the labels it yielded). A set stored in class order
-and served in that order (shuffle=False, a stream read shard by shard, a batch sampler that
-builds each batch from one class) gives batches of one class, and one class order every epoch.
+data.batch_composition: a training batch looks like the training set. The classes of the first
+training batches are compared with random batches of the same sizes drawn from the whole split.
+A set stored in class order and served in that order (shuffle=False, a stream read shard by
+shard, a batch sampler that builds each batch from one class) gives batches of one class, and
+one class order every epoch.
 """
 
 from __future__ import annotations
@@ -29,20 +23,31 @@ from torch.utils.data import BatchSampler, DataLoader, IterableDataset, Sequenti
 
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.observe import class_target
-from trainwell.doctor.harness.samples import (
-    batch_source,
-    order_source,
-    two_epochs,
-    why_not_indexable,
-)
+from trainwell.doctor.harness.samples import batch_source, order_source, two_epochs
 from trainwell.doctor.harness.scan import scan
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 from trainwell.errors import TrainwellError
 from trainwell.loading.labels import dataset_labels
 
 
-def _short(first: list[int], second: list[int], evidence: dict[str, Any]) -> Verdict | None:
-    """A fail when the second epoch yields fewer samples than the first (a full pass each)."""
+def data_epoch_order(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
+    loader, by_index = ctx.samples.loader, ctx.samples.indexable
+    first, second = two_epochs(loader, by_index=by_index)
+    if by_index:
+        source = order_source(loader)
+        name, has_set_epoch = type(source).__name__, callable(getattr(source, "set_epoch", None))
+        evidence |= {
+            "compared_by": "index",
+            "order_from": name,
+            "order_source_has_set_epoch": has_set_epoch,
+            "indices_compared": len(first),
+            "epoch_1_indices_compared": len(second),
+            "epoch_0_head": first[:8],
+            "epoch_1_head": second[:8],
+        }
+    else:  # no sample indices: the two epochs are compared by what they yield
+        evidence |= {"compared_by": "content", "why_not_by_index": ctx.samples.why_not_indexable}
+        evidence |= {"epoch_0_samples": len(first), "epoch_1_samples": len(second)}
     if not first or len(second) < len(first):
         return fails(
             f"iterated again, the training loader yields {len(first)} samples and then "
@@ -50,59 +55,21 @@ def _short(first: list[int], second: list[int], evidence: dict[str, Any]) -> Ver
             "iterator is made once and runs dry (an __iter__ that returns a generator built in "
             "__init__); build the iterator inside __iter__"
         )
-    return None
-
-
-def _by_content(loader: Any, why: str, evidence: dict[str, Any]) -> Verdict:
-    """Two epochs of a loader without sample indices, compared by what they yield."""
-    first, second = two_epochs(loader, by_index=False)
-    evidence |= {
-        "compared_by": "content",
-        "why_not_by_index": why,
-        "epoch_0_samples": len(first),
-        "epoch_1_samples": len(second),
-    }
-    short = _short(first, second, evidence)
-    if short is not None:
-        return short
-    if first == second and len(first) > 1:
-        return warns(
-            f"the training loader yields the same {len(first)} samples in the same order in "
-            "epoch 0 and epoch 1, so every epoch repeats one order (a shuffle seeded the same "
-            "way each epoch, or batches shuffled once at setup); draw the order from the "
-            "global RNG or from seed + epoch, unless the stream is meant to be sequential"
-        )
-    return passes("the training loader yields a new order every epoch")
-
-
-def data_epoch_order(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    loader = ctx.samples.loader
-    problem = why_not_indexable(loader)
-    if problem:
-        return _by_content(loader, problem, evidence)
-    source = order_source(loader)
-    first, second = two_epochs(loader, by_index=True)
-    has_set_epoch = callable(getattr(source, "set_epoch", None))
-    evidence |= {
-        "compared_by": "index",
-        "order_from": type(source).__name__,
-        "order_source_has_set_epoch": has_set_epoch,
-        "indices_compared": len(first),
-        "epoch_1_indices_compared": len(second),
-        "epoch_0_head": first[:8],
-        "epoch_1_head": second[:8],
-    }
-    short = _short(first, second, evidence)
-    if short is not None:
-        return short
+    if not by_index:
+        if first == second and len(first) > 1:
+            return warns(
+                f"the training loader yields the same {len(first)} samples in the same order in "
+                "epoch 0 and epoch 1, so every epoch repeats one order (a shuffle seeded the same "
+                "way each epoch, or batches shuffled once at setup); draw the order from the "
+                "global RNG or from seed + epoch, unless the stream is meant to be sequential"
+            )
+        return passes("the training loader yields a new order every epoch")
     shuffled = first != sorted(first)
     if first == second and shuffled and len(first) > 1:
-        name = type(source).__name__
         cause = (
             f"{name} has set_epoch, but its order ignores the epoch"
             if has_set_epoch
-            else f"{name} defines no set_epoch(epoch), the call Lightning makes at every epoch "
-            "start"
+            else f"{name} defines no set_epoch(epoch), the call Lightning makes at every epoch start"
         )
         return warns(
             f"the training loader draws the same shuffled order in epoch 0 and epoch 1 (first "
@@ -112,28 +79,15 @@ def data_epoch_order(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         )
     if first == second:
         return passes(
-            f"the training loader draws the samples in index order every epoch "
-            f"({type(source).__name__}): "
+            f"the training loader draws the samples in index order every epoch ({name}): "
             "no shuffle to repeat"
         )
-    return passes(
-        f"the training loader draws a new order every epoch (from {type(source).__name__})"
-    )
+    return passes(f"the training loader draws a new order every epoch (from {name})")
 
 
 BATCHES = 64  # training batches compared
 SINGLE = 0.5  # share of batches holding one class from which it fails (random: near 0)
 PURER = 0.3  # the mean share of a batch's largest class above random's from which it warns
-
-
-def _batch_labels(ctx: DoctorContext) -> tuple[list[torch.Tensor], str]:
-    """The class ids of each scanned training batch, and where they were read."""
-    path = class_target(ctx) or "batch[1]"
-    s = scan(ctx)
-    batches = s.ints.get(path, [])[:BATCHES]
-    if any(len(b) != n for b, n in zip(batches, s.train_rows, strict=False)):
-        return [], path  # not one class id per sample (labels per position, say)
-    return [b[b >= 0] for b in batches if bool((b >= 0).any())], path  # -100: no class
 
 
 def _purity(batches: list[torch.Tensor]) -> torch.Tensor:
@@ -178,8 +132,11 @@ def _setting(loader: Any) -> str:
 
 
 def data_batch_composition(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    batches, path = _batch_labels(ctx)
-    loader = ctx.samples.loader
+    path, s, loader = class_target(ctx) or "batch[1]", scan(ctx), ctx.samples.loader
+    batches = s.ints.get(path, [])[:BATCHES]
+    if any(len(b) != n for b, n in zip(batches, s.train_rows, strict=False)):
+        batches = []  # not one class id per sample (labels per position, say)
+    batches = [b[b >= 0] for b in batches if bool((b >= 0).any())]  # -100: no class
     if len(batches) < 2:
         return skips(
             f"no class id per sample in the training batches ({path}) to compare: pass the "
@@ -207,17 +164,13 @@ def data_batch_composition(ctx: DoctorContext, evidence: dict[str, Any]) -> Verd
         "classes_in_the_set": len(whole.unique()),
     }
     if single >= SINGLE and evidence["random_one_class_batches"] < SINGLE / 5:
-        how, verdict = (
-            f"{single:.0%} of the first {len(batches)} training batches hold one class",
-            fails,
-        )
+        verdict = fails
+        how = f"{single:.0%} of the first {len(batches)} training batches hold one class"
     elif float(seen.mean() - chance.mean()) >= PURER:
-        how, verdict = (
-            (
-                f"the first {len(batches)} training batches are {seen.mean():.0%} their largest "
-                f"class on average, random batches of the set {chance.mean():.0%}"
-            ),
-            warns,
+        verdict = warns
+        how = (
+            f"the first {len(batches)} training batches are {seen.mean():.0%} their largest "
+            f"class on average, random batches of the set {chance.mean():.0%}"
         )
     else:
         return passes(

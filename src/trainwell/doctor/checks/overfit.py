@@ -19,8 +19,6 @@ from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 
 @dataclass
 class Trend:
-    """How a loss curve moved: the verdict's numbers."""
-
     kind: str  # pass | slow | flat | rising | non-finite
     steps: int
     first: float
@@ -38,15 +36,13 @@ def trend(values: list[float], max_ratio: float) -> Trend:
     if not all(math.isfinite(v) for v in values):
         bad = next(i for i, v in enumerate(values) if not math.isfinite(v))
         return Trend("non-finite", bad, values[0], math.nan, math.nan, math.nan, math.nan)
-    first = values[0]
-    last = sum(values[-3:]) / len(values[-3:])
+    first, last = values[0], sum(values[-3:]) / len(values[-3:])
     ratio = last / first if first > 0 else math.inf
     q = max(1, n // 4)
     head, tail = sum(values[:q]) / q, sum(values[-q:]) / q
     drop = 1 - tail / head if head > 0 else 0.0
     before = values[-2 * q : -q] or values[:q]
     recent = 1 - tail / (sum(before) / len(before)) if sum(before) > 0 else 0.0
-    per_100 = recent * 100 / q
     if ratio <= max_ratio:
         kind = "pass"
     elif drop < -FLAT:
@@ -55,7 +51,7 @@ def trend(values: list[float], max_ratio: float) -> Trend:
         kind = "flat"
     else:
         kind = "slow"
-    return Trend(kind, n, first, last, ratio, drop, per_100)
+    return Trend(kind, n, first, last, ratio, drop, recent * 100 / q)
 
 
 def _losses(obs: Observation) -> list[float] | None:
@@ -63,10 +59,6 @@ def _losses(obs: Observation) -> list[float] | None:
     Lightning skips a batch) has none and is left out. None when fewer than two remain."""
     values = [float(v) for v in obs.recorder.losses if v is not None]
     return values if len(values) >= 2 else None
-
-
-def _skipped(obs: Observation) -> int:
-    return sum(1 for v in obs.recorder.losses if v is None)
 
 
 def overfit_one_batch(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
@@ -81,11 +73,11 @@ def overfit_one_batch(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
 
 def _verdict(ctx: DoctorContext, obs: Observation, evidence: dict[str, Any]) -> Verdict:
     values = _losses(obs)
-    if obs.fit.error is not None and (values is None or len(values) < 2):
+    if obs.fit.error is not None and values is None:
         return skips(crashed_message(obs))
     if values is None:
         return skips(
-            f"training_step returned no scalar loss in {_skipped(obs)} of "
+            f"training_step returned no scalar loss in {obs.recorder.losses.count(None)} of "
             f"{len(obs.recorder.losses)} steps and no backward() was seen to follow; return "
             "the loss from training_step to test it"
         )
@@ -94,7 +86,7 @@ def _verdict(ctx: DoctorContext, obs: Observation, evidence: dict[str, Any]) -> 
     size = ctx.batch_size
     evidence |= {
         "steps": seen.steps,
-        "steps_skipped_by_training_step": _skipped(obs),
+        "steps_skipped_by_training_step": obs.recorder.losses.count(None),
         "optimizers": len(obs.fit.trainer.optimizers),
         "batch_size": size,
         "constant_lr": obs.lr.lrs[:4],
@@ -109,31 +101,27 @@ def _verdict(ctx: DoctorContext, obs: Observation, evidence: dict[str, Any]) -> 
         "losses": [round(v, 5) for v in values[:: max(1, len(values) // 200)]],
     }
     if len(obs.fit.trainer.optimizers) > 1 and seen.kind != "non-finite":
-        return _adversarial(seen, evidence)
+        # Several optimizers (a GAN's generator and discriminator) pull against each other: the
+        # loss of one fixed batch need not fall, so its curve is reported, not judged.
+        return (passes if seen.kind == "pass" else warns)(
+            f"the task steps {evidence['optimizers']} optimizers (adversarial or alternating "
+            f"training): the loss backpropagated last goes {seen.first:.4g} -> {seen.last:.4g} in "
+            f"{seen.steps} steps on one fixed batch ({seen.kind}), which says little when the "
+            "players compete; "
+            "check each player's loss curve in a short real run"
+        )
     if seen.kind in ("rising", "non-finite"):
         return _diverged(ctx, seen, evidence)
     if seen.kind == "flat" and not obs.recorder.step_grads:
         return skips(unstepped_message(obs))
-    if seen.kind in ("flat", "slow"):
-        return _not_memorised(seen, size, limit, obs.stop.reason, evidence)
-    return passes(
-        f"loss on one fixed batch falls {seen.first:.3f} -> {seen.last:.4f} in {seen.steps} "
-        "steps at a constant LR"
-    )
-
-
-def _not_memorised(
-    seen: Trend, size: int | None, limit: float, reason: str, evidence: dict[str, Any]
-) -> Verdict:
-    """Flat: nothing updates the weights (fail). Slow: it learns, but not to the target."""
-    if seen.kind == "flat":
+    if seen.kind == "flat":  # nothing updates the weights
         return fails(
             f"the loss on one fixed batch of {size} does not move in {seen.steps} steps at a "
             f"constant LR ({seen.first:.4g} -> {seen.last:.4g}, {seen.drop:+.1%} from the first "
             "to the last quarter): the optimizer does not update the weights (LR 0, frozen or "
             "detached parameters, a loss without a graph to them; see the checks above)"
         )
-    if seen.kind == "slow" and reason == "stopped falling":
+    if seen.kind == "slow" and obs.stop.reason == "stopped falling":
         return warns(
             f"the loss on one fixed batch of {size} falls {seen.first:.4g} -> {seen.last:.4g} in "
             f"{seen.steps} steps ({seen.drop:.0%} from the first to the last quarter) and levels "
@@ -141,26 +129,17 @@ def _not_memorised(
             "targets the inputs do not determine, like the next token of a random sequence); "
             "fine if expected, otherwise raise the capacity"
         )
-    return warns(
-        f"the loss on one fixed batch of {size} falls {seen.first:.4g} -> {seen.last:.4g} in "
-        f"{seen.steps} steps ({seen.drop:.0%} from the first to the last quarter, still "
-        f"{seen.recent_drop_per_100:.1%} per 100 steps when the probe stopped: "
-        f"{reason}) but not to {limit:g}x: it learns, slowly (a small model or "
-        "LR); fine if intended, otherwise raise the capacity or the LR"
-    )
-
-
-def _adversarial(seen: Trend, evidence: dict[str, Any]) -> Verdict:
-    """Several optimizers (a GAN's generator and discriminator) pull against each other: the
-    loss of one fixed batch need not fall, so its curve is reported, not judged."""
-    n = evidence["optimizers"]
-    status = "pass" if seen.kind == "pass" else "warn"
-    return Verdict(
-        status,
-        f"the task steps {n} optimizers (adversarial or alternating training): the loss "
-        f"backpropagated last goes {seen.first:.4g} -> {seen.last:.4g} in {seen.steps} steps "
-        f"on one fixed batch ({seen.kind}), which says little when the players compete; "
-        "check each player's loss curve in a short real run",
+    if seen.kind == "slow":
+        return warns(
+            f"the loss on one fixed batch of {size} falls {seen.first:.4g} -> {seen.last:.4g} in "
+            f"{seen.steps} steps ({seen.drop:.0%} from the first to the last quarter, still "
+            f"{seen.recent_drop_per_100:.1%} per 100 steps when the probe stopped: "
+            f"{obs.stop.reason}) but not to {limit:g}x: it learns, slowly (a small model or "
+            "LR); fine if intended, otherwise raise the capacity or the LR"
+        )
+    return passes(
+        f"loss on one fixed batch falls {seen.first:.3f} -> {seen.last:.4f} in {seen.steps} "
+        "steps at a constant LR"
     )
 
 

@@ -1,26 +1,18 @@
 """data.split_agreement and data.class_balance: what a task fitted briefly on the real train
 batches predicts.
 
-data.split_agreement: validation measures what training learns.
+data.split_agreement: validation measures what training learns. The short fit predicts training
+batches and the first validation batches, each scored against its own split's chance (the rate of
+its most common label), position by position where labels are per position (tokens, tags). A fit
+that beats chance on training data but leaves validation at chance means validation's labels were
+split from their inputs (shuffled apart, two loaders zipped) or its label ids name other classes
+(a label map built per split; then a relabelling of the validation classes agrees).
 
-The task fitted briefly on the real train batches (the context's short fit) predicts training
-batches and the first validation batches, each scored against its own split's chance: the rate of
-its most common label. Predictions come from forward on (input, label) pairs, or, for batches of
-any other structure (dicts, nested), from the class scores and labels the task's own evaluation
-step hands its class-index loss, where labels per position (tokens, tags) are scored position by
-position. A fit that beats chance on training data but leaves validation at chance means
-validation does not measure what training learns: its labels were split from their inputs
-(shuffled apart, zipped from two loaders) or its label ids name other classes (a label map built
-per split; then a relabelling of the validation classes agrees with the predictions).
-
-data.class_balance: training classes so unequal that accuracy hides what the model misses.
-
-Reads the training split's labels (without loading inputs where the dataset allows it; from the
-batches one pass of the train loader yields where its samples are not (input, label) pairs). Warns
+data.class_balance: training classes so unequal that accuracy hides what the model misses. Warns
 when the largest class has IMBALANCE_RATIO times the samples of the smallest and nothing
-compensates (no weighted sampler, no class weights in the loss, no macro metric monitored).
-On such data it also trains a fresh task briefly on the real train loader and predicts a
-class-balanced batch: predictions collapsed onto the majority class fail.
+compensates (no weighted sampler, no class weights in the loss, no macro metric monitored); fails
+when a fresh task fitted briefly on the real train loader predicts the majority class for every
+sample of a class-balanced batch.
 """
 
 from __future__ import annotations
@@ -40,26 +32,23 @@ from trainwell.errors import TrainwellError, error_line
 from trainwell.loading.labels import class_counts, dataset_labels
 
 LEARNT = 0.2  # the fit must beat chance on training data by this much (and by 3 sigma)
-HOOK = (
-    "return one row of class scores per sample from forward on (input, class id) batches, or "
-    "hand cross_entropy one class id per sample (or per position) in validation_step"
-)
+IMBALANCE_RATIO = 5.0
+LABEL_LIMIT = 200_000  # samples loaded one by one to read labels from a dataset without them
+MACRO_WORDS = ("balanced", "macro", "f1", "recall")
 
 
 def _rates(pred: torch.Tensor, true: torch.Tensor) -> dict[str, float]:
     """Accuracy, chance (the majority label's rate), 3 sigma of chance, and the accuracy under
     the best relabelling (each predicted class read as the label it is most often)."""
     n, chance = len(true), float(torch.bincount(true).max()) / len(true)
-    pairs = torch.stack([pred, true], dim=1).unique(dim=0, return_counts=True)
-    best: dict[int, int] = {}
-    for (p, _), count in zip(pairs[0].tolist(), pairs[1].tolist(), strict=True):
-        best[p] = max(best.get(p, 0), count)
+    keys, counts = torch.stack([pred, true], dim=1).unique(dim=0, return_counts=True)
+    best = counts.new_zeros(int(pred.max()) + 1).scatter_reduce(0, keys[:, 0], counts, "amax")
     return {
         "samples": n,
         "accuracy": float((pred == true).float().mean()),
         "chance": chance,
         "sigma3": 3 * math.sqrt(chance * (1 - chance) / n),
-        "relabelled_accuracy": sum(best.values()) / n,
+        "relabelled_accuracy": int(best.sum()) / n,
     }
 
 
@@ -71,17 +60,20 @@ def data_split_agreement(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdic
     steps = ctx.settings.overfit_steps
     train = ctx.samples.micro_batches(steps, 8) or ctx.samples.micro_batches(0, 8)
     task = ctx.make_task().eval()  # can it be scored at all (before paying for the fit)?
-    for batches in (train[:1], val):
-        why = class_predictions(ctx, task, [next(iter(batches), None)])
-        if isinstance(why, str):
-            return skips(f"no predictions to score: {why}; {HOOK}")
-    task, fit = short_fit(ctx)
-    if fit.error is not None:
-        return skips(f"the short fit failed: {fit.error_line}")
-    read = [class_predictions(ctx, task.eval(), train), class_predictions(ctx, task, val)]
+    read = (class_predictions(ctx, task, [next(iter(b), None)]) for b in (train[:1], val))
     why = next((r for r in read if isinstance(r, str)), None)
+    if why is None:
+        task, fit = short_fit(ctx)
+        if fit.error is not None:
+            return skips(f"the short fit failed: {fit.error_line}")
+        read = [class_predictions(ctx, task.eval(), train), class_predictions(ctx, task, val)]
+        why = next((r for r in read if isinstance(r, str)), None)
     if why is not None:
-        return skips(f"no predictions to score: {why}; {HOOK}")
+        return skips(
+            f"no predictions to score: {why}; return one row of class scores per sample from "
+            "forward on (input, class id) batches, or hand cross_entropy one class id per sample "
+            "(or per position) in validation_step"
+        )
     tr, va = (_rates(*r) for r in read)  # type: ignore[misc]
     evidence |= {"fit_steps": steps, "train": tr, "val": va}
     if tr["accuracy"] < tr["chance"] + max(LEARNT, tr["sigma3"]):
@@ -92,9 +84,8 @@ def data_split_agreement(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdic
         )
     if va["accuracy"] > va["chance"] + va["sigma3"]:
         return passes(
-            f"after a short fit, accuracy beats chance on training data ({tr['accuracy']:.2f} "
-            f"vs {tr['chance']:.2f}) and on validation ({va['accuracy']:.2f} vs "
-            f"{va['chance']:.2f})"
+            f"after a short fit, accuracy beats chance on training data ({tr['accuracy']:.2f} vs "
+            f"{tr['chance']:.2f}) and on validation ({va['accuracy']:.2f} vs {va['chance']:.2f})"
         )
     relabelled = va["relabelled_accuracy"] > va["chance"] + max(LEARNT, va["sigma3"])
     cause = (
@@ -106,28 +97,9 @@ def data_split_agreement(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdic
         "read in another order); keep each input with its label"
     )
     return fails(
-        f"a short fit beats chance on training data ({tr['accuracy']:.2f} vs "
-        f"{tr['chance']:.2f}) but validation stays at chance ({va['accuracy']:.2f} vs "
-        f"{va['chance']:.2f}), {cause}"
+        f"a short fit beats chance on training data ({tr['accuracy']:.2f} vs {tr['chance']:.2f}) "
+        f"but validation stays at chance ({va['accuracy']:.2f} vs {va['chance']:.2f}), {cause}"
     )
-
-
-IMBALANCE_RATIO = 5.0
-LABEL_LIMIT = 200_000  # samples loaded one by one to read labels from a dataset without them
-MACRO_WORDS = ("balanced", "macro", "f1", "recall")
-
-
-def _compensation(ctx: DoctorContext) -> list[str]:
-    found = []
-    if getattr(ctx.datamodule, "sampler", None) == "weighted":
-        found.append("data.sampler=weighted")
-    loss = ctx.cfg.model.get("loss") if hasattr(ctx.cfg.model, "get") else None
-    if loss is not None and hasattr(loss, "get") and loss.get("class_weights") is not None:
-        found.append("model.loss.class_weights")
-    monitored = str((ctx.cfg.get("monitor") or {}).get("metric") or "")
-    if any(word in monitored.lower() for word in MACRO_WORDS):
-        found.append(f"monitor.metric={monitored}")
-    return found
 
 
 def _streamed(ctx: DoctorContext, why: str) -> tuple[torch.Tensor, dict[int, list[Any]]]:
@@ -158,13 +130,12 @@ def _streamed(ctx: DoctorContext, why: str) -> tuple[torch.Tensor, dict[int, lis
 
 
 def data_class_balance(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    loader = ctx.samples.loader
     kept: dict[int, list[Any]] | None = None  # samples by class, where they come from a stream
     try:
         labels, why = None, ctx.samples.why_not_indexable
         if not why:
             try:
-                labels = dataset_labels(loader.dataset, limit=LABEL_LIMIT)
+                labels = dataset_labels(ctx.samples.loader.dataset, limit=LABEL_LIMIT)
             except TrainwellError as err:
                 why = str(err).split(";")[0]  # its advice is the weighted sampler's
         if labels is None:
@@ -186,7 +157,7 @@ def data_class_balance(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     }
     if ratio < IMBALANCE_RATIO:
         return passes(f"the largest class is {ratio:.1f}x the smallest")
-    collapsed = _collapsed_predictions(ctx, _balanced(ctx, labels, counts, kept), counts, evidence)
+    collapsed = _collapsed_predictions(ctx, labels, counts, kept, evidence)
     smallest = int(torch.where(counts > 0, counts, counts.max() + 1).argmin())
     if collapsed:
         return fails(
@@ -196,7 +167,15 @@ def data_class_balance(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "frequencies, not the classes; use data.sampler=weighted or "
             "model.loss.class_weights=balanced"
         )
-    compensation = _compensation(ctx)
+    compensation = []
+    if getattr(ctx.datamodule, "sampler", None) == "weighted":
+        compensation.append("data.sampler=weighted")
+    loss = ctx.cfg.model.get("loss") if hasattr(ctx.cfg.model, "get") else None
+    if loss is not None and hasattr(loss, "get") and loss.get("class_weights") is not None:
+        compensation.append("model.loss.class_weights")
+    monitored = str((ctx.cfg.get("monitor") or {}).get("metric") or "")
+    if any(word in monitored.lower() for word in MACRO_WORDS):
+        compensation.append(f"monitor.metric={monitored}")
     evidence["compensated_by"] = compensation
     if compensation:
         return passes(
@@ -206,45 +185,36 @@ def data_class_balance(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     return warns(
         f"class {majority} has {ratio:.1f}x the training samples of class {smallest} and nothing "
         "compensates, so accuracy can look fine while rare classes are never predicted; use "
-        "data.sampler=weighted or model.loss.class_weights=balanced, or monitor "
-        "val/balanced_acc"
+        "data.sampler=weighted or model.loss.class_weights=balanced, or monitor val/balanced_acc"
     )
 
 
-def _balanced(
-    ctx: DoctorContext, labels: torch.Tensor, counts: torch.Tensor, kept: dict | None
-) -> Any:
-    """A batch of min(count) (at most probe.batch_size / classes) training samples of every
-    class: drawn by index, or joined from the samples a stream yielded (None when they cannot be
-    joined into one batch)."""
+def _collapsed_predictions(
+    ctx: DoctorContext,
+    labels: torch.Tensor,
+    counts: torch.Tensor,
+    kept: dict | None,
+    evidence: dict[str, Any],
+) -> bool:
     classes = torch.nonzero(counts).reshape(-1).tolist()
     per_class = max(1, min(int(counts[counts > 0].min()), ctx.settings.batch_size // len(classes)))
     if kept is not None:
         try:
-            return concat([row for c in classes for row in kept[c][:per_class]])
+            batch = concat([row for c in classes for row in kept[c][:per_class]])
         except ConcatError:
-            return None
-    generator = torch.Generator().manual_seed(int(ctx.cfg.seed))
-    indices = []
-    for c in classes:
-        members = torch.nonzero(labels == c).reshape(-1)
-        pick = members[torch.randperm(len(members), generator=generator)[:per_class]]
-        indices.extend(pick.tolist())
-    return ctx.samples.collate(indices)
-
-
-def _collapsed_predictions(
-    ctx: DoctorContext, batch: Any, counts: torch.Tensor, evidence: dict[str, Any]
-) -> bool:
-    """Fit a fresh task for probe.overfit_steps on the real train batches, then predict a
-    class-balanced batch (of any structure, read as data.split_agreement reads predictions).
-    True when every prediction is the same class."""
+            evidence["probe"] = "the samples of each class cannot be joined into one batch"
+            return False
+    else:
+        generator = torch.Generator().manual_seed(int(ctx.cfg.seed))
+        indices = []
+        for c in classes:
+            members = torch.nonzero(labels == c).reshape(-1)
+            pick = members[torch.randperm(len(members), generator=generator)[:per_class]]
+            indices.extend(pick.tolist())
+        batch = ctx.samples.collate(indices)
     task, result = short_fit(ctx)
     if result.error is not None:
         evidence["probe"] = f"the short fit raised {result.error_line}"
-        return False
-    if batch is None:
-        evidence["probe"] = "the samples of each class cannot be joined into one batch"
         return False
     read = class_predictions(ctx, task.eval(), replay_loader([batch]))
     if isinstance(read, str):

@@ -1,29 +1,24 @@
 """schedule.interval: the learning rate at each optimizer step follows the curve the plan implies.
 
-The probe runs the task through the real Lightning loop on a run shaped like the planned one (the
-plan's micro-batches per epoch, epochs, accumulation), so `trainer.estimated_stepping_batches`
-and every hook the module overrides see what the real run sees; it records the learning rate each
-optimizer step uses and each scheduler's step counter, across an epoch boundary where the budget
-allows. Each scheduler is then replayed from its first state, stepped on its own, to get its curve;
-the plan says which pace it should follow: once per optimizer step when it is sized in the run's
-optimizer steps, once per epoch when sized in its epochs, else as it is registered. Whatever steps
-it (Lightning, `lr_scheduler_step`, a `scheduler.step(epoch)` by hand, a manual loop), the LR seen
-must be the curve at that pace; and the curve must last the run (not decay to zero early).
+The probe runs the task through the real Lightning loop on a run shaped like the planned one, so
+`trainer.estimated_stepping_batches` and every hook the module overrides see what the real run
+sees. Each scheduler's curve is replayed from its first state; the plan says its pace: once per
+optimizer step when sized in the run's optimizer steps, once per epoch when sized in its epochs,
+else as registered. Whatever steps it (Lightning, `lr_scheduler_step`, a `scheduler.step(epoch)`
+by hand, a manual loop), the LR seen must be the curve at that pace, and the curve must last the
+run (not decay to zero early).
 """
 
 from __future__ import annotations
 
 import copy
 import math
-import warnings
-from itertools import accumulate
 from typing import Any
 
 import lightning as L
 
-from trainwell.doctor.harness.batches import replay_loader
-from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.report.verdict import Verdict
+from trainwell.doctor.harness.context import DoctorContext, quiet
+from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 
 # A step-sized schedule this many times longer than the run is cut off early (below: maybe
 # by design).
@@ -34,40 +29,34 @@ FLOOR = 1e-3  # a learning rate below this fraction of the curve's peak is spent
 
 
 class _Trace(L.Callback):
-    """Per micro-batch the learning rate it starts with; per optimizer step each scheduler's
-    optimizer LR, step counter and whether it drives the stepping optimizer, and the epoch; and
-    every scheduler's first state (to replay its curve)."""
+    """The LR each micro-batch starts with; per optimizer step, the epoch and each scheduler's
+    LR, counter and whether it drives the stepping optimizer; each one's first state."""
 
     def __init__(self) -> None:
         self.lrs: list[float] = []
-        self.micro_batches_per_step: list[int] = []
+        self.step_ends: list[int] = []  # micro-batches started when each optimizer step came
         self.step_lrs: list[list[float]] = []
         self.step_epochs: list[int] = []
         self.scheduler_counts: list[list[int]] = []  # scheduler.last_epoch at each step
         self.scheduler_owners: list[list[bool]] = []
         self.scheduler_configs: list[dict[str, Any]] = []  # as Lightning registered them
-        self.first_states: list[tuple[dict[str, Any], list[float]]] = []
-        self._since_step = 0
+        # Each scheduler with its first state and its optimizer's LRs, to replay its curve.
+        self.first_states: list[tuple[Any, dict[str, Any], list[float]]] = []
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        configs = trainer.lr_scheduler_configs
-        self.scheduler_configs = [
-            {
-                "class": type(c.scheduler).__name__,
-                "interval": c.interval,
-                "frequency": c.frequency,
-                "monitor": c.monitor,
-                "length": _length(c.scheduler),
-            }
-            for c in configs
-        ]
-        self.first_states = [
-            (
-                copy.deepcopy(c.scheduler.state_dict()),
-                [g["lr"] for g in c.scheduler.optimizer.param_groups],
+        for c in trainer.lr_scheduler_configs:
+            s = c.scheduler
+            self.scheduler_configs.append(
+                {
+                    "class": type(s).__name__,
+                    "interval": c.interval,
+                    "frequency": c.frequency,
+                    "monitor": c.monitor,
+                    "length": _length(s),
+                }
             )
-            for c in configs
-        ]
+            lrs = [g["lr"] for g in s.optimizer.param_groups]
+            self.first_states.append((s, copy.deepcopy(s.state_dict()), lrs))
 
     def on_train_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
         if trainer.optimizers:
@@ -78,8 +67,7 @@ class _Trace(L.Callback):
     ) -> None:
         configs = trainer.lr_scheduler_configs
         stepping = getattr(optimizer, "optimizer", optimizer)  # a LightningOptimizer's own
-        self.micro_batches_per_step.append(self._since_step + 1)
-        self._since_step = -1  # the batch-end hook brings it back to 0
+        self.step_ends.append(len(self.lrs))
         self.step_lrs.append(
             [float(c.scheduler.optimizer.param_groups[0]["lr"]) for c in configs]
             or [float(stepping.param_groups[0]["lr"])]
@@ -90,44 +78,37 @@ class _Trace(L.Callback):
             [getattr(c.scheduler, "optimizer", None) in (optimizer, stepping) for c in configs]
         )
 
-    def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
-        self._since_step += 1
-
 
 def _length(scheduler: Any) -> int | None:
     """The steps a scheduler was sized for, where it says (OneCycleLR's total_steps, a LambdaLR
     whose function keeps a `total_steps`, a cosine's T_max); None for open-ended schedules."""
-    for owner in (scheduler, *getattr(scheduler, "lr_lambdas", ())):
-        for attribute in ("total_steps", "T_max"):
-            value = getattr(owner, attribute, None)
-            if isinstance(value, int):
-                return value
-    return None
+    owners = (scheduler, *getattr(scheduler, "lr_lambdas", ()))
+    sizes = [getattr(owner, name, None) for owner in owners for name in ("total_steps", "T_max")]
+    return next((size for size in sizes if isinstance(size, int)), None)
 
 
 def schedule_interval(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    """Trace the LR through a run shaped like the plan; compare it with each scheduler's curve."""
     k, plan = max(1, ctx.accumulate), ctx.plan
     per_epoch = plan.iterations_per_epoch or 3 * k
     epochs = max(1, plan.max_epochs) if plan.iterations_per_epoch else 1
     trace = _Trace()
     fit = ctx.fit(
         ctx.make_task(),
-        replay_loader([ctx.batch], per_epoch),
+        ctx.fixed_loader(per_epoch),
         [trace],
         max_steps=int(ctx.cfg.trainer.get("max_steps") or -1),
         accumulate=k,
-        max_batches=min(BUDGET, per_epoch + 2 * k) if epochs > 1 else min(BUDGET, per_epoch),
+        max_batches=min(BUDGET, per_epoch + (2 * k if epochs > 1 else 0)),
         max_epochs=epochs,
     )
-    if fit.error is not None and len(trace.micro_batches_per_step) < 2:
-        return Verdict("skip", f"the short fit failed: {fit.error_line}")
+    if fit.error is not None and len(trace.step_ends) < 2:
+        return skips(f"the short fit failed: {fit.error_line}")
     total = plan.total_optimizer_steps
     estimate = int(fit.trainer.estimated_stepping_batches)
     evidence |= {
         "accumulate": k,
         "micro_batches_per_epoch": per_epoch,
-        "optimizer_steps": len(trace.micro_batches_per_step),
+        "optimizer_steps": len(trace.step_ends),
         "epochs_seen": sorted(set(trace.step_epochs)),
         "lr_per_optimizer_step": trace.step_lrs,
         "schedulers": trace.scheduler_configs,
@@ -135,43 +116,37 @@ def schedule_interval(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         "plan_total_optimizer_steps": total,
         "probe_estimated_stepping_batches": estimate,
     }
-    ends = list(accumulate(trace.micro_batches_per_step))  # the loop's own windows
-    windows = [trace.lrs[a:b] for a, b in zip([0, *ends], ends, strict=False)]
-    mid_window = sum(1 for w in windows if len(set(w)) > 1)
+    ends = trace.step_ends  # the loop's own windows
+    mid_window = sum(len(set(trace.lrs[a:b])) > 1 for a, b in zip([0, *ends], ends, strict=False))
     if mid_window and k > 1:
-        return Verdict(
-            "fail",
+        return fails(
             f"the learning rate changes inside {mid_window} accumulation "
             f"window(s) of {k} micro-batches: the scheduler steps per micro-batch, so the "
             f"schedule ends {k}x too early; step it once per optimizer step (interval='step', "
             "no manual scheduler.step() in training_step)",
         )
     if not trace.scheduler_configs:
-        return _hand_set(trace, evidence)
+        return _hand_set(trace)
     for index in range(len(trace.scheduler_configs)):
-        verdict = _follows_curve(ctx, fit.trainer, trace, index, estimate, evidence)
+        verdict = _follows_curve(ctx, trace, index, estimate, evidence)
         if verdict is not None:
             return verdict
     names = ", ".join(f"{c['class']} ({c['pace']})" for c in trace.scheduler_configs)
-    return Verdict(
-        "pass",
-        f"the learning rate follows {names} at the planned pace over "
-        f"{len(trace.step_lrs)} optimizer steps (accumulate {k}), and the schedule lasts the "
-        f"{total} planned steps",
+    return passes(
+        f"the learning rate follows {names} at the planned pace over {len(trace.step_lrs)} "
+        f"optimizer steps (accumulate {k}), and the schedule lasts the {total} planned steps",
     )
 
 
-def _replay(trainer: L.Trainer, index: int, trace: _Trace, steps: int) -> list[float]:
+def _replay(trace: _Trace, index: int, steps: int) -> list[float]:
     """The scheduler's own curve from its first state: LR after 0, 1, ... scheduler steps (it
     ends early where the scheduler refuses to step on, as OneCycleLR does past its end)."""
-    scheduler = trainer.lr_scheduler_configs[index].scheduler
-    state, lrs = trace.first_states[index]
+    scheduler, state, lrs = trace.first_states[index]
     scheduler.load_state_dict(copy.deepcopy(state))
     for group, lr in zip(scheduler.optimizer.param_groups, lrs, strict=True):
         group["lr"] = lr
     curve = [float(scheduler.optimizer.param_groups[0]["lr"])]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
+    with quiet():
         for _ in range(steps):
             try:
                 scheduler.step()
@@ -181,27 +156,10 @@ def _replay(trainer: L.Trainer, index: int, trace: _Trace, steps: int) -> list[f
     return curve
 
 
-def _spent_at(curve: list[float]) -> int | None:
-    """The first scheduler step from which the LR stays below FLOOR of its peak, if any."""
-    peak = max(curve, default=0.0)
-    if peak <= 0 or curve[-1] > FLOOR * peak:
-        return None
-    end = len(curve)
-    while end > 0 and curve[end - 1] <= FLOOR * peak:
-        end -= 1
-    return end
-
-
 def _follows_curve(
-    ctx: DoctorContext,
-    trainer: L.Trainer,
-    trace: _Trace,
-    index: int,
-    estimate: int,
-    evidence: dict[str, Any],
+    ctx: DoctorContext, trace: _Trace, index: int, estimate: int, evidence: dict[str, Any]
 ) -> Verdict | None:
-    """A verdict for one scheduler whose LR leaves its curve at the planned pace, or whose
-    curve does not last the run; None when it follows the plan."""
+    """None when the scheduler's LR follows its curve at the planned pace and lasts the run."""
     config = trace.scheduler_configs[index]
     name, total = config["class"], ctx.plan.total_optimizer_steps
     if config["monitor"] is not None or config["frequency"] != 1:
@@ -212,11 +170,24 @@ def _follows_curve(
     lrs = [trace.step_lrs[s][index] for s in owned]
     epochs = [trace.step_epochs[s] for s in owned]
     horizon = min(SIMULATE, max(LONG * (total or 0), len(owned)) + 1)
-    curve = _replay(trainer, index, trace, horizon)
-    length = config["length"] or _spent_at(curve)
-    pace = _pace(ctx, config, length, estimate)
+    curve = _replay(trace, index, horizon)
+    # Unsized: its length is the first step from which the LR stays below FLOOR of its peak.
+    peak = max(curve, default=0.0)
+    spent = peak > 0 and curve[-1] <= FLOOR * peak
+    length = config["length"] or (
+        max(i + 1 for i, lr in enumerate(curve) if lr > FLOOR * peak) if spent else None
+    )
+    # The plan's pace: by its length where that is the run's step or epoch count; as
+    # `probe.scheduler_interval` or the registered interval says otherwise.
+    if length in {total, estimate} - {None} and length != ctx.plan.max_epochs:
+        pace = "optimizer step"
+    elif length == ctx.plan.max_epochs or ctx.settings.scheduler_interval == "epoch":
+        pace = "epoch"
+    else:
+        pace = "optimizer step" if config["interval"] == "step" else "epoch"
     config["pace"] = f"once per {pace}"
-    first = int(trace.first_states[index][0].get("last_epoch", 0))
+    interval = "step" if pace == "optimizer step" else "epoch"
+    first = int(trace.first_states[index][1].get("last_epoch", 0))
     planned = [
         first + (j if pace == "optimizer step" else e - epochs[0]) for j, e in enumerate(epochs)
     ]
@@ -227,107 +198,70 @@ def _follows_curve(
             continue
         where = f"at its optimizer step {j} (epoch {epochs[j]})"
         if j == 0 and count > want:
-            return Verdict(
-                "warn",
+            return warns(
                 f"{name} had already stepped {count - want} time(s) when its optimizer took "
                 "its first step (scheduler.step() before optimizer.step()): the schedule's "
                 "first learning rate is skipped and every step uses the next one; call "
                 "optimizer.step() first, then scheduler.step()",
             )
         if j and count < counts[j - 1]:
-            return Verdict(
-                "fail",
+            return fails(
                 f"{name}'s counter goes back from {counts[j - 1]} to {count} "
                 f"{where}: the schedule restarts (a warm-up run again); step it once per "
                 "optimizer step with no argument, or count with trainer.global_step",
             )
         if count > want:
-            return Verdict(
-                "fail",
-                f"{name} runs ahead of its plan: {count - first} steps taken "
-                f"{where} where once per {pace} gives {want - first}, so the schedule ends "
-                f"early; step it once per {pace} (interval='{_interval(pace)}') and nowhere "
-                "else",
+            return fails(
+                f"{name} runs ahead of its plan: {count - first} steps taken {where} where once "
+                f"per {pace} gives {want - first}, so the schedule ends early; step it once per "
+                f"{pace} (interval='{interval}') and nowhere else",
             )
         if count < want:
-            return Verdict(
-                "warn",
-                f"{name} is sized in {pace}s (length {length}) but has "
-                f"stepped {count - first} times {where} where once per {pace} gives "
-                f"{want - first}: the run covers only the start of its schedule; return "
-                f"{{'scheduler': ..., 'interval': '{_interval(pace)}'}}",
+            return warns(
+                f"{name} is sized in {pace}s (length {length}) but has stepped {count - first} "
+                f"times {where} where once per {pace} gives {want - first}: the run covers only "
+                f"the start of its schedule; return {{'scheduler': ..., 'interval': '{interval}'}}",
             )
-        return Verdict(
-            "warn",
+        return warns(
             f"the learning rate {where} is {lr:.3g} but {name}'s own "
             f"curve gives {curve[want - first]:.3g} at that step: something else sets the "
             "learning rate as well; let the scheduler own it",
         )
-    return _lasts_the_run(name, pace, length, total, estimate, evidence)
-
-
-def _interval(pace: str) -> str:
-    return "step" if pace == "optimizer step" else "epoch"
-
-
-def _pace(ctx: DoctorContext, config: dict[str, Any], length: int | None, estimate: int) -> str:
-    """How often the plan says this scheduler steps: by its length where that is the run's step
-    or epoch count; as `probe.scheduler_interval` or the registered interval says otherwise."""
-    steps = {ctx.plan.total_optimizer_steps, estimate} - {None}
-    if length is not None and length in steps and length != ctx.plan.max_epochs:
-        return "optimizer step"
-    if length == ctx.plan.max_epochs or ctx.settings.scheduler_interval == "epoch":
-        return "epoch"
-    return "optimizer step" if config["interval"] == "step" else "epoch"
-
-
-def _lasts_the_run(
-    name: str,
-    pace: str,
-    length: int | None,
-    total: int | None,
-    estimate: int,
-    evidence: dict[str, Any],
-) -> Verdict | None:
-    """A step-paced schedule must last the planned optimizer steps, and not far more."""
+    # A step-paced schedule must last the planned optimizer steps, and not far more.
     if pace != "optimizer step" or length is None or total is None or length == estimate:
         return None
     if length < total:
-        return Verdict(
-            "fail",
+        return fails(
             f"{name} is spent after {length} optimizer steps (its learning "
             f"rate is at its end from then on) but the run takes {total}: the schedule ends "
             "early; size it from trainer.estimated_stepping_batches (optimizer steps, "
             "accumulation included) or the plan's `total_steps`",
         )
     if length >= LONG * total:
-        return Verdict(
-            "warn",
-            f"{name} is sized for {length} optimizer steps but the run "
-            f"takes {total} ({length / total:.1f}x longer): the run stops at "
-            f"{100 * total / length:.0f}% of its schedule (a warm-up or decay barely started); "
-            "size it in optimizer steps (len(train_loader) per epoch, not len(dataset), or "
+        return warns(
+            f"{name} is sized for {length} optimizer steps but the run takes {total} "
+            f"({length / total:.1f}x longer): the run stops at {100 * total / length:.0f}% of its "
+            "schedule (a warm-up or decay barely started); size it in optimizer steps "
+            "(len(train_loader) per epoch, not len(dataset), or "
             "trainer.estimated_stepping_batches)",
         )
     return None
 
 
-def _hand_set(trace: _Trace, evidence: dict[str, Any]) -> Verdict:
+def _hand_set(trace: _Trace) -> Verdict:
     """No scheduler: a learning rate set by hand must not restart its warm-up every epoch."""
     lrs = [lr[0] for lr in trace.step_lrs]
     starts = [s for s in range(1, len(lrs)) if trace.step_epochs[s] != trace.step_epochs[s - 1]]
     for s in starts:
         rose = lrs[0] < max(lrs[:s]) and lrs[1] > lrs[0]
         if rose and math.isclose(lrs[s], lrs[0], rel_tol=1e-6) and lrs[s - 1] > lrs[0]:
-            return Verdict(
-                "warn",
+            return warns(
                 f"the learning rate rises from {lrs[0]:.3g} to "
                 f"{lrs[s - 1]:.3g} over the first epoch, then starts again at {lrs[s]:.3g} "
                 f"with the next (optimizer step {s}): a warm-up counted with batch_idx "
                 "restarts every epoch; count with trainer.global_step",
             )
-    return Verdict(
-        "pass",
+    return passes(
         "no LR scheduler is registered and the learning rate stays "
         "constant within accumulation windows and does not restart with the epoch",
     )

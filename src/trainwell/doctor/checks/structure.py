@@ -29,8 +29,7 @@ from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 def _hidden(value: object) -> list[torch.Tensor]:
     """Parameters reachable through a plain list/tuple/dict (nn.Module does not register these)."""
     found: list[torch.Tensor] = []
-    items = value.values() if isinstance(value, dict) else value
-    for item in items:  # type: ignore[union-attr]
+    for item in value.values() if isinstance(value, dict) else value:  # type: ignore[union-attr]
         if isinstance(item, nn.Module):
             found.extend(item.parameters())
         elif isinstance(item, nn.Parameter) or (
@@ -60,9 +59,7 @@ def params_registered(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     evidence |= {"trainable_parameters": trainable, "hidden_parameters": hidden}
     if hidden:
         name, count = next(iter(hidden.items()))
-        fix = {"list": "nn.ModuleList", "tuple": "nn.ModuleList", "dict": "nn.ModuleDict"}[
-            kinds[name]
-        ]
+        fix = "nn.ModuleDict" if kinds[name] == "dict" else "nn.ModuleList"
         return fails(
             f"layer `{name}` is a plain {kinds[name]}: its {count} parameters are invisible to "
             f"the optimizer, .to(device) and the checkpoint; use {fix}"
@@ -102,68 +99,6 @@ def optimizer_coverage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "configure_optimizers returned no optimizer, so no parameter is ever updated; return "
             "one built from the trainable parameters"
         )
-    fault = _coverage_fault(missing, frozen, duplicates, evidence)
-    if fault is None:
-        params = {n for n, _ in obs.task.named_parameters()}
-        fault = _frozen_moved(
-            rec.frozen_changes(obs.task), len(rec.frozen_values), params, evidence
-        )
-    if fault is not None:
-        return fault
-    unfrozen = _attribute_freezes(obs.task)
-    if unfrozen:
-        evidence["modules_with_a_requires_grad_attribute"] = unfrozen[:20]
-        return fails(
-            f"`{unfrozen[0]}.requires_grad = False` sets a plain attribute on the module (nn.Module "
-            f"has none), so its parameters still train ({len(unfrozen)} module(s)); freeze with "
-            f"`{unfrozen[0]}.requires_grad_(False)`, which reaches every parameter"
-        )
-    return passes(f"the optimizer holds exactly the {len(counted)} trainable tensors")
-
-
-def _frozen_moved(
-    changes: dict[str, float], watched: int, params: set[str], evidence: dict[str, Any]
-) -> Verdict | None:
-    """What does not train does not change: a frozen parameter that moved during the probe fit
-    fails (an in-place update, momentum or weight decay over a zero gradient); a buffer of a
-    fully frozen module that moved (BatchNorm statistics of a frozen block in train mode) warns."""
-    evidence |= {"frozen_tensors_watched": watched, "frozen_tensors_changed": changes}
-    if not changes:
-        return None
-    moved = [n for n in changes if n in params]
-    name = moved[0] if moved else next(iter(changes))
-    where = f"`{name}`, by up to {changes[name]:.3g}"
-    if moved:
-        return fails(
-            f"{len(moved)} parameter(s) with requires_grad=False changed while training (first: "
-            f"{where}): something updates them in place, or an optimizer applies momentum or "
-            "weight decay to a gradient kept as zeros (zero_grad(set_to_none=False)); leave "
-            "frozen tensors out of optimizers and in-place updates"
-        )
-    return warns(
-        f"{len(changes)} buffer(s) of fully frozen modules changed while training (first: "
-        f"{where}), so the frozen part still drifts (BatchNorm statistics in train mode); put "
-        "frozen blocks in eval mode in on_train_epoch_start, unless the statistics are meant "
-        "to adapt"
-    )
-
-
-def _attribute_freezes(task: nn.Module) -> list[str]:
-    """Submodules given a `requires_grad = False` attribute while their parameters still
-    require grad: the freeze the user wrote never reached a parameter."""
-    return [
-        name or type(module).__name__
-        for name, module in task.named_modules()
-        if module.__dict__.get("requires_grad") is False
-        and any(p.requires_grad for p in module.parameters())
-    ]
-
-
-def _coverage_fault(
-    missing: list[str], frozen: list[str], duplicates: int, evidence: dict[str, Any]
-) -> Verdict | None:
-    """A fail when the optimizer misses a trainable tensor, holds a frozen one, or holds one
-    twice; None when it holds each trainable tensor exactly once."""
     if missing:
         return fails(
             f"{len(missing)} trainable tensor(s) (first: `{missing[0]}`) are not in the optimizer, "
@@ -181,22 +116,57 @@ def _coverage_fault(
             f"{duplicates} tensor(s) appear twice in the optimizer and get stepped twice; list "
             "each parameter once"
         )
-    return None
-
-
-HALF = (torch.float16, torch.bfloat16)
+    # What does not train does not change: a frozen parameter that moved during the probe fit
+    # fails (an in-place update, momentum or weight decay over a zero gradient); a buffer of a
+    # fully frozen module that moved (BatchNorm statistics of a frozen block in train mode) warns.
+    changes = rec.frozen_changes(obs.task)
+    evidence["frozen_tensors_watched"] = len(rec.frozen_values)
+    evidence["frozen_tensors_changed"] = changes
+    if changes:
+        params = {n for n, _ in obs.task.named_parameters()}
+        moved = [n for n in changes if n in params]
+        name = moved[0] if moved else next(iter(changes))
+        where = f"`{name}`, by up to {changes[name]:.3g}"
+        if moved:
+            return fails(
+                f"{len(moved)} parameter(s) with requires_grad=False changed while training "
+                f"(first: {where}): something updates them in place, or an optimizer applies "
+                "momentum or weight decay to a gradient kept as zeros "
+                "(zero_grad(set_to_none=False)); leave frozen tensors out of optimizers and "
+                "in-place updates"
+            )
+        return warns(
+            f"{len(changes)} buffer(s) of fully frozen modules changed while training (first: "
+            f"{where}), so the frozen part still drifts (BatchNorm statistics in train mode); put "
+            "frozen blocks in eval mode in on_train_epoch_start, unless the statistics are meant "
+            "to adapt"
+        )
+    # A `requires_grad = False` attribute on a module whose parameters still require grad: the
+    # freeze the user wrote never reached a parameter.
+    unfrozen = [
+        name or type(module).__name__
+        for name, module in obs.task.named_modules()
+        if module.__dict__.get("requires_grad") is False
+        and any(p.requires_grad for p in module.parameters())
+    ]
+    if unfrozen:
+        evidence["modules_with_a_requires_grad_attribute"] = unfrozen[:20]
+        return fails(
+            f"`{unfrozen[0]}.requires_grad = False` sets a plain attribute on the module "
+            f"(nn.Module has none), so its parameters still train ({len(unfrozen)} module(s)); "
+            f"freeze with `{unfrozen[0]}.requires_grad_(False)`, which reaches every parameter"
+        )
+    return passes(f"the optimizer holds exactly the {len(counted)} trainable tensors")
 
 
 def precision_master_weights(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    task = ctx.reference_task
     precision = str(ctx.probe_cfg.trainer.get("precision", "32-true"))
+    params = [(n, p) for n, p in ctx.reference_task.named_parameters() if p.requires_grad]
     half: dict[str, list[str]] = {}
-    trainable = 0
-    for name, p in task.named_parameters():
-        if p.requires_grad:
-            trainable += 1
-            if p.dtype in HALF:
-                half.setdefault(str(p.dtype).removeprefix("torch."), []).append(name)
+    for name, p in params:
+        if p.dtype in (torch.float16, torch.bfloat16):
+            half.setdefault(str(p.dtype).removeprefix("torch."), []).append(name)
+    trainable = len(params)
     evidence |= {
         "trainer_precision": precision,
         "trainable_tensors": trainable,

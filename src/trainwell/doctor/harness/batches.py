@@ -13,7 +13,7 @@ from typing import Any
 
 import torch
 from lightning.pytorch.utilities.data import extract_batch_size
-from torch.utils.data import DataLoader, Dataset
+from torch.utils.data import DataLoader
 
 
 def leaves(batch: Any, path: str = "batch") -> Iterator[tuple[str, torch.Tensor]]:
@@ -118,7 +118,6 @@ def restructure(
     if is_leaf(batch):
         return leaf(batch)
     again = partial(restructure, leaf=leaf, is_leaf=is_leaf)
-
     if isinstance(batch, Mapping):
         return type(batch)({k: again(v) for k, v in batch.items()})  # type: ignore[call-arg]
     if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple
@@ -193,22 +192,9 @@ def _join(batches: list[Any], sizes: list[int | None]) -> Any:
     raise ConcatError(f"non-tensor parts of type {type(first).__name__} differ between batches")
 
 
-class _Replay(Dataset):
-    def __init__(self, batches: list[Any], order: list[int]) -> None:
-        self.batches, self.order = batches, order
-
-    def __len__(self) -> int:
-        return len(self.order)
-
-    def __getitem__(self, i: int) -> Any:
-        return clone(self.batches[self.order[i]])
-
-
 def replay_loader(batches: list[Any], repeats: int = 1) -> DataLoader:
     """A DataLoader yielding these already-built batches in order, `repeats` times.
     batch_size=None: no re-collation, the user's collate_fn already made them. Lightning and the
     template's exact accumulation read each batch's item count from the batch itself."""
     order = [i for _ in range(repeats) for i in range(len(batches))]
-    return DataLoader(
-        _Replay(batches, order), batch_size=None, shuffle=False, collate_fn=lambda b: b
-    )
+    return DataLoader(order, batch_size=None, shuffle=False, collate_fn=lambda i: clone(batches[i]))

@@ -128,7 +128,6 @@ class DoctorContext:
         return self.make_task()
 
     def has_hook(self, name: str) -> bool:
-        """Whether the task overrides a LightningModule hook (validation_step, ...)."""
         return is_overridden(name, self.reference_task)
 
     @cached_property
@@ -163,18 +162,16 @@ class DoctorContext:
         return size_of(self.batch)
 
     def fixed_loader(self, repeats: int = 1) -> DataLoader:
-        """The probe batch, `repeats` times."""
         return replay_loader([self.batch], repeats)
 
     @cached_property
     def plan(self) -> TrainingPlan:
-        cfg = self.cfg
-        trainer = self.trainer(callbacks=[], max_steps=cfg.trainer.get("max_steps", -1))
+        trainer = self.trainer(callbacks=[], max_steps=self.cfg.trainer.get("max_steps", -1))
         return plan_for(
             self.datamodule.train_dataloader(),
             trainer,
             instantiate(self.probe_cfg.model),  # read for its item unit only
-            **planner_settings(cfg),
+            **planner_settings(self.cfg),
         )
 
     @property
@@ -213,9 +210,8 @@ class DoctorContext:
             limit_train_batches=1.0,
             min_epochs=0,
         )
-        kwargs.update(overrides)
         with quiet():
-            return build_trainer(self.probe_cfg, **kwargs)
+            return build_trainer(self.probe_cfg, **(kwargs | overrides))
 
     def fit(
         self,
@@ -244,21 +240,13 @@ class DoctorContext:
             val_check_interval=val_every if val is not None else None,
             check_val_every_n_epoch=None if val is not None else 1,
         )
-        settings.update(overrides)
+        settings |= overrides
         if max_batches is None and settings["max_epochs"] in (None, -1):
             raise ValueError("a probe fit over unlimited epochs needs max_batches")
         trainer = self.trainer(**settings)
         try:
             with quiet():
-                trainer.fit(
-                    task,
-                    train_dataloaders=train,
-                    val_dataloaders=val,
-                    ckpt_path=ckpt_path,
-                    weights_only=True,
-                )
-        except (KeyboardInterrupt, SystemExit):
-            raise
+                trainer.fit(task, train, val, ckpt_path=ckpt_path, weights_only=True)
         except Exception as err:  # the failure is what the check reports
             return FitResult(trainer, err)
         return FitResult(trainer, None)

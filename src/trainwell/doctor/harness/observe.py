@@ -16,7 +16,8 @@ import torch
 
 from trainwell.doctor.harness.batches import leaves, replay_loader
 from trainwell.doctor.harness.context import DoctorContext, FitResult, quiet
-from trainwell.doctor.harness.recorder import Recorder
+from trainwell.doctor.harness.recorder import Recorder, scalar_loss
+from trainwell.doctor.harness.settings import ProbeSettings
 from trainwell.doctor.harness.spy import LossCall, Spy
 
 NEVER = 2**62  # a scheduler frequency no probe reaches
@@ -50,23 +51,14 @@ class OverfitStop(L.Callback):
     after the first `min_steps` (micro-batches that step; a task that steps every K micro-batches
     is judged on K times as many), or after `min_steps x patience` micro-batches without them."""
 
-    def __init__(
-        self,
-        recorder: Recorder,
-        min_steps: int,
-        target_ratio: float,
-        budget_s: float,
-        patience: int = 1,
-    ) -> None:
-        self.recorder = recorder
-        self.min_steps = min_steps
-        self.chunk = max(5, min_steps // 2)
-        self.target_ratio = target_ratio
-        self.budget_s = budget_s
-        self.patience = patience
+    def __init__(self, recorder: Recorder, settings: ProbeSettings) -> None:
+        self.recorder, self.settings = recorder, settings
+        self.min_steps = settings.overfit_steps
+        self.chunk = max(5, self.min_steps // 2)
+        self.patience = settings.window_batches
         self.reason = "max_steps"
         self._start = 0.0
-        self._decided = min_steps - self.chunk  # micro-batches seen at the last decision
+        self._decided = self.min_steps - self.chunk  # micro-batches seen at the last decision
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._start = time.perf_counter()
@@ -80,7 +72,7 @@ class OverfitStop(L.Callback):
             self.reason = "non-finite loss"
             trainer.should_stop = True
             return
-        over = time.perf_counter() - self._start > self.budget_s
+        over = time.perf_counter() - self._start > self.settings.overfit_budget_s
         if steps < self.min_steps and n < self.min_steps * self.patience and not over:
             return
         per_step = n / steps if steps else self.patience  # micro-batches per stepping one
@@ -92,7 +84,7 @@ class OverfitStop(L.Callback):
         # chunk means, not single steps: dropout and Adam make step losses noisy
         recent = _mean(losses[n - chunk :])
         previous = _mean(losses[max(0, n - 2 * chunk) : n - chunk] or losses[:1])
-        if first > 0 and last <= self.target_ratio * first:
+        if first > 0 and last <= self.settings.overfit_max_ratio * first:
             self.reason = "target reached"
         elif recent >= previous * 0.99:
             self.reason = "stopped falling"
@@ -119,32 +111,16 @@ class Observation:
     seconds: float
 
 
-def overfit_fit(ctx: DoctorContext, lr_scale: float = 1.0, spy: Spy | None = None) -> Observation:
+def overfit_fit(ctx: DoctorContext, lr_scale: float = 1.0) -> Observation:
     """Train a fresh task on the probe batch at a constant LR, extended while the loss falls."""
-    settings = ctx.settings
-    steps, limit = settings.overfit_steps, max(settings.overfit_steps, settings.overfit_max_steps)
-    task = ctx.make_task()
-    spy = spy or Spy()
+    settings, task, spy = ctx.settings, ctx.make_task(), Spy()
+    limit = max(settings.overfit_steps, settings.overfit_max_steps)
     recorder = Recorder(spy=spy, watch_memory_steps=settings.memory_steps)
-    lr = ConstantLR(lr_scale)
-    stop = OverfitStop(
-        recorder,
-        steps,
-        settings.overfit_max_ratio,
-        settings.overfit_budget_s,
-        patience=settings.window_batches,
-    )
-    val_every = max(1, steps // 2)
-    validates = ctx.has_hook("validation_step")
-    start = time.perf_counter()
-    fit = ctx.fit(
-        task,
-        ctx.fixed_loader(repeats=limit),
-        callbacks=[lr, recorder, stop],
-        max_steps=limit,
-        val=ctx.fixed_loader() if validates else None,
-        val_every=val_every if validates else None,
-    )
+    lr, stop = ConstantLR(lr_scale), OverfitStop(recorder, settings)
+    val_every = max(1, settings.overfit_steps // 2)
+    val = ctx.fixed_loader() if ctx.has_hook("validation_step") else None
+    train, start = ctx.fixed_loader(repeats=limit), time.perf_counter()
+    fit = ctx.fit(task, train, [lr, recorder, stop], limit, val=val, val_every=val_every)
     return Observation(task, fit, recorder, spy, val_every, lr, stop, time.perf_counter() - start)
 
 
@@ -189,9 +165,8 @@ ALONE = "return the loss from training_step without reading self.trainer or self
 
 def training_loss(task: Any, batch: Any) -> torch.Tensor:
     """The scalar loss training_step returns, outside a trainer (ValueError: none)."""
-    out = task.training_step(copy.copy(batch), 0)
-    loss = out.get("loss") if isinstance(out, dict) else out
-    if not isinstance(loss, torch.Tensor) or loss.numel() != 1:
+    loss = scalar_loss(task.training_step(copy.copy(batch), 0))
+    if loss is None:
         raise ValueError("training_step returned no scalar loss")
     return loss
 

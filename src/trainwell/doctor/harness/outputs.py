@@ -23,14 +23,14 @@ class OutputWatch(L.Callback):
         self.training_modules: set[str] = set()
         self.outputs: list[torch.Tensor] = []
         self.metrics: dict[str, float] = {}  # every value the pass logged
-        self._handles: list[Any] = []
+        self.handles: list[Any] = []  # removed by evaluation_outputs, however the pass ends
 
     def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         watched = {id(pl_module)} | {
             id(m) for _, m in pl_module.named_children() if any(True for _ in m.parameters())
         }
         for name, module in pl_module.named_modules():
-            self._handles.append(
+            self.handles.append(
                 module.register_forward_hook(self._hook(name, id(module) in watched))
             )
 
@@ -43,13 +43,7 @@ class OutputWatch(L.Callback):
 
         return hook
 
-    def on_validation_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        for handle in self._handles:
-            handle.remove()
-        self._handles = []
-
     on_test_start = on_validation_start
-    on_test_end = on_validation_end
 
 
 def evaluation_outputs(
@@ -96,7 +90,8 @@ def evaluation_outputs(
     finally:
         if borrowed:
             del task.validation_step
-        watch.on_validation_end(trainer, task)
+        for handle in watch.handles:
+            handle.remove()
         for module, training in modes:
             module.training = training
     return watch, ""
@@ -121,7 +116,7 @@ def _forward_scores(task: Any, batches: list[Any]) -> tuple[torch.Tensor, torch.
         if not isinstance(batch, list | tuple) or len(batch) != 2:
             return "batches are not (input, label) pairs"
         x, y = batch
-        if not _class_ids(y):
+        if not isinstance(y, torch.Tensor) or y.dim() != 1 or y.is_floating_point() or y.min() < 0:
             return "labels are not one class id per sample"
         try:
             with torch.no_grad():
@@ -133,12 +128,6 @@ def _forward_scores(task: Any, batches: list[Any]) -> tuple[torch.Tensor, torch.
         predicted.append(scores.argmax(dim=1).cpu())
         labels.append(y.cpu())
     return torch.cat(predicted), torch.cat(labels)
-
-
-def _class_ids(y: Any) -> bool:
-    return (
-        isinstance(y, torch.Tensor) and y.dim() == 1 and not y.is_floating_point() and y.min() >= 0
-    )
 
 
 def _loss_scores(

@@ -46,11 +46,23 @@ def grad_norms(module: nn.Module) -> dict[str, float | None]:
     return out
 
 
-def _loss_of(outputs: Any) -> float | None:
+def param_ids(optimizer: Any) -> set[int]:
+    return {id(p) for g in optimizer.param_groups for p in g["params"]}
+
+
+def grad_copies(module: nn.Module, only: set[int] | None = None) -> dict[str, torch.Tensor]:
+    """A copy of each gradient (of the parameters whose ids are in `only`, where given)."""
+    return {
+        n: p.grad.detach().clone()
+        for n, p in module.named_parameters()
+        if p.grad is not None and (only is None or id(p) in only)
+    }
+
+
+def scalar_loss(outputs: Any) -> torch.Tensor | None:
+    """The loss in what training_step returned (a tensor or a dict's "loss"), if a scalar."""
     loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
-    if isinstance(loss, torch.Tensor) and loss.numel() == 1:
-        return float(loss.detach())
-    return None
+    return loss if isinstance(loss, torch.Tensor) and loss.numel() == 1 else None
 
 
 class Recorder(L.Callback):
@@ -68,7 +80,6 @@ class Recorder(L.Callback):
         keep_grad_tensors: bool = False,
         spy_batches: int | None = None,
     ) -> None:
-        super().__init__()
         self.spy = spy
         self.watch_memory_steps = watch_memory_steps
         # micro-batches the spy watches (its TorchFunctionMode slows every torch call)
@@ -100,22 +111,6 @@ class Recorder(L.Callback):
         self._batch_started = 0.0
         self._batch_ended: float | None = None
 
-    # -- setup -------------------------------------------------------------------------------
-    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._freeze(pl_module)
-
-    def _freeze(self, pl_module: L.LightningModule) -> None:
-        if not self.freeze_stochastic:
-            return
-        for m in pl_module.modules():
-            if isinstance(m, DROPOUTS):
-                m.p = 0.0
-            if isinstance(m, nn.MultiheadAttention):  # its attention dropout is a float
-                m.dropout = 0.0
-            if isinstance(m, BATCH_NORMS):
-                m.eval()
-
-    # -- micro-batch ---------------------------------------------------------------------------
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
     ) -> None:
@@ -125,34 +120,34 @@ class Recorder(L.Callback):
         self._batch_started = now
         if batch_idx == 0 and not self.optimizer_params:
             # Every setup hook (configure_optimizers, setup, on_fit_start, on_train_start) has run.
-            self.optimizer_params = [
-                {id(p) for g in opt.param_groups for p in g["params"]} for opt in trainer.optimizers
-            ]
+            self.optimizer_params = [param_ids(opt) for opt in trainer.optimizers]
             for name, p in pl_module.named_parameters():
                 target = self.trainable_at_start if p.requires_grad else self.frozen_at_start
                 target[name] = id(p)
-        self._freeze(pl_module)
-        self._note_frozen(pl_module)
-        # Submodules in eval mode (the root is called 'task'); the exact-gradient probes put
-        # BatchNorm in eval themselves.
-        off = [n or "task" for n, m in pl_module.named_modules() if not m.training]
-        if off and not self.freeze_stochastic:
-            self.eval_modules.append((batch_idx, off))
+        if self.freeze_stochastic:
+            for m in pl_module.modules():
+                if isinstance(m, DROPOUTS):
+                    m.p = 0.0
+                if isinstance(m, nn.MultiheadAttention):  # its attention dropout is a float
+                    m.dropout = 0.0
+                if isinstance(m, BATCH_NORMS):
+                    m.eval()
+        else:  # the exact-gradient probes put BatchNorm in eval themselves
+            # Copy each tensor the first batch it is frozen (a freeze after a warm-up counts
+            # from then); a tensor unfrozen later (gradual unfreezing) may change and is dropped.
+            state = frozen_state(pl_module)
+            for name in [n for n in self.frozen_values if n not in state]:
+                del self.frozen_values[name]
+            for name, tensor in state.items():
+                if name not in self.frozen_values:
+                    self.frozen_values[name] = tensor.detach().clone()
+            # Submodules in eval mode (the root is called 'task').
+            off = [n or "task" for n, m in pl_module.named_modules() if not m.training]
+            if off:
+                self.eval_modules.append((batch_idx, off))
         self._backward_loss = None
         if self.spy is not None and len(self.losses) < self.spy_batches:
             self.spy.watch(len(self.losses))
-
-    def _note_frozen(self, pl_module: L.LightningModule) -> None:
-        """Copy each tensor the first batch it is frozen (a freeze after a warm-up counts from
-        then); a tensor unfrozen later (gradual unfreezing) may change and is dropped."""
-        if self.freeze_stochastic:  # the exact-gradient probes put BatchNorm in eval themselves
-            return
-        state = frozen_state(pl_module)
-        for name in [n for n in self.frozen_values if n not in state]:
-            del self.frozen_values[name]
-        for name, tensor in state.items():
-            if name not in self.frozen_values:
-                self.frozen_values[name] = tensor.detach().clone()
 
     def frozen_changes(self, pl_module: L.LightningModule) -> dict[str, float]:
         """Frozen tensors that changed since they were first seen frozen: name -> max |change|."""
@@ -182,13 +177,7 @@ class Recorder(L.Callback):
         self.step_grads.append(grad_norms(pl_module))
         self._note_stale(pl_module, optimizer)
         if self.keep_grad_tensors:
-            self.step_grad_tensors.append(
-                {
-                    n: p.grad.detach().clone()
-                    for n, p in pl_module.named_parameters()
-                    if p.grad is not None
-                }
-            )
+            self.step_grad_tensors.append(grad_copies(pl_module))
         self._since_step = -1  # the batch-end hook brings it back to 0
 
     def _note_stale(self, pl_module: L.LightningModule, optimizer: Any) -> None:
@@ -198,32 +187,25 @@ class Recorder(L.Callback):
         generator steps (it zeroes them right before its own backward), which is no leak."""
         if len(self.stale_steps) >= ZEROING_STEPS:
             return
-        ids = {id(p) for g in optimizer.param_groups for p in g["params"]}
-        stale = [
-            (name, p)
-            for name, p in pl_module.named_parameters()
-            if id(p) in ids and p.grad is not None and id(p) in self._stepped
-            if not self._cleared.get(id(p), False)
-        ]
-        if any(id(p) in self._stepped for g in optimizer.param_groups for p in g["params"]):
+        ids = param_ids(optimizer)
+        if seen := ids & self._stepped:
+            stale = [
+                (name, p)
+                for name, p in pl_module.named_parameters()
+                if id(p) in seen and p.grad is not None and not self._cleared.get(id(p), False)
+            ]
             norm = sum(float(p.grad.detach().float().norm()) ** 2 for _, p in stale) ** 0.5
             self.stale_steps.append((len(self.step_grads) - 1, [n for n, _ in stale], norm))
-        for p_id in ids:
-            self._cleared[p_id] = False
-            self._stepped.add(p_id)
+        self._cleared |= dict.fromkeys(ids, False)
+        self._stepped |= ids
 
     def on_train_batch_end(
-        self,
-        trainer: L.Trainer,
-        pl_module: L.LightningModule,
-        outputs: Any,
-        batch: Any,
-        batch_idx: int,
+        self, trainer: L.Trainer, pl_module: L.LightningModule, outputs: Any, *_: Any
     ) -> None:
         self._since_step += 1
         self.stepping_batches += self._since_step == 0
-        loss = _loss_of(outputs)
-        self.losses.append(loss if loss is not None else self._backward_loss)
+        loss = scalar_loss(outputs)
+        self.losses.append(self._backward_loss if loss is None else float(loss.detach()))
         if self.spy is not None:
             self.spy.leave()
         if self.spy is not None and len(self.live_graph_nodes) < self.watch_memory_steps:

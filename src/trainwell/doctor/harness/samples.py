@@ -46,40 +46,32 @@ def split_loaders(datamodule: Any, split: str) -> tuple[list[Any], str]:
     except Exception as err:  # a split the datamodule declares but cannot build
         return [], f"{split}_dataloader() raised {type(err).__name__}: {err}"
     if isinstance(loaders, dict):
-        return list(loaders.values()), ""
-    if isinstance(loaders, list | tuple):
-        return list(loaders), ""
-    return [loaders], ""
+        loaders = list(loaders.values())
+    return (list(loaders) if isinstance(loaders, list | tuple) else [loaders]), ""
 
 
 def iterate_batches(loader: Any) -> Iterator[Any]:
     """Iterate what Lightning would feed training_step: containers of loaders as one batch."""
+    if isinstance(loader, dict | list | tuple):
+        loader = CombinedLoader(loader, "max_size_cycle")
     if isinstance(loader, CombinedLoader):
-        combined = loader
-    elif isinstance(loader, dict | list | tuple):
-        combined = CombinedLoader(loader, "max_size_cycle")
+        yield from (batch for batch, _, _ in loader)
     else:
         yield from loader
-        return
-    for batch, _, _ in combined:
-        yield batch
-
-
-def fingerprints(batch: Any) -> list[int]:
-    """One hash per sample of a batch: its rows of every tensor that has one row per sample."""
-    rows = size_of(batch) or 1
-    tensors = [t.detach().cpu() for _, t in leaves(batch) if t.dim() and t.shape[0] == rows]
-    if not tensors:
-        tensors, rows = [t.detach().cpu().reshape(1, -1) for _, t in leaves(batch)], 1
-    return [hash(tuple(t[i].numpy().tobytes() for t in tensors)) for i in range(rows)]
 
 
 def content(loader: Any, limit: int, part: Callable[[Any], Any] | None = None) -> list[int]:
     """The first `limit` samples a loader yields (one pass at most), by content (of `part` of
-    each batch): where a loader has no indices, what it yields is all there is to compare."""
+    each batch): where a loader has no indices, what it yields is all there is to compare. A
+    sample's hash covers its rows of every tensor that has one row per sample."""
     stream: list[int] = []
     for batch in iterate_batches(loader):
-        stream += fingerprints(part(batch) if part else batch)
+        batch = part(batch) if part else batch
+        rows = size_of(batch) or 1
+        tensors = [t.detach().cpu() for _, t in leaves(batch) if t.dim() and t.shape[0] == rows]
+        if not tensors:
+            tensors, rows = [t.detach().cpu().reshape(1, -1) for _, t in leaves(batch)], 1
+        stream += [hash(tuple(t[i].numpy().tobytes() for t in tensors)) for i in range(rows)]
         if len(stream) >= limit:
             break
     return stream[:limit]
@@ -143,14 +135,11 @@ class TrainSamples:
             self._index_batches = [list(b) for b in self.loader.batch_sampler]
         return self._index_batches
 
-    def item(self, index: int) -> Any:
-        if index not in self._items:
-            self._items[index] = self.loader.dataset[index]
-        return self._items[index]
-
     def collate(self, indices: list[int]) -> Any:
-        collate_fn = self.loader.collate_fn or default_collate
-        return collate_fn([self.item(i) for i in indices])
+        for i in indices:
+            if i not in self._items:
+                self._items[i] = self.loader.dataset[i]
+        return (self.loader.collate_fn or default_collate)([self._items[i] for i in indices])
 
     def collate_is_deterministic(self, indices: list[int]) -> bool:
         """Whether collate_fn gives the same batch twice (a random masking collate does not)."""

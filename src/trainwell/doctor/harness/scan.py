@@ -6,6 +6,7 @@ spread two draws of one distribution show."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import Any
 
 import torch
@@ -64,14 +65,11 @@ def _walk(ctx: DoctorContext) -> Scan:
             continue
         lengths = [loader_length(loader) for loader in loaders]
         result.total_batches[split] = None if None in lengths else sum(lengths)  # type: ignore[arg-type]
-        seen = 0
+        result.batches[split] = 0
         for loader in loaders:
-            for i, batch in enumerate(iterate_batches(loader)):
-                if i >= limit:
-                    break
-                seen += 1
+            for i, batch in enumerate(islice(iterate_batches(loader), limit)):
+                result.batches[split] += 1
                 _scan_batch(result, split, i, batch)
-        result.batches[split] = seen
     return result
 
 
@@ -91,9 +89,9 @@ def _add(store: dict[str, torch.Tensor | None], path: str, value: torch.Tensor) 
         store[path] = old + value if old.shape == value.shape else None
 
 
-def _describe(result: Scan, split: str, index: int, batch: Any) -> None:
-    """Add the batch's per-sample inputs to the split's moments and id counts (and to one of
-    train's two halves)."""
+def _scan_batch(result: Scan, split: str, index: int, batch: Any) -> None:
+    """Count the batch's non-finite values and keep train's integer values; add its per-sample
+    inputs to the split's moments and id counts (and to one of train's two halves)."""
     rows, padding = size_of(batch), padding_positions(batch)
     for key in [split, f"train/{index % 2}"][: 2 if split == "train" else 1]:
         result.samples[key] = result.samples.get(key, 0) + (rows or 0)
@@ -110,12 +108,8 @@ def _describe(result: Scan, split: str, index: int, batch: Any) -> None:
                 old = counts.get(path, torch.zeros(0, dtype=torch.long))
                 width = max(len(old), len(new))
                 counts[path] = F.pad(old, (0, width - len(old))) + F.pad(new, (0, width - len(new)))
-
-
-def _scan_batch(result: Scan, split: str, index: int, batch: Any) -> None:
-    _describe(result, split, index, batch)
     if split == "train":
-        result.train_rows.append(size_of(batch) or 0)
+        result.train_rows.append(rows or 0)
     flagged = False
     for path, tensor in leaves(batch):
         floating = tensor.is_floating_point()
@@ -126,7 +120,7 @@ def _scan_batch(result: Scan, split: str, index: int, batch: Any) -> None:
         flagged = flagged or bool(nan or inf)
         if split == "train":
             result.dtypes.setdefault(path, str(tensor.dtype))
-            integral = not tensor.is_floating_point() and not tensor.is_complex()
+            integral = not floating and not tensor.is_complex()
             if integral and tensor.dtype != torch.bool and result.kept < LABEL_LIMIT:
                 result.ints.setdefault(path, []).append(tensor.detach().reshape(-1).cpu())
                 result.kept += tensor.numel()

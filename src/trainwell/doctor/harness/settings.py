@@ -32,8 +32,7 @@ class ProbeSettings:
     def from_cfg(cls, node: Any) -> ProbeSettings:
         values = dict(node or {})
         known = {f.name for f in fields(cls)}
-        unknown = sorted(set(values) - known)
-        if unknown:
+        if unknown := sorted(set(values) - known):
             raise TrainwellError(
                 f"unknown doctor setting(s) probe.{', probe.'.join(unknown)}; "
                 f"known: {', '.join(sorted(known))}"

@@ -25,7 +25,6 @@ LOSSES = {
     F.huber_loss: "huber_loss",
 }
 BACKWARDS = (torch.Tensor.backward, torch.autograd.backward)
-DEFAULT_IGNORE_INDEX = -100  # F.cross_entropy / F.nll_loss
 
 
 @dataclass
@@ -41,21 +40,9 @@ class LossCall:
     producer: str | None = None  # the autograd op that made the input (None: no graph)
 
 
-# Ops that only reshape or copy: the op before them made the values.
-_PASS_THROUGH = (
-    "View",
-    "Reshape",
-    "Squeeze",
-    "Unsqueeze",
-    "Expand",
-    "Permute",
-    "Transpose",
-    "Clone",
-    "ToCopy",
-    "Alias",
-    "Select",
-    "Slice",
-)
+# Ops that only reshape, copy or select: the op before them made the values.
+_RESHAPES = ("View", "Reshape", "Squeeze", "Unsqueeze", "Expand", "Permute", "Transpose")
+_PASS_THROUGH = (*_RESHAPES, "Clone", "ToCopy", "Alias", "Select", "Slice")
 
 
 def producer(t: torch.Tensor) -> str | None:
@@ -113,13 +100,10 @@ class Spy(TorchFunctionMode):
             if call is not None and result.numel() == 1:
                 call.value = float(result.detach())
                 if self.reference_params is not None and result.requires_grad:
-                    self.reference_grads.append(
-                        list(
-                            torch.autograd.grad(
-                                result, self.reference_params, retain_graph=True, allow_unused=True
-                            )
-                        )
+                    grads = torch.autograd.grad(
+                        result, self.reference_params, retain_graph=True, allow_unused=True
                     )
+                    self.reference_grads.append(list(grads))
         return result
 
     def watch(self, batch_index: int) -> None:
@@ -155,27 +139,7 @@ class Spy(TorchFunctionMode):
         return [c for c in self.losses if c.batch_index == batch_index]
 
     def _record(self, func: Any, args: tuple, kwargs: dict) -> LossCall | None:
-        name = LOSSES.get(func)
-        if name is not None and len(self.losses) < self.max_calls:
-            inp = args[0] if args else kwargs.get("input")
-            tgt = args[1] if len(args) > 1 else kwargs.get("target")
-            if isinstance(inp, torch.Tensor) and isinstance(tgt, torch.Tensor):
-                ignore = None
-                if name in ("cross_entropy", "nll_loss"):
-                    ignore = int(kwargs.get("ignore_index", DEFAULT_IGNORE_INDEX))
-                call = LossCall(
-                    name,
-                    inp.detach().clone(),
-                    tgt.detach().clone(),
-                    batch_index=self.batch_index,
-                    reduction=str(kwargs.get("reduction", "mean")),
-                    ignore_index=ignore,
-                    items=_items(name, inp, tgt, ignore),
-                    producer=producer(inp),
-                )
-                self.losses.append(call)
-                return call
-        elif func in BACKWARDS:
+        if func in BACKWARDS:
             self.backward_calls += 1
             self.backward_batches.append(self.batch_index)
             tensor = args[0] if args else kwargs.get("tensors")
@@ -186,6 +150,25 @@ class Spy(TorchFunctionMode):
             ):
                 self.retain_graph_calls += 1
                 self.retain_graph_batches.append(self.batch_index)
+        name = LOSSES.get(func) if len(self.losses) < self.max_calls else None
+        inp = args[0] if args else kwargs.get("input")
+        tgt = args[1] if len(args) > 1 else kwargs.get("target")
+        if name is None or not isinstance(inp, torch.Tensor) or not isinstance(tgt, torch.Tensor):
+            return None
+        class_index = name in ("cross_entropy", "nll_loss")
+        ignore = int(kwargs.get("ignore_index", -100)) if class_index else None  # F's default
+        call = LossCall(
+            name,
+            inp.detach().clone(),
+            tgt.detach().clone(),
+            batch_index=self.batch_index,
+            reduction=str(kwargs.get("reduction", "mean")),
+            ignore_index=ignore,
+            items=_items(name, inp, tgt, ignore),
+            producer=producer(inp),
+        )
+        self.losses.append(call)
+        return call
 
     def steps_retaining_only(self) -> list[int]:
         """Watched micro-batches all of whose backward calls retain the graph: no later

@@ -7,7 +7,7 @@ optimizers and the LightningOptimizers `self.optimizers()` returns alike."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -16,7 +16,7 @@ import torch
 
 from trainwell.doctor.harness.batches import ConcatError, concat, replay_loader
 from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.harness.recorder import Recorder
+from trainwell.doctor.harness.recorder import Recorder, grad_copies, param_ids
 from trainwell.doctor.harness.spy import Spy
 
 RTOL = 1e-4
@@ -129,26 +129,19 @@ def _regroup(ctx: DoctorContext, groups: list[list[int]], label: str) -> Window:
 
 def windows(ctx: DoctorContext, k: int, configured: int) -> tuple[list[Window], str]:
     """The first window of K real micro-batches and, when the run has one, its short tail."""
-    samples = ctx.samples
+    samples, first = ctx.samples, "the first window of {} micro-batches"
     try:
         if not samples.indexable:
             batches = samples.real_batches(k)
             if len(batches) < 2:
                 return [], f"the train loader yields {len(batches)} batch(es) per epoch"
-            return [
-                Window(
-                    f"the first window of {len(batches)} micro-batches", batches, concat(batches)
-                )
-            ], ""
+            return [Window(first.format(len(batches)), batches, concat(batches))], ""
         groups = samples.index_batches()
         if len(groups) < 2:
-            return (
-                [],
-                f"the train loader yields {len(groups)} batch per epoch: nothing to accumulate",
+            return [], (
+                f"the train loader yields {len(groups)} batch per epoch: nothing to accumulate"
             )
-        found = [
-            _regroup(ctx, groups[:k], f"the first window of {min(k, len(groups))} micro-batches")
-        ]
+        found = [_regroup(ctx, groups[:k], first.format(min(k, len(groups))))]
         tail = len(groups) % configured or configured
         last = groups[len(groups) - tail :]
         uneven = len({len(g) for g in last}) > 1 or len(last[-1]) != len(groups[0])
@@ -158,11 +151,10 @@ def windows(ctx: DoctorContext, k: int, configured: int) -> tuple[list[Window], 
         return found, ""
     except ConcatError as err:
         why_not = samples.why_not_indexable or "its collate_fn is random"
-        return (
-            [],
+        return [], (
             f"the micro-batches cannot be joined into one batch ({err}) nor re-collated "
             f"({why_not}); pad every batch to one length, or give the train dataset "
-            "__getitem__ and __len__",
+            "__getitem__ and __len__"
         )
 
 
@@ -185,8 +177,7 @@ class StepWatch(L.Callback):
         self._torch: list[Any] = []  # trainer.optimizers
         self._batch = -1
         self._module: L.LightningModule | None = None
-        self._patched: list[Any] = []
-        self._handles: list[Any] = []
+        self._undo: list[Callable[[], Any]] = []  # what teardown puts back
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._module = pl_module
@@ -197,7 +188,7 @@ class StepWatch(L.Callback):
         for optimizer in [*trainer.optimizers, *wrapped]:
             self._wrap_zero_grad(optimizer)
         for optimizer in trainer.optimizers:
-            self._handles.append(optimizer.register_step_pre_hook(self._before_step))
+            self._undo.append(optimizer.register_step_pre_hook(self._before_step).remove)
 
     def _wrap_zero_grad(self, optimizer: Any) -> None:
         original = optimizer.zero_grad
@@ -208,7 +199,7 @@ class StepWatch(L.Callback):
             return original(*args, **kwargs)
 
         optimizer.zero_grad = zero_grad  # an instance attribute shadows the class method
-        self._patched.append(optimizer)
+        self._undo.append(lambda: optimizer.__dict__.pop("zero_grad", None))
 
     def _index(self, optimizer: Any) -> int:
         inner = getattr(optimizer, "optimizer", optimizer)  # a LightningOptimizer's own
@@ -219,12 +210,7 @@ class StepWatch(L.Callback):
         self.events.append(Event("step", self._batch, self.spy.backward_calls, index))
         self._stepped = True
         if index not in self.grads and self._module is not None:
-            own = {id(p) for g in optimizer.param_groups for p in g["params"]}
-            self.grads[index] = {
-                n: p.grad.detach().clone()
-                for n, p in self._module.named_parameters()
-                if p.grad is not None and id(p) in own
-            }
+            self.grads[index] = grad_copies(self._module, param_ids(optimizer))
 
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
@@ -240,11 +226,9 @@ class StepWatch(L.Callback):
             trainer.should_stop = True
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        for handle in self._handles:
-            handle.remove()
-        for optimizer in self._patched:
-            optimizer.__dict__.pop("zero_grad", None)
-        self._handles, self._patched = [], []
+        for undo in self._undo:
+            undo()
+        self._undo = []
 
     def first_step(self, optimizer: int = 0) -> Event | None:
         return next((e for e in self.events if e.kind == "step" and e.optimizer == optimizer), None)

@@ -37,10 +37,10 @@ def grad_norms(norms: dict[str, float | None], path: Path) -> str:
     ax.barh(range(len(names)), [max(v, 1e-12) for v in values], color=colors)
     ax.set_yticks(range(len(names)), names, fontsize=7)
     ax.invert_yaxis()
-    ax.set_xscale("log")
     ax.set(
         xlabel="gradient L2 norm (first step; red: none, zero or non-finite)",
         title="Per-layer gradient norms",
+        xscale="log",
     )
     return _save(fig, path)
 

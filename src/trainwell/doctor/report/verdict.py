@@ -1,24 +1,23 @@
-"""The doctor's verdicts: a check returns a `Verdict`; the registry stamps its id into the
-report's `Check`, written as report.json, and report.md, the training-readiness note, readable
-without the code.
-"""
+"""A check returns a `Verdict`; the registry stamps its id into the report's `Check`, written as
+report.json and report.md (the training-readiness note, readable without the code)."""
 
 from __future__ import annotations
 
 import json
 import math
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
-STATUSES = ("pass", "warn", "fail", "skip")
+ICON = {"pass": "pass", "warn": "**warn**", "fail": "**FAIL**", "skip": "skip"}  # in report.md
+STATUSES = tuple(ICON)
 
 
 @dataclass
 class Verdict:
-    """What a check returns: `message` names the cause and the fix in one sentence (its numbers
-    go in the evidence dict the registry hands the check). `seconds`: the time of a shared probe
-    run before the check that it reports."""
+    """`message` names the cause and the fix in one sentence (its numbers go in the check's
+    evidence dict). `seconds`: the time of a shared probe run before the check that it reports."""
 
     status: str
     message: str
@@ -29,26 +28,14 @@ class Verdict:
             raise ValueError(f"unknown status {self.status!r}")
 
 
-def passes(message: str) -> Verdict:
-    return Verdict("pass", message)
-
-
-def warns(message: str) -> Verdict:
-    return Verdict("warn", message)
-
-
-def fails(message: str) -> Verdict:
-    return Verdict("fail", message)
-
-
-def skips(message: str) -> Verdict:
-    return Verdict("skip", message)
+passes = partial(Verdict, "pass")
+warns = partial(Verdict, "warn")
+fails = partial(Verdict, "fail")
+skips = partial(Verdict, "skip")
 
 
 @dataclass
 class Check:
-    """One entry of the report: a check's verdict under its registered id."""
-
     id: str
     status: str
     message: str
@@ -62,41 +49,18 @@ def _jsonable(value: Any) -> Any:
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    if isinstance(value, bool | int | float | str) or value is None:
+    if isinstance(value, bool | int | str) or value is None:
         return value
-    return str(value)
+    return value if isinstance(value, float) and math.isfinite(value) else str(value)
 
 
-def report_dict(experiment: str, checks: list[Check], extra: dict[str, Any]) -> dict[str, Any]:
-    return {
-        "version": 1,
-        "experiment": experiment,
-        "checks": [_jsonable(asdict(c)) for c in checks],
-        **_jsonable(extra),
-    }
-
-
-def write_json(path: Path, report: dict[str, Any]) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(report, indent=2, allow_nan=False) + "\n")
+def write_json(path: Path, experiment: str, checks: list[Check], extra: dict[str, Any]) -> None:
+    report = {"version": 1, "experiment": experiment, "checks": [asdict(c) for c in checks]}
+    path.write_text(json.dumps(_jsonable(report | extra), indent=2, allow_nan=False) + "\n")
 
 
 def exit_code(checks: list[Check]) -> int:
-    """0 when nothing failed, 1 when at least one check failed."""
-    return 1 if any(c.status == "fail" for c in checks) else 0
-
-
-ICON = {"pass": "pass", "warn": "**warn**", "fail": "**FAIL**", "skip": "skip"}
-
-
-def table(checks: list[Check]) -> list[str]:
-    lines = ["| check | status | finding | seconds |", "|---|---|---|---|"]
-    for c in checks:
-        message = c.message.replace("|", "\\|")
-        lines.append(f"| `{c.id}` | {ICON[c.status]} | {message} | {c.seconds:.2f} |")
-    return lines
+    return int(any(c.status == "fail" for c in checks))
 
 
 def render(
@@ -106,30 +70,23 @@ def render(
     checks: list[Check],
     plots: dict[str, str],
 ) -> str:
-    counts = {s: sum(c.status == s for c in checks) for s in ("pass", "warn", "fail", "skip")}
+    counts = {s: sum(c.status == s for c in checks) for s in STATUSES}
     verdict = (
         "NOT READY: fix the failing checks before spending compute"
         if counts["fail"]
         else "ready for a longer run" + (" (read the warnings)" if counts["warn"] else "")
     )
-    out = [
-        f"# Training readiness: `{experiment}`",
-        "",
-        f"**Verdict: {verdict}.** {counts['pass']} pass, {counts['warn']} warn, "
-        f"{counts['fail']} fail, {counts['skip']} skip.",
-        "",
-        "## The experiment",
-        "",
-    ]
-    out += [f"- **{k}**: {v}" for k, v in summary.items()]
+    tally = ", ".join(f"{n} {status}" for status, n in counts.items())
+    out = [f"# Training readiness: `{experiment}`", "", f"**Verdict: {verdict}.** {tally}.", ""]
+    out += ["## The experiment", "", *(f"- **{k}**: {v}" for k, v in summary.items())]
     out += ["", "## Training plan", ""] + [f"- {line}" for line in plan_lines]
-    out += ["", "## Checks", "", *table(checks)]
-    risks = [c for c in checks if c.status in ("fail", "warn", "skip")]
+    out += ["", "## Checks", "", "| check | status | finding | seconds |", "|---|---|---|---|"]
+    for c in checks:
+        message = c.message.replace("|", "\\|")
+        out.append(f"| `{c.id}` | {ICON[c.status]} | {message} | {c.seconds:.2f} |")
+    risks = [f"- `{c.id}` ({c.status}): {c.message}" for c in checks if c.status != "pass"]
     out += ["", "## Risks left", ""]
-    if risks:
-        out += [f"- `{c.id}` ({c.status}): {c.message}" for c in risks]
-    else:
-        out.append("- none found by the probes; the probes ran on a small fixed batch on CPU")
+    out += risks or ["- none found by the probes; the probes ran on a small fixed batch on CPU"]
     out.append(
         "- the probes run a few steps on CPU: numerical issues that appear only at scale, in "
         "mixed precision or across DDP ranks are outside what they can see"
