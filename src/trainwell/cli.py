@@ -175,9 +175,9 @@ def hydra_entry(
 def _launch_run_dir(config_dir: Path, config_name: str, argv: list[str]) -> Path | None:
     """The run dir a single run (not a multirun, not a DDP rank) of this command line will use,
     when it is known before Hydra starts."""
-    from trainwell.io.run_lock import takes_run_dir_lock
+    from trainwell.io.writer import writes_shared_files
 
-    if any(arg.startswith("-") for arg in argv) or not takes_run_dir_lock():
+    if any(arg.startswith("-") for arg in argv) or not writes_shared_files():
         return None
     try:
         run_dir = OmegaConf.select(composed(config_dir, config_name, tuple(argv)), "hydra.run.dir")
@@ -236,7 +236,9 @@ def _train_job(cfg: DictConfig) -> dict[str, Any] | float:
     from trainwell.training.run import train
 
     report = None
-    if cfg.get("doctor", False) and os.environ.get("LOCAL_RANK", "0") == "0":
+    from trainwell.io.writer import writes_shared_files
+
+    if cfg.get("doctor", False) and writes_shared_files():
         from trainwell.doctor.run import preflight
 
         report = str(preflight(cfg))

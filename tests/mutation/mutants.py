@@ -2538,4 +2538,12 @@ MUTANTS += [
         ),
         "no warn on healthy code: a float32 loss is too coarse for a 1e-6 difference",
     ),
+    Mutant(
+        "the writer of shared files: torchrun's second node and srun's tasks pass as writers",
+        "src/trainwell/io/writer.py",
+        '    return all(os.environ.get(name, "0") == "0" for name in RANK_VARIABLES)',
+        '    return all(os.environ.get(name, "0") == "0" for name in ("LOCAL_RANK", "NODE_RANK"))',
+        ("tests/io/test_writer.py::test_exactly_the_launchs_rank_zero_writes",),
+        "one process writes a run's shared files under every launcher",
+    ),
 ]

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 
 from trainwell.errors import TrainwellError
-
-
-def _launching_process() -> bool:
-    # DDP re-executes the script per rank (LOCAL_RANK set): only the first process tidies up.
-    return os.environ.get("LOCAL_RANK", "0") == "0" and os.environ.get("NODE_RANK", "0") == "0"
+from trainwell.io.writer import writes_shared_files
 
 
 def new_run_override() -> str:
@@ -42,7 +37,7 @@ def prepare_run_dir(run_dir: Path, resuming: bool) -> None:
             f"{run_dir} already holds checkpoints of a run; continue it with resume=auto, or start "
             f"a new run with {new_run_override()}"
         )
-    if not _launching_process():
+    if not writes_shared_files():  # every rank runs this; one tidies up
         return
     leftovers = [*checkpoints.glob(".*.tmp")] if checkpoints.is_dir() else []
     leftovers += [*run_dir.glob(".results-*.json")] if run_dir.is_dir() else []

@@ -23,6 +23,7 @@ from pathlib import Path
 
 from trainwell.errors import TrainwellError
 from trainwell.io.run_dir import new_run_override
+from trainwell.io.writer import writes_shared_files
 
 LOCK_NAME = ".lock"
 # run dir -> the open lock file. Never closed while the run lives: closing *any* descriptor of the
@@ -35,16 +36,6 @@ _UNSUPPORTED = {errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOSYS, errno.EINVAL}
 
 class RunDirInUse(TrainwellError):
     """Another live process holds the run dir."""
-
-
-def takes_run_dir_lock() -> bool:
-    """Only the launch holds the lock, never each rank: Lightning's DDP launcher re-executes the
-    script for ranks > 0 (LOCAL_RANK / NODE_RANK), torchrun starts every rank (RANK), srun every
-    task (SLURM_PROCID); they run under rank 0's lock and must not fail on it."""
-    return all(
-        os.environ.get(name, "0") == "0"
-        for name in ("RANK", "LOCAL_RANK", "NODE_RANK", "SLURM_PROCID")
-    )
 
 
 def _key(run_dir: Path) -> str:
@@ -105,9 +96,10 @@ def release_run_dir(run_dir: Path) -> None:
 
 @contextlib.contextmanager
 def run_dir_lock(run_dir: Path) -> Iterator[None]:
-    """The lock for one job: a no-op for ranks > 0 and when the launch already took it (before
-    Hydra wrote into the dir); released at the end only if taken here (a multirun job)."""
-    took = takes_run_dir_lock() and lock_run_dir(run_dir)
+    """The lock for one job: a no-op for ranks > 0 (they run under rank 0's lock and must not fail
+    on it) and when the launch already took it (before Hydra wrote into the dir); released at the
+    end only if taken here (a multirun job)."""
+    took = writes_shared_files() and lock_run_dir(run_dir)
     try:
         yield
     finally:

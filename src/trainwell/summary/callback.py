@@ -21,19 +21,13 @@ from hydra.experimental.callback import Callback
 from omegaconf import DictConfig
 
 from trainwell.errors import first_line
+from trainwell.io.writer import writes_shared_files
 
 
 def _in_multirun(config: DictConfig) -> bool:
     from hydra.types import RunMode
 
     return config.hydra.mode == RunMode.MULTIRUN
-
-
-def _launching_process() -> bool:
-    """Rank 0 of the job only: submitit runs the job in every SLURM task of a multi-task job."""
-    from trainwell.io.run_lock import takes_run_dir_lock
-
-    return takes_run_dir_lock()
 
 
 def failure_line(job_return: JobReturn, job_dir: str) -> str | None:
@@ -65,10 +59,13 @@ def _warn(sweep_dir: Path, err: Exception) -> None:
 
 
 class SweepSummary(Callback):
-    """summary.json, summary.md and summary.png in every multirun dir, current at each job's end."""
+    """summary.json, summary.md and summary.png in every multirun dir, current at each job's end.
+
+    Only the writer of shared files writes: submitit (and `srun python train.py -m`) runs the
+    sweep in every SLURM task of a multi-task job."""
 
     def on_job_start(self, config: DictConfig, **kwargs: Any) -> None:
-        if not (_in_multirun(config) and _launching_process()):
+        if not (_in_multirun(config) and writes_shared_files()):
             return
         from trainwell.summary.jobs import FAILURE_FILE
 
@@ -76,7 +73,7 @@ class SweepSummary(Callback):
         (Path(config.hydra.runtime.output_dir) / FAILURE_FILE).unlink(missing_ok=True)
 
     def on_job_end(self, config: DictConfig, job_return: JobReturn, **kwargs: Any) -> None:
-        if not (_in_multirun(config) and _launching_process()):
+        if not (_in_multirun(config) and writes_shared_files()):
             return
         from trainwell.io.results import write_text
         from trainwell.summary.jobs import FAILURE_FILE
@@ -96,8 +93,8 @@ class SweepSummary(Callback):
         from trainwell.summary.write import update_summary
 
         sweep_dir = Path(str(config.hydra.sweep.dir))
-        if not sweep_dir.is_dir():
-            return  # no job was launched
+        if not (sweep_dir.is_dir() and writes_shared_files()):
+            return  # no job was launched, or a rank of a sweep every SLURM task runs (srun -m)
         try:
             path = update_summary(sweep_dir, final=True)
         except Exception as err:

@@ -10,7 +10,6 @@ the test split stays for the model finally chosen (eval.py).
 from __future__ import annotations
 
 import copy
-import os
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -22,6 +21,7 @@ from trainwell.callbacks.pruning import trial_pruning
 from trainwell.errors import TrainwellError
 from trainwell.io.announce import announce
 from trainwell.io.results import write_results
+from trainwell.io.writer import writes_shared_files
 from trainwell.summary.build import cv_summary
 from trainwell.summary.write import write_summary
 from trainwell.training.cv.collect import UNTESTED
@@ -34,11 +34,6 @@ from trainwell.training.cv.oof import (
     fold_figures,
     write_fold_predictions,
 )
-
-
-def _writes_files() -> bool:
-    # Under DDP every rank runs the fold loop (each fold is a full multi-rank run); one writes.
-    return os.environ.get("LOCAL_RANK", "0") == "0" and os.environ.get("NODE_RANK", "0") == "0"
 
 
 def fold_dir(run_dir: Path, fold: int) -> Path:
@@ -95,7 +90,8 @@ def cross_validate(cfg: DictConfig, doctor_report: str | None = None) -> dict[st
     folds = plan_folds(cfg)
     chosen = _chosen_folds(cfg, folds.k)
     refuse_leaks(cfg.data, folds.train_of(chosen[0]), folds.val_of(chosen[0]))
-    if _writes_files():
+    # Under DDP every rank runs the fold loop (each fold is a full multi-rank run); one writes.
+    if writes_shared_files():
         run_dir.mkdir(parents=True, exist_ok=True)
         write_folds(run_dir, folds)
     best, last = {}, {}
@@ -107,7 +103,7 @@ def cross_validate(cfg: DictConfig, doctor_report: str | None = None) -> dict[st
         fold_cfg = fold_config(cfg, run_dir, fold)
         done = train(fold_cfg, fold=(folds.train_of(fold), folds.val_of(fold)))
         best[f"fold_{fold}"], last[f"fold_{fold}"] = done["best_ckpt"], done["last_ckpt"]
-        if _writes_files():
+        if writes_shared_files():
             if not done["best_ckpt"]:
                 raise TrainwellError(
                     f"cv: fold {fold} wrote no best checkpoint to predict its validation "
@@ -126,7 +122,7 @@ def cross_validate(cfg: DictConfig, doctor_report: str | None = None) -> dict[st
     }
     if doctor_report:
         results["doctor_report"] = doctor_report
-    if not _writes_files():
+    if not writes_shared_files():
         return results  # ranks > 0: rank 0 writes the files and the figures
     if len(chosen) == folds.k:
         cv = assemble(run_dir, {f: fold_dir(run_dir, f) for f in chosen}, folds)
