@@ -1,7 +1,9 @@
-"""What the multirun summary costs each job: the time its end spends on summary.json/.md/.png.
+"""What a multirun costs: the time each job's end spends on summary.json/.md/.png, and (with
+`--packed`) the wall time of trials packed side by side (launcher=local) against one at a time.
 
     .venv/bin/python benchmarks/summary_cost.py                      # sweeps of 6 and 60 jobs
     .venv/bin/python benchmarks/summary_cost.py --sizes 6,60,240 --reps 3
+    .venv/bin/python benchmarks/summary_cost.py --sizes 2 --reps 1 --packed 4   # + 4 packed trials
 
 A real sweep job is trained once (`train.py -m seed=1`, a few batches) for real files: its
 results.json, .hydra/ and the sweep's multirun.yaml. From them, sweeps of N jobs
@@ -14,6 +16,12 @@ Each job's results differ (a seeded perturbation), so every update does the full
 Per sweep size: the mean over the sweep's job ends (the cost each job adds, the plot included),
 and the slowest job end. Target: at most 0.2 s per job. Last line:
 `per_job_s_6=.. max_s_6=.. per_job_s_60=.. max_s_60=..`.
+
+`--packed N`: N trials of the default experiment (`seed=1..N`) as one sweep run one at a time
+(the basic launcher) and as one sweep with `launcher=local hydra.launcher.slots=2`, every trial
+at the same CPU threads (cores / 2, what the packed slots get). Figures: both wall times, their
+ratio, and whether every trial's results.json metrics are equal in both sweeps (they must be:
+`packed_equal=1`). Minutes: full default runs.
 """
 
 from __future__ import annotations
@@ -97,10 +105,53 @@ def play_back(real: Path, out: Path, n: int, seed: int) -> list[float]:
     return costs
 
 
+def sweep(out: Path, threads: int, trials: int, *launcher: str) -> tuple[float, list[dict]]:
+    """(wall seconds, each trial's results.json metrics) of `train.py -m seed=1..trials`."""
+    seeds = ",".join(str(s) for s in range(1, trials + 1))
+    start = time.perf_counter()
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "train.py"), "-m", *launcher, f"seed={seeds}",
+         "print_config=false", f"hydra.sweep.dir={out}"],
+        cwd=REPO, env=child_env(threads), capture_output=True, text=True,
+    )  # fmt: skip
+    wall = time.perf_counter() - start
+    if proc.returncode != 0:
+        raise SystemExit(f"the sweep {' '.join(launcher) or 'one at a time'} failed:\n"
+                         f"{proc.stderr[-3000:]}")  # fmt: skip
+    metrics = [json.loads((out / str(k) / "results.json").read_text())["metrics"]
+               for k in range(trials)]  # fmt: skip
+    return wall, metrics
+
+
+def packed(root: Path, trials: int) -> dict[str, float | int | str]:
+    """One-at-a-time against two at a time (launcher=local), at the packed trials' threads."""
+    import os
+
+    threads = max(len(os.sched_getaffinity(0)) // 2, 1)
+    alone_s, alone = sweep(root / "alone", threads, trials)
+    packed_s, side_by_side = sweep(
+        root / "packed", threads, trials, "launcher=local", "hydra.launcher.slots=2"
+    )
+    equal = int(alone == side_by_side)
+    print(f"{trials} trials at {threads} threads each: one at a time {alone_s:.1f} s, "
+          f"2 at once {packed_s:.1f} s (ratio {packed_s / alone_s:.2f}); metrics equal trial "
+          f"by trial: {bool(equal)}", flush=True)  # fmt: skip
+    return {
+        "packed_trials": trials,
+        "alone_s": round(alone_s, 1),
+        "packed_s": round(packed_s, 1),
+        "packed_ratio": round(packed_s / alone_s, 3),
+        "packed_equal": equal,
+    }
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--sizes", default="6,60", help="sweep sizes (even numbers of jobs)")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument(
+        "--packed", type=int, default=0, help="also N default trials, packed vs one at a time"
+    )
     args = parse_args(parser, argv, lambda a: f"summary cost per job: sweeps of {a.sizes} jobs")
     sizes = [int(s) for s in args.sizes.split(",")]
     root = Path(tempfile.mkdtemp(prefix="summary_cost-"))
@@ -121,6 +172,8 @@ def main(argv: list[str] | None = None) -> None:
                 figures, f"max_s_{n}", [max(c) for c in runs[str(n)]],
                 f"{n} jobs: slowest job end (the last: the plot)", " s",
             )  # fmt: skip
+        if args.packed:
+            figures |= packed(root, args.packed)
         final_line(**figures)
     finally:
         shutil.rmtree(root, ignore_errors=True)

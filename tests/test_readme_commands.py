@@ -148,6 +148,12 @@ WHEELS = "fetching wheels for the GPU box: a network and a GPU box"
 UPGRADE_T = "run on a real clone of a small template by tests/test_upgrade.py"
 UPGRADE_COPIED = "what make upgrade prints for a copied clone; tests/test_upgrade.py runs it on one"
 DOCS_EXCLUDED = {
+    "python scripts/train.py -m launcher=local trainer=gpu model.optimizer.lr=1e-3,3e-3,1e-2,3e-2": (
+        "four GPUs; tests/training/test_local_launcher.py runs launcher=local with declared GPUs"
+    ),
+    "python scripts/train.py -m launcher=local hydra.launcher.slots=2 seed=1,2,3,4": (
+        "four default runs; tests/training/test_local_launcher.py runs it as written, made small"
+    ),
     "make bench": "every training-side benchmark: minutes (each runs small in tests/test_benchmarks_*.py)",
     "make bench-long": "the minute-long benchmarks (each runs small in tests/test_benchmarks_*.py)",
     **{

@@ -2546,4 +2546,26 @@ MUTANTS += [
         ("tests/io/test_writer.py::test_exactly_the_launchs_rank_zero_writes",),
         "one process writes a run's shared files under every launcher",
     ),
+    Mutant(
+        "launcher=local: every trial gets the first GPU group",
+        "src/hydra_plugins/trainwell_local_launcher/_slots.py",
+        "    return [Slot(groups[k % len(groups)] if groups else (), threads) for k in range(count)]",
+        "    return [Slot(groups[0] if groups else (), threads) for k in range(count)]",
+        (
+            "tests/training/test_local_launcher.py::"
+            "test_slots_share_the_gpus_in_groups_and_the_cpus_equally",
+        ),
+        "trials packed on one machine each run on their own GPUs",
+    ),
+    Mutant(
+        "launcher=local: every trial takes every core",
+        "src/hydra_plugins/trainwell_local_launcher/_slots.py",
+        "    threads = max(cpus // count, 1)",
+        "    threads = cpus",
+        (
+            "tests/training/test_local_launcher.py::"
+            "test_slots_share_the_gpus_in_groups_and_the_cpus_equally",
+        ),
+        "trials packed on one machine share its CPU threads",
+    ),
 ]

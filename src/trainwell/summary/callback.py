@@ -49,7 +49,7 @@ def failure_line(job_return: JobReturn, job_dir: str) -> str | None:
     return line.removeprefix(f"{job_dir}: ")
 
 
-def _warn(sweep_dir: Path, err: Exception) -> None:
+def warn_not_updated(sweep_dir: Path, err: Exception) -> None:
     print(
         f"warning: sweep summary not updated ({type(err).__name__}: {first_line(err)}); "
         f"once that is fixed, python scripts/summarize.py {sweep_dir} rebuilds it",
@@ -87,7 +87,7 @@ class SweepSummary(Callback):
                 write_text(job_dir / FAILURE_FILE, line + "\n")
             update_summary(sweep_dir)
         except Exception as err:  # the job's own outcome stands; the summary can be rebuilt
-            _warn(sweep_dir, err)
+            warn_not_updated(sweep_dir, err)
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         from trainwell.summary.write import update_summary
@@ -98,6 +98,6 @@ class SweepSummary(Callback):
         try:
             path = update_summary(sweep_dir, final=True)
         except Exception as err:
-            _warn(sweep_dir, err)
+            warn_not_updated(sweep_dir, err)
             return
         print(f"sweep summary: {path}", flush=True)

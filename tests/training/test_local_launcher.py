@@ -1,0 +1,139 @@
+"""launcher=local: a multirun's trials in parallel on one machine, each on its own devices.
+
+The slot plan is checked directly; the sweeps run train.py as a user does, with a callback that
+writes what each trial ran with (tests.helpers.trial_env): on a CPU machine with a declared GPU
+list every trial sees its own CUDA_VISIBLE_DEVICES and trains on CPU, two trials train at the
+same time, and a trial that raises or is killed leaves the others done and the summary saying
+which failed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from hydra import compose, initialize_config_dir
+
+from hydra_plugins.trainwell_local_launcher._slots import Slot, plan_slots
+from tests.helpers.config import CONF, QUIET_RUN, REPO
+from tests.helpers.scripts import TESTS_IMPORTABLE
+
+ENV = TESTS_IMPORTABLE
+
+# Tiny trials: a few batches of digits, no rich output, the trial's environment recorded.
+SMALL = [
+    "trainer.max_epochs=1",
+    "+trainer.limit_train_batches=3",
+    "+trainer.limit_val_batches=2",
+    "+trainer.limit_test_batches=2",
+    "logger=[]",
+    *QUIET_RUN,
+    "+callbacks.env._target_=tests.helpers.trial_env.TrialEnv",
+]
+
+
+def test_slots_share_the_gpus_in_groups_and_the_cpus_equally() -> None:
+    gpus = ["0", "1", "2", "3"]
+    assert plan_slots(gpus, 1, None, 16) == [Slot((g,), 4) for g in gpus]
+    assert plan_slots(gpus, 2, None, 16) == [Slot(("0", "1"), 8), Slot(("2", "3"), 8)]
+    # Two trials per GPU on a one-GPU machine; a CPU machine: one at a time unless asked.
+    assert plan_slots(["0"], 1, 2, 8) == [Slot(("0",), 4), Slot(("0",), 4)]
+    assert plan_slots([], 1, None, 8) == [Slot((), 8)]
+    assert plan_slots([], 1, 3, 2) == [Slot((), 1)] * 3
+    assert Slot(("2", "3"), 8).env()["CUDA_VISIBLE_DEVICES"] == "2,3"
+    assert Slot((), 8).env()["CUDA_VISIBLE_DEVICES"] == ""  # CPU trials see no GPU
+
+
+@pytest.mark.parametrize(
+    ("gpus", "per_trial", "slots", "says"),
+    [
+        (["0"], 2, None, "gpus_per_trial=2 but only 1 GPUs"),
+        (["0", "0"], 1, None, "names a GPU twice"),
+        ([], 1, 0, "slots=0"),
+        ([], 0, None, "gpus_per_trial=0"),
+    ],
+)
+def test_impossible_settings_are_refused(
+    gpus: list[str], per_trial: int, slots: int | None, says: str
+) -> None:
+    with pytest.raises(ValueError, match=says):
+        plan_slots(gpus, per_trial, slots, 4)
+
+
+def test_launcher_local_composes_with_resume_auto_and_the_machine_as_default() -> None:
+    with initialize_config_dir(config_dir=str(CONF), version_base="1.3"):
+        cfg = compose(
+            "train",
+            overrides=["launcher=local", "hydra.launcher.slots=2"],
+            return_hydra_config=True,
+        )
+    launcher = cfg.hydra.launcher
+    assert launcher._target_.endswith("trainwell_local_launcher.launcher.TrainwellLocalLauncher")
+    assert cfg.resume == "auto"  # a sweep launched again continues its unfinished trials
+    assert (launcher.gpus_per_trial, launcher.gpus, launcher.slots) == (1, None, 2)
+
+
+def _sweep(sweep_dir: Path, *overrides: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "scripts/train.py", "-m", *overrides, f"hydra.sweep.dir={sweep_dir}"],
+        cwd=REPO,
+        env={**os.environ, **ENV},
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+
+
+def _trial(sweep_dir: Path, num: int) -> dict:
+    return json.loads((sweep_dir / str(num) / "trial_env.json").read_text())
+
+
+@pytest.mark.slow
+def test_declared_gpus_isolate_trials_and_a_failed_or_killed_trial_stops_no_other(
+    tmp_path: Path,
+) -> None:
+    sweep_dir = tmp_path / "sweep"
+    proc = _sweep(
+        sweep_dir,
+        "launcher=local",
+        "hydra.launcher.gpus=[0,1]",
+        *SMALL,
+        "+callbacks.env.mode=ok,ok,fail,kill",
+    )
+    assert proc.returncode == 1, proc.stderr[-3000:]
+    assert "planted failure of this trial" in proc.stderr
+    first, second = _trial(sweep_dir, 0), _trial(sweep_dir, 1)
+    # Each trial on its own GPU, half the CPUs each; on this CPU machine they trained on CPU.
+    assert {first["CUDA_VISIBLE_DEVICES"], second["CUDA_VISIBLE_DEVICES"]} == {"0", "1"}
+    assert first["pid"] != second["pid"]
+    for record in (first, second):
+        assert record["OMP_NUM_THREADS"] == str(record["torch_threads"])
+    assert (sweep_dir / "0" / "results.json").is_file()
+    assert (sweep_dir / "1" / "results.json").is_file()
+    failed = (sweep_dir / "2" / "failure.txt").read_text()
+    killed = (sweep_dir / "3" / "failure.txt").read_text()
+    assert "planted failure of this trial" in failed
+    assert "was killed or died before handing back a result" in killed
+    summary = (sweep_dir / "summary.md").read_text()
+    assert "2 jobs with results, 2 without" in summary, summary
+    assert "job 3 " in summary and "was killed or died" in summary, summary
+
+
+@pytest.mark.slow
+def test_the_cpu_command_of_the_docs_runs_two_trials_at_once(tmp_path: Path) -> None:
+    """docs/cluster.md's CPU command as written, made small."""
+    sweep_dir = tmp_path / "sweep"
+    command = "python scripts/train.py -m launcher=local hydra.launcher.slots=2 seed=1,2,3,4"
+    assert command in (REPO / "docs" / "cluster.md").read_text()
+    proc = _sweep(sweep_dir, *command.split()[3:], *SMALL, "+callbacks.env.meet=2")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "4 trials, 2 at once" in proc.stdout, proc.stdout[-3000:]
+    records = [_trial(sweep_dir, num) for num in range(4)]
+    assert all(r["CUDA_VISIBLE_DEVICES"] == "" for r in records)
+    # Each trial waited at its start until two had started: one at a time, it waits in vain.
+    assert all(r["met"] for r in records), records
+    assert "4 jobs with results" in (sweep_dir / "summary.md").read_text()
