@@ -11,8 +11,10 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -137,3 +139,36 @@ def test_the_cpu_command_of_the_docs_runs_two_trials_at_once(tmp_path: Path) -> 
     # Each trial waited at its start until two had started: one at a time, it waits in vain.
     assert all(r["met"] for r in records), records
     assert "4 jobs with results" in (sweep_dir / "summary.md").read_text()
+
+
+@pytest.mark.slow
+def test_sigterm_to_the_sweep_preempts_its_running_trials_and_leaves_no_process(
+    tmp_path: Path,
+) -> None:
+    sweep_dir = tmp_path / "sweep"
+    sweep = subprocess.Popen(
+        [sys.executable, "scripts/train.py", "-m", "launcher=local", "hydra.launcher.slots=2",
+         *SMALL, "trainer.max_epochs=1000",
+         "+callbacks.env.meet=2", "seed=1,2,3", f"hydra.sweep.dir={sweep_dir}"],
+        cwd=REPO, env={**os.environ, **ENV}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        deadline = time.monotonic() + 400
+        while len(list(sweep_dir.glob(".started_*"))) < 2 and time.monotonic() < deadline:
+            time.sleep(0.5)
+        assert sweep.poll() is None, sweep.communicate()[1][-3000:]
+        sweep.terminate()
+        _, err = sweep.communicate(timeout=300)
+    finally:
+        if sweep.poll() is None:
+            os.killpg(sweep.pid, signal.SIGKILL)
+    assert sweep.returncode == 1, err[-3000:]
+    assert "launcher=local: stopped 2 running trials" in err, err[-3000:]
+    for num in (0, 1):  # each trial pre-empted: a checkpoint to continue from
+        assert (sweep_dir / str(num) / "checkpoints" / "preempt.ckpt").is_file()
+    assert not (sweep_dir / "2").exists()  # the third never started
+    trial_pids = [int(p.name.removeprefix(".started_")) for p in sweep_dir.glob(".started_*")]
+    for pid in trial_pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)

@@ -17,20 +17,22 @@ from typing import Any
 
 from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides, run_job, setup_globals
+from hydra.errors import CompactHydraException
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher
 from omegaconf import OmegaConf, open_dict
 
 from ._slots import Slot, machine_cpus, machine_gpus, plan_slots
 
 POLL_S = 0.2
+STOP_WAIT_S = 120.0  # a stopped trial's time to write its checkpoint and exit
 
 
 class TrialKilled(Exception):
     """A trial's process ended without handing back a result (killed, out of memory)."""
 
 
-class SweepStopped(Exception):
-    """The sweep's process got SIGTERM: its trials were stopped."""
+class SweepStopped(CompactHydraException):
+    """The sweep's process got SIGTERM: its trials were stopped (Hydra prints one line)."""
 
 
 @contextlib.contextmanager
@@ -166,6 +168,24 @@ class TrainwellLocalLauncher(BaseSubmititLauncher):
             overrides=list(overrides), status=JobStatus.FAILED, _return_value=TrialKilled(line)
         )
 
+    def _stop(self, jobs: list[Any]) -> None:
+        """SIGTERM to each trial's controller, which passes it on to the trial: trainwell's
+        pre-emption finishes the accumulation window, writes preempt.ckpt and exits."""
+        for job in jobs:
+            with contextlib.suppress(ProcessLookupError):  # it ended meanwhile
+                os.kill(int(job.job_id), signal.SIGTERM)
+        deadline = time.monotonic() + STOP_WAIT_S
+        while any(not job.done() for job in jobs) and time.monotonic() < deadline:
+            time.sleep(POLL_S)
+        left = [job.job_id for job in jobs if not job.done()]
+        print(
+            f"launcher=local: stopped {len(jobs) - len(left)} running trials"
+            + (f"; still running after {STOP_WAIT_S:.0f} s: pids {', '.join(left)}" if left else "")
+            + "; launch the same sweep again (same hydra.sweep.dir) to finish it",
+            file=sys.stderr,
+            flush=True,
+        )
+
     def launch(
         self, job_overrides: Sequence[Sequence[str]], initial_job_idx: int
     ) -> Sequence[JobReturn]:
@@ -211,17 +231,8 @@ class TrainwellLocalLauncher(BaseSubmititLauncher):
         except BaseException:
             # Ctrl-C or SIGTERM of the sweep: stop its trials rather than leave them running
             # unwatched (each resumes with resume=auto when the sweep is launched again).
-            for _, _, job in running.values():
-                job.cancel()
-            for _, _, job in running.values():
-                with contextlib.suppress(Exception):
-                    job.wait()
-            print(
-                f"launcher=local: stopped {len(running)} running trials; launch the same sweep "
-                "again (hydra.sweep.dir=...) to finish it",
-                file=sys.stderr,
-                flush=True,
-            )
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second signal: still stop them
+            self._stop([job for _, _, job in running.values()])
             raise
         finally:
             signal.signal(signal.SIGTERM, previous)
