@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from hydra_plugins.trainwell_local_launcher._slots import Slot, plan_slots
+from hydra_plugins.trainwell_local_launcher._slots import Slot, cap_workers, plan_slots
 from tests.helpers.config import CONF, QUIET_RUN, REPO
 from tests.helpers.scripts import TESTS_IMPORTABLE
 
@@ -48,6 +48,16 @@ def test_slots_share_the_gpus_in_groups_and_the_cpus_equally() -> None:
     assert plan_slots([], 1, 3, 2) == [Slot((), 1)] * 3
     assert Slot(("2", "3"), 8).env()["CUDA_VISIBLE_DEVICES"] == "2,3"
     assert Slot((), 8).env()["CUDA_VISIBLE_DEVICES"] == ""  # CPU trials see no GPU
+
+
+def test_a_trials_loader_workers_are_capped_at_its_cpu_share() -> None:
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.create({"data": {"num_workers": 8}})
+    assert cap_workers(cfg, 3) == "launcher=local: data.num_workers=8 -> 3 (this trial's CPU share)"
+    assert cfg.data.num_workers == 3
+    assert cap_workers(cfg, 4) is None and cfg.data.num_workers == 3  # within the share: kept
+    assert cap_workers(OmegaConf.create({"data": {}}), 2) is None  # a datamodule without it
 
 
 @pytest.mark.parametrize(

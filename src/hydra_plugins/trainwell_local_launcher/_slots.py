@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -56,3 +57,17 @@ def plan_slots(gpus: list[str], gpus_per_trial: int, slots: int | None, cpus: in
         raise ValueError(f"hydra.launcher.slots={slots}: give 1 or more trials at once")
     threads = max(cpus // count, 1)
     return [Slot(groups[k % len(groups)] if groups else (), threads) for k in range(count)]
+
+
+def cap_workers(cfg: Any, threads: int) -> str | None:
+    """Cap the trial config's `data.num_workers` at its slot's threads, so every trial's workers
+    together stay within the machine's CPUs (results do not depend on num_workers: fewer change
+    only the speed); the line saying so, or None when nothing changed."""
+    from omegaconf import OmegaConf, open_dict
+
+    workers = OmegaConf.select(cfg, "data.num_workers")
+    if not isinstance(workers, int) or isinstance(workers, bool) or workers <= threads:
+        return None
+    with open_dict(cfg):
+        cfg.data.num_workers = threads
+    return f"launcher=local: data.num_workers={workers} -> {threads} (this trial's CPU share)"

@@ -19,9 +19,9 @@ from hydra.core.singleton import Singleton
 from hydra.core.utils import JobReturn, JobStatus, filter_overrides, run_job, setup_globals
 from hydra.errors import CompactHydraException
 from hydra_plugins.hydra_submitit_launcher.submitit_launcher import BaseSubmititLauncher
-from omegaconf import OmegaConf, open_dict
+from omegaconf import open_dict
 
-from ._slots import Slot, machine_cpus, machine_gpus, plan_slots
+from ._slots import Slot, cap_workers, machine_cpus, machine_gpus, plan_slots
 
 POLL_S = 0.2
 STOP_WAIT_S = 120.0  # a stopped trial's time to write its checkpoint and exit
@@ -89,16 +89,9 @@ class TrainwellLocalLauncher(BaseSubmititLauncher):
         with open_dict(cfg):
             cfg.hydra.job.id = f"local_{os.getpid()}"
             cfg.hydra.job.num = job_num
-            workers = OmegaConf.select(cfg, "data.num_workers")
-            # Every trial's workers together within the machine's CPUs: results do not depend
-            # on num_workers, so fewer workers change nothing but the speed.
-            if isinstance(workers, int) and workers > slot.threads:
-                print(
-                    f"launcher=local: data.num_workers={workers} -> {slot.threads} (this "
-                    f"trial's share of the CPUs)",
-                    flush=True,
-                )
-                cfg.data.num_workers = slot.threads
+            capped = cap_workers(cfg, slot.threads)
+        if capped:
+            print(capped, flush=True)
         return run_job(
             hydra_context=self.hydra_context,
             task_function=self.task_function,
