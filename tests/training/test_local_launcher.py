@@ -54,7 +54,7 @@ def test_a_trials_loader_workers_are_capped_at_its_cpu_share() -> None:
     from omegaconf import OmegaConf
 
     cfg = OmegaConf.create({"data": {"num_workers": 8}})
-    assert cap_workers(cfg, 3) == "launcher=local: data.num_workers=8 -> 3 (this trial's CPU share)"
+    assert cap_workers(cfg, 3) == "local launcher: data.num_workers=8 -> 3 (this trial's CPU share)"
     assert cfg.data.num_workers == 3
     assert cap_workers(cfg, 4) is None and cfg.data.num_workers == 3  # within the share: kept
     assert cap_workers(OmegaConf.create({"data": {}}), 2) is None  # a datamodule without it
@@ -174,7 +174,7 @@ def test_sigterm_to_the_sweep_preempts_its_running_trials_and_leaves_no_process(
         if sweep.poll() is None:
             os.killpg(sweep.pid, signal.SIGKILL)
     assert sweep.returncode == 1, err[-3000:]
-    assert "launcher=local: stopped 2 running trials" in err, err[-3000:]
+    assert "local launcher: stopped 2 running trials" in err, err[-3000:]
     for num in (0, 1):  # each trial pre-empted: a checkpoint to continue from
         assert (sweep_dir / str(num) / "checkpoints" / "preempt.ckpt").is_file()
     assert not (sweep_dir / "2").exists()  # the third never started

@@ -70,4 +70,4 @@ def cap_workers(cfg: Any, threads: int) -> str | None:
         return None
     with open_dict(cfg):
         cfg.data.num_workers = threads
-    return f"launcher=local: data.num_workers={workers} -> {threads} (this trial's CPU share)"
+    return f"local launcher: data.num_workers={workers} -> {threads} (this trial's CPU share)"

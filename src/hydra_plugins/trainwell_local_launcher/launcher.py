@@ -172,7 +172,7 @@ class TrainwellLocalLauncher(BaseSubmititLauncher):
             time.sleep(POLL_S)
         left = [job.job_id for job in jobs if not job.done()]
         print(
-            f"launcher=local: stopped {len(jobs) - len(left)} running trials"
+            f"local launcher: stopped {len(jobs) - len(left)} running trials"
             + (f"; still running after {STOP_WAIT_S:.0f} s: pids {', '.join(left)}" if left else "")
             + "; launch the same sweep again (same hydra.sweep.dir) to finish it",
             file=sys.stderr,
@@ -188,7 +188,7 @@ class TrainwellLocalLauncher(BaseSubmititLauncher):
         sweep_dir.mkdir(parents=True, exist_ok=True)
         where = {k: slot.env()["CUDA_VISIBLE_DEVICES"] or "CPU" for k, slot in enumerate(slots)}
         print(
-            f"launcher=local: {len(job_overrides)} trials, {len(slots)} at once, "
+            f"local launcher: {len(job_overrides)} trials, {len(slots)} at once, "
             f"{slots[0].threads} CPU threads each; devices: "
             + ", ".join(where[k] for k in range(len(slots))),
             flush=True,
