@@ -375,3 +375,22 @@ def test_a_failing_reading_lets_the_run_go_on(monkeypatch: pytest.MonkeyPatch) -
 
     monkeypatch.setattr(targets, "_target_problem", broken)
     assert targets_problem({"data": {"_target_": "no_such_module_67.Data"}}) is None
+
+
+def test_a_folder_without_init_is_found_without_importing(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A cloner's folder without __init__.py (a namespace package) is read like any other: the
+    fast path finds its modules and imports nothing."""
+    import sys
+
+    from trainwell.targets import find_spec, forget
+
+    _package(tmp_path, "own68", {"extra/cnn.py": "class CNN:\n    pass\n"})
+    (tmp_path / "own68" / "extra" / "__init__.py").unlink(missing_ok=True)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    forget()
+    spec = find_spec("own68.extra.cnn")
+    assert spec is not None and spec.origin == str(tmp_path / "own68" / "extra" / "cnn.py")
+    assert target_problem("own68.extra.cnn.CNN") is None
+    assert "own68" not in sys.modules

@@ -60,31 +60,24 @@ def _binding(module: str, name: str, hops: int = 0) -> _Where | None:
     return found
 
 
+# Code that may bind any name of its module: exec/eval, `globals()`/`vars()` without an argument,
+# a `global` statement, a write to `sys.modules` or setattr on one of its modules. Read from the
+# text: a match in a comment or a string only leaves the module unchecked.
+_REBINDS = re.compile(
+    r"\b(?:exec|eval)\s*\(|\b(?:globals|vars)\s*\(\s*\)|^\s*global\s|"
+    r"sys\.modules\s*\[[^\]]*\]\s*=[^=]|setattr\(\s*sys\.modules|del\s+sys\.modules",
+    re.M,
+)
+
+
 @functools.lru_cache(maxsize=512)
 def _rebinds_at_run_time(module: str) -> bool:
-    """Code that may bind any name: exec/eval, `globals()`/`vars()` without an argument, a
-    `global` statement, a write to `sys.modules` or setattr on one of its modules."""
-    tree, spec = module_tree(module), find_spec(module)
+    spec = find_spec(module)
     origin = spec.origin if spec is not None else None
     try:
-        text = Path(origin).read_text(encoding="utf-8") if origin else ""
+        return bool(_REBINDS.search(Path(origin).read_text(encoding="utf-8"))) if origin else True
     except (OSError, UnicodeDecodeError):
         return True
-    if not any(word in text for word in ("exec", "eval", "globals", "vars", "global", "sys.")):
-        return False  # the common case, without walking the tree
-    for node in ast.walk(tree) if tree is not None else ():
-        if isinstance(node, ast.Global):
-            return True
-        if isinstance(node, ast.Call):
-            name = getattr(node.func, "id", None)
-            if name in ("exec", "eval") or (name in ("globals", "vars") and not node.args):
-                return True
-            if name == "setattr" and node.args and "sys.modules" in ast.unparse(node.args[0]):
-                return True
-        written = isinstance(node, ast.Subscript) and not isinstance(node.ctx, ast.Load)
-        if written and ast.unparse(node.value) == "sys.modules":
-            return True
-    return False
 
 
 def _imported(module: str, node: ast.ImportFrom, name: str, hops: int) -> _Where | None:

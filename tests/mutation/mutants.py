@@ -2338,7 +2338,7 @@ MUTANTS += [
         TARGETS,
         "    except KeyError:\n",
         "    except LookupError if False else ZeroDivisionError:\n",
-        (f"{TARGETS_T}::test_a_target_python_resolves_is_never_refused",),
+        (f"{TARGETS_T}::test_a_folder_without_init_is_found_without_importing",),
         "a namespace folder of the cloner's is found without importing",
     ),
     Mutant(
