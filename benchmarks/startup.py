@@ -8,12 +8,19 @@ long a mistake on the command line takes to be answered.
 
 Mistakes (measured first): the wall time from starting `scripts/train.py` to its exit with the
 one-line error (exit 2), for a mistyped key (`trainer.max_epoch=1`), a bad value
-(`data.batch_size=0`) and a checkpoint that does not exist (`ckpt_path=<missing>`), beside the
+(`data.batch_size=0`), a checkpoint that does not exist (`ckpt_path=<missing>`) and a misspelt
+constructor keyword (`+model.net.widht=16`, the optimizer's, the Trainer's), beside the
 wall time of a bare `python -c 'import hydra'` (the floor: every script composes its config with
 Hydra), each a fresh process, every side once per repetition. With `--baseline <git ref>` the
-same mistakes run on that ref's scripts, configs and src/ in the same rotation (`before_*`).
+same mistakes run on that ref's scripts, configs and src/ in the same rotation (`before_*`; the
+keywords only where the ref answers them before training: LATE_BEFORE lists those it may not).
 Then each mistake once more under `python -X importtime`: whether torch, Lightning or torchvision
 was imported before the error (independent of the machine's load; 0 is the goal).
+
+Valid starts (default, experiment=lm_accum): the import-free step-0 checks (the template's
+values, every `_target_` located, every keyword against its signature), each a fresh interpreter,
+beside composing the config: `step0_<exp>_checks_s` and `step0_<exp>_checks_vs_start` (the
+checks over imports + compose).
 
 Training: runs the real `scripts/train.py` (what `make train` runs) in a subprocess with a
 phase-marker callback and splits its wall time into:
@@ -35,6 +42,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -52,7 +60,12 @@ MISTAKES = {
     "bad_key": ["trainer.max_epoch=1"],
     "bad_value": ["data.batch_size=0"],
     "missing_ckpt": ["ckpt_path={tmp}/missing/best.ckpt"],
+    "bad_keyword": ["+model.net.widht=16"],
+    "bad_optimizer_keyword": ["+model.optimizer.weight_decya=0.1"],
+    "bad_trainer_keyword": ["+trainer.max_epoch=1"],
 }
+# Mistakes a baseline may answer only after training starts (exit 1): timed on this checkout alone.
+LATE_BEFORE = {"bad_keyword", "bad_optimizer_keyword", "bad_trainer_keyword"}
 
 
 def run_train(epochs: int, threads: int, run_dir: Path) -> dict[str, float]:
@@ -167,6 +180,65 @@ def heavy_imported(root: Path, name: str, tmp: Path, threads: int) -> list[str]:
     return sorted(names & HEAVY)
 
 
+# Valid starts whose step-0 checks are timed (each in a fresh interpreter, as a start runs them).
+STEP0 = {"default": [], "lm_accum": ["experiment=lm_accum"]}
+_STEP0_CODE = """
+import sys, time
+from pathlib import Path
+t0 = time.perf_counter()
+from trainwell.command_line import composed
+from trainwell.config_values import template_value_problem
+from trainwell.keywords import keyword_problem
+from trainwell.targets import targets_problem
+t1 = time.perf_counter()
+cfg = composed(Path(sys.argv[1]), "train", tuple(sys.argv[2:]))
+t2 = time.perf_counter()
+assert template_value_problem(cfg) is None
+t3 = time.perf_counter()
+assert targets_problem(cfg) is None
+t4 = time.perf_counter()
+assert keyword_problem(cfg) is None
+t5 = time.perf_counter()
+assert "torch" not in sys.modules
+print(t1 - t0, t2 - t1, t3 - t2, t4 - t3, t5 - t4)
+"""
+
+
+def step0_seconds(overrides: list[str], threads: int) -> list[float]:
+    """(imports, compose, values, targets, keywords) seconds of a valid start's import-free
+    checks, in a fresh interpreter."""
+    cmd = [sys.executable, "-c", _STEP0_CODE, str(REPO / "conf"), *overrides]
+    out = subprocess.run(
+        cmd, cwd=REPO, env=child_env(threads), capture_output=True, text=True, check=True
+    )
+    return [float(v) for v in out.stdout.split()]
+
+
+def measure_step0(reps: int, threads: int, figures: dict[str, float | int | str]) -> None:
+    """The import-free step-0 checks of a valid start (the template's values, every target,
+    every keyword) beside composing its config, and as a share of the start up to that point."""
+    sides = {name: (lambda o=o: step0_seconds(o, threads)) for name, o in STEP0.items()}
+    for name, runs in interleaved(sides, reps).items():
+        parts = dict(
+            zip(
+                ("imports", "compose", "values", "targets", "keywords"),
+                zip(*runs, strict=True),
+                strict=True,
+            )
+        )
+        checks = [
+            v + t + k
+            for v, t, k in zip(parts["values"], parts["targets"], parts["keywords"], strict=True)
+        ]
+        start = [i + c for i, c in zip(parts["imports"], parts["compose"], strict=True)]
+        for part in ("compose", "targets", "keywords"):
+            figure(figures, f"step0_{name}_{part}_s", parts[part], f"{name}: {part}", "s")
+        figure(figures, f"step0_{name}_checks_s", checks, f"{name}: the checks together", "s")
+        ratio = statistics.median(c / s for c, s in zip(checks, start, strict=True))
+        figures[f"step0_{name}_checks_vs_start"] = ratio
+        print(f"{name}: checks / (imports + compose) {ratio:.3f}")
+
+
 def measure_mistakes(
     reps: int, threads: int, baseline: str | None, figures: dict[str, float | int | str]
 ) -> None:
@@ -181,6 +253,7 @@ def measure_mistakes(
             f"{prefix}{name}": (lambda r=root, n=name: time_to_error(r, n, tmp, threads))
             for prefix, root in checkouts.items()
             for name in MISTAKES
+            if not (prefix and name in LATE_BEFORE)
         }
         hydra = [sys.executable, "-c", "import hydra"]
         sides["python_import_hydra"] = lambda: process_seconds(hydra, threads, expected=0)[0]
@@ -193,11 +266,12 @@ def measure_mistakes(
                 figures[f"{side}_vs_hydra"] = figures[f"{side}_s"] / floor
                 print(f"{side} / python -c 'import hydra': {figures[f'{side}_vs_hydra']:.2f}")
         if baseline:
-            for name in MISTAKES:
+            for name in sorted(set(MISTAKES) - LATE_BEFORE):
                 figures[f"{name}_vs_before"] = figures[f"{name}_s"] / figures[f"before_{name}_s"]
                 print(f"{name} / before ({baseline}): {figures[f'{name}_vs_before']:.3f}")
         for prefix, root in checkouts.items():
-            found = {name: heavy_imported(root, name, tmp, threads) for name in MISTAKES}
+            names = [n for n in MISTAKES if not (prefix and n in LATE_BEFORE)]
+            found = {name: heavy_imported(root, name, tmp, threads) for name in names}
             for name, heavy in found.items():
                 print(f"{prefix}{name}: imported before the error: {', '.join(heavy) or 'none'}")
             figures[f"{prefix}heavy_imported_on_error"] = int(any(found.values()))
@@ -218,6 +292,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parse_args(parser, argv, TITLE)
     figures: dict[str, float | int | str] = {}
     measure_mistakes(args.error_reps, args.threads, args.baseline, figures)
+    measure_step0(args.error_reps, args.threads, figures)
     mistakes = dict(figures)
     if args.errors_only:
         final_line(**mistakes)

@@ -19,6 +19,7 @@ import trainwell.resolvers  # noqa: F401  (registers resolvers before Hydra comp
 from trainwell import compat
 from trainwell.command_line import check_command_line, composed, without_null_groups
 from trainwell.errors import TrainwellError, error_line, first_line, missing_module_line
+from trainwell.keywords import unexpected_keyword_line
 
 if TYPE_CHECKING:
     from trainwell.io.refused_run import RunDirBefore
@@ -90,8 +91,11 @@ def _report(err: Exception) -> tuple[str, int]:
     user = _user_error(err)
     label = "error" if user is None else user.label
     missing = missing_module_line(err) if user is None else None
+    keyword = unexpected_keyword_line(err) if user is None else None
     if user is not None:
         line, code = first_line(user), EXIT_USAGE
+    elif keyword is not None:  # a keyword the signature's source did not show: bad input
+        line, code = keyword, EXIT_USAGE
     elif missing is not None:  # bad input: a target whose import chain names a missing module
         line, code = missing, EXIT_USAGE
     elif isinstance(err, InterpolationKeyError):  # a config names a key it lacks: bad input

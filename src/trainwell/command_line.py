@@ -4,8 +4,8 @@ which reads as a crash), and `<group>=null` means "none of that group"."""
 
 from __future__ import annotations
 
-import difflib
 import functools
+import itertools
 import re
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -18,7 +18,9 @@ from omegaconf.errors import InterpolationKeyError, OmegaConfBaseException
 
 import trainwell.resolvers  # noqa: F401  (registers resolvers before Hydra composes)
 from trainwell.config_values import target_value_problem, template_value_problem
+from trainwell.did_you_mean import nearest
 from trainwell.errors import TrainwellError, first_line
+from trainwell.keywords import keyword_problem
 from trainwell.targets import targets_problem
 
 
@@ -34,8 +36,7 @@ def composed(config_dir: Path, config_name: str, overrides: tuple[str, ...]) -> 
 
 
 def _nearest(word: str, choices: Sequence[str]) -> str | None:
-    found = difflib.get_close_matches(word, list(choices), n=1, cutoff=0.5)
-    return found[0] if found else None
+    return nearest(word, choices, cutoff=0.5)  # a key or option: short words, a looser match
 
 
 def _explain_unknown_key(key: str, config_dir: Path, config_name: str, rest: list[str]) -> str:
@@ -98,16 +99,68 @@ def check_command_line(
     check_paths: Callable[[DictConfig], object] | None = None,
 ) -> str | None:
     """Compose the config the way Hydra will; on a mistake return one line naming the cause and
-    the fix (Hydra's own message is several lines and exits 1, which reads as a crash).
+    the fix (Hydra's own message is several lines and exits 1, which reads as a crash). A
+    multirun (-m) checks every job it will launch before the first starts.
 
     In order: keys, the template's values, the `_target_`s (each module found and each class read
-    from its source, without importing them: targets.py), the paths the command names
-    (`check_paths` raises a TrainwellError), then the values a `_target_`'s annotations refuse.
-    The last imports the user's classes, and with them torch and Lightning; everything before it
-    imports neither, so those mistakes are answered within a second.
+    from its source: targets.py; only a refusal imports, to confirm it), the keywords each
+    target's signature takes (read from the same sources: keywords.py), the paths the command
+    names (`check_paths` raises a TrainwellError), then the values a `_target_`'s annotations
+    refuse. The last imports the user's classes, and with them torch and Lightning; everything
+    before it imports neither on a valid start, so a mistyped key or keyword is answered within
+    a second.
     """
-    if any(arg.startswith("-") for arg in argv):
-        return None  # --multirun / --cfg / --help: Hydra's own handling
+    if any(arg.startswith("-") and arg not in _MULTIRUN for arg in argv):
+        return None  # --cfg / --help / --info: Hydra's own handling
+    overrides = [arg for arg in argv if arg not in _MULTIRUN]
+    try:
+        jobs = sweep_jobs(overrides) if len(overrides) < len(argv) else [(overrides, [])]
+    except Exception:  # an override Hydra's parser refuses: composing it names the mistake
+        jobs = [(overrides, [])]
+    for late in (False, True):  # every job's import-free checks before any import
+        for index, (job, values) in enumerate(jobs):
+            problem = (
+                _late_problem(composed(config_dir, config_name, tuple(job)), check_paths)
+                if late
+                else _job_problem(config_dir, config_name, job)
+            )
+            if problem is not None:  # a job failing where the first passes is named
+                return f"{problem} (job {' '.join(values)})" if index else problem
+    return None
+
+
+_MULTIRUN = ("-m", "--multirun")
+_MAX_JOBS = 64  # a bigger sweep checks each of its values once, not every combination
+
+
+def sweep_jobs(overrides: Sequence[str]) -> list[tuple[list[str], list[str]]]:
+    """(the overrides of one job, its sweep choices) for each job a multirun's command line
+    makes, in the order a basic sweep launches them. A sweep only a search can draw from
+    (`interval(...)`, a glob) is left out: its jobs are checked on the rest."""
+    from hydra.core.override_parser.overrides_parser import OverridesParser
+
+    fixed: list[str] = []
+    swept: list[list[str]] = []
+    for override in OverridesParser.create().parse_overrides(list(overrides)):
+        if not override.is_sweep_override():
+            fixed.append(override.input_line)
+            continue
+        try:
+            values = list(override.sweep_string_iterator()) if override.is_discrete_sweep() else []
+        except Exception:  # a glob over a group's options: Hydra expands it, the job checks it
+            values = []
+        if values:
+            swept.append([f"{override.get_key_element()}={value}" for value in values])
+    combos = list(itertools.islice(itertools.product(*swept), _MAX_JOBS + 1))
+    if len(combos) > _MAX_JOBS:  # each value once: job i takes value i of every sweep
+        longest = max(len(values) for values in swept)
+        combos = [tuple(values[i % len(values)] for values in swept) for i in range(longest)]
+    return [([*fixed, *combo], list(combo)) for combo in combos]
+
+
+def _job_problem(config_dir: Path, config_name: str, argv: Sequence[str]) -> str | None:
+    """The checks that import nothing on a valid config (a refused target is imported to
+    confirm it)."""
     try:
         cfg = composed(config_dir, config_name, tuple(argv))
     except MissingConfigException as err:
@@ -126,9 +179,15 @@ def check_command_line(
         _missing_interpolation(cfg)
         or template_value_problem(cfg)
         or targets_problem(cfg)
-        or _path_problem(cfg, check_paths)
-        or target_value_problem(cfg)
+        or keyword_problem(cfg)
     )
+
+
+def _late_problem(
+    cfg: DictConfig, check_paths: Callable[[DictConfig], object] | None
+) -> str | None:
+    """The checks that may import the user's classes (and torch): after every cheap one."""
+    return _path_problem(cfg, check_paths) or target_value_problem(cfg)
 
 
 def _path_problem(

@@ -2302,25 +2302,111 @@ MUTANTS += [
 
 TARGETS = "src/trainwell/targets.py"
 TARGETS_T = "tests/test_targets.py"
+KEYWORDS = "src/trainwell/keywords.py"
+KEYWORDS_T = "tests/test_keywords.py"
 MUTANTS += [
     Mutant(
         "targets: a name its module does not define is let through",
         TARGETS,
-        "if found is None or not found.complete or missing in found.names:",
+        "if found is None or missing in found.names:",
         "if True:",
         (
             f"{TARGETS_T}::test_a_target_is_located_from_source_with_a_did_you_mean",
-            f"{TARGETS_T}::test_a_mistyped_target_is_one_line_before_torch",
+            f"{TARGETS_T}::test_a_mistyped_target_is_one_line_and_writes_nothing",
         ),
-        "a mistyped _target_ is one line with a did-you-mean before torch is imported",
+        "a mistyped _target_ is one line with a did-you-mean",
+    ),
+    Mutant(
+        "targets: a refusal rests on the source reading alone",
+        TARGETS,
+        "    if problem is None or python_finds(target):\n",
+        "    if problem is None:\n",
+        (f"{TARGETS_T}::test_a_target_python_resolves_is_never_refused",),
+        "a target Python resolves (lazy, namespace, run-time names) is never refused",
+    ),
+    Mutant(
+        "targets: an error inside the checker stops the run",
+        TARGETS,
+        "    except Exception:  # a source this reading does not understand: instantiate checks it\n"
+        "        return None\n",
+        "    except ZeroDivisionError:\n        return None\n",
+        (f"{TARGETS_T}::test_a_failing_reading_lets_the_run_go_on",),
+        "the checker's own failure never stops a start",
+    ),
+    Mutant(
+        "targets: a folder without __init__.py crashes the reading",
+        TARGETS,
+        "    except KeyError:\n",
+        "    except LookupError if False else ZeroDivisionError:\n",
+        (f"{TARGETS_T}::test_a_folder_without_init_is_found_without_importing",),
+        "a namespace folder of the cloner's is found without importing",
     ),
     Mutant(
         "command line: targets are not checked before Hydra runs",
         "src/trainwell/command_line.py",
         "        or targets_problem(cfg)\n",
         "",
-        (f"{TARGETS_T}::test_a_mistyped_target_is_one_line_before_torch",),
-        "a mistyped _target_ on the command line or in a config file is answered before torch",
+        (f"{TARGETS_T}::test_a_mistyped_target_is_one_line_and_writes_nothing",),
+        "a mistyped _target_ on the command line or in a config file is answered before Hydra",
+    ),
+    Mutant(
+        "keywords: a keyword the signature does not take is let through",
+        KEYWORDS,
+        "            if not sig.open and key not in sig.names:\n",
+        "            if False:\n",
+        (
+            f"{KEYWORDS_T}::test_each_keyword_is_checked_against_the_signature_the_source_shows",
+            f"{KEYWORDS_T}::test_a_misspelt_keyword_on_the_command_line_is_one_line",
+        ),
+        "a misspelt keyword is one line with a did-you-mean before torch",
+    ),
+    Mutant(
+        "keywords: **kwargs the source does not show forwarded are refused",
+        KEYWORDS,
+        "        return Signature(frozenset(names), frozenset(required), open=True)\n",
+        "        return Signature(frozenset(names), frozenset(required), open=False)\n",
+        (f"{KEYWORDS_T}::test_each_keyword_is_checked_against_the_signature_the_source_shows",),
+        "a signature the source does not fully show is never refused",
+    ),
+    Mutant(
+        "keywords: a class decorator or metaclass is read as the plain __init__",
+        KEYWORDS,
+        "    if node.decorator_list or node.keywords or depth > _HOPS:\n",
+        "    if depth > _HOPS:\n",
+        (f"{KEYWORDS_T}::test_each_keyword_is_checked_against_the_signature_the_source_shows",),
+        "a signature made at run time (dataclass, metaclass) is never refused",
+    ),
+    Mutant(
+        "keywords: a _partial_ must give every required keyword",
+        KEYWORDS,
+        '        if missing and not node.get("_partial_") and "_args_" not in node:\n',
+        '        if missing and "_args_" not in node:\n',
+        (f"{KEYWORDS_T}::test_each_keyword_is_checked_against_the_signature_the_source_shows",),
+        "a _partial_ may leave required keywords out",
+    ),
+    Mutant(
+        "keywords: a bad keyword in a call the constructor makes reads as the config's",
+        KEYWORDS,
+        "            return None  # another call inside the constructor\n",
+        "            pass\n",
+        (f"{KEYWORDS_T}::test_an_unseen_forwarding_refused_at_instantiate_gets_the_same_line",),
+        "only the config's own keyword is answered as bad input",
+    ),
+    Mutant(
+        "command line: keywords are not checked before Hydra runs",
+        "src/trainwell/command_line.py",
+        "        or keyword_problem(cfg)\n",
+        "",
+        (f"{KEYWORDS_T}::test_a_misspelt_keyword_on_the_command_line_is_one_line",),
+        "a misspelt keyword on the command line is answered before the run starts",
+    ),
+    Mutant(
+        "command line: a multirun launches its jobs unchecked",
+        "src/trainwell/command_line.py",
+        '    if any(arg.startswith("-") and arg not in _MULTIRUN for arg in argv):\n',
+        '    if any(arg.startswith("-") for arg in argv):\n',
+        (f"{KEYWORDS_T}::test_a_multirun_checks_every_job_before_the_first",),
+        "a multirun's every job is checked before the first is launched",
     ),
     Mutant(
         "targets: a module missing from a target's import chain goes unnamed",
