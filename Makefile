@@ -55,9 +55,10 @@ lint: $(STAMP)
 	$(VENV)/bin/ruff check $(LINTED)
 	$(VENV)/bin/ruff format --check $(LINTED)
 
+# Formats even when `ruff check --fix` leaves something to fix; then exits with check's status.
 format: $(STAMP)
-	$(VENV)/bin/ruff check --fix $(LINTED)
-	$(VENV)/bin/ruff format $(LINTED)
+	status=0; $(VENV)/bin/ruff check --fix $(LINTED) || status=$$?; \
+	$(VENV)/bin/ruff format $(LINTED) && exit $$status
 
 doctor: $(STAMP)
 	$(PY) scripts/doctor.py $(ARGS)

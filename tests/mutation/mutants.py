@@ -1635,6 +1635,14 @@ MUTANTS: list[Mutant] = [
         "workers that yield the same samples of an iterable dataset are caught",
     ),
     Mutant(
+        "doctor data.throughput: one busy moment of the machine is a data bottleneck",
+        "src/trainwell/doctor/checks/loading.py",
+        "        if not isinstance(again, str) and _wait_fraction(*again) < fraction:",
+        "        if False:",
+        ("tests/doctor/test_museum.py::test_a_busy_moment_of_the_machine_is_no_data_bottleneck",),
+        "a fail on time needs the wait to repeat: a busy shared machine makes no test red",
+    ),
+    Mutant(
         "doctor checkpoint.roundtrip: the next step after loading is not compared",
         "src/trainwell/doctor/checks/checkpoint.py",
         "    if apart > 1e-6:",
