@@ -46,12 +46,8 @@ from typing import Any
 import numpy as np
 import torch
 
+from trainwell import compat
 from trainwell.errors import TrainwellError
-
-try:  # numpy >= 2 keeps the functions a pickle calls in numpy._core, numpy 1 in numpy.core
-    from numpy._core import multiarray as _multiarray
-except ImportError:  # numpy 1
-    from numpy.core import multiarray as _multiarray
 
 TAG = "__trainwell_state__"
 _NDARRAY, _SCALAR, _DICT, _SET, _FROZENSET = (
@@ -77,13 +73,12 @@ _HASHABLE_LEAVES = PLAIN_LEAVES - {bytearray}
 _DTYPE_CLASSES = frozenset(type(np.dtype(code)) for code in "?bhilBHILefdgFDGSUVMm")
 # numpy kinds whose arrays torch.from_numpy reads as a tensor of the same dtype.
 _TENSOR_KINDS = frozenset("biufc")
-# numpy's functions as pickles of numpy 2 and of numpy 1 name them, whichever numpy reads them.
-_REBUILDS = [
-    (function, f"{module}.{function.__name__}")
-    for function in (_multiarray._reconstruct, _multiarray.scalar)
-    for module in ("numpy._core.multiarray", "numpy.core.multiarray")
+NUMPY_GLOBALS: list[Any] = [
+    *compat.NUMPY_REBUILDS,
+    np.ndarray,
+    np.dtype,
+    *sorted(_DTYPE_CLASSES, key=str),
 ]
-NUMPY_GLOBALS: list[Any] = [*_REBUILDS, np.ndarray, np.dtype, *sorted(_DTYPE_CLASSES, key=str)]
 _ALLOWING = threading.Lock()
 _allowed_depth = 0
 _allowed: Any = None
