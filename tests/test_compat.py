@@ -1004,3 +1004,18 @@ def test_weight_averaging_tests_the_trained_weights_of_a_checkpoint_after_fit(
     tested = module.net[0].weight.detach()
     assert torch.equal(tested, written["current_model_state"]["net.0.weight"])
     assert not torch.equal(tested, written["state_dict"]["net.0.weight"])
+
+
+def test_torch_refuses_numpy_arrays_and_scalars_in_a_weights_only_load(tmp_path: Path) -> None:
+    """compat.NUMPY_REBUILDS: torch allows no numpy global by default. When a weights-only load
+    reads numpy values as they are, this fails: the allowlist entry can go."""
+    import io
+
+    import numpy as np
+
+    for value in (np.arange(3.0), np.float64(0.5)):
+        buffer = io.BytesIO()
+        torch.save(value, buffer)
+        buffer.seek(0)
+        with pytest.raises(Exception, match=r"numpy\._core\.multiarray"):
+            torch.load(buffer, weights_only=True)

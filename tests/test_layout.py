@@ -57,6 +57,72 @@ def test_package_imports_point_one_way(package: str) -> None:
         assert not wrong, f"{path.relative_to(SRC)} imports trainwell.{', trainwell.'.join(wrong)}"
 
 
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SRC.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_imports() -> dict[str, set[str]]:
+    """Each engine module -> the engine modules it imports (anywhere in its source). `from
+    package import module` is an import of the module; the package's __init__, which Python
+    runs first for any of its modules, is no edge."""
+    modules = {_module_name(p): p for p in SRC.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Import):
+                found |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                inner = {f"{node.module}.{a.name}" for a in node.names} & modules.keys()
+                found |= inner if len(inner) == len(node.names) else inner | {node.module}
+        graph[name] = (found & modules.keys()) - {name}
+    return graph
+
+
+def import_circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Modules that import each other, directly or around a longer loop: each circle once."""
+    circles, seen = [], set()
+    for start in sorted(graph):
+        reach, todo = set(), list(graph[start])
+        while todo:
+            module = todo.pop()
+            if module not in reach:
+                reach.add(module)
+                todo.extend(graph[module])
+        if start in reach and start not in seen:
+            # The circle through `start`: the modules it reaches that reach it back.
+            circle = sorted(m for m in reach if m == start or _reaches(graph, m, start))
+            seen |= set(circle)
+            circles.append(circle)
+    return circles
+
+
+def _reaches(graph: dict[str, set[str]], source: str, target: str) -> bool:
+    reach, todo = set(), [source]
+    while todo:
+        module = todo.pop()
+        for nxt in graph[module] - reach:
+            reach.add(nxt)
+            todo.append(nxt)
+    return target in reach
+
+
+def test_no_engine_modules_import_each_other() -> None:
+    """Imports between modules point one way too: a circle (two run functions calling each other
+    through their modules) ties both to every change of either."""
+    assert import_circles(module_imports()) == []
+
+
+def test_the_circle_check_finds_a_planted_circle() -> None:
+    graph = module_imports()
+    graph["trainwell.io.results"] = graph["trainwell.io.results"] | {"trainwell.training.run"}
+    circles = import_circles(graph)
+    assert len(circles) == 1 and {"trainwell.io.results", "trainwell.training.run"} <= set(
+        circles[0]
+    )
+
+
 def _top_level_imports(path: Path) -> set[str]:
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):

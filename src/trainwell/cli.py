@@ -237,8 +237,6 @@ def train_job(cfg: DictConfig) -> dict[str, Any] | float:
 
 
 def _train_job(cfg: DictConfig) -> dict[str, Any] | float:
-    from trainwell.training.run import train
-
     report = None
     from trainwell.io.writer import writes_shared_files
 
@@ -246,9 +244,20 @@ def _train_job(cfg: DictConfig) -> dict[str, Any] | float:
         from trainwell.doctor.run import preflight
 
         report = str(preflight(cfg))
-    results = train(cfg, doctor_report=report)
+    results = run_training(cfg, doctor_report=report)
     name = cfg.get("optimized_metric")
     return results if name is None else optimized_value(results, str(name))
+
+
+def run_training(cfg: DictConfig, doctor_report: str | None = None) -> dict[str, Any]:
+    """What the config asks for: cross-validation (`cv.folds=K`: K runs, one per fold) or one run."""
+    if OmegaConf.select(cfg, "cv.folds") is not None:
+        from trainwell.training.cv.run import cross_validate
+
+        return cross_validate(cfg, doctor_report=doctor_report)
+    from trainwell.training.run import train
+
+    return train(cfg, doctor_report=doctor_report)
 
 
 def optimized_value(results: dict[str, Any], name: str) -> float:

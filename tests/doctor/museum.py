@@ -314,6 +314,32 @@ class SlowDigits(DigitsDataModule):
 # -- healthy counterparts (the exhibit's check must pass on them) --------------------------------
 
 
+class _BusyMachine(Dataset):
+    """A fast loader on a machine that is busy for a while: every fetch is held up while `busy`
+    (another process holding the cores), as data.throughput's first measurement may be."""
+
+    busy = False
+
+    def __init__(self, base: Dataset) -> None:
+        self.base = base
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, i: int):
+        if _BusyMachine.busy:
+            time.sleep(0.002)
+        return self.base[i]
+
+
+class BusyMachineDigits(DigitsDataModule):
+    def setup(self, stage=None):
+        if self.train_set is not None:
+            return
+        super().setup(stage)
+        self.train_set = _BusyMachine(self.train_set)
+
+
 class _TorchNoise(_SameRngNoise):
     """The same augmentation drawn from a generator seeded by the sample's index: the same in
     any worker, with any number of workers (the global RNG would make it depend on them)."""

@@ -3,8 +3,11 @@
 numpy arrays and scalars, Python scalars, strings, lists, tuples and dicts of them and tensors,
 held in a datamodule's `state_dict()`, a module's `on_save_checkpoint` additions, a callback's
 state or the hyper-parameters, are written by the checkpoint writer every save goes through and
-read by the loader every reader goes through, which loads weights-only and allows no more than
-torch allows. Anything else is refused in one line naming its key path and type, and nothing is
+read by the loader every reader goes through, which loads weights-only with numpy's arrays and
+scalars allowed (torch's own allowlist), and so does a plain torch.load under that allowlist:
+numpy values are stored as numpy. Only what the allowlist cannot read is written as data (each
+case named below), and checkpoints of the earlier release, which wrote numpy values as data,
+keep loading. Anything else is refused in one line naming its key path and type, and nothing is
 written.
 """
 
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import collections
 import re
+import threading
 from pathlib import Path
 from typing import Any
 
@@ -22,7 +26,12 @@ from sklearn.preprocessing import StandardScaler
 
 from trainwell.errors import TrainwellError
 from trainwell.io.checkpoint_read import load_checkpoint_file
+from trainwell.io.checkpoint_state import NUMPY_GLOBALS, TAG
 from trainwell.io.checkpoint_write import AtomicCheckpointIO
+
+# Written by the release that stored numpy values as tagged data, with KEPT's first 26 values
+# under "MyData" (and the float64 array under "hyper_parameters"/"mean").
+TAGGED = Path(__file__).parent / "fixtures" / "tagged_state.ckpt"
 
 
 def assert_same(saved: Any, loaded: Any, where: str = "") -> None:
@@ -75,6 +84,36 @@ KEPT = {
     "set": {1, 2, 3},
     "frozenset": frozenset({np.int64(4), 5}),
     "tensor": torch.arange(3.0),
+    "set of numpy scalars and tuples": {np.int64(1), np.float32(2), ("a", np.int8(3))},
+    "numpy scalars of every kind": [
+        # (long double scalars aside: their padding bytes are whatever memory held; the
+        # dtype test below reads them from set bytes)
+        np.uint64(2**64 - 1), np.float16(-0.0),
+        np.bytes_(b"x"), np.datetime64("2024-01-01T12"), np.timedelta64(3, "s"),
+        np.void(b"ab"),
+    ],
+    "arrays of every other dtype": [
+        np.arange(3, dtype=np.int8), np.arange(3, dtype=np.uint64), np.zeros(2, np.longdouble),
+        np.zeros(2, np.clongdouble), np.array([b"ab"]), np.array([1], dtype="m8[s]"),
+        np.asfortranarray(np.arange(6.0).reshape(2, 3)),
+    ],
+    "bytearray and torch values": [bytearray(b"ab"), torch.Size([2, 3]), torch.int8],
+    "a dict keyed by a frozenset": {frozenset({1, 2}): "pair", ("t", frozenset({3})): 1},
+    "a set holding a frozenset": {frozenset({1}), 2},
+    "empty string scalar": np.str_(""),
+}  # fmt: skip
+# What torch's weights-only load cannot read even with numpy allowed, and so is written as data:
+# a frozenset (no frozenset at all), a set or dict key holding one; numpy values with no data
+# (pickled as a call of bytes()) or a byte order not the machine's (read back as the machine's);
+# a user's dict holding the tag key (it would read back as a tagged value).
+ENCODED = {
+    "frozenset",
+    "a dict keyed by a frozenset",
+    "a set holding a frozenset",
+    "empty",
+    "empty string scalar",
+    "big-endian int32",
+    "a user's dict holding the tag key",
 }
 
 
@@ -86,7 +125,7 @@ def _write_and_read(checkpoint: dict[str, Any], path: Path) -> dict[str, Any]:
 
 @pytest.mark.parametrize("name", list(KEPT))
 def test_state_people_keep_comes_back_as_the_same_types_and_bits(name: str, tmp_path: Path) -> None:
-    safe_before = list(torch.serialization.get_safe_globals())
+    safe_before = set(torch.serialization.get_safe_globals())
     value = KEPT[name]
     # A datamodule's state (under its class name), a callback's state, the hparams, and a key a
     # module adds in on_save_checkpoint.
@@ -99,9 +138,71 @@ def test_state_people_keep_comes_back_as_the_same_types_and_bits(name: str, tmp_
     loaded = _write_and_read({"state_dict": {"w": torch.ones(2)}, **kept}, tmp_path / "s.ckpt")
     for where, holder in kept.items():
         assert_same(holder, loaded[where], where)
-    # Plain torch reads the file weights-only, and nothing was added to what unpickling may run.
-    torch.load(tmp_path / "s.ckpt", weights_only=True)
-    assert list(torch.serialization.get_safe_globals()) == safe_before
+    # Nothing was added to what unpickling may run, once trainwell's load is done.
+    assert set(torch.serialization.get_safe_globals()) == safe_before
+    # A plain torch load under numpy's allowlist sees the values themselves, not an encoding
+    # (but for what the allowlist cannot read).
+    with torch.serialization.safe_globals(NUMPY_GLOBALS):
+        raw = torch.load(tmp_path / "s.ckpt", weights_only=True)
+    for where, holder in kept.items():
+        if name in ENCODED:
+            assert TAG in str(raw[where]), where
+        else:
+            assert_same(holder, raw[where], where)
+
+
+@pytest.mark.parametrize("name", sorted(ENCODED))
+def test_only_what_the_numpy_allowlist_cannot_read_is_written_as_data(
+    name: str, tmp_path: Path
+) -> None:
+    """Saved as it is, the value is refused by a weights-only load with numpy allowed, or comes
+    back as another value: that is why it is written as data."""
+    value = KEPT[name]
+    if name == "a user's dict holding the tag key":
+        value = {TAG: "set", "items": [1, 2]}  # a dict of the same shape, not a set
+    torch.save({"state_dict": {}, "kept": value}, tmp_path / "as_is.ckpt")
+    try:
+        with torch.serialization.safe_globals(NUMPY_GLOBALS):
+            torch.load(tmp_path / "as_is.ckpt", weights_only=True)
+        back = load_checkpoint_file(tmp_path / "as_is.ckpt")["kept"]
+    except Exception as err:
+        assert re.search(r"GLOBAL (frozenset|bytes)", str(err)), err
+    else:
+        with pytest.raises(AssertionError):
+            assert_same(value, back)
+
+
+def test_a_checkpoint_of_the_release_that_wrote_numpy_as_data_keeps_loading() -> None:
+    with torch.serialization.safe_globals([]):  # its numpy values are tensors and tags
+        raw = torch.load(TAGGED, weights_only=True)
+    assert raw["MyData"]["int64"][TAG] == "numpy.ndarray"
+    loaded = load_checkpoint_file(TAGGED)
+    names = list(KEPT)[:26]
+    assert list(loaded["MyData"]) == names
+    for name in names:
+        assert_same(KEPT[name], loaded["MyData"][name], name)
+    assert_same(KEPT["float64 with NaN and -0.0"], loaded["hyper_parameters"]["mean"])
+
+
+DTYPE_CODES = "?bhilBHILefdgFDGSUVMm"
+
+
+@pytest.mark.parametrize("code", list(DTYPE_CODES))
+def test_the_allowlist_is_what_numpy_arrays_and_scalars_need(code: str, tmp_path: Path) -> None:
+    """With the installed torch and numpy: an array and a scalar of each data dtype load under
+    NUMPY_GLOBALS; without numpy's rebuild functions, or the dtype's class, they are refused."""
+    dtype = {"M": "M8[s]", "m": "m8[s]", "V": "V2"}.get(code, code)
+    array = np.frombuffer(b"\x01\x02" * 16, dtype=np.uint8)[: 2 * np.dtype(dtype).itemsize]
+    array = array.view(dtype) if code not in "SU" else np.array(["ab", "c"], dtype=code)
+    torch.save({"a": array, "s": array[0]}, tmp_path / "a.pt")
+    with torch.serialization.safe_globals(NUMPY_GLOBALS):
+        back = torch.load(tmp_path / "a.pt", weights_only=True)
+    assert_same({"a": array, "s": array[0]}, back)
+    rebuilds = [g for g in NUMPY_GLOBALS if isinstance(g, tuple)]
+    for missing in (rebuilds, [type(array.dtype)]):
+        fewer = [g for g in NUMPY_GLOBALS if g not in missing]
+        with torch.serialization.safe_globals(fewer), pytest.raises(Exception, match="global"):
+            torch.load(tmp_path / "a.pt", weights_only=True)
 
 
 def test_every_kind_at_once_and_nothing_changed_in_place(tmp_path: Path) -> None:
@@ -114,6 +215,26 @@ def test_every_kind_at_once_and_nothing_changed_in_place(tmp_path: Path) -> None
     assert checkpoint["MyData"] is state and type(state["float64_with_NaN_and_-0.0"]) is np.ndarray
     # The module's weights keep the _metadata its load_state_dict reads.
     assert loaded["state_dict"]._metadata == {"": {"version": 2}}
+
+
+def test_a_background_save_writes_the_numpy_state_of_its_moment(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The writer thread writes after the next steps have begun: a datamodule that updates its
+    arrays in place then must not change what the earlier save holds."""
+    writer, release = AtomicCheckpointIO(background=True), threading.Event()
+    write = writer._write
+    monkeypatch.setattr(writer, "_write", lambda c, f: (release.wait(10), write(c, f)))
+    counts, seen = np.zeros(3), bytearray(b"ab")
+    writer.save_checkpoint(
+        {"state_dict": {}, "MyData": {"counts": counts, "seen": seen}}, tmp_path / "a.ckpt"
+    )
+    counts += 1  # the next steps, in place
+    seen[0] = 0
+    release.set()
+    writer.teardown()
+    loaded = load_checkpoint_file(tmp_path / "a.ckpt")["MyData"]
+    assert_same({"counts": np.zeros(3), "seen": bytearray(b"ab")}, loaded)
 
 
 Point = collections.namedtuple("Point", "x y")
@@ -138,12 +259,17 @@ Point = collections.namedtuple("Point", "x y")
             "numpy.ndarray of dtype object",
         ),
         (
+            {"MyData": {"names": np.array(["a", "bc"], dtype=np.dtypes.StringDType())}},
+            "checkpoint['MyData']['names'] (MyData.state_dict())",
+            "numpy.ndarray of dtype StringDType()",
+        ),
+        (
             {"running": [1, Point(1, 2)]},
             "checkpoint['running'][1] (added in on_save_checkpoint)",
             f"{__name__}.Point",
         ),
     ],
-    ids=["fitted-scaler", "defaultdict", "object-array", "namedtuple"],
+    ids=["fitted-scaler", "defaultdict", "object-array", "string-dtype-array", "namedtuple"],
 )
 def test_a_value_no_checkpoint_can_hold_is_refused_in_one_line_naming_its_key_and_type(
     checkpoint: dict[str, Any], path: str, kind: str, tmp_path: Path

@@ -12,8 +12,8 @@ import pytest
 import torch
 import torchvision.transforms.functional as TF
 
-from tests.helpers.cifar_fixture import trust_fixture, write_cifar10
 from tests.helpers.config import compose_config
+from tests.helpers.torchvision_batches import trust_fixture, write_cifar10
 from trainwell.loading.on_device import DeviceImages, crop_and_flip, mix32, placement
 from trainwell.loading.resumable import ResumableDataLoader
 from trainwell.loading.sharding import install_loader_policy, shard_loader

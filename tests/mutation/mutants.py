@@ -1635,6 +1635,14 @@ MUTANTS: list[Mutant] = [
         "workers that yield the same samples of an iterable dataset are caught",
     ),
     Mutant(
+        "doctor data.throughput: one busy moment of the machine is a data bottleneck",
+        "src/trainwell/doctor/checks/loading.py",
+        "        if not isinstance(again, str) and _wait_fraction(*again) < fraction:",
+        "        if False:",
+        ("tests/doctor/test_museum.py::test_a_busy_moment_of_the_machine_is_no_data_bottleneck",),
+        "a fail on time needs the wait to repeat: a busy shared machine makes no test red",
+    ),
+    Mutant(
         "doctor checkpoint.roundtrip: the next step after loading is not compared",
         "src/trainwell/doctor/checks/checkpoint.py",
         "    if apart > 1e-6:",
@@ -1952,7 +1960,7 @@ CKPT_STATE_T = "tests/io/test_checkpoint_state.py"
 STEP0_T = "tests/training/test_state_at_step_zero.py"
 MUTANTS += [
     Mutant(
-        "checkpoint state: numpy values are read back as the data they were saved as",
+        "checkpoint state: what was saved as data is read back as that data",
         "src/trainwell/io/checkpoint_read.py",
         "    return decode_state(checkpoint)",
         "    return checkpoint",
@@ -1960,18 +1968,42 @@ MUTANTS += [
             f"{CKPT_STATE_T}::test_every_kind_at_once_and_nothing_changed_in_place",
             f"{STEP0_T}::test_numpy_statistics_train_and_test_and_come_back_as_numpy_to_the_bit",
         ),
-        "state people keep comes back as the types it was (a numpy array as a numpy array)",
+        "state people keep comes back as the types it was (a frozenset as a frozenset)",
     ),
     Mutant(
-        "checkpoint state: numpy values are pickled into the checkpoint",
+        "checkpoint state: what numpy's allowlist cannot read is pickled into the checkpoint",
         "src/trainwell/io/hparams.py",
         "    return (encode_state(out) if encode else out), converted",
         "    return out, converted",
+        (f"{CKPT_STATE_T}::test_every_kind_at_once_and_nothing_changed_in_place",),
+        "every value people keep is saved in a form weights_only=True loads with numpy allowed",
+    ),
+    Mutant(
+        "checkpoint state: trainwell's reader does not allow numpy's arrays and scalars",
+        "src/trainwell/io/checkpoint_read.py",
+        "        with numpy_allowed():",
+        "        with torch.serialization.safe_globals([]):",
         (
             f"{CKPT_STATE_T}::test_every_kind_at_once_and_nothing_changed_in_place",
             f"{STEP0_T}::test_numpy_statistics_train_and_test_and_come_back_as_numpy_to_the_bit",
         ),
-        "numpy state is saved in a form weights_only=True loads: the run tests its best checkpoint",
+        "numpy state is stored as numpy and every trainwell load reads it",
+    ),
+    Mutant(
+        "checkpoint state: an empty or big-endian array is stored as numpy",
+        "src/trainwell/io/checkpoint_state.py",
+        "        if value.dtype.isnative and value.nbytes:",
+        "        if True:",
+        (f"{CKPT_STATE_T}::test_every_kind_at_once_and_nothing_changed_in_place",),
+        "what the allowlist cannot read (no data, a foreign byte order) comes back to the bit",
+    ),
+    Mutant(
+        "checkpoint writes: a background save keeps a reference to the datamodule's arrays",
+        "src/trainwell/io/checkpoint_write.py",
+        "    if kind is np.ndarray or kind is bytearray:",
+        "    if False:",
+        (f"{CKPT_STATE_T}::test_a_background_save_writes_the_numpy_state_of_its_moment",),
+        "a checkpoint holds the state of the step it was saved at, written off the step",
     ),
     Mutant(
         "checkpoint state: a numpy scalar comes back as a 0-d array",

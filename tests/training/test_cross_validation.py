@@ -20,9 +20,9 @@ from project.data.digits import DigitsDataModule
 from tests.helpers.config import compose_config
 from tests.helpers.cv import CV_RUN, FOLDS, read_bytes
 from tests.helpers.state import load_checkpoint
+from trainwell.cli import run_training
 from trainwell.errors import TrainwellError
 from trainwell.training.cv.folds import assign_folds, read_folds
-from trainwell.training.run import train
 
 
 @pytest.fixture(scope="module")
@@ -31,7 +31,7 @@ def cv_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     run_dir = tmp_path_factory.mktemp("cv") / "run"
     printed = io.StringIO()
     with contextlib.redirect_stdout(printed):
-        train(compose_config(CV_RUN, run_dir))
+        run_training(compose_config(CV_RUN, run_dir))
     run_dir.with_suffix(".stdout").write_text(printed.getvalue())
     return run_dir
 
@@ -142,7 +142,7 @@ def test_oof_probability_columns_are_named_as_predictions_name_them(tmp_path: Pa
         "data._target_=tests.helpers.cv.NamedClassDigits",
         "trainer.limit_train_batches=2",
     ]
-    train(compose_config(run, tmp_path))
+    run_training(compose_config(run, tmp_path))
     header = (tmp_path / "oof_predictions.csv").read_text().splitlines()[0].split(",")
     classes = [f"class_{c}" for c in range(10)]
     predicted = _rows(np.arange(1), np.zeros((1, 10)), np.zeros(1), classes)[0].split(",")
@@ -170,7 +170,7 @@ def test_statistics_fitted_beyond_the_folds_training_part_are_refused(
     run_dir = tmp_path / "run"
     cfg = compose_config([*CV_RUN, f"data._target_=tests.helpers.cv.{leaky}"], run_dir)
     with pytest.raises(TrainwellError, match="fits its state \\(mean, std\\) on"):
-        train(cfg)
+        run_training(cfg)
     assert not list(run_dir.glob("fold_*"))  # refused before any fold trained
 
 
@@ -179,7 +179,7 @@ def test_a_datamodule_without_the_hook_gets_one_line_naming_it(tmp_path: Path) -
     run_dir = tmp_path / "run"
     cfg = compose_config(["data=synthetic", "cv.folds=3"], run_dir)
     with pytest.raises(TrainwellError) as err:
-        train(cfg)
+        run_training(cfg)
     assert "SyntheticDataModule has no cv_samples()" in str(err.value)
     assert "\n" not in str(err.value)
     assert not (run_dir / "folds.json").exists()
@@ -205,7 +205,7 @@ def test_resume_reruns_no_finished_fold_and_continues_the_interrupted_one_exactl
     finished = {
         k: (run_dir / f"fold_{k}" / "checkpoints" / "last.ckpt").stat().st_mtime_ns for k in (0, 1)
     }
-    train(compose_config([*CV_RUN, "resume=auto"], run_dir))
+    run_training(compose_config([*CV_RUN, "resume=auto"], run_dir))
     for k, mtime in finished.items():  # finished folds were not trained again
         assert (run_dir / f"fold_{k}" / "checkpoints" / "last.ckpt").stat().st_mtime_ns == mtime
     assert read_bytes(run_dir) == read_bytes(cv_run)

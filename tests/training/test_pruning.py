@@ -18,6 +18,7 @@ from tests.helpers.cv import CV_RUN
 from tests.helpers.scripts import call_script
 from tests.helpers.suggestions import after, applied, fill, one_line, overrides_in
 from trainwell.callbacks.pruning import PRUNER_ATTR, PRUNING_FILE, TrialPruned, TrialPruning
+from trainwell.cli import run_training
 from trainwell.training.run import train
 
 MEDIAN = {"_target_": "optuna.pruners.MedianPruner", "n_startup_trials": 1}
@@ -59,7 +60,7 @@ def test_a_cv_trial_is_pruned_after_the_fold_that_makes_it_hopeless(tmp_path: Pa
     pruning = ["++pruning.study=s", f"++pruning.storage='{storage}'", "++pruning.trial=1"]
     cfg = compose_config([*CV_RUN, *pruning, "optimized_metric=cv/acc_mean"], run_dir)
     with pytest.raises(TrialPruned, match="trial 1 pruned at step 0: cv/acc_mean="):
-        train(cfg)
+        run_training(cfg)
     reported = json.loads((run_dir / PRUNING_FILE).read_text())
     assert reported["pruned_at"] == 0 and list(reported["values"]) == ["0"]
     acc = json.loads((run_dir / "fold_0" / "results.json").read_text())["metrics"]["val/acc_best"]

@@ -17,6 +17,7 @@ touch:
 * callback_hooks: the per-hook cost of callbacks that do not implement the hook;
 * noise: Lightning's advertisement, its missing-callbacks warning where eval leaves them out
   on purpose, and its use of a torch API that torch deprecates;
+* numpy_pickles: the numpy functions a weights-only load must allow to read numpy values;
 * serving: LitServe's shutdown (how long requests in flight may finish);
 * module_hooks: the per-step cost of Lightning's module and strategy hook dispatch and of its
   training_step signature check.
@@ -44,6 +45,7 @@ _HOMES = {
     "saves_per_batch": "checkpoints",
     "validation_follows": "checkpoints",
     "csv_filesystem": "csv_logs",
+    "NUMPY_REBUILDS": "numpy_pickles",
     "LAUNCHER_ENV": "launchers",
     "TORCHRUN_FRESH_STORE": "launchers",
     "end_job": "launchers",

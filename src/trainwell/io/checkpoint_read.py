@@ -29,8 +29,9 @@ class CheckpointError(TrainwellError):
 def load_checkpoint_file(
     path: str | Path, map_location: Any = "cpu", mmap: bool = False
 ) -> dict[str, Any]:
-    """torch.load with weights_only=True, turning every way a file can be bad into one line, and
-    the state saved as data (numpy values, io/checkpoint_state.py) back into its values.
+    """torch.load with weights_only=True (numpy's arrays and scalars allowed), turning every way
+    a file can be bad into one line, and what was saved as data (io/checkpoint_state.py) back
+    into its values.
 
     weights_only=True refuses pickles that would import and call arbitrary code on load; a
     checkpoint is something a user (or an attacker) can point us at. Every reader (resume, eval,
@@ -51,10 +52,11 @@ def read_checkpoint(
     memory with the loader every reader uses."""
     import torch  # here, not at the top: a command checks its ckpt_path before importing torch
 
-    from trainwell.io.checkpoint_state import decode_state
+    from trainwell.io.checkpoint_state import decode_state, numpy_allowed
 
     try:
-        checkpoint = torch.load(source, map_location=map_location, weights_only=True, mmap=mmap)
+        with numpy_allowed():  # numpy arrays and scalars, as a datamodule saved them
+            checkpoint = torch.load(source, map_location=map_location, weights_only=True, mmap=mmap)
     except pickle.UnpicklingError as err:
         # Only a pickle that names a class or function holds code; any other refusal of the
         # weights-only unpickler ("Unsupported operand") is a file that is no checkpoint at all,

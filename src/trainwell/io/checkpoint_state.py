@@ -1,41 +1,52 @@
-"""State people keep, saved in a form a weights-only load reads, and read back as what it was.
+"""State people keep, saved as it is and read back as what it was, under torch's weights-only load.
 
 A checkpoint holds more than weights: the datamodule's `state_dict()` (statistics fitted on the
 training split: `scaler.mean_`, an `np.float64` std), what a module adds in `on_save_checkpoint`,
 callbacks' states, hyper-parameters. torch pickles a numpy array or scalar as a call into numpy,
-which a weights-only load (the only kind trainwell does) refuses: the run would train to its end
-and then fail to test, resume, evaluate or export. trainwell never widens what unpickling may run;
-it writes such values as data instead, and every reader turns that data back into the values:
+which a weights-only load (the only kind trainwell does) refuses unless numpy's few rebuilding
+functions and dtype classes are allowed: `NUMPY_GLOBALS`, the allowlist torch itself recommends,
+which rebuilds arrays and scalars of data dtypes and runs no other code. Every trainwell read is
+made inside `numpy_allowed()`, and so can a plain torch or Lightning load
+(`with torch.serialization.safe_globals(NUMPY_GLOBALS): torch.load(path, weights_only=True)`):
+a datamodule's `load_state_dict` gets back its arrays, not an encoding of them.
 
-* a numpy array -> `{TAG: "numpy.ndarray", "dtype": ..., "shape": [...], "data": <tensor>}`,
-  the data a tensor of the array's own dtype where torch has one (floats, ints, bools, complex
-  in native byte order), else the array's raw bytes as uint8 (strings, datetimes, structured,
-  big-endian); it comes back as a numpy array of the same dtype, shape and bits;
-* a numpy scalar (`np.float64(0.5)`, `np.int64(3)`, `np.str_`) -> `{TAG: "numpy.scalar", ...}`,
-  back as the same numpy scalar type;
-* a dict whose keys are not plain (numpy integers from `np.unique`), or a user's dict that holds
-  TAG itself -> `{TAG: "dict", "items": [[key, value], ...]}`; a set or frozenset holding more
-  than plain values -> `{TAG: "set" | "frozenset", "items": [...]}`;
-* tensors, Python scalars, strings, bytes, None, torch dtypes / devices / sizes, and lists,
-  tuples, dicts and OrderedDicts of all of these stay as they are (a tuple stays a tuple).
+What the allowlist cannot read is written as data, `{TAG: kind, ...}`, and every reader turns it
+back into the value (io/checkpoint_read.py):
+* a frozenset (weights-only loads no frozenset) -> `{TAG: "frozenset", "items": [...]}`, and a
+  set holding one -> `{TAG: "set", ...}`;
+* a dict keyed by such a value, or a user's dict that holds TAG itself (it would read back as a
+  tagged value) -> `{TAG: "dict", "items": [[key, value], ...]}`;
+* a numpy array or scalar with no data (an empty array, `np.str_("")`: numpy pickles its data
+  as a call of `bytes()`, which the allowlist refuses) or in a byte order not the machine's
+  (`>i4`: it would come back in the machine's) -> `{TAG: "numpy.ndarray" | "numpy.scalar",
+  "dtype": ..., "shape": [...], "data": <tensor>}`, back as the same dtype, shape and bits.
+Checkpoints of the earlier release hold every numpy value in that last form; they read back as
+the arrays and scalars they were.
 
-Anything else (a fitted scikit-learn object, a dataclass, a namedtuple, a defaultdict) cannot
-be saved without pickling code: `encode_state` raises `UnsavableStateError`, one line naming the
-key path and the type. Every write encodes (io/hparams.py `plain_checkpoint`), every read
-decodes (io/checkpoint_read.py `load_checkpoint_file`), and a run writes and reads its first
-checkpoint before its first training step (callbacks/checkpoint_rehearsal.py), so a type that
-cannot be saved stops the run there.
+`PLAIN_LEAVES` (tensors aside) and `plain_member` are the one definition of the plain values a
+checkpoint holds as they are, for the state (here), the hyper-parameters (io/hparams.py) and the
+background writer's snapshot (io/checkpoint_write.py). Anything else (a fitted scikit-learn
+object, a dataclass, a namedtuple, a defaultdict, an array of Python objects) cannot be saved
+without pickling code: `encode_state` raises `UnsavableStateError`, one line naming the key path
+and the type. Every write encodes (io/hparams.py `plain_checkpoint`), every read decodes
+(io/checkpoint_read.py `load_checkpoint_file`), and a run writes and reads its first checkpoint
+before its first training step (callbacks/checkpoint_rehearsal.py), so a type that cannot be
+saved stops the run there.
 """
 
 from __future__ import annotations
 
 import re
+import threading
 from collections import OrderedDict
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 import numpy as np
 import torch
 
+from trainwell import compat
 from trainwell.errors import TrainwellError
 
 TAG = "__trainwell_state__"
@@ -47,16 +58,70 @@ _NDARRAY, _SCALAR, _DICT, _SET, _FROZENSET = (
     "frozenset",
 )
 # Values a weights-only load returns as they were saved (exact types: np.float64 is a float
-# subclass and np.str_ a str subclass, and both are pickled as numpy calls).
-_LEAVES = frozenset(
+# subclass and np.str_ a str subclass, both numpy values; an IntEnum is an int subclass whose
+# class would be pickled). All but bytearray are immutable and hashable.
+PLAIN_LEAVES = frozenset(
     {
         str, bytes, bytearray, int, float, bool, complex, type(None),
         torch.dtype, torch.device, torch.Size,
     }
 )  # fmt: skip
-_KEYS = frozenset({str, bytes, int, float, bool, complex, type(None)})
+_HASHABLE_LEAVES = PLAIN_LEAVES - {bytearray}
+# The dtype classes numpy's pickles name (through `BUILD`): every data dtype; not object arrays
+# (they pickle Python objects) nor StringDType (it pickles through a private numpy function).
+# (64-bit integers read back as int64 / uint64, whichever of long or long long they were.)
+_DTYPE_CLASSES = frozenset(type(np.dtype(code)) for code in "?bhilBHILefdgFDGSUVMm")
 # numpy kinds whose arrays torch.from_numpy reads as a tensor of the same dtype.
 _TENSOR_KINDS = frozenset("biufc")
+NUMPY_GLOBALS: list[Any] = [
+    *compat.NUMPY_REBUILDS,
+    np.ndarray,
+    np.dtype,
+    *sorted(_DTYPE_CLASSES, key=str),
+]
+_ALLOWING = threading.Lock()
+_allowed_depth = 0
+_allowed: Any = None
+
+
+@contextmanager
+def numpy_allowed() -> Iterator[None]:
+    """Inside: weights-only loads also rebuild numpy arrays and scalars (`NUMPY_GLOBALS`).
+
+    The one context every trainwell load of a checkpoint runs in (io/checkpoint_read.py, the
+    sharded strategy's loads in training/fsdp.py). Adds only what is not allowed already and
+    takes away only what it added, once the outermost of nested or concurrent uses ends."""
+    global _allowed_depth, _allowed
+    with _ALLOWING:
+        if _allowed_depth == 0:
+            present = set(torch.serialization.get_safe_globals())
+            _allowed = torch.serialization.safe_globals(
+                [g for g in NUMPY_GLOBALS if g not in present]
+            )
+            _allowed.__enter__()
+        _allowed_depth += 1
+    try:
+        yield
+    finally:
+        with _ALLOWING:
+            _allowed_depth -= 1
+            if _allowed_depth == 0:
+                _allowed.__exit__(None, None, None)
+                _allowed = None
+
+
+def plain_member(value: Any) -> bool:
+    """`value` may be a member of a saved set or a key of a saved dict: a hashable plain leaf, a
+    numpy scalar of a data dtype, or a tuple or frozenset of such (the one rule for sets, of the
+    state and of the hyper-parameters)."""
+    kind = type(value)
+    if kind is tuple or kind is frozenset:
+        return all(plain_member(v) for v in value)
+    return kind in _HASHABLE_LEAVES or _numpy_scalar(value)
+
+
+def _numpy_scalar(value: Any) -> bool:
+    return isinstance(value, np.generic) and type(value.dtype) in _DTYPE_CLASSES
 
 
 class UnsavableStateError(TrainwellError):
@@ -107,10 +172,10 @@ def decode_state(value: Any) -> Any:
 
 def _encode(value: Any) -> Any:
     kind = type(value)
-    if kind in _LEAVES or isinstance(value, torch.Tensor):
+    if kind in PLAIN_LEAVES or isinstance(value, torch.Tensor):
         return value
     if kind is dict or kind is OrderedDict:
-        if TAG in value or not all(_plain_key(k) for k in value):
+        if TAG in value or not all(_written_as_is(k) for k in value):
             return {TAG: _DICT, "ordered": kind is OrderedDict, "items": _encode_items(value)}
         return _copy_changed(value)
     if kind is list or kind is tuple:
@@ -119,14 +184,24 @@ def _encode(value: Any) -> Any:
             return value
         return items if kind is list else tuple(items)
     if kind is set or kind is frozenset:
-        if kind is set and all(_plain_key(v) for v in value):
+        items = [_encode(v) for v in value]
+        if kind is set and all(a is b for a, b in zip(items, value, strict=True)):
             return value
-        return {TAG: _SET if kind is set else _FROZENSET, "items": [_encode(v) for v in value]}
-    if isinstance(value, np.ndarray) and kind is np.ndarray:
-        return {TAG: _NDARRAY, **_array(value)}
-    if isinstance(value, np.generic):
-        return {TAG: _SCALAR, **_array(np.asarray(value))}
+        return {TAG: _SET if kind is set else _FROZENSET, "items": items}
+    if kind is np.ndarray or isinstance(value, np.generic):
+        if type(value.dtype) not in _DTYPE_CLASSES or value.dtype.hasobject:
+            raise _Refused(value, f" of dtype {value.dtype}")
+        if value.dtype.isnative and value.nbytes:
+            return value  # numpy_allowed() reads it as it is
+        # Not so: no data (pickled as a call of bytes(), which the allowlist refuses), or a
+        # byte order not the machine's (it would come back in the machine's).
+        return {TAG: _NDARRAY if kind is np.ndarray else _SCALAR, **_array(np.asarray(value))}
     raise _Refused(value)
+
+
+def _written_as_is(key: Any) -> bool:
+    """A dict key weights-only loads read as it is (not one holding a frozenset or an object)."""
+    return type(key) in _HASHABLE_LEAVES or (plain_member(key) and _encode(key) is key)
 
 
 def _at(key: Any, value: Any) -> Any:
@@ -135,11 +210,6 @@ def _at(key: Any, value: Any) -> Any:
     except _Refused as refused:
         refused.keys.append(f"[{key!r}]")
         raise
-
-
-def _plain_key(key: Any) -> bool:
-    kind = type(key)
-    return kind in _KEYS or (kind is tuple and all(_plain_key(k) for k in key))
 
 
 def _copy_changed(container: Any) -> Any:

@@ -26,6 +26,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
+import numpy as np
 import torch
 from lightning.pytorch.plugins.io import TorchCheckpointIO
 from lightning_utilities.core.apply_func import apply_to_collection
@@ -38,7 +39,7 @@ from trainwell.io.checkpoint_read import (
     read_checkpoint,
     with_current_callback_names,
 )
-from trainwell.io.checkpoint_state import first_difference
+from trainwell.io.checkpoint_state import PLAIN_LEAVES, first_difference
 from trainwell.io.hparams import plain_checkpoint
 from trainwell.io.snapshot_buffers import Lease, SnapshotBuffers
 
@@ -51,7 +52,7 @@ def _copy(tensor: torch.Tensor) -> torch.Tensor:
     return tensor.detach().clone()
 
 
-_IMMUTABLE = (str, bytes, int, float, bool, type(None))
+_IMMUTABLE = PLAIN_LEAVES - {bytearray}
 
 
 def snapshot(checkpoint: Any, copy: Callable[[torch.Tensor], torch.Tensor] = _copy) -> Any:
@@ -74,8 +75,10 @@ def snapshot(checkpoint: Any, copy: Callable[[torch.Tensor], torch.Tensor] = _co
         return tuple(snapshot(v, copy) for v in checkpoint)
     if isinstance(checkpoint, torch.Tensor):
         return copy(checkpoint)
-    if isinstance(checkpoint, _IMMUTABLE):
+    if kind in _IMMUTABLE or isinstance(checkpoint, np.generic):
         return checkpoint
+    if kind is np.ndarray or kind is bytearray:  # a datamodule may change it in place
+        return checkpoint.copy()
     return apply_to_collection(checkpoint, torch.Tensor, copy)
 
 

@@ -9,8 +9,8 @@ a checkpoint keeps a readable record instead: the object's config node when the 
 one (`model.net`, `model.optimizer`), else a short description (`"<nn.Module MyNet>"`);
 omegaconf containers become plain dicts and lists. Weights and every other state are untouched.
 
-`python -m trainwell.io.hparams IN.ckpt OUT.ckpt` converts a checkpoint written elsewhere, or by
-an earlier release that pickled numpy state (it unpickles IN, so only for a file you trust).
+`python -m trainwell.io.hparams IN.ckpt OUT.ckpt` converts a checkpoint written elsewhere, whose
+hparams hold objects (it unpickles IN, so only for a file you trust).
 """
 
 from __future__ import annotations
@@ -33,7 +33,14 @@ from torch import nn
 
 from trainwell.errors import first_line
 from trainwell.io.checkpoint_read import found_in
-from trainwell.io.checkpoint_state import UnsavableStateError, decode_state, encode_state
+from trainwell.io.checkpoint_state import (
+    PLAIN_LEAVES,
+    UnsavableStateError,
+    decode_state,
+    encode_state,
+    numpy_allowed,
+    plain_member,
+)
 
 # (checkpoint key holding the hparams, key holding their type, config section they came from)
 SECTIONS = (
@@ -48,9 +55,6 @@ SECTIONS = (
         "data",
     ),
 )
-# Leaves a weights-only load accepts as they are (exact types: an IntEnum is an int subclass whose
-# class would be pickled).
-_LEAVES = (str, int, float, bool, type(None), bytes, complex, torch.dtype, torch.device, torch.Size)
 _MAX_DESCRIPTION = 160
 
 
@@ -87,8 +91,8 @@ def plain_checkpoint(
 
 def _plain(value: Any, node: Any, path: str, converted: list[str], top: bool = False) -> Any:
     kind = type(value)
-    if kind in _LEAVES or isinstance(value, (torch.Tensor, np.ndarray, np.generic)):
-        return value  # numpy values are state, saved as data by encode_state
+    if kind in PLAIN_LEAVES or isinstance(value, (torch.Tensor, np.ndarray, np.generic)):
+        return value  # numpy values are state: encode_state keeps or refuses them
     if isinstance(value, Container):
         if not top:
             converted.append(f"{path} ({kind.__name__} -> {_container_kind(value)})")
@@ -102,10 +106,8 @@ def _plain(value: Any, node: Any, path: str, converted: list[str], top: bool = F
     if kind in (list, tuple):
         items = [_plain(v, _child(node, i), f"{path}[{i}]", converted) for i, v in enumerate(value)]
         return items if kind is list else tuple(items)
-    if kind in (set, frozenset) and all(
-        type(v) in _LEAVES or isinstance(v, np.generic) for v in value
-    ):
-        return value  # saved as data by encode_state, read back as the same set
+    if kind in (set, frozenset) and all(plain_member(v) for v in value):
+        return value  # encode_state saves it, read back as the same set
     if isinstance(value, (set, frozenset)):
         converted.append(f"{path} (set -> list)")
         return sorted((_plain(v, None, path, []) for v in value), key=repr)
@@ -145,7 +147,7 @@ def describe(value: Any) -> str:
 
 
 def _short(value: Any) -> str:
-    return repr(value) if type(value) in _LEAVES else describe(value)
+    return repr(value) if type(value) in PLAIN_LEAVES else describe(value)
 
 
 def _qualname(obj: Any) -> str:
@@ -178,9 +180,9 @@ def _join(path: str) -> str:
 
 
 HELP = """Re-save a checkpoint that a weights_only=True load refuses: objects in its hparams (a net,
-an optimizer partial, an omegaconf container) become plain data as trainwell writes them, and numpy
-arrays and scalars anywhere in it (a datamodule's statistics) are saved as data that reads back as
-the same numpy values.
+an optimizer partial, an omegaconf container) become plain data as trainwell writes them; numpy
+arrays and scalars anywhere in it (a datamodule's statistics) stay as they are (trainwell reads
+them with numpy's arrays and scalars allowed).
 
 This converter UNPICKLES its input (torch.load with weights_only=False): a pickle can run any code,
 so run it only on files you trust."""
@@ -214,8 +216,8 @@ def main(argv: list[str]) -> int:
         return _fail(
             f"{source} is not a readable checkpoint (it holds a {type(checkpoint).__name__}, not a dict)"
         )
-    # A checkpoint trainwell wrote holds its numpy values encoded: read them as values first,
-    # so that they are encoded once.
+    # A checkpoint trainwell wrote may hold values saved as data (io/checkpoint_state.py): read
+    # them as values first, so that they are encoded once.
     checkpoint = decode_state(checkpoint)
     try:
         plain, converted = plain_checkpoint(checkpoint, encode=False)
@@ -224,7 +226,8 @@ def main(argv: list[str]) -> int:
         return _fail(f"{source} cannot be re-saved as plain data: {err}")
     torch.save(encoded, target)
     try:
-        torch.load(target, map_location="cpu", weights_only=True)
+        with numpy_allowed():
+            torch.load(target, map_location="cpu", weights_only=True)
     except Exception as err:
         print(
             f"error: {target} still holds pickled objects ({err!s:.200}); "
@@ -233,8 +236,6 @@ def main(argv: list[str]) -> int:
         )
         return 1
     done = [f"hparams made plain ({', '.join(converted) or 'nothing to convert'})"]
-    if encoded is not plain:
-        done.append("numpy values saved as data")
     print(f"wrote {target}: {'; '.join(done)}")
     return 0
 

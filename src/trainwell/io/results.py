@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import tempfile
+from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +36,17 @@ def as_new_file(path: Path) -> None:
     """Give `path`, written by a library that creates files 0600, the mode any other file of the
     run dir has (the umask's)."""
     os.chmod(path, NEW_FILE_MODE)
+
+
+def started_now() -> str:
+    """When a run (or a cross-validation) started, UTC, as results.json's `started_at` holds it:
+    what picks "the newest run", whatever the runs are named."""
+    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+
+
+def with_doctor_report(results: dict[str, Any], doctor_report: str | None) -> dict[str, Any]:
+    """`results` naming the doctor's preflight report (doctor=true), when one was written."""
+    return {**results, "doctor_report": doctor_report} if doctor_report else results
 
 
 def write_results(path: Path, results: dict[str, Any]) -> None:

@@ -16,7 +16,7 @@ from torch import nn
 
 from trainwell import compat
 from trainwell.errors import TrainwellError
-from trainwell.io.checkpoint_state import decode_state
+from trainwell.io.checkpoint_state import decode_state, numpy_allowed
 from trainwell.io.hparams import plain_checkpoint
 
 _DTYPES = {None: None, "bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32}
@@ -85,12 +85,13 @@ class FSDP2Strategy(ModelParallelStrategy):
 
     def load_checkpoint(self, checkpoint_path: Any, weights_only: bool | None = None) -> Any:
         # Lightning reads the file (or meta.pt) with its own torch.load, past the checkpoint IO:
-        # the state saved as data (numpy values) is turned back into its values here.
-        return decode_state(
-            compat.load_model_parallel_checkpoint(
+        # numpy values are allowed and the state saved as data is turned back into its values
+        # here, as io/checkpoint_read.py does for every other load.
+        with numpy_allowed():
+            loaded = compat.load_model_parallel_checkpoint(
                 self, checkpoint_path, super().load_checkpoint, weights_only
             )
-        )
+        return decode_state(loaded)
 
     def shard(self, net: nn.Module) -> None:
         """fully_shard each unit of `net`, then `net` itself, over the data-parallel mesh."""

@@ -7,12 +7,11 @@ guarantees are callbacks and loader policies installed around them, never base c
 from __future__ import annotations
 
 import json
-from datetime import datetime, timezone
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import lightning as L
-import numpy as np
 from hydra.utils import instantiate
 from lightning.pytorch.utilities import rank_zero_only
 from omegaconf import DictConfig, OmegaConf
@@ -26,7 +25,7 @@ from trainwell.io.checkpoint_read import load_checkpoint_file
 from trainwell.io.checkpoint_write import AtomicCheckpointIO
 from trainwell.io.config_tree import print_config_tree
 from trainwell.io.redact import redact
-from trainwell.io.results import write_results
+from trainwell.io.results import started_now, with_doctor_report, write_results
 from trainwell.io.run_dir import prepare_run_dir
 from trainwell.loading.sharding import install_loader_policy
 from trainwell.training.builders import (
@@ -90,9 +89,9 @@ def completed_results(
 def train(
     cfg: DictConfig,
     doctor_report: str | None = None,
-    fold: tuple[np.ndarray, np.ndarray] | None = None,
+    prepare_data: Callable[[L.LightningDataModule], Any] | None = None,
 ) -> dict[str, Any]:
-    """One training run, in its stages (`cv.folds=K`: K of them, training/cv/run.py):
+    """One training run, in its stages:
 
     1. the run dir: announced, the config printed (secrets redacted), the checkpoint to resume
        from resolved (`ckpt_path`, `resume=auto`), the dir checked; a finished run relaunched
@@ -104,16 +103,11 @@ def train(
     4. test of the best checkpoint (skipped with `test=false` or a module without a test split);
     5. results.json.
 
-    `fold`: (train, val) sample indices of one cross-validation fold, given to the datamodule's
-    `set_cv_fold` before anything is built from it.
+    `prepare_data`: called with the datamodule before anything is built from it (a caller that
+    runs this as one of several runs, such as cross-validation's folds, chooses its data there).
     """
-    if fold is None and OmegaConf.select(cfg, "cv.folds") is not None:
-        from trainwell.training.cv.run import cross_validate
-
-        return cross_validate(cfg, doctor_report)
     run_dir = Path(cfg.paths.output_dir)
-    # When this attempt started (UTC): what picks "the newest run", whatever the runs are named.
-    started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    started_at = started_now()  # this attempt's, not the first launch's
     ckpt_path = _open_run_dir(cfg, run_dir)
     done = (
         completed_results(run_dir, ckpt_path, cfg.trainer) if cfg.get("resume") == "auto" else None
@@ -125,8 +119,8 @@ def train(
 
     L.seed_everything(cfg.seed, workers=True)
     datamodule: L.LightningDataModule = instantiate(cfg.data)
-    if fold is not None:
-        datamodule.set_cv_fold(*fold)  # type: ignore[attr-defined]
+    if prepare_data is not None:
+        prepare_data(datamodule)
     install_loader_policy(datamodule, seed=int(cfg.seed))
     plan = _plan_callback(cfg, ckpt_path)
     module: L.LightningModule = instantiate(cfg.model, **planned_factories(cfg.model, plan))
@@ -137,7 +131,7 @@ def train(
     loggers = build_loggers(cfg)
     callbacks = template_callbacks(cfg, run_dir, plan, has_logger=bool(loggers))
     pruning = trial_pruning(cfg, run_dir)
-    if pruning is not None and fold is None:  # a search trial (a CV trial reports per fold)
+    if pruning is not None:  # a search trial
         callbacks.append(OptunaPruning(pruning))
     trainer = build_trainer(cfg, callbacks=callbacks, logger=loggers or False)
     _record_config(cfg, trainer, loggers)
@@ -171,8 +165,7 @@ def train(
         "stop_reason": why_stopped,
         "started_at": started_at,
     }
-    if doctor_report:
-        results["doctor_report"] = doctor_report
+    results = with_doctor_report(results, doctor_report)
     if trainer.is_global_zero:
         write_results(run_dir / "results.json", results)
     announce(f"run dir: {run_dir}")

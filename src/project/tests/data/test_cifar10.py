@@ -4,7 +4,7 @@ import pytest
 import torch
 
 from project.data.cifar10 import CIFAR10_MEAN, CIFAR10DataModule
-from tests.helpers.cifar_fixture import trust_fixture, write_cifar10
+from tests.helpers.torchvision_batches import trust_fixture, write_cifar10
 from tests.helpers.scripts import call_script
 from trainwell.errors import TrainwellError
 

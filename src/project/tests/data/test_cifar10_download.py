@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.cifar_fixture import run_script_on_fixture, write_cifar10
+from tests.helpers.torchvision_batches import run_script_on_fixture, write_cifar10
 from tests.helpers.scripts import call_script
 
 pytestmark = pytest.mark.example("project.data.cifar10", "project.models.resnet")

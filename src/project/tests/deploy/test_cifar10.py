@@ -1,6 +1,6 @@
 """Predict and export on CIFAR-10 (experiment=resnet_accum) from raw uint8 HWC images.
 
-The tiny on-disk fixture in the real file format (tests/helpers/cifar_fixture.py) stands in for
+The tiny on-disk fixture in the real file format (tests/helpers/torchvision_batches.py) stands in for
 the download; the scripts run in a subprocess that trusts the fixture's md5 sums (the raw-input
 predictions, whose process boundary is not under test, run in-process with the same trust).
 """
@@ -18,7 +18,7 @@ import pytest
 import torch
 from torchvision.datasets import CIFAR10
 
-from tests.helpers.cifar_fixture import run_script_on_fixture, trust_fixture, write_cifar10
+from tests.helpers.torchvision_batches import run_script_on_fixture, trust_fixture, write_cifar10
 from tests.helpers.scripts import call_script
 from trainwell.blocks.preprocess import ImageNormalize
 from trainwell.deploy import load_run

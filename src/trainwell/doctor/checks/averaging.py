@@ -26,6 +26,7 @@ from trainwell.callbacks.ema import ema_callbacks
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 from trainwell.errors import error_line
+from trainwell.io.checkpoint_read import load_checkpoint_file
 
 STEPS = 4  # optimizer steps in the probe; the last window's end is not observed (fit stops)
 PARALLEL = 0.99  # cosine between an update and (weight - average) for an averaging update
@@ -218,7 +219,7 @@ def weights_averaging(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             )
     if not watch.saved or not path.is_file():
         return skips("the probe wrote no checkpoint to look in")
-    checkpoint = torch.load(path, map_location="cpu", weights_only=True)
+    checkpoint = load_checkpoint_file(path)
     places: dict[str, set[str | None]] = {}
     for name in watch.averages:
         if name in watch.saved:

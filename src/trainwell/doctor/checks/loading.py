@@ -35,15 +35,19 @@ def data_throughput(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     n = min(n, length) if length is not None else n
     if n < 2:
         return skips(f"the train loader has only {length} batch")
-    recorder, task, k = Recorder(), ctx.make_task(), ctx.accumulate
-    fit = ctx.fit(
-        task, loader, [recorder], max_steps=max(1, n // k), accumulate=k, limit_train_batches=n
-    )
-    if fit.error is not None and len(recorder.batch_seconds) < 2:
-        return skips(f"the short fit failed: {fit.error_line}")
-    # Waits between batches only: the first fetch (worker start-up) happens before batch 0.
-    wait, compute = recorder.wait_seconds, recorder.batch_seconds
-    fraction = sum(wait) / max(1e-9, sum(wait) + sum(compute))
+    measured = _measure(ctx, loader, n)
+    if isinstance(measured, str):
+        return skips(f"the short fit failed: {measured}")
+    wait, compute = measured
+    fraction = _wait_fraction(wait, compute)
+    if fraction > 0.5:
+        # A fault repeats; a busy moment of a shared machine (another process holding the
+        # cores while a batch was fetched) does not: the verdict takes the quieter of two.
+        again = _measure(ctx, loader, n)
+        if not isinstance(again, str) and _wait_fraction(*again) < fraction:
+            evidence["first_data_wait_fraction"] = round(fraction, 4)
+            wait, compute = again
+            fraction = _wait_fraction(wait, compute)
     evidence |= {
         "batches_timed": len(compute),
         "median_wait_s": statistics.median(wait) if wait else 0.0,
@@ -76,6 +80,28 @@ def data_throughput(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             f"device will wait more: {advice}"
         )
     return passes(f"data wait is {fraction:.0%} of step time on {device}")
+
+
+def _measure(ctx: DoctorContext, loader: Any, n: int) -> tuple[list[float], list[float]] | str:
+    """(seconds each batch waited for data, seconds each batch computed) over a short fit of
+    `n` real batches, or the line saying why the fit failed."""
+    recorder, task, k = Recorder(), ctx.make_task(), ctx.accumulate
+    fit = ctx.fit(
+        task, loader, [recorder], max_steps=max(1, n // k), accumulate=k, limit_train_batches=n
+    )
+    if fit.error is not None and len(recorder.batch_seconds) < 2:
+        return fit.error_line
+    # Waits between batches only: the first fetch (worker start-up) happens before batch 0.
+    return recorder.wait_seconds, recorder.batch_seconds
+
+
+def _wait_fraction(wait: list[float], compute: list[float]) -> float:
+    """The typical batch's share of time spent waiting (medians: one batch held up by another
+    process is not the loader's speed)."""
+    if not wait or not compute:
+        return 0.0
+    typical_wait = statistics.median(wait)
+    return typical_wait / max(1e-9, typical_wait + statistics.median(compute))
 
 
 def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:

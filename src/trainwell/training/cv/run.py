@@ -10,7 +10,7 @@ the test split stays for the model finally chosen (eval.py).
 from __future__ import annotations
 
 import copy
-from datetime import datetime, timezone
+from operator import methodcaller
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +20,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from trainwell.callbacks.pruning import trial_pruning
 from trainwell.errors import TrainwellError
 from trainwell.io.announce import announce
-from trainwell.io.results import write_results
+from trainwell.io.results import started_now, with_doctor_report, write_results
 from trainwell.io.writer import writes_shared_files
 from trainwell.summary.build import cv_summary
 from trainwell.summary.write import write_summary
@@ -34,6 +34,7 @@ from trainwell.training.cv.oof import (
     fold_figures,
     write_fold_predictions,
 )
+from trainwell.training.run import train
 
 
 def fold_dir(run_dir: Path, fold: int) -> Path:
@@ -42,12 +43,14 @@ def fold_dir(run_dir: Path, fold: int) -> Path:
 
 def fold_config(cfg: DictConfig, run_dir: Path, fold: int) -> DictConfig:
     """The run's config with the fold's run dir: every `${paths.output_dir}` (checkpoints,
-    logs) follows it. No test stage; the config was printed once for the whole run."""
+    logs) follows it. No test stage; the config was printed once for the whole run; a search
+    trial's pruner sees the mean over folds (cross_validate reports it), not each fold's epochs."""
     out = copy.deepcopy(cfg)
     with open_dict(out):
         out.paths.output_dir = str(fold_dir(run_dir, fold))
         out.test = False
         out.print_config = False
+        out.pruning = None
     return out
 
 
@@ -82,10 +85,8 @@ def _per_fold_name(metric: str) -> str:
 
 
 def cross_validate(cfg: DictConfig, doctor_report: str | None = None) -> dict[str, Any]:
-    from trainwell.training.run import train  # each fold is one plain run
-
     run_dir = Path(cfg.paths.output_dir)
-    started_at = datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    started_at = started_now()
     announce(f"run dir: {run_dir}")
     folds = plan_folds(cfg)
     chosen = _chosen_folds(cfg, folds.k)
@@ -101,7 +102,9 @@ def cross_validate(cfg: DictConfig, doctor_report: str | None = None) -> dict[st
     for fold in chosen:
         announce(f"cv: fold {fold} of {folds.k} ({len(folds.val[fold])} validation samples)")
         fold_cfg = fold_config(cfg, run_dir, fold)
-        done = train(fold_cfg, fold=(folds.train_of(fold), folds.val_of(fold)))
+        # each fold is one plain run on the fold's samples
+        on_fold = methodcaller("set_cv_fold", folds.train_of(fold), folds.val_of(fold))
+        done = train(fold_cfg, prepare_data=on_fold)
         best[f"fold_{fold}"], last[f"fold_{fold}"] = done["best_ckpt"], done["last_ckpt"]
         if writes_shared_files():
             if not done["best_ckpt"]:
@@ -120,8 +123,7 @@ def cross_validate(cfg: DictConfig, doctor_report: str | None = None) -> dict[st
         "last_ckpt": last,
         "started_at": started_at,
     }
-    if doctor_report:
-        results["doctor_report"] = doctor_report
+    results = with_doctor_report(results, doctor_report)
     if not writes_shared_files():
         return results  # ranks > 0: rank 0 writes the files and the figures
     if len(chosen) == folds.k:

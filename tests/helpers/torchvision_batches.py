@@ -1,4 +1,5 @@
-"""A tiny CIFAR-10 in the real on-disk format (cifar-10-batches-py pickles), for torchvision's loader."""
+"""Image batches in the on-disk format torchvision's CIFAR10 dataset reads (cifar-10-batches-py
+pickles), tiny and random, for tests of any loader built on it."""
 
 from __future__ import annotations
 
@@ -62,14 +63,14 @@ def run_script_on_fixture(
     script: str, md5: dict[str, str], *overrides: str, served: dict[str, str] | None = None
 ) -> subprocess.CompletedProcess:
     """scripts/<script> in its own process, as a user runs it, with torchvision trusting the
-    fixture's md5 sums (`python -m tests.helpers.cifar_fixture` patches them, then runs the
+    fixture's md5 sums (`python -m tests.helpers.torchvision_batches` patches them, then runs the
     script; a fork of the tests' warm interpreter, as every script run of the tests).
     `served` ({"url", "tgz_md5"}): where torchvision downloads the archive from, and its sum."""
     from tests.helpers.scripts import TESTS_IMPORTABLE, run_python
 
     argv = [json.dumps({"md5": md5, **(served or {})}), str(SCRIPTS / script), *overrides]
     full = {**os.environ, "PYTHONUNBUFFERED": "1", **TESTS_IMPORTABLE}
-    return run_python({"module": "tests.helpers.cifar_fixture"}, argv, SCRIPTS.parent, full)
+    return run_python({"module": "tests.helpers.torchvision_batches"}, argv, SCRIPTS.parent, full)
 
 
 if __name__ == "__main__":
