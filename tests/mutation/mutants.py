@@ -847,6 +847,22 @@ MUTANTS: list[Mutant] = [
         ("tests/deploy/test_request.py",),
         "a /predict body nested deeper than the input's shape is a one-line 4xx naming it",
     ),
+    Mutant(
+        "serve request validation: a .npy header's declared size is not checked before loading",
+        "src/trainwell/deploy/request.py",
+        "    if max_bytes is not None and declared > max_bytes:",
+        "    if False:",
+        ("tests/deploy/test_request.py",),
+        "a .npy body declaring an array past the size limit is a 413 before any allocation",
+    ),
+    Mutant(
+        "serve request validation: a body of another kind goes to the reader its header names",
+        "src/trainwell/deploy/request.py",
+        "    if not found or found == expected:",
+        "    if True:",
+        ("tests/deploy/test_request.py",),
+        "an .npz or JSON body sent as .npy is a 400 naming both kinds, not numpy's pickle advice",
+    ),
     # -- serve (deploy/serve.py) ------------------------------------------------------------------
     Mutant(
         "serve batching: a request that found the worker idle waits on another queue round trip",

@@ -40,7 +40,14 @@ from trainwell import compat
 from trainwell.deploy import artifact
 from trainwell.deploy.batching import GreedyBatchLoop
 from trainwell.deploy.input_spec import InputRefused, InputSpec
-from trainwell.deploy.request import NPY, BadRequest, json_samples, npy_samples, read_body
+from trainwell.deploy.request import (
+    NPY,
+    BadRequest,
+    json_samples,
+    not_as_declared,
+    npy_samples,
+    read_body,
+)
 from trainwell.deploy.shutdown import reap_children, stop_on_signals
 from trainwell.errors import TrainwellError
 
@@ -71,8 +78,15 @@ class ValidateRequests:
         headers = dict(scope["headers"])
         try:
             body = await read_body(headers, receive, self.max_bytes)
-            if _media_type(headers) == NPY:
-                samples = npy_samples(body)
+            media_type = _media_type(headers)
+            expected = "a .npy array" if media_type == NPY else "JSON"
+            # Before any reader: a body that is not what its content type says is named as
+            # both, not answered with a reader's complaint about bytes it never expected.
+            mismatch = not_as_declared(body, media_type, expected)
+            if mismatch is not None:
+                raise mismatch
+            if media_type == NPY:
+                samples = npy_samples(body, self.max_bytes)
             else:  # JSON whatever the header says: `curl -d` sends form-urlencoded
                 samples = json_samples(body, self.spec.ndim)
             array = self.spec.check(samples)
