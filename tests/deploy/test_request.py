@@ -9,7 +9,14 @@ import numpy as np
 import pytest
 
 from trainwell.deploy.input_spec import InputRefused, InputSpec
-from trainwell.deploy.request import BadRequest, json_samples, npy_samples, read_body
+from trainwell.deploy.request import (
+    NPY,
+    BadRequest,
+    json_samples,
+    not_as_declared,
+    npy_samples,
+    read_body,
+)
 
 pytestmark = pytest.mark.engine  # needs nothing of the examples
 
@@ -136,6 +143,48 @@ def test_a_npy_body_is_read_without_pickle():
         with pytest.raises(BadRequest) as err:
             npy_samples(body)
         assert err.value.status == 400 and "\n" not in str(err.value)
+
+
+def test_a_npy_header_past_the_limit_is_413_before_numpy_reads_the_array(monkeypatch):
+    header = io.BytesIO()
+    np.lib.format.write_array_header_1_0(
+        header, {"descr": "<f4", "fortran_order": False, "shape": (10**9, 8, 8)}
+    )
+    # np.load would allocate the declared array first: it must never be called for this body.
+    monkeypatch.setattr(np, "load", lambda *a, **k: pytest.fail("np.load reached"))
+    with pytest.raises(BadRequest) as err:
+        npy_samples(header.getvalue() + b"\0" * 64, max_bytes=1 << 20)
+    assert err.value.status == 413 and "[1000000000, 8, 8]" in str(err.value)
+
+
+def test_a_npy_body_shorter_or_longer_than_its_header_says_is_refused():
+    buffer = io.BytesIO()
+    np.save(buffer, np.ones((2, 3), dtype=np.float32))
+    for body in (buffer.getvalue()[:-1], buffer.getvalue() + b"\0"):
+        with pytest.raises(BadRequest) as err:
+            npy_samples(body, max_bytes=1 << 20)
+        assert err.value.status == 400 and "declares shape [2, 3]" in str(err.value)
+
+
+@pytest.mark.parametrize(
+    ("body", "media_type", "expected", "found"),
+    [
+        (b"PK\x03\x04rest", NPY, "a .npy array", "a .npz archive"),
+        (b'  {"inputs": []}', NPY, "a .npy array", "JSON"),
+        (b"\x93NUMPYrest", "application/json", "JSON", "a .npy array"),
+        (b"\x93NUMPYrest", "", "JSON", "a .npy array"),
+    ],
+)
+def test_a_body_of_another_kind_than_its_content_type_names_both(body, media_type, expected, found):
+    err = not_as_declared(body, media_type, expected)
+    assert err is not None and err.status == 400
+    assert f"body is {found}, but Content-Type says {media_type or 'no content type'}" in str(err)
+
+
+def test_a_body_of_its_declared_kind_or_unrecognised_goes_to_its_reader():
+    assert not_as_declared(b'{"inputs": []}', "application/json", "JSON") is None
+    assert not_as_declared(b"inputs=1", "application/x-www-form-urlencoded", "JSON") is None
+    assert not_as_declared(b"\x93NUMPY", NPY, "a .npy array") is None
 
 
 def _receive(chunks: list[bytes]):

@@ -255,6 +255,73 @@ def test_a_bad_npy_body_is_one_json_4xx_line(server: str, export: Path, kind: st
     check_answer(ask(server, GOOD), expected(export, GOOD))
 
 
+def npy_header_only(shape: tuple[int, ...]) -> bytes:
+    """A .npy header declaring `shape` of float32, followed by a few bytes: what an attacker
+    sends to make a reader allocate the declared array."""
+    buffer = io.BytesIO()
+    header = {"descr": "<f4", "fortran_order": False, "shape": shape}
+    np.lib.format.write_array_header_1_0(buffer, header)
+    return buffer.getvalue() + b"\0" * 256
+
+
+def npz_body() -> bytes:
+    buffer = io.BytesIO()
+    np.savez(buffer, inputs=samples(1, seed=0))
+    return buffer.getvalue()
+
+
+# (body, content type, status, what the one line names)
+NOT_AS_DECLARED = {
+    "npz as npy": (npz_body(), "application/x-npy", ".npz archive", "application/x-npy"),
+    "json as npy": (b'{"inputs": [[0]]}', "application/x-npy", "JSON", "application/x-npy"),
+    "npy as json": (npy_body(samples(1, seed=0)), "application/json", ".npy", "application/json"),
+    "npz as json": (npz_body(), "application/json", ".npz archive", "application/json"),
+}
+
+
+@pytest.mark.parametrize("case", list(NOT_AS_DECLARED))
+def test_a_body_that_is_not_what_its_content_type_says_is_a_400_naming_both(
+    server: str, export: Path, case: str
+) -> None:
+    body, kind, found, declared = NOT_AS_DECLARED[case]
+    answer = httpx.post(
+        f"{server}/predict", content=body, headers={"content-type": kind}, timeout=60
+    )
+    assert answer.status_code == 400, answer.text
+    error = answer.json()["error"]
+    assert found in error and declared in error and "\n" not in error, error
+    assert "pickle" not in error  # numpy's advice for files on disk, not for a request
+    check_answer(ask(server, GOOD), expected(export, GOOD))
+
+
+def test_a_npy_header_declaring_a_huge_array_is_a_413_before_any_allocation(
+    served: tuple[subprocess.Popen, str], export: Path
+) -> None:
+    proc, server = served
+    # 1e9 x 8 x 8 float32 is 256 GB: numpy would allocate it before finding the body short.
+    rss = [p.memory_info().rss for p in psutil.Process(proc.pid).children(recursive=True)]
+    answer = httpx.post(
+        f"{server}/predict",
+        content=npy_header_only((10**9, 8, 8)),
+        headers={"content-type": "application/x-npy"},
+        timeout=60,
+    )
+    assert answer.status_code == 413, answer.text
+    error = answer.json()["error"]
+    assert "[1000000000, 8, 8]" in error and f"limit of {LIMIT}" in error, error
+    # Under the limit but longer than the body: a 400 naming both sizes, nothing allocated.
+    short = httpx.post(
+        f"{server}/predict",
+        content=npy_header_only((20, 8, 8)),
+        headers={"content-type": "application/x-npy"},
+        timeout=60,
+    )
+    assert short.status_code == 400 and "holds 256 bytes" in short.json()["error"], short.text
+    after = [p.memory_info().rss for p in psutil.Process(proc.pid).children(recursive=True)]
+    assert max(after) < max(rss) + (64 << 20)  # no process grew by the declared array
+    check_answer(ask(server, GOOD), expected(export, GOOD))
+
+
 def test_a_body_without_a_declared_length_stops_at_the_limit(server: str, export: Path) -> None:
     def chunks():
         yield b'{"inputs": ['

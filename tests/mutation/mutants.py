@@ -847,6 +847,22 @@ MUTANTS: list[Mutant] = [
         ("tests/deploy/test_request.py",),
         "a /predict body nested deeper than the input's shape is a one-line 4xx naming it",
     ),
+    Mutant(
+        "serve request validation: a .npy header's declared size is not checked before loading",
+        "src/trainwell/deploy/request.py",
+        "    if max_bytes is not None and declared > max_bytes:",
+        "    if False:",
+        ("tests/deploy/test_request.py",),
+        "a .npy body declaring an array past the size limit is a 413 before any allocation",
+    ),
+    Mutant(
+        "serve request validation: a body of another kind goes to the reader its header names",
+        "src/trainwell/deploy/request.py",
+        "    if not found or found == expected:",
+        "    if True:",
+        ("tests/deploy/test_request.py",),
+        "an .npz or JSON body sent as .npy is a 400 naming both kinds, not numpy's pickle advice",
+    ),
     # -- serve (deploy/serve.py) ------------------------------------------------------------------
     Mutant(
         "serve batching: a request that found the worker idle waits on another queue round trip",
@@ -965,6 +981,44 @@ MUTANTS: list[Mutant] = [
         "predictions.csv lists every sample once, in index order",
     ),
     Mutant(
+        "predict: a module's predict_step is ignored (forward is written)",
+        "src/trainwell/deploy/predict.py",
+        "                if step:  # predict_step is the prediction, as in Lightning",
+        "                if False:",
+        (
+            "src/project/tests/deploy/test_diabetes.py::test_predictions_are_predict_step_in_target_units",
+        ),
+        "predict writes what predict_step returns (target units for the regression example)",
+    ),
+    Mutant(
+        "export: the graph leaves out predict_step (forward only)",
+        "src/trainwell/deploy/export.py",
+        "    head = Prediction(run.module) if defines_predict_step(run.module) else run.module",
+        "    head = run.module",
+        (
+            "src/project/tests/deploy/test_diabetes.py::test_the_export_computes_predict_step_and_says_so",
+        ),
+        "the exported graph computes predict_step after the preprocessing",
+    ),
+    Mutant(
+        "predict: label scores argmaxed as class scores",
+        "src/trainwell/deploy/predict.py",
+        "    if kind.kind != CLASS_SCORES:",
+        "    if False:",
+        (
+            "tests/deploy/test_label_scores.py::test_predictions_are_labels_and_per_label_probabilities",
+        ),
+        "no command argmaxes an output it was not told is class scores",
+    ),
+    Mutant(
+        "serve: values answered as class scores",
+        "src/trainwell/deploy/serve.py",
+        "        if self.kind != CLASS_SCORES:",
+        "        if False:",
+        ("tests/deploy/test_label_scores.py::test_the_server_answers_per_label",),
+        "the server answers the fields of the output's kind, the numbers predict writes",
+    ),
+    Mutant(
         "digits: statistics refitted even when the checkpoint carries them",
         "src/project/data/digits.py",
         "        if self.mean is None or self.std is None:\n            # Fitted",
@@ -983,8 +1037,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "export: parity ignores the max output difference",
         "src/trainwell/deploy/export.py",
-        'if entry["agreement"] < 1.0 or entry["max_abs_diff"] > tolerance:',
-        'if entry["agreement"] < 1.0:',
+        'if agreement < 1.0 or entry["max_abs_diff"] > tolerance:',
+        "if agreement < 1.0:",
         (f"{DEPLOY_T}::test_parity_is_enforced_on_agreement_and_max_difference",),
         "export exits 2 when the exported files do not reproduce eval",
     ),

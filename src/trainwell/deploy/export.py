@@ -21,13 +21,28 @@ from omegaconf import DictConfig, OmegaConf
 
 import trainwell
 from trainwell.deploy import artifact
+from trainwell.deploy.kind_rows import THRESHOLD, sigmoid
 from trainwell.deploy.loading import load_run, run_dir_of
+from trainwell.deploy.output_kind import (
+    CLASS_SCORES,
+    LABEL_SCORES,
+    STEP_HOOK,
+    VALUES,
+    OutputKind,
+    declared_kind,
+)
 from trainwell.deploy.outputs import EXPORT_DIR, check_export_target
+from trainwell.deploy.prediction import (
+    Prediction,
+    check_shape,
+    defines_predict_step,
+    predict_step,
+)
+from trainwell.deploy.raw import CLASS_SCORES as CLASS_SCORES_MEANING
 from trainwell.deploy.raw import (
     HOOK,
     NO_RAW_FORM,
     RawModel,
-    check_class_scores,
     forward_batch,
     raw_data,
 )
@@ -55,14 +70,19 @@ def eager_outputs(
     `real_positions` takes from the raw path's outputs.
     """
     module.eval()
+    step = keys is None and defines_predict_step(module)
     outs = []
     with torch.inference_mode():
-        for batch in loader:
+        for i, batch in enumerate(loader):
             if isinstance(batch, dict) and keys is not None:
                 inputs, mask = keys
                 outs.append(module(batch[inputs])[batch[mask]].float().numpy())
                 continue
-            outs.append(forward_batch(module, batch, "the datamodule").float().numpy())
+            if step:  # the module's prediction, as predict.py writes it
+                out = predict_step(module, batch, i)
+            else:
+                out = forward_batch(module, batch, "the datamodule")
+            outs.append((out.float() if out.is_floating_point() else out).numpy())
     return np.concatenate(outs)
 
 
@@ -88,28 +108,61 @@ def program_outputs(path: Path, raw: np.ndarray, batch: int = 256) -> np.ndarray
 
 
 def parity_figures(
-    eager: np.ndarray, others: dict[str, np.ndarray], targets: np.ndarray | None
+    eager: np.ndarray,
+    others: dict[str, np.ndarray],
+    targets: np.ndarray | None,
+    kind: str = CLASS_SCORES,
 ) -> dict[str, Any]:
+    """Per path: agreement of the predicted classes (labels) with eager for class (label)
+    scores, and the max |difference| of the outputs; eager's own accuracy (per-label accuracy,
+    mean absolute error for values) where the samples have targets. Values and other outputs
+    have no agreement: the max relative difference stands beside the absolute one."""
     figures: dict[str, Any] = {"samples": len(eager), "paths": {}}
-    ref = eager.argmax(-1)
+    decide = _decisions(kind)
+    ref = None if decide is None else decide(eager)
     for name, out in {"eager": eager, **others}.items():
         entry: dict[str, Any] = {}
         if name != "eager":
-            entry["agreement"] = float((out.argmax(-1) == ref).mean())
+            if ref is not None:
+                entry["agreement"] = float((decide(out) == ref).mean())
             entry["max_abs_diff"] = float(np.abs(out - eager).max())
+            if ref is None:
+                scale = np.maximum(np.abs(eager), np.finfo(np.float32).tiny)
+                entry["max_rel_diff"] = float((np.abs(out - eager) / scale).max())
         if targets is not None:
-            entry["accuracy"] = float((out.argmax(-1) == targets).mean())
+            entry.update(_score(kind, out, targets, decide))
         figures["paths"][name] = entry
     return figures
+
+
+def _decisions(kind: str) -> Any:
+    """What a kind predicts from its outputs (for agreement), or None for values and others."""
+    if kind == CLASS_SCORES:
+        return lambda out: out.argmax(-1)
+    if kind == LABEL_SCORES:
+        return lambda out: sigmoid(out) >= THRESHOLD
+    return None
+
+
+def _score(kind: str, out: np.ndarray, targets: np.ndarray, decide: Any) -> dict[str, float]:
+    if kind == CLASS_SCORES:
+        return {"accuracy": float((decide(out) == targets).mean())}
+    if kind == LABEL_SCORES:
+        return {"label_accuracy": float((decide(out) == targets.astype(bool)).mean())}
+    if kind == VALUES:
+        return {"mae": float(np.abs(out.reshape(targets.shape) - targets).mean())}
+    return {}
 
 
 def check_parity(figures: dict[str, Any], tolerance: float) -> None:
     for name, entry in figures["paths"].items():
         if name == "eager":
             continue
-        if entry["agreement"] < 1.0 or entry["max_abs_diff"] > tolerance:
+        agreement = entry.get("agreement", 1.0)
+        if agreement < 1.0 or entry["max_abs_diff"] > tolerance:
+            agreed = f"agreement {agreement:.4%}, " if "agreement" in entry else ""
             raise ExportFailed(
-                f"export parity failed: {name} vs eager agreement {entry['agreement']:.4%}, "
+                f"export parity failed: {name} vs eager {agreed}"
                 f"max |d output| {entry['max_abs_diff']:.3g} (tolerance {tolerance:g}); "
                 "no export written"
             )
@@ -125,10 +178,19 @@ def _dynamic_shapes(spec: dict[str, Any]) -> dict[str, dict[int, Any]]:
 
 
 def _export_graphs(
-    model: torch.nn.Module, example: torch.Tensor, out: Path, spec: dict[str, Any]
+    model: torch.nn.Module,
+    example: torch.Tensor,
+    out: Path,
+    spec: dict[str, Any],
+    output_name: str = "logits",
 ) -> None:
     dynamic = _dynamic_shapes(spec)
-    where = type(model.model).__name__
+    head = model.model
+    where = (
+        f"{type(head.module).__name__}.{STEP_HOOK}"
+        if isinstance(head, Prediction)
+        else type(head).__name__
+    )
     try:
         program = torch.export.export(model, (example,), dynamic_shapes=dynamic, strict=False)
     except Exception as err:  # any tracing failure: data-dependent flow, an op
@@ -145,7 +207,7 @@ def _export_graphs(
             dynamo=True,
             opset_version=18,
             input_names=["inputs"],
-            output_names=["logits"],
+            output_names=[output_name],
             external_data=False,
             verbose=False,
         )
@@ -207,6 +269,28 @@ def _versions() -> dict[str, str]:
     }
 
 
+def _output_entry(
+    meaning: str,
+    classes: list[str] | None,
+    kind: OutputKind | None,
+    module: torch.nn.Module,
+    name: str,
+) -> dict[str, Any]:
+    """The manifest's `output`: what the graph's output means and where it comes from."""
+    if kind is None:  # a token model: next-token scores over the vocabulary
+        return {"name": name, "meaning": meaning, "classes": classes}
+    if meaning == CLASS_SCORES_MEANING:  # the raw form said nothing of its own
+        meaning = kind.meaning
+    step = defines_predict_step(module)
+    return {
+        "name": name,
+        "meaning": meaning,
+        "classes": kind.names if kind.kind == CLASS_SCORES else None,
+        **kind.manifest(),
+        "computed_by": f"{type(module).__name__}.{STEP_HOOK if step else 'forward'}",
+    }
+
+
 def _swap_in(scratch: Path, final: Path) -> None:
     """The complete export into place: an earlier one (checked by check_export_target) is moved
     aside first and removed after, so `final` is never a mix of two exports."""
@@ -242,7 +326,11 @@ def export_checkpoint(cfg: DictConfig) -> Path:
     samples = raw.spec.check(
         samples, where=f"{_samples_origin(run.datamodule, raw)}'s {split} split"
     )
-    model = RawModel(raw.preprocess, run.module).eval()
+    kind = None if raw.tokens else declared_kind(run.module, raw.classes)
+    # predict_step after forward, where the module defines one; else forward itself (the graph
+    # every classifier without a predict_step has always had).
+    head = Prediction(run.module) if defines_predict_step(run.module) else run.module
+    model = RawModel(raw.preprocess, head).eval()
     scratch = run_dir / f".export.partial-{os.getpid()}"
     shutil.rmtree(scratch, ignore_errors=True)
     scratch.mkdir(parents=True)
@@ -250,10 +338,11 @@ def export_checkpoint(cfg: DictConfig) -> Path:
         # Eager first: a forward that cannot run on the split is named before any tracing.
         loader = getattr(run.datamodule, f"{split}_dataloader")()
         eager = eager_outputs(run.module, loader, raw.batch_keys)
-        if not raw.tokens:
-            check_class_scores(eager, run.module)
+        if kind is not None:
+            check_shape(eager, kind, run.module)
         example = torch.from_numpy(samples[: min(len(samples), 4)].copy())
-        _export_graphs(model, example, scratch, raw.spec.manifest())
+        output_name = "logits" if kind is None or kind.kind == CLASS_SCORES else "outputs"
+        _export_graphs(model, example, scratch, raw.spec.manifest(), output_name)
         _save_weights(run.module, scratch / artifact.WEIGHTS)
         others = {
             "onnxruntime": onnx_outputs(scratch / artifact.ONNX, samples),
@@ -265,7 +354,7 @@ def export_checkpoint(cfg: DictConfig) -> Path:
                 name: real_positions(out, targets, raw.ignore_index) for name, out in others.items()
             }
             others, targets = real, targets[targets != raw.ignore_index]
-        figures = parity_figures(eager, others, targets)
+        figures = parity_figures(eager, others, targets, kind.kind if kind else CLASS_SCORES)
         figures.update(split=split, tolerance=float(cfg.get("parity_tolerance", 1e-4)))
         figures["unit"] = "token" if raw.tokens else "sample"
         check_parity(figures, figures["tolerance"])
@@ -278,11 +367,7 @@ def export_checkpoint(cfg: DictConfig) -> Path:
                 "sha256": ckpt_sha256,
             },
             "input": raw.spec.manifest(),
-            "output": {
-                "name": "logits",
-                "meaning": raw.output_meaning,
-                "classes": raw.classes,
-            },
+            "output": _output_entry(raw.output_meaning, raw.classes, kind, run.module, output_name),
             "config": _manifest_config(run.cfg),
             "versions": _versions(),
             "parity": figures,

@@ -1,8 +1,9 @@
 """`scripts/predict.py ckpt_path=...`: <run dir>/predictions/<split or input stem>.csv (an existing
 one is replaced only with overwrite=true: deploy/outputs.py), one row per sample, index order.
 
-Classification columns: index, prediction, p_<class> for every class, target (when the samples
-have labels).
+The module's prediction is what its `predict_step` returns (else its forward), read as the kind
+it declares (deploy/output_kind.py). Class scores: index, prediction, p_<class> for every class,
+target (when the samples have labels); other kinds: deploy/kind_rows.py.
 Token models: one row per sequence with its next-token top-k (`top_k=`, conf/predict.yaml):
 index, prediction (the top token id), top_1..top_k (ids), p_top_1..p_top_k (probabilities), and
 on a split also log_likelihood (the sum of log p over the sequence's target tokens), tokens (how
@@ -28,9 +29,20 @@ import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 
+from trainwell.deploy.kind_rows import kind_rows
 from trainwell.deploy.loading import TrainedRun, load_run, run_dir_of
+from trainwell.deploy.output_kind import (
+    CLASS_SCORES,
+    declared_kind,
+)
 from trainwell.deploy.outputs import prediction_path
-from trainwell.deploy.raw import RawData, RawModel, check_class_scores, forward_batch, raw_data
+from trainwell.deploy.prediction import (
+    Prediction,
+    check_shape,
+    defines_predict_step,
+    predict_step,
+)
+from trainwell.deploy.raw import RawData, RawModel, forward_batch, raw_data
 from trainwell.deploy.raw_input import read_raw_input
 from trainwell.errors import TrainwellError
 from trainwell.io.named_paths import deployed_checkpoint
@@ -162,21 +174,35 @@ def predict_checkpoint(cfg: DictConfig) -> Path:
 
 
 def _predict_classes(run: TrainedRun, raw: RawData, cfg: DictConfig, source: object) -> list[str]:
+    """Rows of a module's predictions: class scores as predict.py always wrote them, any other
+    kind as deploy/kind_rows.py writes it (deploy/output_kind.py says which)."""
+    kind = declared_kind(run.module, raw.classes)
+    step = defines_predict_step(run.module)
     outs = []
     with torch.inference_mode():
         if source:
             samples = _raw_samples(source, raw)
-            model = RawModel(raw.preprocess, run.module).eval()
+            model = RawModel(raw.preprocess, Prediction(run.module)).eval()
             for start in tqdm(range(0, len(samples), 256), desc="predict"):
-                outs.append(model(torch.from_numpy(samples[start : start + 256])).numpy())
+                outs.append(_numbers(model(torch.from_numpy(samples[start : start + 256]))))
             index, targets = np.arange(len(samples)), None
         else:
             split = _split(raw, cfg)
             _, index, targets = raw.splits[split]
             loader = getattr(run.datamodule, f"{split}_dataloader")()
             name = type(run.datamodule).__name__
-            for batch in tqdm(loader, desc=f"predict {split}"):
-                outs.append(forward_batch(run.module, batch, name).float().numpy())
+            for i, batch in enumerate(tqdm(loader, desc=f"predict {split}")):
+                if step:  # predict_step is the prediction, as in Lightning
+                    outs.append(_numbers(predict_step(run.module, batch, i)))
+                else:
+                    outs.append(_numbers(forward_batch(run.module, batch, name)))
     logits = np.concatenate(outs)
-    check_class_scores(logits, run.module)
-    return _rows(index, logits, targets, raw.classes)
+    check_shape(logits, kind, run.module)
+    if kind.kind != CLASS_SCORES:
+        return kind_rows(index, logits, targets, kind)
+    return _rows(index, logits, targets, kind.names)
+
+
+def _numbers(out: torch.Tensor) -> np.ndarray:
+    """A batch's outputs as numpy: floats as float32 (what the exported graph computes in)."""
+    return (out.float() if out.is_floating_point() else out).numpy()

@@ -119,15 +119,6 @@ def from_hook(datamodule: Any) -> RawData:
     )
 
 
-def check_class_scores(outputs: np.ndarray, module: nn.Module) -> None:
-    """Predict and export read a classifier's output as class scores, one row per sample."""
-    if outputs.ndim != 2:
-        raise TrainwellError(
-            f"{type(module).__name__}.forward returns shape {list(outputs.shape)}: predict and "
-            "export take class scores (N, classes) from forward"
-        )
-
-
 def model_input(batch: Any, name: str) -> tuple[torch.Tensor, torch.Tensor | None]:
     """(model input, labels or None) of one batch: a tensor, or a tuple/list whose first item is
     the input and whose second, if any, holds one integer label per sample."""

@@ -6,7 +6,12 @@ the input spec's job (deploy/input_spec.py), the same for every path that feeds 
 - `json_samples`: `{"inputs": [<sample>, ...]}` parsed, every leaf checked to be a number and
   no list nested deeper than a batch of samples; an array of int64 when every number is an
   integer, else float64, so the spec can tell 3 from 3.0.
-- `npy_samples`: a `.npy` body (`Content-Type: application/x-npy`), read without pickle.
+- `npy_samples`: a `.npy` body (`Content-Type: application/x-npy`), read without pickle: its
+  header is parsed first, and a declared array past the size limit is refused (413) before numpy
+  allocates it (np.load would allocate the declared shape, then fail to fill it).
+- `sniff`: what a body is by its first bytes (a .npy array, a .npz archive, JSON), so a body that
+  is not what its content type says is answered naming both, never with a reader's advice
+  meant for a file on disk (numpy's "allow_pickle").
 
 Each raises BadRequest with one line and the status the server answers.
 """
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import io
 import json
+import math
 from itertools import chain
 from typing import Any
 
@@ -108,9 +114,75 @@ def json_samples(body: bytes | str, depth: int) -> np.ndarray:
         raise BadRequest("samples are ragged: lists of one level differ in length") from None
 
 
-def npy_samples(body: bytes) -> np.ndarray:
-    """The batch in a .npy body, read without pickle (an object array is refused)."""
+NPY_MAGIC = b"\x93NUMPY"
+ZIP_MAGIC = b"PK\x03\x04"  # a .npz archive is a zip file
+
+
+def sniff(body: bytes) -> str:
+    """What `body` is by its first bytes: "a .npy array", "a .npz archive", "JSON" or ""."""
+    if body.startswith(NPY_MAGIC):
+        return "a .npy array"
+    if body.startswith(ZIP_MAGIC):
+        return "a .npz archive"
+    if body.lstrip()[:1] in (b"{", b"["):
+        return "JSON"
+    return ""
+
+
+def not_as_declared(body: bytes, media_type: str, expected: str) -> BadRequest | None:
+    """The refusal of a body that is something else than its content type says (`expected`,
+    "a .npy array" or "JSON"), or None. An unrecognised body is left to its reader."""
+    found = sniff(body)
+    if not found or found == expected:
+        return None
+    send = {
+        "a .npy array": "send it with Content-Type: application/x-npy",
+        "JSON": "send it with Content-Type: application/json",
+        "a .npz archive": "send one array saved with numpy.save, with Content-Type: "
+        "application/x-npy",
+    }[found]
+    declared = media_type or "no content type"
+    return BadRequest(f"body is {found}, but Content-Type says {declared} ({expected}): {send}")
+
+
+def _npy_header(stream: io.BytesIO) -> tuple[tuple[int, ...], np.dtype]:
+    """(shape, dtype) a .npy header declares, read without touching the data."""
+    version = np.lib.format.read_magic(stream)
+    if version == (1, 0):
+        shape, _, dtype = np.lib.format.read_array_header_1_0(stream)
+    elif version == (2, 0):
+        shape, _, dtype = np.lib.format.read_array_header_2_0(stream)
+    else:
+        raise ValueError(f".npy format version {version} (this server reads 1.0 and 2.0)")
+    return shape, dtype
+
+
+def npy_samples(body: bytes, max_bytes: int | None = None) -> np.ndarray:
+    """The batch in a .npy body, read without pickle (an object array is refused). The header's
+    declared size is checked against `max_bytes` (413) and against the bytes that follow it
+    before any array is made."""
+    stream = io.BytesIO(body)
     try:
-        return np.load(io.BytesIO(body), allow_pickle=False)
+        shape, dtype = _npy_header(stream)
+    except (ValueError, OSError, EOFError) as err:
+        raise BadRequest(f"body is not a readable .npy array ({err})") from None
+    if dtype.hasobject:
+        raise BadRequest("body is a .npy array of Python objects; send numbers")
+    declared = math.prod(shape) * dtype.itemsize
+    if max_bytes is not None and declared > max_bytes:
+        raise BadRequest(
+            f".npy header declares shape {list(shape)} of {dtype.name} ({declared} bytes), over "
+            f"the limit of {max_bytes}",
+            413,
+        )
+    present = len(body) - stream.tell()
+    if present != declared:
+        raise BadRequest(
+            f".npy header declares shape {list(shape)} of {dtype.name} ({declared} bytes) but "
+            f"the body holds {present} bytes after it"
+        )
+    stream.seek(0)
+    try:
+        return np.load(stream, allow_pickle=False)
     except (ValueError, OSError, EOFError) as err:
         raise BadRequest(f"body is not a readable .npy array ({err})") from None

@@ -2,9 +2,15 @@
 
     POST /predict {"inputs": [<raw sample>, ...]}        (or the samples as a .npy body, with
                                                          Content-Type: application/x-npy)
-      -> {"predictions": [int, ...], "probabilities": [[float, ...], ...],
-          "labels": [<class name>, ...], "classes": [<class name>, ...]}   (names when the manifest
-                                                                          has them)
+      -> class scores: {"predictions": [int, ...], "probabilities": [[float, ...], ...],
+                        "labels": [<class name>, ...], "classes": [<class name>, ...]}  (names
+                        when the manifest has them)
+         label scores: {"predictions": [[0 | 1 per label], ...], "probabilities": [[...], ...],
+                        "labels": [[<predicted label names>], ...], "names": [...]}
+         values:       {"predictions": [float, ...] (one output) or [[float, ...], ...],
+                        "names": [...]}
+         other:        {"outputs": [<each sample's output>, ...]}
+       (the manifest's output.kind says which: deploy/output_kind.py)
     GET /health -> 200 once every inference worker has loaded the model
 
 What the server trusts: every file of the export is checked against manifest.json's sha256 before
@@ -40,7 +46,16 @@ from trainwell import compat
 from trainwell.deploy import artifact
 from trainwell.deploy.batching import GreedyBatchLoop
 from trainwell.deploy.input_spec import InputRefused, InputSpec
-from trainwell.deploy.request import NPY, BadRequest, json_samples, npy_samples, read_body
+from trainwell.deploy.kind_rows import THRESHOLD, sigmoid
+from trainwell.deploy.output_kind import CLASS_SCORES, LABEL_SCORES, VALUES
+from trainwell.deploy.request import (
+    NPY,
+    BadRequest,
+    json_samples,
+    not_as_declared,
+    npy_samples,
+    read_body,
+)
 from trainwell.deploy.shutdown import reap_children, stop_on_signals
 from trainwell.errors import TrainwellError
 
@@ -71,8 +86,15 @@ class ValidateRequests:
         headers = dict(scope["headers"])
         try:
             body = await read_body(headers, receive, self.max_bytes)
-            if _media_type(headers) == NPY:
-                samples = npy_samples(body)
+            media_type = _media_type(headers)
+            expected = "a .npy array" if media_type == NPY else "JSON"
+            # Before any reader: a body that is not what its content type says is named as
+            # both, not answered with a reader's complaint about bytes it never expected.
+            mismatch = not_as_declared(body, media_type, expected)
+            if mismatch is not None:
+                raise mismatch
+            if media_type == NPY:
+                samples = npy_samples(body, self.max_bytes)
             else:  # JSON whatever the header says: `curl -d` sends form-urlencoded
                 samples = json_samples(body, self.spec.ndim)
             array = self.spec.check(samples)
@@ -151,7 +173,11 @@ class OnnxAPI(_lit_api_base()):  # type: ignore[misc]
         self.onnx_sha256 = manifest["files"][artifact.ONNX]["sha256"]
         self.input_name = manifest["input"]["name"]
         self.dtype = manifest["input"]["dtype"]
-        self.classes = (manifest.get("output") or {}).get("classes")
+        output = manifest.get("output") or {}
+        self.classes = output.get("classes")
+        # An export without a kind is one written before kinds were declared: class scores.
+        self.kind = str(output.get("kind") or CLASS_SCORES)
+        self.names = output.get("names")
         self.threads = int(threads)
         self.spin = str(spin)
 
@@ -203,6 +229,8 @@ class OnnxAPI(_lit_api_base()):  # type: ignore[misc]
 
     def encode_response(self, output: Any) -> dict[str, Any]:
         logits = output[0] if isinstance(output, tuple) else output
+        if self.kind != CLASS_SCORES:
+            return kind_answer(logits, self.kind, self.names)
         predictions = logits.argmax(-1)
         answer: dict[str, Any] = {
             "predictions": predictions.tolist(),
@@ -212,6 +240,31 @@ class OnnxAPI(_lit_api_base()):  # type: ignore[misc]
             answer["labels"] = [self.classes[int(i)] for i in predictions]
             answer["classes"] = list(self.classes)
         return answer
+
+
+def kind_answer(outputs: np.ndarray, kind: str, names: list[str] | None) -> dict[str, Any]:
+    """The answer for outputs that are not class scores, with the fields that fit the kind (as
+    predict.py's columns: deploy/kind_rows.py)."""
+    if kind == LABEL_SCORES:
+        probs = sigmoid(outputs)
+        chosen = probs >= THRESHOLD
+        answer: dict[str, Any] = {
+            "predictions": chosen.astype(int).tolist(),
+            "probabilities": probs.tolist(),
+        }
+        if names:
+            answer["labels"] = [
+                [n for n, on in zip(names, row, strict=True) if on] for row in chosen
+            ]
+            answer["names"] = list(names)
+        return answer
+    if kind == VALUES:
+        single = outputs.ndim == 1 or outputs.shape[1] == 1
+        answer = {"predictions": (outputs.reshape(len(outputs)) if single else outputs).tolist()}
+        if names:
+            answer["names"] = list(names)
+        return answer
+    return {"outputs": outputs.tolist()}
 
 
 def build_server(export_dir: Path, manifest: dict[str, Any], cfg: DictConfig) -> Any:
