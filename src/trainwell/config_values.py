@@ -46,7 +46,7 @@ TEMPLATE_KEYS: dict[str, tuple[type, float | None, float | None, str]] = {
     "doctor_allow_fail": (bool, None, None, "true or false"),
     "overwrite": (bool, None, None, "true or false"),  # predict.yaml, export.yaml
     "top_k": (int, 1, None, "an integer >= 1"),  # predict.yaml
-    "parity_tolerance": (float, 0, None, "a number >= 0"),  # export.yaml
+    "parity_tolerance": (float, None, None, "a number"),  # export.yaml (< 0: parity always fails)
     # serve.yaml
     "port": (int, 0, 65535, "an integer in [0, 65535]"),
     "max_batch_size": (int, 1, None, "an integer >= 1"),

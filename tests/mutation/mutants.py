@@ -301,6 +301,17 @@ MUTANTS: list[Mutant] = [
         "a ReduceLROnPlateau on a metric validation does not log stops in one line, exit 2",
     ),
     Mutant(
+        "doctor schedule.interval: a scheduler monitoring an unlogged metric passes",
+        "src/trainwell/doctor/checks/schedule.py",
+        "        if watch and unlogged:",
+        "        if False:",
+        (
+            "tests/doctor/test_invariants.py::"
+            "test_broken_invariant_is_flagged_and_its_fix_passes[plateau_on_an_unlogged_metric]",
+        ),
+        "the doctor says what the run stops on: a scheduler's metric validation does not log",
+    ),
+    Mutant(
         "monitored metric: a scheduler's metric waits past the sanity check",
         "src/trainwell/training/monitored_metric.py",
         "for n in [*names, *unlogged])",
