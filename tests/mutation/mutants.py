@@ -2066,17 +2066,6 @@ MUTANTS += [
         "the step-0 check still sees each numpy array's dtype and shape come back",
     ),
     Mutant(
-        "step 0: every rank prints the refusal",
-        "src/trainwell/callbacks/checkpoint_rehearsal.py",
-        "            stop.silent = trainer.global_rank != 0",
-        "            stop.silent = False",
-        (
-            f"{STEP0_T}::"
-            "test_on_two_ranks_numpy_state_trains_and_a_value_no_checkpoint_can_hold_stops_every_rank",
-        ),
-        "a refusal at step 0 is one line per run, not per rank",
-    ),
-    Mutant(
         "doctor: checkpoint.roundtrip saves the task without the datamodule's state",
         "src/trainwell/doctor/checks/checkpoint.py",
         "rehearsal = rehearse(trainer, ctx.datamodule)",
