@@ -22,13 +22,28 @@ Wall and CPU seconds are both reported: on a shared machine the CPU time of the 
 
 Last line: `default_s=.. no_step0_s=.. lists_s=.. numpy_s=.. numpy_over_lists=..
 numpy_over_lists_cpu=.. step0_s=.. step0_share=.. step0_share_cpu=.. default_over_no_step0_cpu=..`
+
+    .venv/bin/python benchmarks/state_checkpoint.py --no-runs --large-mparams 60 --array-mib 256
+
+`--large-mparams N` adds the step-0 check on a large model: an MLP of about N million float32
+parameters with AdamW, its checkpoint built as Lightning builds it (weights, optimizer state,
+loops, a datamodule state holding a float64 numpy array of `--array-mib` MiB), fresh (no
+optimizer moments yet) and resumed (after one step: the moments exist). Each side is the check
+as the run makes it (tensors as stand-ins of their dtype and shape) beside the check carrying
+every payload (what it did before): its extra peak memory (the process's resident set, sampled
+every half millisecond, over its size before the check) and its time, as a share of the
+checkpoint's size. Adds `large_ckpt_mib_<fresh|resumed>`, `large_extra_share_<..>`,
+`large_payload_extra_share_<..>`, `large_s_<..>`, `large_payload_s_<..>` to the last line.
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import os
 import shutil
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -47,7 +62,17 @@ def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--epochs", type=int, default=None, help="default: the config's")
     parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--no-runs", action="store_true", help="skip the digits runs")
+    parser.add_argument("--large-mparams", type=int, default=0, help="0: no large-model figures")
+    parser.add_argument("--array-mib", type=int, default=256)
     args = parse_args(parser, argv, "state checkpoint: digits, numpy vs lists, step-0 share")
+    figures = {} if args.no_runs else digits_runs(args)
+    if args.large_mparams:
+        figures |= large_model(args.large_mparams, args.array_mib, args.reps)
+    final_line(**figures)
+
+
+def digits_runs(args: argparse.Namespace) -> dict[str, float]:
 
     from trainwell.callbacks import checkpoint_rehearsal
     from trainwell.io.checkpoint_write import Rehearsal
@@ -126,7 +151,7 @@ def main(argv: list[str] | None = None) -> None:
         f"default / no step-0 check: {median('default', 'cpu') / median('no_step0', 'cpu'):.3f} "
         "CPU (the check's share is below the runs' noise)"
     )
-    final_line(
+    return dict(
         default_s=median("default", "wall"),
         no_step0_s=median("no_step0", "wall"),
         lists_s=median("lists", "wall"),
@@ -138,6 +163,98 @@ def main(argv: list[str] | None = None) -> None:
         step0_share_cpu=share_cpu,
         default_over_no_step0_cpu=median("default", "cpu") / median("no_step0", "cpu"),
     )
+
+
+def _rss() -> int:
+    """The process's resident set in bytes (Linux)."""
+    with open("/proc/self/statm") as f:
+        return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+
+
+def _peak_extra(fn: Any) -> tuple[float, int]:
+    """(seconds, peak resident bytes over those before) of fn(), sampled every 0.5 ms."""
+    before, peak, done = _rss(), [0], threading.Event()
+
+    def sample() -> None:
+        while not done.is_set():
+            peak[0] = max(peak[0], _rss())
+            time.sleep(0.0005)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    start = time.perf_counter()
+    fn()
+    seconds = time.perf_counter() - start
+    done.set()
+    sampler.join()
+    return seconds, max(peak[0], _rss()) - before
+
+
+def large_model(mparams: int, array_mib: int, reps: int) -> dict[str, float]:
+    """The step-0 check's extra memory and time on a large model, fresh and resumed."""
+    import gc
+
+    import numpy as np
+    import torch
+
+    from trainwell.io.checkpoint_write import AtomicCheckpointIO, Rehearsal
+
+    width = 2048
+    layers = max(1, round(mparams * 1e6 / (width * width + width)))
+    net = torch.nn.Sequential(*(torch.nn.Linear(width, width) for _ in range(layers)))
+    optimizer = torch.optim.AdamW(net.parameters(), lr=1e-4)
+    array = np.random.default_rng(0).random(array_mib * 2**20 // 8)  # float64
+    writer = AtomicCheckpointIO()
+    params = sum(p.numel() for p in net.parameters())
+    print(f"large model: {params / 1e6:.1f}M parameters, AdamW, numpy state {array_mib} MiB")
+
+    def checkpoint() -> dict[str, Any]:
+        return {  # Lightning's dump_checkpoint: references to the live tensors, not copies
+            "epoch": 0, "global_step": 1, "pytorch-lightning_version": "2.6",
+            "state_dict": net.state_dict(), "loops": {"fit_loop": {"state_dict": {}}},
+            "optimizer_states": [optimizer.state_dict()], "lr_schedulers": [],
+            "callbacks": {"ExactResume": {"rng": [1, 2, 3]}},
+            "LargeData": {"mean": array, "count": np.int64(7), "names": ["a", "b"]},
+        }  # fmt: skip
+
+    figures: dict[str, float] = {}
+    for stage in ("fresh", "resumed"):
+        if stage == "resumed":  # one step: AdamW's moments now exist (2x the weights)
+            net(torch.zeros(1, width)).sum().backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+        size = Rehearsal(payloads=True)
+        size.run(writer, checkpoint())
+        ckpt_bytes = size.bytes
+        del size
+        gc.collect()
+
+        def side(payloads: bool) -> Any:
+            def run() -> tuple[float, int]:
+                rehearsal = Rehearsal(payloads=payloads)
+                seconds, extra = _peak_extra(functools.partial(rehearsal.run, writer, checkpoint()))
+                assert rehearsal.error is None, rehearsal.error
+                rehearsal.loaded = None  # what it read back goes before the next side
+                gc.collect()
+                return seconds, extra
+
+            return run
+
+        times = interleaved({"check": side(False), "payload": side(True)}, reps)
+        for name, runs in times.items():
+            seconds = summary([r[0] for r in runs])["median"]
+            extra = summary([r[1] for r in runs])["median"]
+            key = "" if name == "check" else "payload_"
+            figures[f"large_{key}extra_share_{stage}"] = extra / ckpt_bytes
+            figures[f"large_{key}s_{stage}"] = seconds
+            print(
+                f"{stage:8s} checkpoint {ckpt_bytes / 2**20:8.1f} MiB; "
+                f"{'step-0 check' if name == 'check' else 'with payloads'}: "
+                f"+{extra / 2**20:8.1f} MiB peak ({extra / ckpt_bytes:.2%} of the checkpoint), "
+                f"{seconds:.3f} s"
+            )
+        figures[f"large_ckpt_mib_{stage}"] = ckpt_bytes / 2**20
+    return figures
 
 
 if __name__ == "__main__":

@@ -69,3 +69,22 @@ def test_state_checkpoint_runs_every_side() -> None:
     assert {"default_s", "no_step0_s", "lists_s", "numpy_s", "step0_s", "step0_share"} <= set(out)
     assert 0 < float(out["step0_s"]) < float(out["default_s"])
     assert 0 < float(out["step0_share"]) < 1
+
+
+@pytest.mark.slow
+def test_state_checkpoint_measures_the_step0_check_on_a_large_model() -> None:
+    out = run_benchmark(
+        "state_checkpoint.py",
+        "--no-runs",
+        "--large-mparams",
+        "4",
+        "--array-mib",
+        "8",
+        "--reps",
+        "1",
+    )
+    for stage in ("fresh", "resumed"):
+        assert float(out[f"large_ckpt_mib_{stage}"]) > 20
+        # Carrying the payloads costs about the checkpoint; the check without them, far less.
+        assert float(out[f"large_payload_extra_share_{stage}"]) > 0.5
+        assert float(out[f"large_extra_share_{stage}"]) < 0.25

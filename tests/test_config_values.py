@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.config import CONF
-from tests.helpers.scripts import run_script
+from tests.helpers.scripts import call_script, run_script
 from trainwell.command_line import check_command_line
 
 CASES = [
@@ -25,7 +25,23 @@ CASES = [
         "data.val_fraction='abc' is invalid: DigitsDataModule expects val_fraction: float",
     ),
     ("model.net.width=abc", "model.net.width='abc' is invalid: DigitsCNN expects width: int"),
+    # the template's own knobs: both ends of a range, the type, the choices
+    ("cv.folds=abc", "cv.folds='abc' is invalid: expected an integer >= 2"),
+    ("cv.folds=1", "cv.folds=1 is invalid: expected an integer >= 2"),
+    ("cv.fold=-1", "cv.fold=-1 is invalid: expected an integer >= 0"),
+    ("ema.decay=1.5", "ema.decay=1.5 is invalid: expected a number in [0, 1]"),
+    ("ema.decay=-0.1", "ema.decay=-0.1 is invalid: expected a number in [0, 1]"),
+    ("monitor.mode=minimum", "monitor.mode='minimum' is invalid: expected one of min, max"),
+    ("lr_scaling.rule=cubic", "lr_scaling.rule='cubic' is invalid: expected one of none, linear"),
+    ("lr_scaling.reference_batch=0", "lr_scaling.reference_batch=0 is invalid: expected an"),
+    ("test=maybe", "test='maybe' is invalid: expected true or false"),
 ]
+
+# A value at each end of every range the table allows: none of them is refused.
+GOOD = [
+    "cv.folds=2", "cv.fold=0", "ema.decay=0", "ema.decay=1", "ema.decay=null",
+    "monitor.mode=min", "lr_scaling.rule=sqrt", "lr_scaling.reference_batch=1", "test=false",
+]  # fmt: skip
 
 
 def test_a_serve_knob_outside_its_choices_is_one_line_before_any_import() -> None:
@@ -53,7 +69,35 @@ def test_good_values_and_a_users_unannotated_arguments_pass() -> None:
     assert check_command_line(CONF, "train", ["trainer.max_epochs=-1"]) is None
 
 
-@pytest.mark.parametrize(("override", "expected"), [CASES[0], CASES[3], CASES[5]])
+@pytest.mark.parametrize("override", GOOD)
+def test_values_at_the_ends_of_each_range_pass(override: str) -> None:
+    assert check_command_line(CONF, "train", [override]) is None
+
+
+def test_serve_knobs_are_checked_at_both_ends() -> None:
+    problem = check_command_line(CONF, "serve", ["artifact=x", "port=70000"])
+    assert problem == "port=70000 is invalid: expected an integer in [0, 65535]"
+    assert check_command_line(CONF, "serve", ["artifact=x", "port=65535"]) is None
+    problem = check_command_line(CONF, "serve", ["artifact=x", "workers=0"])
+    assert problem == "workers=0 is invalid: expected an integer >= 1"
+
+
+def test_a_multiruns_job_checks_the_table_before_it_prints(tmp_path: Path) -> None:
+    """A multirun's jobs are not checked by the entry (Hydra expands the sweep): each job refuses
+    its value in the same line before it prints or builds anything."""
+    proc = call_script(
+        "train.py", "-m", "ema.decay=1.5", "trainer.max_epochs=1", f"hydra.sweep.dir={tmp_path}/s"
+    )
+    assert proc.returncode != 0
+    assert "ema.decay=1.5 is invalid: expected a number in [0, 1]" in proc.stderr, proc.stderr
+    assert "Seed set" not in proc.stdout + proc.stderr  # refused before the run began
+    assert "trainer:" not in proc.stdout  # and before the config print
+
+
+SCRIPT_CASES = [CASES[0], CASES[3], CASES[5], CASES[6], CASES[9], CASES[11]]
+
+
+@pytest.mark.parametrize(("override", "expected"), SCRIPT_CASES)
 def test_a_bad_value_stops_the_script_in_one_line_before_the_run(
     override: str, expected: str, tmp_path: Path
 ) -> None:

@@ -18,6 +18,7 @@ from omegaconf.errors import InterpolationKeyError, OmegaConfBaseException
 import trainwell.resolvers  # noqa: F401  (registers resolvers before Hydra composes)
 from trainwell import compat
 from trainwell.command_line import check_command_line, composed, without_null_groups
+from trainwell.config_values import template_value_problem
 from trainwell.errors import TrainwellError, error_line, first_line, missing_module_line
 from trainwell.keywords import unexpected_keyword_line
 
@@ -85,6 +86,15 @@ def _refuse_search_without_multirun() -> None:
         )
 
 
+def _refuse_template_value(cfg: DictConfig) -> None:
+    """The template's own values again, inside the job: a multirun's jobs (and a command line
+    the entry did not check) get the same line as a single run, and no later code re-checks
+    them (config_values.py is their one home)."""
+    problem = template_value_problem(cfg)
+    if problem is not None:
+        raise TrainwellError(problem)
+
+
 def _report(err: Exception) -> tuple[str, int]:
     """Print the one-line cause; (that line, exit code). The traceback of a crash goes to
     <run dir>/error.log."""
@@ -105,7 +115,8 @@ def _report(err: Exception) -> tuple[str, int]:
         where = _save_traceback(err)
         detail = f" (traceback: {where})" if where else ""
         line, code = f"{error_line(err)}{detail}", EXIT_FAILURE
-    print(f"{label}: {line}", file=sys.stderr)
+    if user is None or not user.silent:
+        print(f"{label}: {line}", file=sys.stderr)
     return line, code
 
 
@@ -137,6 +148,7 @@ def hydra_entry(
         try:
             compat.refuse_torchrun_restart_on_shared_store()
             _refuse_search_without_multirun()
+            _refuse_template_value(cfg)
             result = job(cfg)
         except (KeyboardInterrupt, SystemExit):
             raise

@@ -17,22 +17,51 @@ from typing import Any
 from hydra.utils import get_object
 from omegaconf import DictConfig, OmegaConf
 
-# key: (type, smallest allowed value, what the value means)
-TEMPLATE_KEYS: dict[str, tuple[type, float | None, str]] = {
-    "seed": (int, None, "an integer"),
-    "data.batch_size": (int, 1, "an integer >= 1 (the micro-batch)"),
-    "data.num_workers": (int, 0, "an integer >= 0"),
-    "trainer.max_epochs": (int, -1, "an integer >= -1 (-1: no limit)"),
-    "trainer.max_steps": (int, -1, "an integer >= -1 (-1: no limit)"),
-    "trainer.accumulate_grad_batches": (int, 1, "an integer >= 1"),
-    "model.optimizer.lr": (float, 0, "a number >= 0"),
-    "ema.decay": (float, 0, "a number in [0, 1] (0.999 is usual) or null (off)"),
-    "ema.update_every_n_steps": (int, 1, "an integer >= 1"),
-    "ema.update_starting_at_step": (int, 0, "an integer >= 0 (0-based) or null"),
+from trainwell.training.lr_scaling import RULES
+
+# key: (type, smallest allowed value, largest allowed value, what the value means). The one
+# home of these rules: the command line is checked against it before anything prints, and every
+# job again (cli.py) before it starts, so no later code re-checks a value listed here. A key
+# absent from a script's config (serve.yaml has no `seed`) is skipped; null means "off" or
+# "the default" for every key listed.
+TEMPLATE_KEYS: dict[str, tuple[type, float | None, float | None, str]] = {
+    "seed": (int, None, None, "an integer"),
+    "data.batch_size": (int, 1, None, "an integer >= 1 (the micro-batch)"),
+    "data.num_workers": (int, 0, None, "an integer >= 0"),
+    "trainer.max_epochs": (int, -1, None, "an integer >= -1 (-1: no limit)"),
+    "trainer.max_steps": (int, -1, None, "an integer >= -1 (-1: no limit)"),
+    "trainer.accumulate_grad_batches": (int, 1, None, "an integer >= 1"),
+    "model.optimizer.lr": (float, 0, None, "a number >= 0"),
+    "ema.decay": (float, 0, 1, "a number in [0, 1] (0.999 is usual) or null (off)"),
+    "ema.update_every_n_steps": (int, 1, None, "an integer >= 1"),
+    "ema.update_starting_at_step": (int, 0, None, "an integer >= 0 (0-based) or null"),
+    "ema.use_buffers": (bool, None, None, "true or false"),
+    "cv.folds": (int, 2, None, "an integer >= 2 (the number of folds) or null (off)"),
+    "cv.fold": (int, 0, None, "an integer >= 0 (the one fold to train) or null (all)"),
+    "lr_scaling.reference_batch": (int, 1, None, "an integer >= 1 (the batch the LR is for)"),
+    "resume_allow_batch_change": (bool, None, None, "true or false"),
+    "test": (bool, None, None, "true or false"),
+    "print_config": (bool, None, None, "true or false"),
+    "doctor": (bool, None, None, "true or false"),
+    "doctor_allow_fail": (bool, None, None, "true or false"),
+    "overwrite": (bool, None, None, "true or false"),  # predict.yaml, export.yaml
+    "top_k": (int, 1, None, "an integer >= 1"),  # predict.yaml
+    "parity_tolerance": (float, None, None, "a number"),  # export.yaml (< 0: parity always fails)
+    # serve.yaml
+    "port": (int, 0, 65535, "an integer in [0, 65535]"),
+    "max_batch_size": (int, 1, None, "an integer >= 1"),
+    "batch_timeout": (float, 0, None, "a number of seconds >= 0"),
+    "workers": (int, 1, None, "an integer >= 1"),
+    "threads": (int, 0, None, "an integer >= 0 (0: one per core)"),
+    "fast_queue": (bool, None, None, "true or false"),
+    "max_body_bytes": (int, 1, None, "an integer >= 1"),
+    "drain_timeout": (float, 0, None, "a number of seconds >= 0"),
 }
 
-# key: the values it may take (keys of one script's config, absent from the others')
+# key: the values it may take (null among them only where it means something)
 TEMPLATE_CHOICES: dict[str, tuple[str | None, ...]] = {
+    "monitor.mode": ("min", "max"),  # train.yaml; ModelCheckpoint and EarlyStopping read it
+    "lr_scaling.rule": RULES,  # train.yaml
     "ort_spin": ("always", "run", "never"),  # serve.yaml
     "summary.mode": ("min", "max", None),  # train.yaml (null: the monitored metric's mode)
 }
@@ -61,11 +90,15 @@ def _is(value: Any, kind: type) -> bool:
 def template_value_problem(cfg: DictConfig) -> str | None:
     """One line naming the first bad value of the template's own knobs (TEMPLATE_KEYS and
     TEMPLATE_CHOICES), or None."""
-    for key, (kind, low, expected) in TEMPLATE_KEYS.items():
+    for key, (kind, low, high, expected) in TEMPLATE_KEYS.items():
         value = _value(cfg, key)
         if value is _MISSING or value is None:
             continue
-        if not _is(value, kind) or (low is not None and value < low):
+        if (
+            not _is(value, kind)
+            or (low is not None and value < low)
+            or (high is not None and value > high)
+        ):
             return f"{key}={value!r} is invalid: expected {expected}"
     for key, choices in TEMPLATE_CHOICES.items():
         value = _value(cfg, key)

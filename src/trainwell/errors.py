@@ -13,6 +13,8 @@ class TrainwellError(Exception):
 
     # The word before the line the CLI prints ("error: <cause>").
     label = "error"
+    # True on the ranks of a run whose rank 0 prints the same line: they exit 2 without it.
+    silent = False
 
 
 def first_line(err: BaseException) -> str:

@@ -54,6 +54,7 @@ CASES = [
     ("decay_sized_for_one_epoch", "model", "schedule.interval", "fail"),
     ("cosine_epochs_stepped_per_step", "model", "schedule.interval", "fail"),
     ("warmup_from_batch_idx", "model", "schedule.interval", "warn"),
+    ("plateau_on_an_unlogged_metric", "model", "schedule.interval", "fail"),
     ("val_labels_shuffled_apart", "data", "data.split_agreement", "fail"),
     ("label_map_per_split", "data", "data.split_agreement", "fail"),
     ("val_inputs_and_labels_zipped", "data", "data.split_agreement", "fail"),

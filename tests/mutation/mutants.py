@@ -290,6 +290,39 @@ MUTANTS: list[Mutant] = [
         "a module without the monitored metric trains or is refused in one line",
     ),
     Mutant(
+        "monitored metric: a scheduler's unlogged metric is not refused",
+        "src/trainwell/training/monitored_metric.py",
+        "            raise TrainwellError(scheduler_monitor_line(module, unlogged, logged))",
+        "            pass",
+        (
+            "tests/training/test_unmonitored_modules.py::"
+            "test_a_scheduler_monitoring_an_unlogged_metric_stops_after_the_sanity_check",
+        ),
+        "a ReduceLROnPlateau on a metric validation does not log stops in one line, exit 2",
+    ),
+    Mutant(
+        "doctor schedule.interval: a scheduler monitoring an unlogged metric passes",
+        "src/trainwell/doctor/checks/schedule.py",
+        "        if watch and unlogged:",
+        "        if False:",
+        (
+            "tests/doctor/test_invariants.py::"
+            "test_broken_invariant_is_flagged_and_its_fix_passes[plateau_on_an_unlogged_metric]",
+        ),
+        "the doctor says what the run stops on: a scheduler's metric validation does not log",
+    ),
+    Mutant(
+        "monitored metric: a scheduler's metric waits past the sanity check",
+        "src/trainwell/training/monitored_metric.py",
+        "for n in [*names, *unlogged])",
+        "for n in names)",
+        (
+            "tests/training/test_unmonitored_modules.py::"
+            "test_a_scheduler_monitoring_an_unlogged_metric_stops_after_the_sanity_check",
+        ),
+        "a scheduler's unlogged metric is refused before any training step",
+    ),
+    Mutant(
         "step checkpoint: written at an epoch's last batch (resumes past validation)",
         STEP,
         "        if not (compat.at_epoch_last_batch(trainer) or compat.validation_follows(trainer)):",
@@ -466,16 +499,16 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "lr scaling: sqrt rule scales linearly",
         "src/trainwell/training/lr_scaling.py",
-        "return base_lr * math.sqrt(ratio)",
-        "return base_lr * ratio",
+        '"sqrt": math.sqrt}',
+        '"sqrt": lambda ratio: ratio}',
         (f"{PLAN_T}::test_lr_scaling_rules",),
         "lr_scaling.rule=sqrt",
     ),
     Mutant(
         "lr scaling: ratio inverted",
         "src/trainwell/training/lr_scaling.py",
-        "ratio = effective_batch / reference_batch",
-        "ratio = reference_batch / effective_batch",
+        "FACTORS[rule](effective_batch / reference_batch)",
+        "FACTORS[rule](reference_batch / effective_batch)",
         (f"{PLAN_T}::test_lr_scaling_rules",),
         "lr_scaling.rule=linear",
     ),
@@ -1168,12 +1201,31 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "config values: the range of a template key is not checked",
         "src/trainwell/config_values.py",
-        "        if not _is(value, kind) or (low is not None and value < low):",
-        "        if not _is(value, kind):",
+        "            or (low is not None and value < low)\n",
+        "",
         (
             "tests/test_config_values.py::test_the_command_line_check_names_key_value_and_expectation",
         ),
         "trainer.accumulate_grad_batches=0 is one line naming the key, exit 2, before data loads",
+    ),
+    Mutant(
+        "config values: only the lower end of a template key's range is checked",
+        "src/trainwell/config_values.py",
+        "            or (high is not None and value > high)\n",
+        "",
+        (
+            "tests/test_config_values.py::test_the_command_line_check_names_key_value_and_expectation",
+            "tests/test_config_values.py::test_serve_knobs_are_checked_at_both_ends",
+        ),
+        "ema.decay=1.5 is one line, exit 2, before the config prints",
+    ),
+    Mutant(
+        "config values: a multirun's job does not check the template's values",
+        "src/trainwell/cli.py",
+        "            _refuse_template_value(cfg)\n",
+        "",
+        ("tests/test_config_values.py::test_a_multiruns_job_checks_the_table_before_it_prints",),
+        "each job of a sweep refuses a bad template value in one line before it prints",
     ),
     Mutant(
         "config values: a _target_'s arguments are not checked against its annotations",
@@ -2070,12 +2122,34 @@ MUTANTS += [
     Mutant(
         "step 0: the run's checkpoint is not written and read back before training",
         "src/trainwell/callbacks/checkpoint_rehearsal.py",
-        "        rehearsal = rehearse(trainer)\n",
+        "        rehearsal = rehearse(trainer, payloads=False)\n",
         "        return\n",
         (
             f"{STEP0_T}::test_a_value_no_checkpoint_can_hold_stops_the_run_before_its_first_training_step",
         ),
         "what can be known at step 0 is reported at step 0, before any training",
+    ),
+    Mutant(
+        "step 0: the rehearsal carries every tensor payload (2x the checkpoint in memory)",
+        "src/trainwell/io/checkpoint_write.py",
+        "                prepared = _without_payloads(prepared)\n",
+        "                pass\n",
+        (
+            f"{CKPT_STATE_T}::"
+            "test_the_step0_rehearsal_carries_structure_types_and_numpy_metadata_not_payloads",
+        ),
+        "the step-0 check's extra memory is that of the non-tensor state",
+    ),
+    Mutant(
+        "step 0: a stand-in loses the tensor's shape",
+        "src/trainwell/io/checkpoint_write.py",
+        "    return torch.zeros((), dtype=tensor.dtype).expand(tensor.shape)",
+        "    return torch.zeros((), dtype=tensor.dtype)",
+        (
+            f"{CKPT_STATE_T}::"
+            "test_the_step0_rehearsal_carries_structure_types_and_numpy_metadata_not_payloads",
+        ),
+        "the step-0 check still sees each numpy array's dtype and shape come back",
     ),
     Mutant(
         "doctor: checkpoint.roundtrip saves the task without the datamodule's state",

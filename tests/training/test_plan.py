@@ -13,7 +13,6 @@ from torch.utils.data import DataLoader, TensorDataset
 
 from tests.helpers.scripts import call_script
 from tests.helpers.trainers import quiet_trainer
-from trainwell.errors import TrainwellError
 from trainwell.training.lr_scaling import scale_lr
 from trainwell.training.plan import make_plan
 
@@ -60,11 +59,6 @@ def test_plan_needs_an_end() -> None:
 )
 def test_lr_scaling_rules(rule: str, expected: float) -> None:
     assert scale_lr(0.1, rule, effective_batch=1024, reference_batch=256) == pytest.approx(expected)
-
-
-def test_lr_scaling_refuses_unknown_rules() -> None:
-    with pytest.raises(TrainwellError, match="linear\\|sqrt"):
-        scale_lr(0.1, "cubic", 512, 256)
 
 
 @pytest.mark.example("project.data.cifar10", "project.data.synthetic", "project.models.resnet")

@@ -261,5 +261,5 @@ def test_on_two_ranks_numpy_state_trains_and_a_value_no_checkpoint_can_hold_stop
         assert type(saved["mean"]) is np.ndarray and type(saved["count"]) is np.int64
     else:
         lines = _errors(proc.stderr)
-        assert lines and len(set(lines)) == 1, lines
+        assert len(lines) == 1, lines  # one line per run, not per rank
         assert lines[0].startswith("error: checkpoint['FittedScalerDigits']['scaler']")

@@ -17,6 +17,7 @@ from typing import Any
 
 import lightning as L
 import pytest
+import torch
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
 from lightning.pytorch.demos.boring_classes import BoringDataModule, BoringModel
 from omegaconf import OmegaConf, open_dict
@@ -171,3 +172,96 @@ def test_a_run_without_validation_says_so_once_and_keeps_no_best(
     ]
     assert not [w for w in caught if "could not find the monitored key" in str(w.message)]
     assert results["best_ckpt"] == "" and results["finished_at"]["global_step"] == 8
+
+
+class PlateauOn(BoringModel):
+    """Logs train/loss (each step) and val/mae (validation, per epoch); its ReduceLROnPlateau
+    monitors `monitor`, as a module's own configure_optimizers says."""
+
+    def __init__(
+        self, monitor: str = "val/MAE", strict: bool = True, after_sanity: bool = False
+    ) -> None:
+        super().__init__()
+        self.monitor, self.strict, self.after_sanity = monitor, strict, after_sanity
+        self.steps = 0
+
+    def training_step(self, batch: Any, batch_idx: int) -> dict[str, Any]:
+        out = super().training_step(batch, batch_idx)
+        self.steps += 1
+        self.log("train/loss", out["loss"])
+        return out
+
+    def validation_step(self, batch: Any, batch_idx: int) -> dict[str, Any]:
+        out = super().validation_step(batch, batch_idx)
+        if not (self.after_sanity and self.trainer.sanity_checking):
+            self.log("val/mae", out["x"])
+        return out
+
+    def configure_optimizers(self) -> Any:
+        optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+        plateau = torch.optim.lr_scheduler.ReduceLROnPlateau(optimizer)
+        interval = "step" if self.monitor.startswith("train") else "epoch"
+        config = {"scheduler": plateau, "monitor": self.monitor, "strict": self.strict,
+                  "interval": interval}  # fmt: skip
+        return {"optimizer": optimizer, "lr_scheduler": config}
+
+
+SCHEDULER_LINE = (
+    "PlateauOn logs no val/MAE in validation, the metric its ReduceLROnPlateau monitors (the"
+    " lr_scheduler config's 'monitor'); it logs val/mae: monitor one of those, or log that name"
+    " in validation_step"
+)
+
+
+def test_a_scheduler_monitoring_an_unlogged_metric_stops_after_the_sanity_check(
+    tmp_path: Path,
+) -> None:
+    module = PlateauOn()
+    with pytest.raises(TrainwellError) as caught:
+        _fit(module, tmp_path, monitor="val/mae")
+    assert str(caught.value) == SCHEDULER_LINE
+    assert module.steps == 0  # before any training step
+
+
+def test_without_a_sanity_check_a_scheduler_metric_stops_at_the_first_validation(
+    tmp_path: Path,
+) -> None:
+    """No sanity pass: settled when validation first runs, before the epoch's end where
+    Lightning would read the metric (and stop with its own exception)."""
+    module = PlateauOn(after_sanity=True)
+    with pytest.raises(TrainwellError) as caught:
+        _fit(module, tmp_path, monitor="val/mae")
+    assert str(caught.value).startswith("PlateauOn logs no val/MAE in validation")
+    assert "train/loss" in str(caught.value) and "val/mae" in str(caught.value)
+    module = PlateauOn()
+    with pytest.raises(TrainwellError, match=r"^PlateauOn logs no val/MAE in validation"):
+        _fit(module, tmp_path, monitor="val/mae", num_sanity_val_steps=0)
+
+
+@pytest.mark.parametrize(
+    ("monitor", "strict", "trainer"),
+    [("val/mae", True, {}), ("train/loss", True, {}), ("val/MAE", False, {}),
+     ("train/loss", True, {"limit_val_batches": 0}), ("val/mae", True, {"num_sanity_val_steps": 0})],
+)  # fmt: skip
+def test_legitimate_scheduler_monitors_train(
+    tmp_path: Path, monitor: str, strict: bool, trainer: dict[str, Any]
+) -> None:
+    """Logged in validation (per epoch), a training metric stepped per step, a scheduler that
+    allows a missing metric (`strict: False`), no validation at all: none is refused."""
+    module = PlateauOn(monitor=monitor, strict=strict)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # strict=False: Lightning warns and skips the step
+        _fit(module, tmp_path, monitor="val/mae", **trainer)
+    assert module.steps == 4
+
+
+def test_the_script_stops_a_scheduler_on_an_unlogged_metric_in_one_line(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    proc = call_script(
+        "train.py", "~model", f"+model._target_={__name__}.PlateauOn", "~data",
+        f"+data._target_={BORING}.BoringDataModule", "monitor.metric=val/mae", "monitor.mode=min",
+        *QUICK, f"hydra.run.dir={run_dir}",
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert proc.stderr.strip().splitlines()[-1] == f"error: {SCHEDULER_LINE}", proc.stderr
+    assert not list((run_dir / "checkpoints").glob("*"))  # before the first epoch's end

@@ -165,6 +165,11 @@ def encode_state(value: Any, name: str = "checkpoint") -> Any:
         raise UnsavableStateError(path, refused.value, refused.why) from None
 
 
+def is_numpy_scalar(node: Any) -> bool:
+    """`node` is an encoded numpy scalar."""
+    return type(node) is dict and node.get(TAG) == _SCALAR
+
+
 def decode_state(value: Any) -> Any:
     """What `encode_state` encoded, as the values it was (a loaded checkpoint, or any part)."""
     return _decode(value)
@@ -309,11 +314,15 @@ def _read_array(value: dict[str, Any]) -> np.ndarray:
     return data.reshape(value["shape"])
 
 
-def first_difference(saved: Any, loaded: Any, path: str = "checkpoint") -> str | None:
+def first_difference(
+    saved: Any, loaded: Any, path: str = "checkpoint", array_bits: bool = True
+) -> str | None:
     """Where `loaded` differs from `saved` in type, shape or bits: one phrase, or None.
 
     Tensors are compared by dtype and shape (their bytes are torch's own to write); numpy values
-    by dtype, shape and bytes; floats by their bits (NaN equals NaN, -0.0 differs from 0.0)."""
+    by dtype, shape and bytes (`array_bits=False`: arrays by dtype and shape, for a round trip
+    that carried stand-ins of their data); floats by their bits (NaN equals NaN, -0.0 differs
+    from 0.0)."""
     if isinstance(saved, torch.Tensor):
         if not isinstance(loaded, torch.Tensor):
             return f"{path}: a tensor came back as a {_type_name(loaded)}"
@@ -326,7 +335,7 @@ def first_difference(saved: Any, loaded: Any, path: str = "checkpoint") -> str |
         if list(saved) != list(loaded):
             return f"{path}: keys {list(saved)[:6]} came back as {list(loaded)[:6]}"
         for key, value in saved.items():
-            found = first_difference(value, loaded[key], f"{path}[{key!r}]")
+            found = first_difference(value, loaded[key], f"{path}[{key!r}]", array_bits)
             if found:
                 return found
         return None
@@ -334,13 +343,14 @@ def first_difference(saved: Any, loaded: Any, path: str = "checkpoint") -> str |
         if len(saved) != len(loaded):
             return f"{path}: {len(saved)} items came back as {len(loaded)}"
         for i, (a, b) in enumerate(zip(saved, loaded, strict=True)):
-            found = first_difference(a, b, f"{path}[{i}]")
+            found = first_difference(a, b, f"{path}[{i}]", array_bits)
             if found:
                 return found
         return None
     if isinstance(saved, (np.ndarray, np.generic)):
         a, b = np.asarray(saved), np.asarray(loaded)
-        if a.dtype != b.dtype or a.shape != b.shape or a.tobytes() != b.tobytes():
+        bits = array_bits or isinstance(saved, np.generic)
+        if a.dtype != b.dtype or a.shape != b.shape or (bits and a.tobytes() != b.tobytes()):
             return f"{path}: a numpy {a.dtype} {a.shape} came back as {b.dtype} {b.shape}, or other bits"
         return None
     if isinstance(saved, float):

@@ -9,20 +9,12 @@ from __future__ import annotations
 
 import math
 
-from trainwell.errors import TrainwellError
-
-RULES = ("none", "linear", "sqrt")
+# rule -> the LR's factor for (effective batch / reference batch). Their names are the values
+# `lr_scaling.rule` may take (config_values.py checks them before the run).
+FACTORS = {"none": lambda ratio: 1.0, "linear": lambda ratio: ratio, "sqrt": math.sqrt}
+RULES = tuple(FACTORS)
 
 
 def scale_lr(base_lr: float, rule: str, effective_batch: int, reference_batch: int) -> float:
     """`base_lr` is the LR at `reference_batch`; returns the LR for `effective_batch`."""
-    if rule not in RULES:
-        raise TrainwellError(f"lr_scaling.rule must be one of {'|'.join(RULES)}, got {rule!r}")
-    if reference_batch < 1:
-        raise TrainwellError(f"lr_scaling.reference_batch must be >= 1, got {reference_batch}")
-    ratio = effective_batch / reference_batch
-    if rule == "linear":
-        return base_lr * ratio
-    if rule == "sqrt":
-        return base_lr * math.sqrt(ratio)
-    return base_lr
+    return base_lr * FACTORS[rule](effective_batch / reference_batch)

@@ -14,9 +14,16 @@ before any training step) and settles it there:
 The sanity check settles only a missing `val*` metric; any other (a training metric such as
 `train/loss`, logged by the steps still to come) is settled at the first validation after
 training.
+
+A ReduceLROnPlateau scheduler's `monitor` (its lr_scheduler config in configure_optimizers) is
+the module's own choice, not the template's: a `val*` metric it monitors that validation does not
+log is refused at the same points (Lightning would stop after the first epoch). A training metric
+it monitors, or a scheduler registered with `strict: False`, is left to Lightning.
 """
 
 from __future__ import annotations
+
+from typing import Any
 
 import lightning as L
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
@@ -57,17 +64,20 @@ class MonitoredMetricCheck(L.Callback):
         in_validation = sorted(logged - self._before)
         watchers = _watchers(trainer, logged)
         names = sorted({str(c.monitor) for c in watchers})
+        unlogged = unlogged_scheduler_monitors(trainer.lr_scheduler_configs, logged)
         if trainer.sanity_checking and not (
-            in_validation and any(n.startswith("val") for n in names)
+            in_validation and any(n.startswith("val") for n in [*names, *unlogged])
         ):
             # Before the first training step only validation has logged: a module may log only
             # after the sanity check, and a training metric (monitor.metric=train/loss) comes
             # with training. Settled at the first validation after training.
             return
         self._decided = True
+        module = type(pl_module).__name__
+        if unlogged:
+            raise TrainwellError(scheduler_monitor_line(module, unlogged, logged))
         if not watchers:
             return
-        module = type(pl_module).__name__
         if in_validation:
             raise TrainwellError(
                 f"{module} logs no {', '.join(names)} in validation, the metric best.ckpt and"
@@ -76,6 +86,31 @@ class MonitoredMetricCheck(L.Callback):
                 " both: monitor.metric=null callbacks.early_stopping=null"
             )
         _go_without(watchers, f"{module} logs no validation metric")
+
+
+def unlogged_scheduler_monitors(configs: list[Any], logged: set[str]) -> list[str]:
+    """The `val*` metrics strict ReduceLROnPlateau schedulers monitor that are not in `logged`
+    (the doctor's schedule.interval asks the same)."""
+    return sorted(
+        {
+            str(c.monitor)
+            for c in configs
+            if c.reduce_on_plateau
+            and c.strict
+            and str(c.monitor).startswith("val")
+            and c.monitor not in logged
+        }
+    )
+
+
+def scheduler_monitor_line(module: str, unlogged: list[str], logged: set[str]) -> str:
+    """The one line for a scheduler monitoring metrics validation does not log."""
+    keys = ", ".join(sorted(logged - _ALWAYS_THERE)) or "nothing"
+    return (
+        f"{module} logs no {', '.join(unlogged)} in validation, the metric its ReduceLROnPlateau"
+        f" monitors (the lr_scheduler config's 'monitor'); it logs {keys}: monitor one of those,"
+        " or log that name in validation_step"
+    )
 
 
 def _watchers(trainer: L.Trainer, logged: set[str]) -> list[EarlyStopping | ModelCheckpoint]:

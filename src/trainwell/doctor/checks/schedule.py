@@ -18,11 +18,11 @@ from typing import Any
 import lightning as L
 
 from trainwell.doctor.harness.context import DoctorContext, quiet
+from trainwell.doctor.harness.outputs import evaluation_outputs
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
+from trainwell.training.monitored_metric import scheduler_monitor_line, unlogged_scheduler_monitors
 
-# A step-sized schedule this many times longer than the run is cut off early (below: maybe
-# by design).
-LONG = 2
+LONG = 2  # a step-sized schedule this many times longer than the run is cut off early
 BUDGET = 64  # micro-batches the probe runs: one epoch boundary where the epoch fits
 SIMULATE = 20_000  # scheduler steps replayed at most to find where a curve ends
 FLOOR = 1e-3  # a learning rate below this fraction of the curve's peak is spent
@@ -45,17 +45,9 @@ class _Trace(L.Callback):
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         for c in trainer.lr_scheduler_configs:
-            s = c.scheduler
-            self.scheduler_configs.append(
-                {
-                    "class": type(s).__name__,
-                    "interval": c.interval,
-                    "frequency": c.frequency,
-                    "monitor": c.monitor,
-                    "length": _length(s),
-                }
-            )
-            lrs = [g["lr"] for g in s.optimizer.param_groups]
+            s, lrs = c.scheduler, [g["lr"] for g in c.scheduler.optimizer.param_groups]
+            names = {"class": type(s).__name__, "interval": c.interval, "frequency": c.frequency}
+            self.scheduler_configs.append(names | {"monitor": c.monitor, "length": _length(s)})
             self.first_states.append((s, copy.deepcopy(s.state_dict()), lrs))
 
     def on_train_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
@@ -127,6 +119,13 @@ def schedule_interval(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         )
     if not trace.scheduler_configs:
         return _hand_set(trace)
+    if any(c["monitor"] for c in trace.scheduler_configs):  # what the run checks after sanity
+        watch, _ = evaluation_outputs(ctx, ctx.make_task())
+        logged = set(watch.metrics) if watch else set()
+        unlogged = unlogged_scheduler_monitors(fit.trainer.lr_scheduler_configs, logged)
+        if watch and unlogged:
+            module = type(fit.trainer.lightning_module).__name__
+            return fails(scheduler_monitor_line(module, unlogged, logged))
     for index in range(len(trace.scheduler_configs)):
         verdict = _follows_curve(ctx, trace, index, estimate, evidence)
         if verdict is not None:
