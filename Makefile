@@ -69,9 +69,12 @@ doctor: $(STAMP)
 # make bench: the training-side figures (minutes in all); make bench-long: those that take minutes
 # each (serving, shutdown, export, imbalance, doctor time); the GPU suite needs a GPU (docs/benchmarks.md).
 BENCHMARKS := overhead guard_overhead startup memory data_pipeline gpu_throughput resume_position host_cost cv_overhead summary_cost ema_cost epoch_cost host_syncs
+# The op parity table (docs/benchmarks.md): a step's operations beyond the raw loop's, per mode.
+OPS_ARGS := --num-samples 64 --num-val 16 --batch 8 --modes fp32 bf16 bf16_cl
 BENCHMARKS_LONG := serving serving_shutdown export imbalance doctor_time state_checkpoint
 bench: $(STAMP)
 	@for b in $(BENCHMARKS); do echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py || exit 1; done
+	@echo "== benchmarks/gpu_throughput.py --ops"; $(PY) benchmarks/gpu_throughput.py --ops $(OPS_ARGS)
 
 bench-long: $(STAMP)
 	@for b in $(BENCHMARKS_LONG); do echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py || exit 1; done

@@ -66,9 +66,10 @@ def run_from_config(
     tmp: Path,
     device: torch.device | None = None,
     channels_last: bool = False,
+    extra_callbacks: tuple[L.Callback, ...] = (),
 ) -> dict[str, Any]:
     """One fit of bare Lightning on what `train()` would build from `overrides`; FitTimer's
-    figures (the same timer as the trainwell side)."""
+    figures (the same timer as the trainwell side). `extra_callbacks`: a benchmark's instruments."""
     from lightning.pytorch.callbacks import ModelCheckpoint
     from lightning.pytorch.loggers import CSVLogger
 
@@ -88,7 +89,7 @@ def run_from_config(
         accelerator=device.type, devices=1, precision=built.precision, max_epochs=epochs,
         accumulate_grad_batches=built.accumulate, num_sanity_val_steps=0,
         log_every_n_steps=int(cfg.trainer.log_every_n_steps),
-        logger=CSVLogger(directory), callbacks=[FitTimer(), *checkpoints],
+        logger=CSVLogger(directory), callbacks=[FitTimer(), *checkpoints, *extra_callbacks],
         enable_progress_bar=False, enable_model_summary=False, default_root_dir=directory,
     )  # fmt: skip
     FitTimer.last = {}

@@ -3,6 +3,8 @@
     .venv/bin/python benchmarks/gpu_throughput.py                      # on a GPU box
     .venv/bin/python benchmarks/gpu_throughput.py --num-samples 256 --num-val 64 --batch 32 \\
         --width 8 --modes fp32 --epochs 2                             # tiny CPU smoke run
+    .venv/bin/python benchmarks/gpu_throughput.py --ops --num-samples 64 --num-val 16 --batch 8 \\
+        --modes fp32 bf16 bf16_cl bf16_cl_compile                     # op parity (CPU profiler)
 
 Three sides, interleaved in one process (the order rotates between repetitions), run
 `model=resnet18 data=synthetic` (CIFAR-shaped) through the SAME data path: by default the
@@ -39,6 +41,17 @@ Figures per mode and side (medians over repetitions; ratios per repetition, then
   after_ckpt   the first step after an epoch's checkpoints / a steady step (background writes
             must not hold the next step: ~1.0; harness.after_checkpoint)
 
+`--ops` (op parity, on any machine): instead of timing, one steady training step of each side
+(batch 3 of the first epoch, from its on_train_batch_start to the next one's) runs under the torch
+profiler on the CPU, with trainwell's GPU code paths (cadence.host_reads_are_free answers no, as
+in benchmarks/sync_probe.py). Counted: the aten operations called from Python or by a backward
+node (not the ones inside them), without views and conversions that copied nothing (no kernel).
+Printed per mode: every operation whose count differs from the raw loop's, copies first, with
+trainwell's and bare Lightning's counts and the origin of trainwell's extra calls (the innermost
+frame outside torch, or the backward node). Last line: `<mode>_<side>_extra_ops=..` (operations
+beyond the raw loop's) and `<mode>_<side>_extra_copies=..`. On a CPU, compile needs a C++
+toolchain and minutes; where it fails the mode says so and the others go on.
+
 On a machine without CUDA it runs the same code on the CPU and says so (the smoke test).
 Writes gpu_throughput.json and a table to --out or $OUT when set. Last line: key=value figures.
 """
@@ -52,15 +65,21 @@ import statistics
 import sys
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import bare_lightning
 import fit_timer
 import harness
+import lightning as L
 import raw_loop
 import torch
+
+if __name__ == "__main__":
+    # Hydra builds `gpu_throughput.OpWindow` by import: make that name this very module (--ops).
+    sys.modules.setdefault("gpu_throughput", sys.modules["__main__"])
 
 # Dense (no sparsity) bf16 tensor-core peak, TFLOP/s, from the vendors' datasheets.
 BF16_PEAK_TFLOPS = {
@@ -376,6 +395,174 @@ def table(results: dict[str, dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+# -- op parity (--ops): the operations of one steady step, per side -------------------------------
+OPS_BATCH = 3  # the profiled batch: the first ones allocate optimizer state and warm caches
+# Operations that launch no kernel: views and aliases (metadata only).
+VIEWS = frozenset(
+    "aten::" + n
+    for n in (
+        "detach", "alias", "view", "_unsafe_view", "reshape", "select", "slice", "as_strided",
+        "permute", "expand", "t", "transpose", "unsqueeze", "squeeze", "flatten", "lift_fresh",
+        "numpy_T", "unbind", "split", "chunk", "narrow", "view_as", "expand_as",
+    )
+)  # fmt: skip
+# Conversions: counted only when they copied (memory format, dtype); no-ops otherwise.
+CONVERTERS = frozenset(("aten::to", "aten::contiguous", "aten::type_as"))
+# Operations that copy: listed first, the tell-tale cost of a mode (channels_last above all).
+COPIES = CONVERTERS | {"aten::_to_copy", "aten::copy_", "aten::clone"}
+
+
+class OpWindow(L.Callback):
+    """Profiles batch OPS_BATCH of the first epoch on the CPU: from its on_train_batch_start to
+    the next batch's (the step, its hooks, the next batch's fetch and transfer)."""
+
+    events: ClassVar[list[Any]] = []
+
+    def __init__(self) -> None:
+        self._prof: Any = None
+
+    def mark(self, batch_idx: int) -> None:
+        from torch.profiler import ProfilerActivity, profile
+
+        if batch_idx == OPS_BATCH and self._prof is None:
+            self._prof = profile(activities=[ProfilerActivity.CPU], with_stack=True)
+            self._prof.__enter__()
+        elif batch_idx == OPS_BATCH + 1 and self._prof is not None:
+            self._prof.__exit__(None, None, None)
+            OpWindow.events = list(self._prof.events())
+            self._prof = None
+
+    def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, i: int) -> None:
+        self.mark(i)
+
+
+def _origin(event: Any) -> str:
+    """Where an operation comes from: the backward node or optimizer step that ran it, else the
+    innermost Python frame outside torch (trainwell, the task, Lightning, this benchmark)."""
+    parent = event.cpu_parent
+    while parent is not None:
+        name = parent.name
+        if name.startswith("autograd::engine::evaluate_function: "):
+            return "backward " + name.split(": ", 1)[1]
+        if "torch/optim/" in name:  # called from Lightning's loop or the raw loop: the same
+            return "optimizer.step"
+        if ".py(" in name and "/torch/" not in f"/{name}" and "torchmetrics/" not in name:
+            return name.replace("site-packages/", "")
+        parent = parent.cpu_parent
+    return "?"
+
+
+def op_counts(events: list[Any]) -> dict[str, Counter[str]]:
+    """Per aten operation called from Python or a backward node (not one inside another), the
+    count by origin; views and conversions that copied nothing are left out (no kernel)."""
+    out: dict[str, Counter[str]] = {}
+    for e in events:
+        parent = e.cpu_parent
+        if not e.name.startswith("aten::") or e.name in VIEWS:
+            continue
+        if parent is not None and parent.name.startswith("aten::"):
+            continue
+        if e.name in CONVERTERS and not any(c.name.startswith("aten::") for c in e.cpu_children):
+            continue
+        out.setdefault(e.name, Counter())[_origin(e)] += 1
+    return out
+
+
+def ops_of_side(side: str, overrides: list[str], channels_last: bool, tmp: Path) -> Counter:
+    """One short fit of `side`, profiled at batch OPS_BATCH; the per-op counts by origin."""
+    OpWindow.events = []
+    window = OpWindow()
+    if side == "tw":
+        extra = ["+callbacks.bench_ops._target_=gpu_throughput.OpWindow"]
+        if channels_last:
+            extra.append("+callbacks.bench_cl._target_=fit_timer.ChannelsLast")
+        fit_timer.run_trainwell([*overrides, *extra], 1, tmp)
+    elif side == "bare":
+        bare_lightning.run_from_config(
+            overrides, 1, tmp, channels_last=channels_last, extra_callbacks=(window,)
+        )
+    else:
+        built = raw_loop.build_from_config(overrides, 1, tmp, channels_last=channels_last)
+        optimizer, scheduler = built.optimization(built.net.parameters())
+        raw_loop.fit(
+            built.net, built.datamodule.train_dataloader(), None, optimizer, scheduler, 1,
+            built.accumulate, built.precision, max_batches=OPS_BATCH + 2, on_batch=window.mark,
+            label_smoothing=float(built.cfg.model.label_smoothing),
+        )  # fmt: skip
+    if not OpWindow.events:
+        raise RuntimeError(f"--ops: the {side} side never reached batch {OPS_BATCH + 1}")
+    return op_counts(OpWindow.events)
+
+
+def ops_table(mode: str, counts: dict[str, dict[str, Counter[str]]]) -> tuple[str, dict]:
+    """The operations whose count differs from the raw loop's, copies first; figures."""
+    names = sorted({n for side in counts.values() for n in side})
+    total = {s: {n: sum(c.get(n, Counter()).values()) for n in names} for s, c in counts.items()}
+    rows, figures = [], {}
+    for side in ("tw", "bare"):
+        extra = [n for n in names if total[side][n] > total["raw"][n]]
+        figures[f"{mode}_{side}_extra_ops"] = sum(total[side][n] - total["raw"][n] for n in extra)
+        figures[f"{mode}_{side}_extra_copies"] = sum(
+            total[side][n] - total["raw"][n] for n in extra if n in COPIES
+        )
+    differ = [n for n in names if total["tw"][n] != total["raw"][n]]
+    differ.sort(key=lambda n: (n not in COPIES, total["raw"][n] - total["tw"][n], n))
+    for n in differ:
+        # Per origin, trainwell's calls beyond the raw loop's from the same place (the net's
+        # forward, the optimizer, the loader and backward nodes are shared origins).
+        raw_origins = counts["raw"].get(n, Counter())
+        origins = Counter(counts["tw"].get(n, Counter()))
+        origins.subtract(raw_origins)
+        where = "; ".join(f"{o} x{k}" for o, k in origins.most_common() if k > 0)
+        rows.append(
+            f"| {mode} | {n} | {total['tw'][n]} | {total['bare'][n]} | {total['raw'][n]} "
+            f"| {total['tw'][n] - total['raw'][n]:+d} | {where} |"
+        )
+    return "\n".join(rows), figures
+
+
+def measure_ops(args: argparse.Namespace) -> int:
+    """--ops: per mode, the aten operations one steady step runs, trainwell and bare Lightning
+    against the raw loop, with trainwell's GPU code paths (cadence.host_reads_are_free: no)."""
+    from trainwell.callbacks import cadence
+
+    cadence.host_reads_are_free = lambda device: False  # as on a GPU (benchmarks/sync_probe.py)
+    header = (
+        "| mode | op | tw | bare | raw | tw - raw | origin of trainwell's extra calls |\n"
+        "|---|---|---|---|---|---|---|"
+    )
+    rows, figures = [header], {}
+    for mode in args.modes:
+        overrides, channels_last, _ = MODES[mode]
+        overrides = [*base_overrides(args, False), *overrides]
+        counts = {}
+        try:
+            with tempfile.TemporaryDirectory(prefix="tw-bench-ops-") as tmp:
+                for side in SIDES:
+                    counts[side] = ops_of_side(side, overrides, channels_last, Path(tmp) / side)
+        except Exception as exc:  # compile may be unavailable on a CPU: report it, go on
+            if "compile" not in mode:
+                raise
+            line = (
+                str(exc).strip().splitlines()[0][:160] if str(exc).strip() else type(exc).__name__
+            )
+            print(f"[ops {mode}] compile unavailable on this CPU backend: {line}", flush=True)
+            figures[f"{mode}_tw_extra_ops"] = "unavailable"
+            continue
+        text, found = ops_table(mode, counts)
+        figures |= found
+        rows.append(text or f"| {mode} | (none) | | | | 0 | |")
+        print(f"[ops {mode}] extra ops per step: tw {found[f'{mode}_tw_extra_ops']}, bare "
+              f"{found[f'{mode}_bare_extra_ops']}", flush=True)  # fmt: skip
+    text = "\n".join(rows)
+    print(text)
+    out = harness.output_dir(args.out)
+    if out is not None:
+        (out / "step_ops.md").write_text(text + "\n")
+    harness.final_line(**figures)
+    return 0
+
+
 def parser(cuda: bool) -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     # On CPU, compile needs a C++ toolchain and minutes, and channels_last has no tensor cores to
@@ -402,6 +589,11 @@ def parser(cuda: bool) -> argparse.ArgumentParser:
     )
     p.add_argument("--out", default=None, help="folder for gpu_throughput.json (default: $OUT)")
     p.add_argument(
+        "--ops",
+        action="store_true",
+        help="op parity instead: the aten operations of one steady step per side (CPU profiler)",
+    )
+    p.add_argument(
         "--no-cudnn-benchmark",
         action="store_true",
         help="leave torch.backends.cudnn.benchmark off (it is set for both sides by default)",
@@ -422,6 +614,8 @@ def main(argv: list[str] | None = None) -> int:
     args = harness.parse_args(parser(cuda), argv, title, threads=0 if cuda else 1)
     if cuda and not args.no_cudnn_benchmark:
         torch.backends.cudnn.benchmark = True  # process-wide: both sides pick the same way
+    if args.ops:
+        return measure_ops(args)
     if not cuda:
         print("NOTE: no CUDA device: running on CPU for the smoke test; these are not GPU figures")
     results = measure(args)

@@ -18,6 +18,7 @@ import contextlib
 import math
 import os
 import time
+from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -129,7 +130,9 @@ def fit(
     label_smoothing: float = 0.0,
     max_batches: int | None = None,
     checkpoints: EpochCheckpoints | None = None,
+    on_batch: Callable[[int], None] | None = None,
 ) -> RawResult:
+    """`on_batch(i)`: called where Lightning calls on_train_batch_start (a benchmark's probe)."""
     device = device or torch.device("cpu")
     criterion = nn.CrossEntropyLoss(label_smoothing=label_smoothing)
     result = RawResult(math.nan, math.nan, math.nan)
@@ -148,6 +151,8 @@ def fit(
             if max_batches is not None and i >= max_batches:
                 break
             clock.mark()  # where Lightning calls on_train_batch_start: the batch is in hand
+            if on_batch is not None:
+                on_batch(i)
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             with autocast_for(precision, device):
                 loss = criterion(net(x), y)

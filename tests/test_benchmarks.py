@@ -244,3 +244,41 @@ def test_every_benchmark_runs_in_make_bench_or_bench_long() -> None:
     assert scripts == {*lists["BENCHMARKS"], *lists["BENCHMARKS_LONG"]}
     docs = (REPO / "docs" / "benchmarks.md").read_text()
     assert all(f"benchmarks/{name}.py" in docs for name in scripts)
+
+
+def _profiled(fn: object) -> list:
+    from torch.profiler import ProfilerActivity, profile
+
+    with profile(activities=[ProfilerActivity.CPU], with_stack=True) as prof:
+        fn()  # type: ignore[operator]
+    return list(prof.events())
+
+
+def test_op_parity_counts_the_extra_copies_and_names_where_they_come_from() -> None:
+    import torch
+
+    x = torch.randn(2, 3, 4, 4)
+
+    def raw_step() -> None:
+        (x * 2).sum()
+
+    def our_step() -> None:
+        # Views and a conversion that copies nothing launch no kernel: not counted.
+        x.detach().view(2, -1).to(torch.float32)
+        y = x.to(memory_format=torch.channels_last)  # a memory-format copy
+        (y * 2).sum()
+        y.clone()
+
+    counts = {
+        "raw": gpu_throughput.op_counts(_profiled(raw_step)),
+        "bare": gpu_throughput.op_counts(_profiled(raw_step)),
+        "tw": gpu_throughput.op_counts(_profiled(our_step)),
+    }
+    text, figures = gpu_throughput.ops_table("m", counts)
+    rows = text.splitlines()
+    assert figures == {
+        "m_tw_extra_ops": 2, "m_tw_extra_copies": 2, "m_bare_extra_ops": 0,
+        "m_bare_extra_copies": 0,
+    }  # fmt: skip
+    assert [row.split(" | ")[1] for row in rows] == ["aten::clone", "aten::to"]
+    assert all("test_benchmarks.py" in row for row in rows)  # the line that called it

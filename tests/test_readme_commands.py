@@ -180,6 +180,9 @@ DOCS_EXCLUDED = {
     },
     "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/epoch_cost.py": CPU_BENCH,
     "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/gpu_throughput.py --reps 3": CPU_BENCH,
+    ".venv/bin/python benchmarks/gpu_throughput.py --ops": CPU_BENCH,
+    ".venv/bin/python benchmarks/gpu_throughput.py --ops --num-samples 64 --num-val 16 --batch 8 "
+    "--width 8 --modes fp32 bf16 bf16_cl bf16_cl_compile": CPU_BENCH,
     "python scripts/summarize.py logs/train/multiruns/<id>": (
         "rebuilds a sweep's summary; tests/training/test_sweep_summary.py runs it on a real sweep"
     ),

@@ -19,6 +19,19 @@ def test_weighted_mean_equals_torchmetrics_mean_metric_bitwise() -> None:
     assert set(ours.metric_state) == set(theirs.metric_state)  # checkpoints carry the same keys
 
 
+def test_weighted_mean_scalar_shortcut_equals_the_general_update_bitwise() -> None:
+    # A float32 scalar with an int count takes the shortcut; a tensor count, a one-element
+    # vector or a float64 value the general cast-multiply-sum: the same sums either way.
+    gen = torch.Generator().manual_seed(1)
+    fast, general = WeightedMean(), WeightedMean()
+    for count in (64, 17, 1, 128):
+        value = torch.rand((), generator=gen) * 3
+        fast.update(value, count)
+        general.update(value.reshape(1), torch.tensor(count))
+    assert torch.equal(fast.compute(), general.compute())
+    assert torch.equal(fast.weight, general.weight)
+
+
 def test_weighted_mean_lets_a_nan_through_instead_of_dropping_it() -> None:
     mean = WeightedMean()
     mean.update(torch.tensor(1.0), 4)

@@ -106,6 +106,28 @@ def test_device_flags_default_to_the_logging_cadence_and_accumulation_windows(
     assert steps.batches == list(range(7))  # read at batch 7 (end of step 3)
 
 
+class _OneElementLoss(L.LightningModule):
+    """Its loss has shape (1,), not (): backward takes it, so the guard must too."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.net = nn.Linear(64, 10)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        return nn.functional.cross_entropy(self.net(x.flatten(1)), y).reshape(1)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+@pytest.mark.parametrize("eager", [True, False])
+def test_a_one_element_loss_of_shape_1_is_checked_on_both_paths(eager: bool) -> None:
+    guard = NonFiniteGuard(check_every_n_steps=100, eager_on_cpu=eager, check_grads=False)
+    with pytest.raises(NonFiniteLossError, match=r"epoch 0 batch 1\b"):
+        _trainer([guard]).fit(_OneElementLoss(), _loader(nan_batch=1))
+
+
 def test_device_flags_are_read_before_a_checkpoint_is_written(tmp_path: Path) -> None:
     from lightning.pytorch.callbacks import ModelCheckpoint
 

@@ -394,16 +394,16 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "non-finite guard: a NaN loss goes unnoticed on the CPU path",
         NONFIN,
-        "if not math.isfinite(float(loss.detach().sum())):",
-        "if False:",
+        "                if not _finite_value(loss):",
+        "                if False:",
         (f"{GUARD_T}::test_nan_loss_is_named_as_such_when_gradients_are_not_checked",),
         "a NaN loss stops the run naming the batch",
     ),
     Mutant(
         "non-finite guard: the device flag keeps the last bad batch, not the first",
         NONFIN,
-        "torch.where(bad, flag.clamp(max=code), flag)",
-        "torch.where(bad, flag.clamp(min=code), flag)",
+        "self._flags[slot].clamp_(max=torch.where(ok, _NONE, code))",
+        "self._flags[slot].copy_(torch.where(ok, self._flags[slot], code))",
         (f"{GUARD_T}::test_device_flags_name_the_first_bad_batch_and_stop_at_the_next_check",),
         "the error names the first bad batch",
     ),
@@ -418,7 +418,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "non-finite guard: a NaN loss at a step's last batch is reported as a bad gradient",
         NONFIN,
-        "if loss is not None and not math.isfinite(float(loss.detach().sum())):",
+        "if loss is not None and not _finite_value(loss):",
         "if False:",
         (f"{GUARD_T}::test_nan_batch_stops_the_run_naming_the_batch",),
         "a NaN loss is named as the cause, not its gradients",
@@ -611,6 +611,16 @@ MUTANTS: list[Mutant] = [
         "            start_at(0)",
         (f"{WEIGHTED_T}::test_a_mid_epoch_resume_continues_bitwise_and_loads_only_what_is_left",),
         "a mid-epoch resume with the weighted sampler loads no consumed sample",
+    ),
+    Mutant(
+        "training mean: the scalar shortcut drops the item count",
+        "src/trainwell/blocks/metrics.py",
+        "            self.mean_value.add_(value * count)",
+        "            self.mean_value.add_(value)",
+        (
+            "tests/blocks/test_metrics.py::test_weighted_mean_equals_torchmetrics_mean_metric_bitwise",
+        ),
+        "the training loss is the item-weighted mean of the micro-batch losses",
     ),
     Mutant(
         "balanced accuracy: precision averaged instead of recall",

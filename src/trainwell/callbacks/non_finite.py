@@ -31,6 +31,14 @@ def _local(grad: torch.Tensor) -> torch.Tensor:
     return grad.to_local() if isinstance(grad, DTensor) else grad
 
 
+def _finite_value(loss: torch.Tensor) -> bool:
+    """One process on the CPU: whether every value of `loss` is finite. A scalar loss (the usual
+    case) is read as it is: one read, no kernel; a larger one through its sum (a NaN or Inf
+    anywhere makes the sum NaN or Inf)."""
+    value = loss.item() if loss.numel() == 1 else loss.detach().sum().item()
+    return math.isfinite(abs(value))  # abs: a complex value's modulus
+
+
 def _all_finite(grads: list[torch.Tensor]) -> bool:
     """One process on the CPU: whether every gradient is finite, read at once.
 
@@ -89,12 +97,12 @@ class NonFiniteGuard(L.Callback):
     def _immediate(self, trainer: L.Trainer, device: torch.device) -> bool:
         return self.eager_on_cpu and cadence.host_reads_are_free(device) and trainer.world_size == 1
 
-    def _record(self, slot: int, bad: torch.Tensor, code: int) -> None:
+    def _record(self, slot: int, ok: torch.Tensor, code: int) -> None:
         if self._flags is None:
-            self._flags = torch.full((2,), _NONE, dtype=torch.long, device=bad.device)
+            self._flags = torch.full((2,), _NONE, dtype=torch.long, device=ok.device)
         # Kernels only (python ints travel as kernel arguments): nothing here waits for the GPU.
-        flag = self._flags[slot]
-        self._flags[slot] = torch.where(bad, flag.clamp(max=code), flag)
+        # Two of them: the code where `ok` is false (else "none"), and a running minimum.
+        self._flags[slot].clamp_(max=torch.where(ok, _NONE, code))
 
     def on_train_batch_end(
         self,
@@ -107,11 +115,14 @@ class NonFiniteGuard(L.Callback):
         loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
         if isinstance(loss, torch.Tensor):
             if self._immediate(trainer, loss.device):
-                if not math.isfinite(float(loss.detach().sum())):
+                if not _finite_value(loss):
                     raise self._loss_error(trainer.current_epoch, batch_idx)
             else:
-                bad = ~torch.isfinite(loss.detach()).all()
-                self._record(0, bad, (trainer.current_epoch << _BATCH_BITS) | batch_idx)
+                # isfinite needs no detach (its result has no gradient); `.all()` only when the
+                # loss has more than one value: one kernel fewer per micro-batch on a GPU.
+                ok = torch.isfinite(loss)
+                ok = ok.reshape(()) if loss.numel() == 1 else ok.all()  # reshape: a view
+                self._record(0, ok, (trainer.current_epoch << _BATCH_BITS) | batch_idx)
         if self._flags is not None and is_reading_step(
             trainer, batch_idx + 1, self.check_every_n_steps
         ):
@@ -133,11 +144,11 @@ class NonFiniteGuard(L.Callback):
             return
         if not self._immediate(trainer, grads[0].device):
             total = torch.nn.utils.get_total_norm(grads)
-            self._record(1, ~torch.isfinite(total), trainer.global_step)
+            self._record(1, torch.isfinite(total), trainer.global_step)
             return
         if not _all_finite(grads):
             loss = self._backward_loss
-            if loss is not None and not math.isfinite(float(loss.detach().sum())):
+            if loss is not None and not _finite_value(loss):
                 # The step's own loss was NaN/Inf (its batch is the step's last): name that
                 # cause; the loss check at on_train_batch_end would come after this one.
                 raise self._loss_error(trainer.current_epoch, trainer.fit_loop.epoch_loop.batch_idx)
