@@ -350,12 +350,30 @@ def first_difference(
     if isinstance(saved, (np.ndarray, np.generic)):
         a, b = np.asarray(saved), np.asarray(loaded)
         bits = array_bits or isinstance(saved, np.generic)
-        if a.dtype != b.dtype or a.shape != b.shape or (bits and a.tobytes() != b.tobytes()):
+        if a.dtype != b.dtype or a.shape != b.shape or (bits and not same_bits(a, b)):
             return f"{path}: a numpy {a.dtype} {a.shape} came back as {b.dtype} {b.shape}, or other bits"
         return None
     if isinstance(saved, float):
         return None if saved.hex() == loaded.hex() else f"{path}: {saved!r} came back as {loaded!r}"
     return None if saved == loaded else f"{path}: {saved!r:.60} came back as {loaded!r:.60}"
+
+
+# x87 extended precision: 10 bytes of value stored in 12 or 16, and numpy leaves the rest unset
+# when it makes a 0-d array of a scalar, so those bytes differ between two copies of one value.
+_PADDED = frozenset({np.dtype(np.longdouble), np.dtype(np.clongdouble)})
+
+
+def same_bits(a: np.ndarray, b: np.ndarray) -> bool:
+    """`a` and `b` (same dtype and shape) hold the same bits: NaN equals NaN, -0.0 differs from
+    0.0; a long double's padding bytes are not part of its value."""
+    if a.dtype not in _PADDED:
+        return a.tobytes() == b.tobytes()
+    parts = (np.real, np.imag) if a.dtype.kind == "c" else (np.asarray,)
+    return all(
+        np.array_equal(part(a), part(b), equal_nan=True)
+        and np.array_equal(np.signbit(part(a)), np.signbit(part(b)))
+        for part in parts
+    )
 
 
 def _type_name(value: Any) -> str:
