@@ -20,6 +20,7 @@ import argparse
 import shutil
 import tempfile
 import time
+from operator import methodcaller
 from pathlib import Path
 
 from harness import compose, final_line, interleaved, parse_args, summary
@@ -40,6 +41,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--reps", type=int, default=3)
     args = parse_args(parser, argv, lambda a: f"cv overhead: digits, {a.folds} folds")
 
+    from trainwell.cli import run_training
     from trainwell.training.cv.data_hook import refuse_leaks
     from trainwell.training.cv.oof import write_fold_predictions
     from trainwell.training.cv.run import fold_config, plan_folds
@@ -56,7 +58,7 @@ def main(argv: list[str] | None = None) -> None:
     def cv() -> float:
         run_dir = fresh("cv")
         start = time.perf_counter()
-        train(compose(overrides, run_dir))
+        run_training(compose(overrides, run_dir))
         return time.perf_counter() - start
 
     def runs() -> float:
@@ -65,7 +67,8 @@ def main(argv: list[str] | None = None) -> None:
         folds = plan_folds(cfg)  # outside the timing: the CV side pays for it
         start = time.perf_counter()
         for k in range(args.folds):
-            train(fold_config(cfg, run_dir, k), fold=(folds.train_of(k), folds.val_of(k)))
+            on_fold = methodcaller("set_cv_fold", folds.train_of(k), folds.val_of(k))
+            train(fold_config(cfg, run_dir, k), prepare_data=on_fold)
         return time.perf_counter() - start
 
     def parts() -> tuple[float, float]:
