@@ -85,13 +85,13 @@ def digits_runs(args: argparse.Namespace) -> dict[str, float]:
     real = checkpoint_rehearsal.rehearse
     spent: list[tuple[float, float]] = []  # (wall, CPU) seconds in the step-0 check
 
-    def timed_rehearse(trainer: Any, datamodule: Any = None) -> Rehearsal:
+    def timed_rehearse(trainer: Any, datamodule: Any = None, payloads: bool = True) -> Rehearsal:
         wall, cpu = time.perf_counter(), time.process_time()
-        outcome = real(trainer, datamodule)
+        outcome = real(trainer, datamodule, payloads)
         spent.append((time.perf_counter() - wall, time.process_time() - cpu))
         return outcome
 
-    def skipped(trainer: Any, datamodule: Any = None) -> Rehearsal:
+    def skipped(trainer: Any, datamodule: Any = None, payloads: bool = True) -> Rehearsal:
         return Rehearsal()  # passed, having saved and read nothing
 
     def side(name: str, extra: list[str], rehearse: Any) -> Any:

@@ -11,7 +11,8 @@ TINY = [
     "callbacks.rich_model_summary=null",
 ]
 
-# Every point of a 2-value space, in a seeded order: lr=-1.0 makes torch.optim refuse to start.
+# Every point of a 2-value space, in a seeded order. A trial meant to fail sets model.net.dropout=1.5:
+# its type passes the step-0 check, and torch refuses it when the job builds the net.
 BRUTE_FORCE = [
     "hydra.sweeper.sampler._target_=optuna.samplers.BruteForceSampler",
     "~hydra.sweeper.sampler.n_startup_trials",

@@ -202,7 +202,7 @@ def test_a_maximized_sweep_of_another_metric_picks_the_largest(tmp_path: Path) -
 def test_failed_trial_is_recorded_and_the_sweep_goes_on_to_print_the_best(tmp_path: Path) -> None:
     sweep_dir = tmp_path / "sweep"
     proc = _sweep(
-        sweep_dir, *BRUTE_FORCE, "hydra.sweeper.n_trials=5", "model.optimizer.lr=choice(0.003,-1.0)"
+        sweep_dir, *BRUTE_FORCE, "hydra.sweeper.n_trials=5", "model.net.dropout=choice(0.1,1.5)"
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     trials = {t.number: t for t in _study(sweep_dir).trials}
@@ -210,8 +210,8 @@ def test_failed_trial_is_recorded_and_the_sweep_goes_on_to_print_the_best(tmp_pa
     failed = [t for t in trials.values() if t.state == TrialState.FAIL]
     complete = [t for t in trials.values() if t.state == TrialState.COMPLETE]
     assert len(failed) == 1 and len(complete) == 1
-    assert failed[0].params == {"model.optimizer.lr": -1.0}
-    assert "ValueError: Invalid learning rate: -1.0" in failed[0].user_attrs["failure"]
+    assert failed[0].params == {"model.net.dropout": 1.5}
+    assert "ValueError: dropout probability has to be between 0 and 1" in failed[0].user_attrs["failure"]
     failure_dir = sweep_dir / str(failed[0].number)
     assert (failure_dir / "error.log").is_file()
     best = complete[0]
@@ -220,7 +220,7 @@ def test_failed_trial_is_recorded_and_the_sweep_goes_on_to_print_the_best(tmp_pa
     assert best.value == _results(best_dir)["metrics"]["val/loss"]
     assert best.user_attrs["run_dir"] == str(best_dir)
     assert f"trial {failed[0].number} failed: " in proc.stdout
-    assert f"best trial {best.number}: val/loss={best.value} with model.optimizer.lr=0.003" in (
+    assert f"best trial {best.number}: val/loss={best.value} with model.net.dropout=0.1" in (
         proc.stdout
     )
     summary = (sweep_dir / "optimization_results.yaml").read_text()
@@ -235,7 +235,7 @@ def test_failed_trial_is_recorded_and_the_sweep_goes_on_to_print_the_best(tmp_pa
     ("overrides", "message"),
     [
         (
-            ["hydra.sweeper.n_trials=1", "model.optimizer.lr=choice(-1.0)"],
+            ["hydra.sweeper.n_trials=1", "model.net.dropout=choice(1.5)"],
             "completed; first failure: ",
         ),
         (

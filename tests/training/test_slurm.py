@@ -281,7 +281,7 @@ def test_optuna_trials_run_as_slurm_jobs_and_a_failed_one_is_recorded(
             "hydra.sweeper.n_jobs=2",  # trials 0-1 as one array, then trial 2
             f"hydra.sweep.dir={sweep}",
             *BRUTE_FORCE,
-            "model.optimizer.lr=choice(0.003,-1.0,0.01)",
+            "model.net.dropout=choice(0.1,1.5,0.2)",
             *TINY,
         ],
         cwd=REPO,
@@ -298,8 +298,8 @@ def test_optuna_trials_run_as_slurm_jobs_and_a_failed_one_is_recorded(
         run_dir = sweep / str(trial.number)  # each trial ran in its own job, in its own dir
         assert trial.user_attrs["run_dir"] == str(run_dir)
         if trial.state == TrialState.FAIL:
-            assert trial.params == {"model.optimizer.lr": -1.0}
-            assert "Invalid learning rate: -1.0" in trial.user_attrs["failure"]
+            assert trial.params == {"model.net.dropout": 1.5}
+            assert "dropout probability has to be between 0 and 1" in trial.user_attrs["failure"]
         else:
             metrics = json.loads((run_dir / "results.json").read_text())["metrics"]
             assert trial.value == metrics["val/loss"]
@@ -307,7 +307,7 @@ def test_optuna_trials_run_as_slurm_jobs_and_a_failed_one_is_recorded(
     summary = json.loads((sweep / "summary.json").read_text())
     assert summary["study"]["trials"] == {"complete": 2, "failed": 1, "pruned": 0}
     (failed,) = summary["failed"]
-    assert "Invalid learning rate: -1.0" in failed["cause"]
+    assert "dropout probability has to be between 0 and 1" in failed["cause"]
     assert (sweep / failed["job"] / "failure.txt").read_text().strip() == failed["cause"]
     arrays = {p.name for p in (sweep / ".submitit").iterdir() if p.name.isdigit()}
     assert len(arrays) == 2  # two submissions: a batch of 2 trials, then the last one
