@@ -15,7 +15,7 @@ import torch
 
 from tests.helpers.plain_means import BATCHES_PER_EPOCH, PLAIN_MEANS_CLI, plain_means_cfg
 from tests.helpers.scripts import TESTS_IMPORTABLE, run_script
-from tests.helpers.state import assert_bitwise_equal, final_state
+from tests.helpers.state import assert_bitwise_equal, assert_same_results_elsewhere, final_state
 from trainwell.training.run import train
 
 EPOCHS = ["trainer.max_epochs=2"]
@@ -126,19 +126,6 @@ def test_each_rank_resumes_its_own_running_sums(tmp_path: Path) -> None:
     want = json.loads((full / "results.json").read_text())
     assert {"train/loss_synced", "train/metric_loss"} <= set(want["metrics"])
     assert_same_results_elsewhere(json.loads((resumed / "results.json").read_text()), want)
-
-
-def assert_same_results_elsewhere(got: dict, want: dict) -> None:
-    """A resume into another dir: Lightning does not carry the best score over to it, so its
-    best.ckpt (and results.json's val/* values, the best epoch's) may be another epoch's.
-    Everything else is the uninterrupted run's, the last validation's values included."""
-    best_epoch_values = {k for k in want["metrics"] if k.startswith("val/")}
-
-    def rest(metrics: dict) -> dict:
-        return {k: v for k, v in metrics.items() if k not in best_epoch_values}
-
-    assert rest(got["metrics"]) == rest(want["metrics"])
-    assert got["metrics_last"] == want["metrics_last"]
 
 
 def run_in(run_dir: Path, *overrides: str) -> None:
