@@ -70,3 +70,26 @@ def scripted_cfg(run_dir: Path, *overrides: str) -> DictConfig:
 
 def step_of(path: Path) -> int:
     return int(load_checkpoint(path)["global_step"])
+
+
+# val/mae of each epoch (monitored, mode min): the best is epoch 1, the last (epoch 3) is worse.
+SCRIPTED_VAL_MAE = [5.0, 3.0, 4.0, 6.0]
+SCRIPTED_VAL_RMSE = [7.0, 4.5, 5.5, 8.5]
+
+
+class ScriptedValMae(TrainOnly):
+    """A plain module whose val/mae and val/rmse follow the scripted lists, epoch by epoch."""
+
+    def validation_step(self, batch, batch_idx):
+        epoch = min(self.current_epoch, len(SCRIPTED_VAL_MAE) - 1)
+        self.log("val/mae", SCRIPTED_VAL_MAE[epoch])
+        self.log("val/rmse", SCRIPTED_VAL_RMSE[epoch])
+
+
+def scripted_mae_cfg(run_dir: Path, *overrides: str) -> DictConfig:
+    monitor = ["monitor.metric=val/mae", "monitor.mode=min"]
+    cfg = compose_config([*QUIET, "trainer.max_epochs=4", *monitor, *overrides], run_dir)
+    with open_dict(cfg):
+        cfg.model = OmegaConf.create({"_target_": f"{__name__}.ScriptedValMae"})
+        cfg.data = OmegaConf.create({"_target_": f"{__name__}.FourPoints"})
+    return cfg

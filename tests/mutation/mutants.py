@@ -1482,8 +1482,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "cv: the out-of-fold accuracy is a mean of per-fold means",
         "src/trainwell/training/cv/oof.py",
-        "    oof_acc = sum(r[2] == r[-1] for r in all_rows) / len(all_rows)",
-        '    oof_acc = sum(f["acc"] for f in per_fold) / len(per_fold)',
+        '        oof["acc"] = sum(r[2] == r[-1] for r in all_rows) / len(all_rows)',
+        '        oof["acc"] = sum(f["acc"] for f in per_fold) / len(per_fold)',
         (CV_OOF_T,),
         "the OOF figure is over all samples (the size-weighted mean of the folds)",
     ),
@@ -2823,5 +2823,66 @@ MUTANTS += [
             "test_slots_share_the_gpus_in_groups_and_the_cpus_equally",
         ),
         "trials packed on one machine share its CPU threads",
+    ),
+]
+
+BEST_T = "tests/training/test_best_epoch_results.py"
+CV_VALUES_T = "tests/training/test_cross_validation_values.py"
+MUTANTS += [
+    Mutant(
+        "results: val/* are the last epoch's, not the best checkpoint's",
+        "src/trainwell/training/run.py",
+        '    return {**fit_metrics, **best["metrics"]}, where, metrics_last',
+        "    return fit_metrics, where, metrics_last",
+        (BEST_T,),
+        "results.json's val/* are the values of the epoch best.ckpt holds",
+    ),
+    Mutant(
+        "results: the validation history is not in the checkpoints",
+        "src/trainwell/callbacks/validation_history.py",
+        '        return {"entries": [dict(e, metrics=dict(e["metrics"])) for e in self.entries]}',
+        '        return {"entries": []}',
+        (BEST_T,),
+        "a resumed run reports the same best epoch as the uninterrupted one",
+    ),
+    Mutant(
+        "cv: float targets stratify the folds as classes",
+        "src/trainwell/training/cv/folds.py",
+        "    if labels.ndim != 1 or np.issubdtype(labels.dtype, np.floating):",
+        "    if labels.ndim != 1:",
+        (CV_VALUES_T,),
+        "a regression's folds are plain shuffled ones, not stratified by every distinct value",
+    ),
+    Mutant(
+        "cv: out-of-fold rows ignore the module's predict_step",
+        "src/trainwell/training/cv/oof.py",
+        "            out = module.predict_step(batch, i) if own else module(batch[0])",
+        "            out = module(batch[0])",
+        (CV_VALUES_T,),
+        "out-of-fold predictions are what predict_step returns",
+    ),
+    Mutant(
+        "cv: float targets written as class ids",
+        "src/trainwell/training/cv/oof.py",
+        "        cells = [str(int(sample)), str(fold), *_cells(outputs[i]), *_cells(targets[i])]",
+        "        cells = [str(int(sample)), str(fold), *_cells(outputs[i]), str(int(targets[i]))]",
+        (CV_VALUES_T,),
+        "out-of-fold rows hold the target as the data gives it",
+    ),
+    Mutant(
+        "cv: the top-level results.json does not say which weights it used",
+        "src/trainwell/training/cv/run.py",
+        '        "weights": cv_weights(weights),\n',
+        "",
+        (CV_VALUES_T,),
+        "with EMA, a cross-validation's results.json says the folds used the average",
+    ),
+    Mutant(
+        "doctor: a regression is asked for classes",
+        "src/trainwell/doctor/harness/observe.py",
+        "    if call is None or call.name not in VALUE_LOSSES or not call.target.is_floating_point():",
+        "    if True:",
+        ("tests/doctor/test_values_task.py::test_checks_that_need_classes_skip_with_the_reason",),
+        "checks that need classes skip on a task of values, saying why",
     ),
 ]

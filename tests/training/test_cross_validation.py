@@ -116,8 +116,9 @@ def test_the_run_ends_with_mean_std_and_out_of_fold_figures_and_its_summary(
     cv = json.loads((cv_run / "results.json").read_text())["cv"]
     lines = cv_run.with_suffix(".stdout").read_text().splitlines()
     assert lines[-2:] == [
-        f"cv: {FOLDS} folds, acc mean {cv['mean']['acc']:.4f} ± {cv['std']['acc']:.4f} "
-        f"(sample std over folds), out-of-fold {cv['oof']['acc']:.4f} over 1437 samples",
+        f"cv: {FOLDS} folds, val/acc (max) mean {cv['mean']['val/acc']:.4f} ± "
+        f"{cv['std']['val/acc']:.4f} (sample std over folds), out-of-fold acc "
+        f"{cv['oof']['acc']:.4f} over 1437 samples",
         f"run dir: {cv_run}",
     ]
     summary = json.loads((cv_run / "summary.json").read_text())
@@ -127,7 +128,8 @@ def test_the_run_ends_with_mean_std_and_out_of_fold_figures_and_its_summary(
     for name in ("acc", "val/acc", "val/loss"):
         assert group["metrics"][name]["mean"] == cv["mean"][name]
         assert group["metrics"][name]["std"] == cv["std"][name]
-    assert "| n | acc |" in (cv_run / "summary.md").read_text()
+    assert "| n | val/acc |" in (cv_run / "summary.md").read_text()
+    assert summary["sort"] == {"metric": "val/acc", "mode": "max"}
     assert (cv_run / "summary.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

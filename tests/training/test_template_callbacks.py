@@ -23,6 +23,7 @@ from trainwell.callbacks.checkpoint_rehearsal import CheckpointRehearsal
 from trainwell.callbacks.learning_rate import LearningRateLogger
 from trainwell.callbacks.preemption import PreemptionCheckpoint
 from trainwell.callbacks.training_state import ExactResume
+from trainwell.callbacks.validation_history import ValidationHistory
 from trainwell.io.background_writes import BackgroundCheckpointWrites
 from trainwell.training.builders import build_trainer, template_callbacks
 from trainwell.training.monitored_metric import MonitoredMetricCheck
@@ -102,6 +103,7 @@ def test_template_callbacks_in_documented_order(tmp_path: Path) -> None:
         TrainingPlanner,
         ExactResume,
         MonitoredMetricCheck,
+        ValidationHistory,
         *configured(cfg),
         PreemptionCheckpoint,
         BackgroundCheckpointWrites,

@@ -218,6 +218,18 @@ def sweep_summary(root: Path, settings: Settings | None = None) -> dict[str, Any
 _FOLD_FIELDS = ("fold", "samples")
 
 
+def headline(cv: dict[str, Any]) -> tuple[str, str | None]:
+    """(the figure a CV reports first, its mode): the monitored metric when every fold logged
+    it, else the out-of-fold accuracy's per-fold figure (`acc`) of a classifier."""
+    monitor = cv.get("monitor") or {}
+    metric = monitor.get("metric")
+    if metric in cv["mean"]:
+        return metric, monitor.get("mode")
+    if "acc" in cv["mean"]:
+        return "acc", "max"
+    return next(iter(cv["mean"]), "samples"), None
+
+
 def cv_summary(cv: dict[str, Any]) -> dict[str, Any]:
     """A cross-validation's folds as one group (n = folds), sorted by nothing: the same form as
     a sweep's, with `cv` holding the fold count and the out-of-fold figure."""
@@ -229,7 +241,8 @@ def cv_summary(cv: dict[str, Any]) -> dict[str, Any]:
         )
         for figures in cv["per_fold"]
     ]
-    summary = summarize_jobs(jobs, None, Settings(pool=(), metric="acc", mode="max"))
+    metric, mode = headline(cv)
+    summary = summarize_jobs(jobs, None, Settings(pool=(), metric=metric, mode=mode or "max"))
     summary["kind"] = "cv"
     summary["cv"] = {"folds": cv["folds"], "oof": cv["oof"]}
     return summary

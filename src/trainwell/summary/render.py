@@ -103,11 +103,13 @@ def markdown(summary: dict[str, Any], has_plot: bool) -> str:
     if counts["failed"] or counts["missing"]:
         done += f", {counts['failed']} without, {counts['missing']} missing"
     if kind == "cv":
-        oof = summary["cv"]["oof"]
-        out.append(
-            f"{summary['cv']['folds']} folds; out-of-fold acc {oof['acc']:.4f} over "
-            f"{oof['samples']} samples. Mean ± sample std over the folds."
-        )
+        oof, sort = summary["cv"]["oof"], summary["sort"]
+        lead = f"{summary['cv']['folds']} folds, led by {sort['metric']} ({sort['mode']}); "
+        if "acc" in oof:
+            lead += f"out-of-fold acc {oof['acc']:.4f} over {oof['samples']} samples. "
+        else:
+            lead += f"{oof['samples']} out-of-fold samples. "
+        out.append(lead + "Mean ± sample std over the folds.")
     else:
         pooled = ", ".join(summary["pool"]) or "nothing"
         out.append(

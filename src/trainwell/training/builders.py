@@ -13,7 +13,7 @@ import lightning as L
 from hydra.utils import instantiate
 from lightning.pytorch.callbacks import LearningRateMonitor
 from lightning.pytorch.utilities import rank_zero_info
-from omegaconf import DictConfig
+from omegaconf import DictConfig, OmegaConf
 
 from trainwell import compat
 from trainwell.callbacks.accumulation import ExactAccumulation
@@ -22,6 +22,7 @@ from trainwell.callbacks.ema import ema_callbacks
 from trainwell.callbacks.learning_rate import LearningRateLogger
 from trainwell.callbacks.preemption import PreemptionCheckpoint
 from trainwell.callbacks.training_state import ExactResume
+from trainwell.callbacks.validation_history import ValidationHistory
 from trainwell.io.background_writes import BackgroundCheckpointWrites
 from trainwell.io.checkpoint_write import AtomicCheckpointIO
 from trainwell.training.monitored_metric import MonitoredMetricCheck
@@ -76,6 +77,8 @@ def template_callbacks(
        is refused, exit 2); best/last/step checkpoints, early stopping, the guards (non-finite,
        train mode), gradient-norm / LR / throughput logging, progress bar, model summary. A
        callback that only writes to a logger is left out when the run has none.
+       ValidationHistory (callbacks/validation_history.py) sits before them: each validation's
+       values, in every checkpoint, so results.json reports the best checkpoint's epoch.
     6. PreemptionCheckpoint (callbacks/preemption.py): SIGTERM / SIGUSR1 -> a checkpoint at the
        next window boundary, exit 3.
     7. BackgroundCheckpointWrites (io/background_writes.py): checkpoints are written off the
@@ -91,6 +94,7 @@ def template_callbacks(
         ExactResume(),
         *ema_callbacks(cfg),
         MonitoredMetricCheck(),
+        ValidationHistory(OmegaConf.select(cfg, "monitor.metric")),
         *build_callbacks(cfg, has_logger=has_logger),
         PreemptionCheckpoint(run_dir / "checkpoints"),
         BackgroundCheckpointWrites(),

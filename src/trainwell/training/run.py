@@ -20,6 +20,7 @@ from trainwell.callbacks.ema import refuse_resume_without_ema, weights_used
 from trainwell.callbacks.last_checkpoint import LastCheckpoint
 from trainwell.callbacks.pruning import OptunaPruning, trial_pruning
 from trainwell.callbacks.training_state import ExactResume
+from trainwell.callbacks.validation_history import ValidationHistory, best_validation
 from trainwell.io.announce import announce
 from trainwell.io.checkpoint_read import load_checkpoint_file
 from trainwell.io.checkpoint_write import AtomicCheckpointIO
@@ -149,6 +150,8 @@ def train(
         **state.restored_callback_metrics,
         **{k: float(v) for k, v in trainer.callback_metrics.items() if v.numel() == 1},
     }
+    history = next(c for c in callbacks if isinstance(c, ValidationHistory))
+    fit_metrics, best_epoch, metrics_last = _best_epoch_metrics(fit_metrics, history, trainer)
     best, last = _checkpoint_paths(trainer)
     test_metrics, tested_what = _test_best(cfg, trainer, module, datamodule, best)
     if zero_recall_line(test_metrics):
@@ -156,6 +159,9 @@ def train(
 
     results: dict[str, Any] = {
         "metrics": {**fit_metrics, **test_metrics},
+        "best_epoch": best_epoch,
+        "monitor": _monitor(cfg),
+        "metrics_last": metrics_last,
         "best_ckpt": best,
         "last_ckpt": last,
         "test": tested_what,
@@ -170,6 +176,28 @@ def train(
         write_results(run_dir / "results.json", results)
     announce(f"run dir: {run_dir}")
     return results
+
+
+def _monitor(cfg: DictConfig) -> dict[str, Any]:
+    """The metric that picks best.ckpt and its mode: what summaries and CV lead with."""
+    return {
+        "metric": OmegaConf.select(cfg, "monitor.metric"),
+        "mode": OmegaConf.select(cfg, "monitor.mode"),
+    }
+
+
+def _best_epoch_metrics(
+    fit_metrics: dict[str, float], history: ValidationHistory, trainer: L.Trainer
+) -> tuple[dict[str, float], dict[str, int] | None, dict[str, float]]:
+    """(results.json's fit metrics with the validation values of the best checkpoint's epoch,
+    that epoch and step (None: no best checkpoint to point at), the last validation's values).
+    Read before testing: the test stage restores the checkpoint callbacks' state."""
+    best, last = best_validation(history, trainer)
+    metrics_last = dict(last["metrics"]) if last is not None else {}
+    if best is None:
+        return fit_metrics, None, metrics_last
+    where = {"epoch": int(best["epoch"]), "step": int(best["step"])}
+    return {**fit_metrics, **best["metrics"]}, where, metrics_last
 
 
 def _open_run_dir(cfg: DictConfig, run_dir: Path) -> str | None:

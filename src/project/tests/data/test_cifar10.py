@@ -4,8 +4,8 @@ import pytest
 import torch
 
 from project.data.cifar10 import CIFAR10_MEAN, CIFAR10DataModule
-from tests.helpers.torchvision_batches import trust_fixture, write_cifar10
 from tests.helpers.scripts import call_script
+from tests.helpers.torchvision_batches import trust_fixture, write_cifar10
 from trainwell.errors import TrainwellError
 
 pytestmark = pytest.mark.example("project.data.cifar10", "project.models.resnet")

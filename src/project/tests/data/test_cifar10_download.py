@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.torchvision_batches import run_script_on_fixture, write_cifar10
 from tests.helpers.scripts import call_script
+from tests.helpers.torchvision_batches import run_script_on_fixture, write_cifar10
 
 pytestmark = pytest.mark.example("project.data.cifar10", "project.models.resnet")
 

@@ -18,8 +18,8 @@ import pytest
 import torch
 from torchvision.datasets import CIFAR10
 
-from tests.helpers.torchvision_batches import run_script_on_fixture, trust_fixture, write_cifar10
 from tests.helpers.scripts import call_script
+from tests.helpers.torchvision_batches import run_script_on_fixture, trust_fixture, write_cifar10
 from trainwell.blocks.preprocess import ImageNormalize
 from trainwell.deploy import load_run
 from trainwell.deploy.artifact import verify_export

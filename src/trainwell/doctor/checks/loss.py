@@ -9,12 +9,19 @@ from typing import Any
 import torch
 
 from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.harness.observe import crashed_message, first_loss, observation, target_path
+from trainwell.doctor.harness.observe import (
+    VALUE_LOSSES,
+    crashed_message,
+    first_loss,
+    no_classes,
+    observation,
+    target_path,
+)
 from trainwell.doctor.harness.scan import scan
 from trainwell.doctor.harness.spy import LossCall
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 
-REGRESSION = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
+REGRESSION = VALUE_LOSSES
 TOL = 1e-3
 CLASS_INDEX_LOSSES = ("cross_entropy", "nll_loss")
 ELEMENTWISE = (*REGRESSION, "binary_cross_entropy", "binary_cross_entropy_with_logits")
@@ -174,6 +181,9 @@ def _broadcast_fault(call: LossCall, evidence: dict) -> Verdict | None:
 
 
 def model_head_width(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
+    values = no_classes(ctx)
+    if values:
+        return skips(f"{values}: no class count to compare the head's width with")
     declared = getattr(ctx.datamodule, "num_classes", None)
     data = type(ctx.datamodule).__name__
     if not isinstance(declared, int) or isinstance(declared, bool) or declared <= 0:

@@ -22,7 +22,7 @@ import torch
 from torch.utils.data import BatchSampler, DataLoader, IterableDataset, SequentialSampler
 
 from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.harness.observe import class_target
+from trainwell.doctor.harness.observe import class_target, no_classes
 from trainwell.doctor.harness.samples import batch_source, order_source, two_epochs
 from trainwell.doctor.harness.scan import scan
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
@@ -132,6 +132,9 @@ def _setting(loader: Any) -> str:
 
 
 def data_batch_composition(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
+    values = no_classes(ctx)
+    if values:
+        return skips(f"{values}: no classes to compare batches by")
     path, s, loader = class_target(ctx) or "batch[1]", scan(ctx), ctx.samples.loader
     batches = s.ints.get(path, [])[:BATCHES]
     if any(len(b) != n for b, n in zip(batches, s.train_rows, strict=False)):

@@ -24,7 +24,7 @@ import torch
 
 from trainwell.doctor.harness.batches import ConcatError, concat, leaves, replay_loader, rows
 from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.harness.observe import class_target, short_fit
+from trainwell.doctor.harness.observe import class_target, no_classes, short_fit
 from trainwell.doctor.harness.outputs import class_predictions
 from trainwell.doctor.harness.samples import iterate_batches
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
@@ -53,6 +53,9 @@ def _rates(pred: torch.Tensor, true: torch.Tensor) -> dict[str, float]:
 
 
 def data_split_agreement(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
+    values = no_classes(ctx)
+    if values:
+        return skips(f"{values}: no class predictions to score against chance")
     try:
         val = ctx.datamodule.val_dataloader()
     except Exception as err:  # no validation split (Lightning raises for an unimplemented one)
@@ -130,6 +133,9 @@ def _streamed(ctx: DoctorContext, why: str) -> tuple[torch.Tensor, dict[int, lis
 
 
 def data_class_balance(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
+    values = no_classes(ctx)
+    if values:
+        return skips(f"{values}: no class labels to count")
     kept: dict[int, list[Any]] | None = None  # samples by class, where they come from a stream
     try:
         labels, why = None, ctx.samples.why_not_indexable

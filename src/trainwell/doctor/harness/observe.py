@@ -183,6 +183,20 @@ def first_loss(ctx: DoctorContext) -> LossCall | None:
     return next(iter(observation(ctx).spy.losses), None)
 
 
+# Losses on values (regression): a task whose training loss is one of them on float targets has
+# no classes, and the checks about classes skip with this reason instead of asking for them.
+VALUE_LOSSES = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
+
+
+def no_classes(ctx: DoctorContext) -> str | None:
+    """Why the task has no classes to check, when the probe fit shows it (a regression loss on
+    float targets); None: it may have classes."""
+    call = first_loss(ctx)
+    if call is None or call.name not in VALUE_LOSSES or not call.target.is_floating_point():
+        return None
+    return f"the task predicts values ({call.name} on float targets), not classes"
+
+
 def class_target(ctx: DoctorContext) -> str | None:
     """The tensor of the probe batch a class-index loss (cross_entropy, nll_loss) takes as its
     target, if it takes one: where a batch of any structure keeps its class ids."""

@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -11,7 +12,7 @@ from trainwell.io.results import write_results
 from trainwell.summary.build import cv_summary
 from trainwell.summary.write import write_summary
 from trainwell.training.cv.folds import FOLDS_FILE, Folds, read_folds, write_folds
-from trainwell.training.cv.oof import OOF_FILE, assemble, cv_metrics
+from trainwell.training.cv.oof import OOF_FILE, assemble, cv_metrics, cv_weights
 
 UNTESTED = "skipped: a cross-validation run leaves the test split untouched"
 
@@ -49,11 +50,16 @@ def collect(root: Path) -> dict[str, Any]:
             found[fold] = path
     assert folds is not None
     cv = assemble(root, found, folds)
+    weights = {
+        f"fold_{k}": json.loads((found[k] / "results.json").read_text()).get("weights")
+        for k in sorted(found)
+    }
     write_folds(root, folds)
     results = {
         "cv": cv,
         "metrics": cv_metrics(cv),
         "test": UNTESTED,
+        "weights": cv_weights(weights),
         "best_ckpt": {f"fold_{k}": str(found[k] / "checkpoints" / "best.ckpt") for k in found},
         "last_ckpt": {f"fold_{k}": str(found[k] / "checkpoints" / "last.ckpt") for k in found},
     }

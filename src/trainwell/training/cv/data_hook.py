@@ -5,7 +5,9 @@ A datamodule takes part in `cv.folds=K` by defining both methods of the hook:
 
     def cv_samples(self) -> tuple[np.ndarray, np.ndarray | None]:
         '''(indices, labels) of every train+val sample: the test split is not among them.
-        Labels (one per index) make the folds stratified; None gives plain shuffled folds.'''
+        Class labels (one integer or string per index; or any groups to stratify by, such
+        as binned regression targets) make the folds stratified; None, or float values,
+        give plain shuffled folds.'''
 
     def set_cv_fold(self, train: np.ndarray, val: np.ndarray) -> None:
         '''Called before setup(): train on the samples `train`, validate on `val` (indices from

@@ -44,14 +44,27 @@ class Folds:
         }
 
 
+def strata(labels: np.ndarray | None) -> np.ndarray | None:
+    """What the folds are stratified by: class ids (integers, booleans, strings), or whatever
+    groups a datamodule's cv_samples() gives in their place (a regression's binned targets).
+    Float labels are values, not classes: plain shuffled folds (stratifying by every distinct
+    value would refuse the data or split nothing meaningful)."""
+    if labels is None:
+        return None
+    labels = np.asarray(labels)
+    if labels.ndim != 1 or np.issubdtype(labels.dtype, np.floating):
+        return None
+    return labels
+
+
 def assign_folds(indices: np.ndarray, labels: np.ndarray | None, k: int, seed: int) -> Folds:
-    """K folds over `indices`; with labels each fold's class counts are within one sample of
-    the whole's proportions (a plain shuffled K-fold can leave a rare class out of a fold)."""
+    """K folds over `indices`; with class labels each fold's class counts are within one sample
+    of the whole's proportions (a plain shuffled K-fold can leave a rare class out of a fold)."""
     indices = np.asarray(indices, dtype=np.int64)
     if k < 2 or k > len(indices):
         raise TrainwellError(f"cv.folds={k}: choose from 2 to the {len(indices)} train+val samples")
+    labels = strata(labels)
     if labels is not None:
-        labels = np.asarray(labels)
         counts = np.unique(labels, return_counts=True)[1]
         if counts.min() < k:
             raise TrainwellError(

@@ -24,6 +24,7 @@ from trainwell.errors import TrainwellError
 from trainwell.io.checkpoint_read import load_checkpoint_file
 from trainwell.io.results import write_text
 from trainwell.loading.labels import probability_columns
+from trainwell.summary.build import headline
 from trainwell.summary.stats import describe
 from trainwell.training.cv.folds import Folds
 
@@ -40,11 +41,18 @@ def _class_names(datamodule: L.LightningDataModule) -> list[str] | None:
     return raw_form().get("classes") if callable(raw_form) else None
 
 
-def _fold_logits(
+def _predicts_itself(module: L.LightningModule) -> bool:
+    """The module overrides Lightning's predict_step: that is its prediction (Lightning's own
+    default is forward on the whole batch)."""
+    return type(module).predict_step is not L.LightningModule.predict_step
+
+
+def _fold_outputs(
     cfg: DictConfig, folds: Folds, fold: int, ckpt_path: str
 ) -> tuple[np.ndarray, np.ndarray, list[str] | None]:
-    """(logits, targets, class names) of the fold's validation samples, in their index
-    order."""
+    """(outputs, targets, class names) of the fold's validation samples, in their index order:
+    the module's predict_step on each validation batch where it defines one, else its forward on
+    the batch's input."""
     checkpoint = load_checkpoint_file(ckpt_path)
     datamodule = instantiate(cfg.data)
     datamodule.set_cv_fold(folds.train_of(fold), folds.val_of(fold))
@@ -55,30 +63,53 @@ def _fold_logits(
     module: L.LightningModule = instantiate(cfg.model)
     module.load_state_dict(checkpoint["state_dict"])
     module.eval()
-    logits, targets = [], []
+    own = _predicts_itself(module)
+    outputs, targets = [], []
     with torch.inference_mode():
-        for batch in datamodule.val_dataloader():
+        for i, batch in enumerate(datamodule.val_dataloader()):
             if not isinstance(batch, list | tuple) or len(batch) != 2:
                 raise TrainwellError(
                     "cv: out-of-fold predictions need (input, target) validation batches; "
                     f"{type(datamodule).__name__} yields {type(batch).__name__}"
                 )
-            logits.append(module(batch[0]).double())
-            targets.append(batch[1])
-    return torch.cat(logits).numpy(), torch.cat(targets).numpy(), _class_names(datamodule)
+            out = module.predict_step(batch, i) if own else module(batch[0])
+            if not isinstance(out, torch.Tensor):
+                raise TrainwellError(
+                    f"cv: {type(module).__name__}.predict_step returns {type(out).__name__}; "
+                    "out-of-fold predictions need one tensor per batch (a row per sample)"
+                )
+            outputs.append(out.detach().cpu())
+            targets.append(torch.as_tensor(batch[1]).cpu())
+    return torch.cat(outputs).numpy(), torch.cat(targets).numpy(), _class_names(datamodule)
 
 
-def write_fold_predictions(cfg: DictConfig, folds: Folds, fold: int, ckpt_path: str) -> Path:
-    """fold_<k>/oof_predictions.csv: index, fold, prediction, p_<class>..., target; the
-    probability columns named as predict.py names them."""
-    logits, targets, classes = _fold_logits(cfg, folds, fold, ckpt_path)
-    index = folds.val_of(fold)
-    if len(index) != len(logits):
-        raise TrainwellError(
-            f"cv: fold {fold} validates {len(index)} samples but val_dataloader yielded "
-            f"{len(logits)}; set_cv_fold must make val_dataloader yield exactly `val`"
-        )
-    probs = torch.softmax(torch.from_numpy(logits), dim=-1).numpy()
+def is_class_scores(outputs: np.ndarray, targets: np.ndarray) -> bool:
+    """Rows of class scores for integer class ids: (N, C>1) outputs, (N,) integer targets.
+    Any other output (values, one score per sample, several values) is written as it is."""
+    return (
+        outputs.ndim == 2
+        and outputs.shape[1] > 1
+        and targets.ndim == 1
+        and np.issubdtype(targets.dtype, np.integer)
+    )
+
+
+def _columns(name: str, values: np.ndarray) -> list[str]:
+    """`name` for one value per sample ((N,) or (N, 1)), else `name_0`, `name_1`, ..."""
+    per_row = int(np.prod(values.shape[1:])) if values.ndim > 1 else 1
+    return [name] if per_row == 1 else [f"{name}_{j}" for j in range(per_row)]
+
+
+def _cells(values: np.ndarray) -> list[str]:
+    """A row's values as they are: numpy's shortest repr for their own dtype (a float32 comes
+    back as the same float32)."""
+    return [str(v) for v in np.asarray(values).reshape(-1)]
+
+
+def _class_rows(
+    index: np.ndarray, fold: int, logits: np.ndarray, targets: np.ndarray, classes: list[str] | None
+) -> list[str]:
+    probs = torch.softmax(torch.from_numpy(logits).double(), dim=-1).numpy()
     header = ["index", "fold", "prediction", *probability_columns(classes, probs.shape[1])]
     header.append("target")
     lines = [",".join(header)]
@@ -86,6 +117,37 @@ def write_fold_predictions(cfg: DictConfig, folds: Folds, fold: int, ckpt_path: 
         cells = [str(int(sample)), str(fold), str(int(logits[i].argmax()))]
         cells += [f"{p:.6f}" for p in probs[i]] + [str(int(targets[i]))]
         lines.append(",".join(cells))
+    return lines
+
+
+def _value_rows(
+    index: np.ndarray, fold: int, outputs: np.ndarray, targets: np.ndarray
+) -> list[str]:
+    header = ["index", "fold", *_columns("prediction", outputs), *_columns("target", targets)]
+    lines = [",".join(header)]
+    for i, sample in enumerate(index):
+        cells = [str(int(sample)), str(fold), *_cells(outputs[i]), *_cells(targets[i])]
+        lines.append(",".join(cells))
+    return lines
+
+
+def write_fold_predictions(cfg: DictConfig, folds: Folds, fold: int, ckpt_path: str) -> Path:
+    """fold_<k>/oof_predictions.csv. Class scores for class ids: index, fold, prediction (the
+    argmax), p_<class>..., target, the probability columns named as predict.py names them.
+    Anything else: index, fold, prediction(s) and target(s) as the module and the data give
+    them."""
+    outputs, targets, classes = _fold_outputs(cfg, folds, fold, ckpt_path)
+    index = folds.val_of(fold)
+    if len(index) != len(outputs) or len(index) != len(targets):
+        raise TrainwellError(
+            f"cv: fold {fold} validates {len(index)} samples but val_dataloader yielded "
+            f"{len(targets)} (and the module predicted {len(outputs)} rows); set_cv_fold must "
+            "make val_dataloader yield exactly `val`"
+        )
+    if is_class_scores(outputs, targets):
+        lines = _class_rows(index, fold, outputs.astype(np.float64), targets, classes)
+    else:
+        lines = _value_rows(index, fold, outputs, targets)
     path = Path(cfg.paths.output_dir) / OOF_FILE
     _write_lines(path, lines)
     return path
@@ -100,7 +162,8 @@ def fold_figures(
     fold_dir: Path, fold: int, folds: Folds
 ) -> tuple[str, list[list[str]], dict[str, Any]]:
     """(header, rows, figures) of a finished fold: its OOF rows and per-fold figures (samples,
-    accuracy of its best checkpoint, its logged val/ metrics)."""
+    accuracy of its best checkpoint for class predictions, its logged val/ metrics at the best
+    checkpoint's epoch)."""
     path = fold_dir / OOF_FILE
     if not path.is_file():
         raise TrainwellError(f"cv: {path} not found: fold {fold} has not finished")
@@ -109,9 +172,20 @@ def fold_figures(
         raise TrainwellError(f"cv: {path} does not hold fold {fold} of folds.json")
     results = json.loads((fold_dir / "results.json").read_text())
     logged = {k: v for k, v in sorted(results["metrics"].items()) if k.startswith("val/")}
-    correct = sum(r[2] == r[-1] for r in rows)
-    figures = {"fold": fold, "samples": len(rows), "acc": correct / len(rows), **logged}
-    return header, rows, figures
+    figures: dict[str, Any] = {"fold": fold, "samples": len(rows)}
+    if _is_class_file(header):
+        figures["acc"] = sum(r[2] == r[-1] for r in rows) / len(rows)
+    return header, rows, {**figures, **logged}
+
+
+def _monitor(fold_dir: Path) -> dict[str, Any] | None:
+    """The metric that picked the fold's best checkpoint, and its mode (results.json)."""
+    return json.loads((fold_dir / "results.json").read_text()).get("monitor")
+
+
+def _is_class_file(header: str) -> bool:
+    """The file holds class predictions (argmax + probability columns), not values."""
+    return any(name.startswith("p_") for name in header.split(","))
 
 
 def _mean_std(values: list[float]) -> tuple[float, float]:
@@ -123,15 +197,17 @@ def _mean_std(values: list[float]) -> tuple[float, float]:
 
 
 def assemble(out_dir: Path, fold_dirs: dict[int, Path], folds: Folds) -> dict[str, Any]:
-    """`<out_dir>/oof_predictions.csv` from every fold's file, and the `cv` summary: per fold
-    (samples, accuracy of its best checkpoint, its logged val/ metrics), their mean and std,
-    and the out-of-fold accuracy over all samples."""
+    """`<out_dir>/oof_predictions.csv` from every fold's file, and the `cv` summary: the
+    monitored metric, per fold figures (samples, the accuracy of its best checkpoint for class
+    predictions, its logged val/ metrics), their mean and std, and for class predictions the
+    out-of-fold accuracy over all samples."""
     missing = sorted(set(range(folds.k)) - set(fold_dirs))
     if missing:
         raise TrainwellError(f"cv: fold(s) {missing} of {folds.k} have no finished run to assemble")
-    header, all_rows, per_fold = "", [], []
+    header, all_rows, per_fold, monitor = "", [], [], None
     for fold in range(folds.k):
         header, rows, figures = fold_figures(fold_dirs[fold], fold, folds)
+        monitor = monitor or _monitor(fold_dirs[fold])
         per_fold.append(figures)
         all_rows += rows
     all_rows.sort(key=lambda r: int(r[0]))
@@ -139,30 +215,52 @@ def assemble(out_dir: Path, fold_dirs: dict[int, Path], folds: Folds) -> dict[st
     names = [k for k in per_fold[0] if k not in ("fold", "samples")]
     names = [k for k in names if all(k in f for f in per_fold)]
     stats = {k: _mean_std([float(f[k]) for f in per_fold]) for k in names}
-    oof_acc = sum(r[2] == r[-1] for r in all_rows) / len(all_rows)
+    oof: dict[str, Any] = {"samples": len(all_rows)}
+    if _is_class_file(header):
+        oof["acc"] = sum(r[2] == r[-1] for r in all_rows) / len(all_rows)
     return {
         "folds": folds.k,
         "seed": folds.seed,
         "stratified": folds.stratified,
+        "monitor": monitor,
         "per_fold": per_fold,
         "mean": {k: m for k, (m, _) in stats.items()},
         "std": {k: s for k, (_, s) in stats.items()},
-        "oof": {"acc": oof_acc, "samples": len(all_rows)},
+        "oof": oof,
     }
 
 
 def cv_line(cv: dict[str, Any]) -> str:
-    """The figures to report, as a run and scripts/cv_assemble.py end with them."""
-    acc = cv["mean"].get("acc"), cv["std"].get("acc")
-    return (
-        f"cv: {cv['folds']} folds, acc mean {acc[0]:.4f} ± {acc[1]:.4f} (sample std over "
-        f"folds), out-of-fold {cv['oof']['acc']:.4f} over {cv['oof']['samples']} samples"
-    )
+    """The figures to report, as a run and scripts/cv_assemble.py end with them: the monitored
+    metric first (with its mode), then the out-of-fold accuracy of class predictions."""
+    metric, mode = headline(cv)
+    mean, std = cv["mean"].get(metric, math.nan), cv["std"].get(metric, math.nan)
+    line = f"cv: {cv['folds']} folds, {metric}"
+    line += f" ({mode})" if mode else ""
+    line += f" mean {mean:.4f} ± {std:.4f} (sample std over folds)"
+    oof = cv["oof"]
+    if "acc" in oof:
+        return line + f", out-of-fold acc {oof['acc']:.4f} over {oof['samples']} samples"
+    return line + f", {oof['samples']} out-of-fold samples"
 
 
 def cv_metrics(cv: dict[str, Any]) -> dict[str, float]:
     """Flat names for results.json's metrics (what optimized_metric= and a sweeper read)."""
     out = {f"cv/{k}_mean": v for k, v in cv["mean"].items()}
     out |= {f"cv/{k}_std": v for k, v in cv["std"].items()}
-    out["cv/acc_oof"] = cv["oof"]["acc"]
+    if "acc" in cv["oof"]:
+        out["cv/acc_oof"] = cv["oof"]["acc"]
     return out
+
+
+def cv_weights(per_fold: dict[str, Any]) -> dict[str, Any]:
+    """results.json's `weights` of a cross-validation: the weights behind the folds' val/*
+    figures and the out-of-fold predictions (each fold's best checkpoint: the EMA average when
+    the folds trained with one), then each fold's own record."""
+    used = {str((w or {}).get("val", "unknown")) for w in per_fold.values()}
+    which = used.pop() if len(used) == 1 else "mixed"
+    out: dict[str, Any] = {"val": which, "oof": which}
+    decays = {(w or {}).get("ema", {}).get("decay") for w in per_fold.values()} - {None}
+    if len(decays) == 1:
+        out["ema"] = {"decay": decays.pop()}
+    return {**out, "per_fold": dict(per_fold)}

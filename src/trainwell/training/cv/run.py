@@ -31,6 +31,7 @@ from trainwell.training.cv.oof import (
     assemble,
     cv_line,
     cv_metrics,
+    cv_weights,
     fold_figures,
     write_fold_predictions,
 )
@@ -95,7 +96,7 @@ def cross_validate(cfg: DictConfig, doctor_report: str | None = None) -> dict[st
     if writes_shared_files():
         run_dir.mkdir(parents=True, exist_ok=True)
         write_folds(run_dir, folds)
-    best, last = {}, {}
+    best, last, weights = {}, {}, {}
     pruning, so_far = trial_pruning(cfg, run_dir), []
     if pruning is not None:
         _per_fold_name(pruning.metric)  # refused before any fold trains
@@ -106,6 +107,7 @@ def cross_validate(cfg: DictConfig, doctor_report: str | None = None) -> dict[st
         on_fold = methodcaller("set_cv_fold", folds.train_of(fold), folds.val_of(fold))
         done = train(fold_cfg, prepare_data=on_fold)
         best[f"fold_{fold}"], last[f"fold_{fold}"] = done["best_ckpt"], done["last_ckpt"]
+        weights[f"fold_{fold}"] = done.get("weights")
         if writes_shared_files():
             if not done["best_ckpt"]:
                 raise TrainwellError(
@@ -121,6 +123,7 @@ def cross_validate(cfg: DictConfig, doctor_report: str | None = None) -> dict[st
         "test": UNTESTED,
         "best_ckpt": best,
         "last_ckpt": last,
+        "weights": cv_weights(weights),
         "started_at": started_at,
     }
     results = with_doctor_report(results, doctor_report)
