@@ -211,7 +211,10 @@ def test_failed_trial_is_recorded_and_the_sweep_goes_on_to_print_the_best(tmp_pa
     complete = [t for t in trials.values() if t.state == TrialState.COMPLETE]
     assert len(failed) == 1 and len(complete) == 1
     assert failed[0].params == {"model.net.dropout": 1.5}
-    assert "ValueError: dropout probability has to be between 0 and 1" in failed[0].user_attrs["failure"]
+    assert (
+        "ValueError: dropout probability has to be between 0 and 1"
+        in failed[0].user_attrs["failure"]
+    )
     failure_dir = sweep_dir / str(failed[0].number)
     assert (failure_dir / "error.log").is_file()
     best = complete[0]
