@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.config import CONF
+from tests.helpers.config import CONF, with_baseline
 from tests.helpers.scripts import call_script, run_script
 from trainwell.command_line import check_command_line
 
@@ -60,7 +60,7 @@ def test_a_summary_mode_outside_min_max_is_one_line_before_any_run() -> None:
 def test_the_command_line_check_names_key_value_and_expectation(
     override: str, expected: str
 ) -> None:
-    problem = check_command_line(CONF, "train", [override])
+    problem = check_command_line(CONF, "train", with_baseline([override]))
     assert problem is not None and problem.startswith(expected), problem
 
 

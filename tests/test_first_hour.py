@@ -81,7 +81,8 @@ FILES = {
     "conf/experiment/myexp.yaml": (
         "# @package _global_\n"
         "defaults:\n  - override /data: moons\n  - override /model: mynet\n"
-        "task_name: myexp\nmodel:\n  num_classes: 2\ntrainer:\n  max_epochs: 3\n"
+        "task_name: myexp\nmonitor:\n  metric: val/acc\n  mode: max\n"
+        "model:\n  num_classes: 2\ntrainer:\n  max_epochs: 3\n"
     ),
 }
 

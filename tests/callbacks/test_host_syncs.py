@@ -26,6 +26,8 @@ needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a C
 # of 32 (40 in the epoch), logging every 4 optimizer steps.
 ENGINE_RUN = [
     *OWNED,
+    "monitor.metric=val/acc",  # what the tests' own classifier logs
+    "monitor.mode=max",
     "trainer=cpu",
     "trainer.max_epochs=1",
     "trainer.log_every_n_steps=4",

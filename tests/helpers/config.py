@@ -31,6 +31,65 @@ QUIET_RUN = (
 )
 
 
+# The run the tests mean when they name no data, model or monitor: the digits example, as
+# conf/train.yaml ships it. Written out here, so that a cloner who points conf/train.yaml's defaults
+# at their own project (docs/your-project.md) changes what `scripts/train.py` trains, not what
+# these tests check; a clone that then deletes the digits example skips the tests that use it.
+BASELINE = (
+    ("data", "data=digits"),
+    ("model", "model=digits_cnn"),
+    ("monitor", "monitor.metric=val/acc"),
+    ("monitor", "monitor.mode=max"),
+)
+BASELINE_MODULES = (
+    "project.data.digits",
+    "project.models.digits_cnn",
+    "project.tasks.classification",
+)
+# Scripts and configs that compose train.yaml's defaults (eval.py reads the trained run's config).
+BASELINE_SCRIPTS = ("train.py", "doctor.py")
+BASELINE_CONFIGS = ("train", "doctor")
+
+
+def _chosen(override: str) -> str:
+    """The group or top-level node an override sets: `+model.net.width=8` -> `model`."""
+    key = override.lstrip("+~").split("=", 1)[0]
+    return key.split(".", 1)[0].split("/", 1)[0]
+
+
+def with_baseline(overrides: list[str] | tuple[str, ...]) -> list[str]:
+    """`overrides` after the baseline entries they leave open. An experiment chooses all three
+    (data, model and the monitor it is judged by); `data=...` or `model=...` chooses that group,
+    any `monitor.*` the monitor. A group the overrides only tune (`model.net.width=8`) is still
+    the baseline's."""
+    chosen = set()
+    for override in overrides:
+        key = override.lstrip("+~").split("=", 1)[0]
+        if key == "experiment":
+            chosen |= {"data", "model", "monitor"}
+        elif key in ("data", "model"):
+            chosen.add(key)
+        elif _chosen(override) == "monitor":
+            chosen.add("monitor")
+    pins = [pin for group, pin in BASELINE if group not in chosen]
+    if any(group in ("data", "model") for group, pin in BASELINE if pin in pins):
+        _skip_if_deleted()
+    # Among the other overrides: a script's command line takes them as one run of positionals
+    # (`-m` and other flags before or after them).
+    at = next((i for i, o in enumerate(overrides) if "=" in o and not o.startswith("-")), 0)
+    return [*overrides[:at], *pins, *overrides[at:]]
+
+
+def _skip_if_deleted() -> None:
+    import pytest
+
+    from tests.helpers.example_marks import deleted
+
+    gone = deleted(list(BASELINE_MODULES))
+    if gone:
+        pytest.skip(f"uses the tests' baseline run, whose example {', '.join(gone)} was deleted")
+
+
 # Composed configs of this process, by config name, overrides and the state of the config files.
 _COMPOSED: dict[tuple, DictConfig] = {}
 _SEARCH_DIR = re.compile(r"file://([^,\]]+)")
@@ -58,6 +117,8 @@ def compose_config(
     config depends on it)."""
     output_dir = run_dir or REPO / "logs" / "pytest"
     given = tuple(overrides or [])
+    if config_name in BASELINE_CONFIGS:
+        given = tuple(with_baseline(given))
     key = (config_name, given, _config_files(given))
     if key not in _COMPOSED:
         _COMPOSED[key] = compose_run_config(CONF, given, output_dir, REPO, config_name)

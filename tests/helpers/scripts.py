@@ -12,7 +12,7 @@ import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-from tests.helpers.config import REPO
+from tests.helpers.config import BASELINE_SCRIPTS, REPO, with_baseline
 from tests.helpers.forkserver import WarmInterpreter
 
 
@@ -45,6 +45,8 @@ def run_script(
     the start-up tests do, to see what a fresh process imports."""
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", "WANDB_SILENT": "true", **(env or {})}
     path = str(REPO / "scripts" / script)
+    if script in BASELINE_SCRIPTS:
+        overrides = tuple(with_baseline(overrides))
     if python_options:
         return subprocess.run(
             [sys.executable, *python_options, path, *overrides],
@@ -116,6 +118,8 @@ def call_script(
     torch's deterministic-algorithms flag."""
     import runpy
 
+    if script in BASELINE_SCRIPTS:
+        overrides = tuple(with_baseline(overrides))
     out, err = io.StringIO(), io.StringIO()
     code: object = 0
     with _isolated(out, err):

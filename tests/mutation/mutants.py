@@ -2863,9 +2863,9 @@ MUTANTS += [
     ),
     Mutant(
         "cv: float targets written as class ids",
-        "src/trainwell/training/cv/oof.py",
-        "        cells = [str(int(sample)), str(fold), *_cells(outputs[i]), *_cells(targets[i])]",
-        "        cells = [str(int(sample)), str(fold), *_cells(outputs[i]), str(int(targets[i]))]",
+        "src/trainwell/deploy/kind_rows.py",
+        "            row += [_number(v) for v in truth[i]]",
+        "            row += [str(int(v)) for v in truth[i]]",
         (CV_VALUES_T,),
         "out-of-fold rows hold the target as the data gives it",
     ),

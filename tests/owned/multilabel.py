@@ -40,6 +40,16 @@ class OwnedLabels(L.LightningDataModule):
         order = np.random.default_rng(self.seed).permutation(400)
         self.splits = {"test": order[:80], "val": order[80:140], "train": order[140:]}
 
+    def cv_samples(self) -> tuple[np.ndarray, np.ndarray]:
+        """Cross-validation hook: the train+val samples and their label vectors (N, 5)."""
+        self.setup()
+        rest = np.sort(np.concatenate([self.splits["train"], self.splits["val"]]))
+        return rest, self._load()[1][rest]
+
+    def set_cv_fold(self, train: np.ndarray, val: np.ndarray) -> None:
+        self.setup()
+        self.splits = {**self.splits, "train": np.sort(train), "val": np.sort(val)}
+
     def _loader(self, split: str, train: bool = False) -> DataLoader:
         x, y = self._load()
         idx = self.splits[split]

@@ -112,6 +112,8 @@ class OwnedRegressor(L.LightningModule):
     """An MLP on MSE; logs val/mae (in target units) and val/loss; predict_step answers in
     target units, where forward answers in standardised ones."""
 
+    output_kind = "values"  # what predict, export, serve and cross-validation's rows read
+
     def __init__(
         self,
         optimizer: Callable[..., torch.optim.Optimizer],

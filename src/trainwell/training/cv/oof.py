@@ -20,6 +20,8 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
+from trainwell.deploy.kind_rows import kind_rows
+from trainwell.deploy.output_kind import CLASS_SCORES, OutputKind, declared_kind
 from trainwell.errors import TrainwellError
 from trainwell.io.checkpoint_read import load_checkpoint_file
 from trainwell.io.results import write_text
@@ -49,10 +51,10 @@ def _predicts_itself(module: L.LightningModule) -> bool:
 
 def _fold_outputs(
     cfg: DictConfig, folds: Folds, fold: int, ckpt_path: str
-) -> tuple[np.ndarray, np.ndarray, list[str] | None]:
-    """(outputs, targets, class names) of the fold's validation samples, in their index order:
-    the module's predict_step on each validation batch where it defines one, else its forward on
-    the batch's input."""
+) -> tuple[np.ndarray, np.ndarray, OutputKind]:
+    """(outputs, targets, what the outputs mean) of the fold's validation samples, in their index
+    order: the module's predict_step on each validation batch where it defines one, else its
+    forward on the batch's input."""
     checkpoint = load_checkpoint_file(ckpt_path)
     datamodule = instantiate(cfg.data)
     datamodule.set_cv_fold(folds.train_of(fold), folds.val_of(fold))
@@ -80,30 +82,8 @@ def _fold_outputs(
                 )
             outputs.append(out.detach().cpu())
             targets.append(torch.as_tensor(batch[1]).cpu())
-    return torch.cat(outputs).numpy(), torch.cat(targets).numpy(), _class_names(datamodule)
-
-
-def is_class_scores(outputs: np.ndarray, targets: np.ndarray) -> bool:
-    """Rows of class scores for integer class ids: (N, C>1) outputs, (N,) integer targets.
-    Any other output (values, one score per sample, several values) is written as it is."""
-    return (
-        outputs.ndim == 2
-        and outputs.shape[1] > 1
-        and targets.ndim == 1
-        and np.issubdtype(targets.dtype, np.integer)
-    )
-
-
-def _columns(name: str, values: np.ndarray) -> list[str]:
-    """`name` for one value per sample ((N,) or (N, 1)), else `name_0`, `name_1`, ..."""
-    per_row = int(np.prod(values.shape[1:])) if values.ndim > 1 else 1
-    return [name] if per_row == 1 else [f"{name}_{j}" for j in range(per_row)]
-
-
-def _cells(values: np.ndarray) -> list[str]:
-    """A row's values as they are: numpy's shortest repr for their own dtype (a float32 comes
-    back as the same float32)."""
-    return [str(v) for v in np.asarray(values).reshape(-1)]
+    kind = declared_kind(module, _class_names(datamodule))
+    return torch.cat(outputs).numpy(), torch.cat(targets).numpy(), kind
 
 
 def _class_rows(
@@ -120,23 +100,18 @@ def _class_rows(
     return lines
 
 
-def _value_rows(
-    index: np.ndarray, fold: int, outputs: np.ndarray, targets: np.ndarray
-) -> list[str]:
-    header = ["index", "fold", *_columns("prediction", outputs), *_columns("target", targets)]
-    lines = [",".join(header)]
-    for i, sample in enumerate(index):
-        cells = [str(int(sample)), str(fold), *_cells(outputs[i]), *_cells(targets[i])]
-        lines.append(",".join(cells))
-    return lines
+def _with_fold(lines: list[str], fold: int) -> list[str]:
+    """predict.py's rows of another kind (index first), with the fold after the index."""
+    header, *rows = (line.split(",", 1) for line in lines)
+    return [f"index,fold,{header[1]}", *(f"{index},{fold},{rest}" for index, rest in rows)]
 
 
 def write_fold_predictions(cfg: DictConfig, folds: Folds, fold: int, ckpt_path: str) -> Path:
-    """fold_<k>/oof_predictions.csv. Class scores for class ids: index, fold, prediction (the
-    argmax), p_<class>..., target, the probability columns named as predict.py names them.
-    Anything else: index, fold, prediction(s) and target(s) as the module and the data give
-    them."""
-    outputs, targets, classes = _fold_outputs(cfg, folds, fold, ckpt_path)
+    """fold_<k>/oof_predictions.csv: the rows predict.py writes for the module's kind of output
+    (deploy/output_kind.py), with the fold after the index. Class scores: index, fold, prediction
+    (the argmax), p_<class>..., target; any other kind as deploy/kind_rows.py writes it (values
+    as predict_step returns them, labels with their probabilities, ...)."""
+    outputs, targets, kind = _fold_outputs(cfg, folds, fold, ckpt_path)
     index = folds.val_of(fold)
     if len(index) != len(outputs) or len(index) != len(targets):
         raise TrainwellError(
@@ -144,10 +119,10 @@ def write_fold_predictions(cfg: DictConfig, folds: Folds, fold: int, ckpt_path: 
             f"{len(targets)} (and the module predicted {len(outputs)} rows); set_cv_fold must "
             "make val_dataloader yield exactly `val`"
         )
-    if is_class_scores(outputs, targets):
-        lines = _class_rows(index, fold, outputs.astype(np.float64), targets, classes)
+    if kind.kind == CLASS_SCORES:
+        lines = _class_rows(index, fold, outputs.astype(np.float64), targets, kind.names)
     else:
-        lines = _value_rows(index, fold, outputs, targets)
+        lines = _with_fold(kind_rows(index, outputs, targets, kind), fold)
     path = Path(cfg.paths.output_dir) / OOF_FILE
     _write_lines(path, lines)
     return path
@@ -184,8 +159,10 @@ def _monitor(fold_dir: Path) -> dict[str, Any] | None:
 
 
 def _is_class_file(header: str) -> bool:
-    """The file holds class predictions (argmax + probability columns), not values."""
-    return any(name.startswith("p_") for name in header.split(","))
+    """The file holds class predictions (one predicted class and its probability columns), not
+    values or per-label predictions."""
+    names = header.split(",")
+    return "prediction" in names and any(name.startswith("p_") for name in names)
 
 
 def _mean_std(values: list[float]) -> tuple[float, float]:
