@@ -154,6 +154,14 @@ DOCS_EXCLUDED = {
     "python scripts/train.py -m launcher=local hydra.launcher.slots=2 seed=1,2,3,4": (
         "four default runs; tests/training/test_local_launcher.py runs it as written, made small"
     ),
+    "python scripts/train.py -m hparams_search=digits_optuna launcher=local trainer=gpu "
+    "hydra.sweeper.n_jobs=4": (
+        "four GPUs; tests/training/test_local_launcher.py runs the CPU search on launcher=local"
+    ),
+    "python scripts/train.py -m hparams_search=digits_optuna launcher=local "
+    "hydra.launcher.slots=2 hydra.sweeper.n_jobs=2": (
+        "a 20-trial search; tests/training/test_local_launcher.py runs it as written, made small"
+    ),
     "make bench": "every training-side benchmark: minutes (each runs small in tests/test_benchmarks_*.py)",
     "make bench-long": "the minute-long benchmarks (each runs small in tests/test_benchmarks_*.py)",
     **{

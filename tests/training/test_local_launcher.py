@@ -4,7 +4,8 @@ The slot plan is checked directly; the sweeps run train.py as a user does, with 
 writes what each trial ran with (tests.helpers.trial_env): on a CPU machine with a declared GPU
 list every trial sees its own CUDA_VISIBLE_DEVICES and trains on CPU, two trials train at the
 same time, and a trial that raises or is killed leaves the others done and the summary saying
-which failed.
+which failed. An Optuna search on it runs its `n_jobs` trials at once, and a stopped sweep
+launched again trains only what had not finished.
 """
 
 from __future__ import annotations
@@ -17,12 +18,16 @@ import sys
 import time
 from pathlib import Path
 
+import optuna
 import pytest
 from hydra import compose, initialize_config_dir
+from optuna.trial import TrialState
 
 from hydra_plugins.trainwell_local_launcher._slots import Slot, cap_workers, plan_slots
 from tests.helpers.config import CONF, QUIET_RUN, REPO
 from tests.helpers.scripts import TESTS_IMPORTABLE
+from tests.helpers.search import BRUTE_FORCE, TINY
+from tests.helpers.trial_env import HELD
 
 ENV = TESTS_IMPORTABLE
 
@@ -182,3 +187,130 @@ def test_sigterm_to_the_sweep_preempts_its_running_trials_and_leaves_no_process(
     for pid in trial_pids:
         with pytest.raises(ProcessLookupError):
             os.kill(pid, 0)
+
+
+@pytest.mark.slow
+def test_an_optuna_search_runs_n_jobs_trials_at_once_and_records_the_failed_one(
+    tmp_path: Path,
+) -> None:
+    """docs/cluster.md's CPU search command as written, made small: a 2-point space searched
+    brute force, one point (dropout 1.5) refused by torch when the trial builds its net."""
+    sweep_dir = tmp_path / "sweep"
+    command = (
+        "python scripts/train.py -m hparams_search=digits_optuna launcher=local "
+        "hydra.launcher.slots=2 hydra.sweeper.n_jobs=2"
+    )
+    assert command in (REPO / "docs" / "cluster.md").read_text()
+    proc = _sweep(
+        sweep_dir,
+        *command.split()[3:],
+        *TINY,
+        *BRUTE_FORCE,
+        "hydra.sweeper.n_trials=2",
+        "model.net.dropout=choice(0.1,1.5)",
+        "+callbacks.env._target_=tests.helpers.trial_env.TrialEnv",
+        # Each trial waits as its job starts until both have started, the failing one included.
+        "+hydra.callbacks.meet._target_=tests.helpers.job_meet.MeetAtJobStart",
+        "+hydra.callbacks.meet.count=2",
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "2 trials, 2 at once" in proc.stdout, proc.stdout[-3000:]
+    for num in (0, 1):  # one at a time, the first waits in vain
+        meet = json.loads((sweep_dir / str(num) / "meet.json").read_text())
+        assert meet["met"], (num, meet)
+    study = optuna.load_study(
+        study_name="digits_optuna", storage=f"sqlite:///{sweep_dir}/optuna.db"
+    )
+    trials = {t.params["model.net.dropout"]: t for t in study.trials}
+    assert sorted(trials) == [0.1, 1.5]
+    failed, best = trials[1.5], trials[0.1]
+    assert failed.state == TrialState.FAIL and best.state == TrialState.COMPLETE
+    assert "dropout probability has to be between 0 and 1" in failed.user_attrs["failure"]
+    results = json.loads((sweep_dir / str(best.number) / "results.json").read_text())
+    assert best.value == results["metrics"]["val/loss"]
+    # The completed trial ran on its slot's share of the CPUs.
+    record = _trial(sweep_dir, best.number)
+    share = max(len(os.sched_getaffinity(0)) // 2, 1)
+    assert record["OMP_NUM_THREADS"] == str(record["torch_threads"]) == str(share)
+    assert f"trial {failed.number} failed: " in proc.stdout
+    assert "2 trials (1 complete, 1 failed)" in proc.stdout
+    assert f"best trial {best.number}: val/loss={best.value} with model.net.dropout=0.1" in (
+        proc.stdout
+    )
+    summary = (sweep_dir / "summary.md").read_text()
+    assert "1 jobs with results, 1 without" in summary, summary
+    assert f"- job {failed.number} (" in summary and "dropout probability" in summary, summary
+
+
+def _wait_for(sweep: subprocess.Popen, paths: list[Path], timeout_s: float) -> None:
+    deadline = time.monotonic() + timeout_s
+    while not all(path.is_file() for path in paths):
+        assert sweep.poll() is None, sweep.communicate()[1][-3000:]
+        assert time.monotonic() < deadline, [p for p in paths if not p.is_file()]
+        time.sleep(0.5)
+
+
+def _untouched(run_dir: Path) -> dict[str, tuple[int, bytes]]:
+    """A finished trial's files with their mtimes and bytes (Hydra's .hydra/ and the log are
+    written on every start, trained or not)."""
+    files = [run_dir / "results.json", run_dir / "trial_env.json", *run_dir.glob("checkpoints/*")]
+    return {p.name: (p.stat().st_mtime_ns, p.read_bytes()) for p in files}
+
+
+@pytest.mark.slow
+def test_a_stopped_sweep_launched_again_trains_only_what_had_not_finished(tmp_path: Path) -> None:
+    sweep_dir = tmp_path / "sweep"
+    # Two at a time: trial 0 is killed as it starts training (its first attempt only) and trial 2
+    # takes its slot and finishes; trials 1 and 3 hold after their first step until the sweep is
+    # stopped, which pre-empts them. The same command launched again finishes the sweep.
+    command = [
+        "launcher=local",
+        "hydra.launcher.slots=2",
+        *SMALL,
+        "+callbacks.env.once=true",
+        "+callbacks.env.wait_s=500",
+        "+callbacks.env.mode=kill,hold,ok,hold",
+    ]
+    sweep = subprocess.Popen(
+        [sys.executable, "scripts/train.py", "-m", *command, f"hydra.sweep.dir={sweep_dir}"],
+        cwd=REPO, env={**os.environ, **ENV}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True, start_new_session=True,
+    )  # fmt: skip
+    try:
+        cues = [sweep_dir / "2" / "results.json", sweep_dir / "1" / HELD, sweep_dir / "3" / HELD]
+        _wait_for(sweep, cues, timeout_s=500)
+        sweep.terminate()
+        _, err = sweep.communicate(timeout=300)
+    finally:
+        if sweep.poll() is None:
+            os.killpg(sweep.pid, signal.SIGKILL)
+    assert sweep.returncode == 1, err[-3000:]
+    assert "local launcher: stopped 2 running trials" in err, err[-3000:]
+    assert "was killed" in (sweep_dir / "0" / "failure.txt").read_text()
+    for num in (1, 3):
+        assert (sweep_dir / str(num) / "checkpoints" / "preempt.ckpt").is_file()
+    finished = _untouched(sweep_dir / "2")
+    assert {"results.json", "trial_env.json", "best.ckpt"} <= set(finished), finished
+
+    again = _sweep(sweep_dir, *command)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "4 trials, 2 at once" in again.stdout, again.stdout[-3000:]
+    # Trial 2 started, found its results and checkpoint, returned them: nothing trained, nothing
+    # written.
+    assert _untouched(sweep_dir / "2") == finished
+    (output,) = [
+        line.rsplit("output: ", 1)[1] for line in again.stdout.splitlines()
+        if line.startswith("trial 2 (")
+    ]  # fmt: skip
+    assert "this run is complete" in Path(output).read_text()
+    # The pre-empted trials continued from their checkpoints; the killed one (no checkpoint)
+    # trained from the start; every trial ends where a whole run ends.
+    for num, resumed in ((0, False), (1, True), (3, True)):
+        assert (_trial(sweep_dir, num)["start_step"] > 0) is resumed, num
+    # The same seed and data in every trial: the resumed ones end as the uninterrupted one did.
+    results = [json.loads((sweep_dir / str(n) / "results.json").read_text()) for n in range(4)]
+    assert [r["finished_at"]["global_step"] for r in results] == [3] * 4
+    assert len({(r["metrics"]["val/loss"], r["metrics"]["test/loss"]) for r in results}) == 1
+    assert not (sweep_dir / "0" / "failure.txt").exists()
+    summary = (sweep_dir / "summary.md").read_text()
+    assert "4 jobs with results;" in summary and "Without results" not in summary, summary
