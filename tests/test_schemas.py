@@ -89,7 +89,7 @@ def test_a_search_dirs_plain_lightning_classes_get_their_schema(
     schema = shipped["model"]
     branch = schema["definitions"]["target:tests.owned.task.OwnedNet"]
     assert branch["properties"]["hidden"]["default"] == 32
-    assert branch["properties"]["hidden"]["anyOf"][0] == {"type": ["integer"]}
+    assert branch["properties"]["hidden"]["anyOf"][0] == {"type": ["integer", "null"]}
     assert branch["description"].startswith("Flatten -> Linear")
     assert branch["additionalProperties"] is False
     config = _load(TEST_CONF / "model" / "owned.yaml")

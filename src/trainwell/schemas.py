@@ -92,10 +92,11 @@ def _value(annotation: Any) -> dict[str, Any]:
     allowed = simple_types(annotation) if annotation is not None else None
     if allowed is None:
         return dict(_IF_NODE)
-    kinds = sorted({_JSON_TYPES[k] for k in allowed if k in _JSON_TYPES})
+    # null passes as config_values lets it: it means "off" or "the default" (`x: int = None`)
+    kinds = {"null", *(_JSON_TYPES[k] for k in allowed if k in _JSON_TYPES)}
     if any(issubclass(k, str | Path) or k.__name__ == "PathLike" for k in allowed):
-        kinds = sorted({*kinds, "string"})
-    arms: list[dict[str, Any]] = [{"type": kinds}] if kinds else []
+        kinds.add("string")
+    arms: list[dict[str, Any]] = [{"type": sorted(kinds)}]
     if any(k not in _JSON_TYPES for k in allowed):
         arms.append(_NODE)  # a class: its config is a node of its own (net: nn.Module)
     return {"anyOf": [*arms, _INTERPOLATION]}
@@ -121,7 +122,7 @@ def _branch(target: str, sig: Signature | None) -> dict[str, Any]:
 
 def _is_json(value: Any) -> bool:
     try:
-        json.dumps(value)
+        json.dumps(value, allow_nan=False)  # inf and nan have no JSON spelling
     except (TypeError, ValueError):
         return False
     return True
