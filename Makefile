@@ -5,7 +5,7 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 ARGS ?=
 
-.PHONY: setup train predict export serve test test-slow test-all mutants lint format doctor bench bench-long clean upgrade
+.PHONY: setup train predict export serve schema test test-slow test-all mutants lint format doctor bench bench-long clean upgrade
 
 # The stamp depends on what defines the environment: edit either file and the next make reinstalls.
 $(STAMP): pyproject.toml constraints.txt
@@ -95,6 +95,12 @@ export: $(STAMP)
 # make serve ARGS="artifact=<run dir>/export" serves another one.
 serve: $(STAMP)
 	$(PY) scripts/serve.py artifact=latest $(ARGS)
+
+# make schema: a JSON Schema per config group in .schemas/ (generated, not committed), which
+# .vscode/settings.json maps to conf/<group>/*.yaml for the YAML extension; ARGS="<config dir>"
+# adds a search dir of your own. Run it again after adding a class or a group.
+schema: $(STAMP)
+	$(PY) scripts/schema.py $(ARGS)
 
 # make upgrade TEMPLATE=<git url or path> REF=<tag|branch|commit>: merge a later release of the
 # template into this clone with git (docs/upgrading.md); needs git and python3, not the venv.

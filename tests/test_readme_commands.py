@@ -232,6 +232,13 @@ DOCS_EXCLUDED = {
         UPGRADE_COPIED
     ),
     "git status": "git's own report of uncommitted work",
+    "make schema": (
+        "the same as `python scripts/schema.py`, which tests/test_schemas.py runs in a copy of the "
+        "project"
+    ),
+    "make schema ARGS=/path/to/conf": (
+        "a config dir of your own; tests/test_schemas.py runs the script with one"
+    ),
     'grep -rnE "trainwell\\.(data|models|tasks)\\b" --include=*.py --include=*.yaml '
     "--exclude-dir=.venv --exclude-dir=logs --exclude-dir=trainwell .": (
         "a search of the user's own code, whose result is theirs"

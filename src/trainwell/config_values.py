@@ -108,7 +108,7 @@ def template_value_problem(cfg: DictConfig) -> str | None:
     return None
 
 
-def _simple_types(annotation: Any) -> tuple[type, ...] | None:
+def simple_types(annotation: Any) -> tuple[type, ...] | None:
     """The plain classes an annotation allows, or None when it is not that simple (generics,
     callables, Any): then the value is not checked."""
     arms = (
@@ -137,7 +137,7 @@ def _annotation_problem(node: DictConfig, path: str) -> str | None:
         value = _value(node, key)
         if value is _MISSING or value is None or OmegaConf.is_config(value):
             continue
-        allowed = _simple_types(hints[key])
+        allowed = simple_types(hints[key])
         if allowed is None or any(_is(value, kind) for kind in allowed):
             continue
         expected = " | ".join(kind.__name__ for kind in allowed)

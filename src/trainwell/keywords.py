@@ -19,7 +19,7 @@ import ast
 import functools
 import inspect
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,10 @@ class Signature:
     names: frozenset[str]
     required: frozenset[str]
     open: bool  # takes **kwargs it does not visibly forward: any keyword may be valid
+    # What an editor's schema shows (schemas.py); the keyword check reads neither. Defaults are
+    # those the source writes as literals; a computed default is left out, not guessed.
+    defaults: tuple[tuple[str, Any], ...] = ()
+    doc: str | None = None
 
 
 _Where = tuple[str, Any]  # (module, its `def` or `class` statement)
@@ -152,8 +156,10 @@ def signature(target: str) -> Signature | None:
         return None
     module, node = where
     if isinstance(node, ast.ClassDef):
-        return _class_signature(module, node, 0)
-    return _function_signature(module, node, None, skip_self=False)
+        found = _class_signature(module, node, 0)
+    else:
+        found = _function_signature(module, node, None, skip_self=False)
+    return None if found is None else replace(found, doc=ast.get_docstring(node))
 
 
 def _class_signature(module: str, node: ast.ClassDef, depth: int) -> Signature | None:
@@ -195,16 +201,34 @@ def _function_signature(
     by_name = args.args[1:] if skip_self and not args.posonlyargs else args.args
     names = {a.arg for a in [*by_name, *args.kwonlyargs]}  # positional-only: never a keyword
     required = names - optional
+    written = [*zip(positional[len(positional) - len(args.defaults) :], args.defaults, strict=True)]
+    written += [(a, d) for a, d in zip(args.kwonlyargs, args.kw_defaults, strict=True) if d]
+    defaults = _literals([(a.arg, d) for a, d in written if a.arg in names])
     if args.kwarg is None:
-        return Signature(frozenset(names), frozenset(required), open=False)
+        return Signature(frozenset(names), frozenset(required), open=False, defaults=defaults)
     base = None
     if owner is not None and _only_forwards_to_super(func, args.kwarg.arg):
         found = _single_base(module, owner[0])
         if found is not None:
             base = _class_signature(found[0], found[1], owner[1] + 1)
     if base is None:
-        return Signature(frozenset(names), frozenset(required), open=True)
-    return Signature(frozenset(names | base.names), frozenset(required), open=base.open)
+        return Signature(frozenset(names), frozenset(required), open=True, defaults=defaults)
+    mine = {name for name, _ in defaults}
+    defaults += tuple((name, value) for name, value in base.defaults if name not in mine)
+    return Signature(
+        frozenset(names | base.names), frozenset(required), open=base.open, defaults=defaults
+    )
+
+
+def _literals(written: list[tuple[str, ast.expr]]) -> tuple[tuple[str, Any], ...]:
+    """The defaults written as literals (`1e-3`, `None`, `(0.9, 0.999)`), by name."""
+    found = []
+    for name, expr in written:
+        try:
+            found.append((name, ast.literal_eval(expr)))
+        except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):
+            continue  # computed at run time (`os.cpu_count()`): not shown rather than guessed
+    return tuple(found)
 
 
 def _only_forwards_to_super(func: Any, kwargs: str) -> bool:

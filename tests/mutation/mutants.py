@@ -2533,8 +2533,8 @@ MUTANTS += [
     Mutant(
         "keywords: **kwargs the source does not show forwarded are refused",
         KEYWORDS,
-        "        return Signature(frozenset(names), frozenset(required), open=True)\n",
-        "        return Signature(frozenset(names), frozenset(required), open=False)\n",
+        "        return Signature(frozenset(names), frozenset(required), open=True, defaults=defaults)\n",
+        "        return Signature(frozenset(names), frozenset(required), open=False, defaults=defaults)\n",
         (f"{KEYWORDS_T}::test_each_keyword_is_checked_against_the_signature_the_source_shows",),
         "a signature the source does not fully show is never refused",
     ),
@@ -2884,5 +2884,64 @@ MUTANTS += [
         "    if True:",
         ("tests/doctor/test_values_task.py::test_checks_that_need_classes_skip_with_the_reason",),
         "checks that need classes skip on a task of values, saying why",
+    ),
+]
+
+SCHEMAS = "src/trainwell/schemas.py"
+SCHEMAS_T = "tests/test_schemas.py"
+MUTANTS += [
+    Mutant(
+        "schemas: unknown keys pass every schema",
+        SCHEMAS,
+        '    branch["additionalProperties"] = sig is None or sig.open\n',
+        '    branch["additionalProperties"] = True\n',
+        (
+            f"{SCHEMAS_T}::test_a_misspelt_keyword_of_an_optimizer_fails_its_groups_schema",
+            f"{SCHEMAS_T}::test_unknown_keys_are_flagged_only_where_the_signature_shows_all",
+        ),
+        "a misspelt keyword in a config is underlined in the editor",
+    ),
+    Mutant(
+        "schemas: an open **kwargs signature refuses unknown keys",
+        SCHEMAS,
+        '    branch["additionalProperties"] = sig is None or sig.open\n',
+        '    branch["additionalProperties"] = sig is None\n',
+        (f"{SCHEMAS_T}::test_unknown_keys_are_flagged_only_where_the_signature_shows_all",),
+        "a key an open signature may take is never underlined",
+    ),
+    Mutant(
+        "schemas: an interpolation is not allowed where a typed value is expected",
+        SCHEMAS,
+        '    return {"anyOf": [*arms, _INTERPOLATION]}\n',
+        '    return {"anyOf": arms}\n',
+        (
+            f"{SCHEMAS_T}::test_every_shipped_config_passes_its_groups_schema",
+            f"{SCHEMAS_T}::test_unknown_keys_are_flagged_only_where_the_signature_shows_all",
+        ),
+        "every shipped config passes its group's schema, interpolations included",
+    ),
+    Mutant(
+        "schemas: the defaults a class forwards to its base are not shown",
+        KEYWORDS,
+        "    defaults += tuple((name, value) for name, value in base.defaults if name not in mine)\n",
+        "",
+        (f"{SCHEMAS_T}::test_unknown_keys_are_flagged_only_where_the_signature_shows_all",),
+        "a keyword's default shows in the editor, a base's included",
+    ),
+    Mutant(
+        "schemas: a keyword's type is not checked",
+        SCHEMAS,
+        '    arms: list[dict[str, Any]] = [{"type": sorted(kinds)}]\n',
+        "    arms: list[dict[str, Any]] = []\n",
+        (f"{SCHEMAS_T}::test_unknown_keys_are_flagged_only_where_the_signature_shows_all",),
+        "a value of the wrong simple type is underlined",
+    ),
+    Mutant(
+        "schemas: a new class no config names yet is underlined",
+        SCHEMAS,
+        '        "properties": {"_target_": {"not": {"enum": sorted(known)}}},\n',
+        '        "properties": {"_target_": {"enum": sorted(known)}},\n',
+        (f"{SCHEMAS_T}::test_unknown_keys_are_flagged_only_where_the_signature_shows_all",),
+        "a node naming a class the schemas have not seen is left open",
     ),
 ]
