@@ -8,10 +8,10 @@ import pytest
 import torch
 from torch import nn
 
-from trainwell.deploy.kind_rows import kind_rows
-from trainwell.deploy.output_kind import OTHER, VALUES, declared_kind
 from trainwell.deploy.prediction import Prediction, check_shape, defines_predict_step
 from trainwell.errors import TrainwellError
+from trainwell.io.kind_rows import kind_rows
+from trainwell.io.output_kind import OTHER, VALUES, declared_kind
 
 pytestmark = pytest.mark.engine
 

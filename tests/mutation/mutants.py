@@ -2863,7 +2863,7 @@ MUTANTS += [
     ),
     Mutant(
         "cv: float targets written as class ids",
-        "src/trainwell/deploy/kind_rows.py",
+        "src/trainwell/io/kind_rows.py",
         "            row += [_number(v) for v in truth[i]]",
         "            row += [str(int(v)) for v in truth[i]]",
         (CV_VALUES_T,),

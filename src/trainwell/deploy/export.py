@@ -21,16 +21,7 @@ from omegaconf import DictConfig, OmegaConf
 
 import trainwell
 from trainwell.deploy import artifact
-from trainwell.deploy.kind_rows import THRESHOLD, sigmoid
 from trainwell.deploy.loading import load_run, run_dir_of
-from trainwell.deploy.output_kind import (
-    CLASS_SCORES,
-    LABEL_SCORES,
-    STEP_HOOK,
-    VALUES,
-    OutputKind,
-    declared_kind,
-)
 from trainwell.deploy.outputs import EXPORT_DIR, check_export_target
 from trainwell.deploy.prediction import (
     Prediction,
@@ -47,7 +38,16 @@ from trainwell.deploy.raw import (
     raw_data,
 )
 from trainwell.errors import TrainwellError
+from trainwell.io.kind_rows import THRESHOLD, sigmoid
 from trainwell.io.named_paths import deployed_checkpoint
+from trainwell.io.output_kind import (
+    CLASS_SCORES,
+    LABEL_SCORES,
+    STEP_HOOK,
+    VALUES,
+    OutputKind,
+    declared_kind,
+)
 from trainwell.io.results import as_new_file
 
 

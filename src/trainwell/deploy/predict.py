@@ -2,8 +2,8 @@
 one is replaced only with overwrite=true: deploy/outputs.py), one row per sample, index order.
 
 The module's prediction is what its `predict_step` returns (else its forward), read as the kind
-it declares (deploy/output_kind.py). Class scores: index, prediction, p_<class> for every class,
-target (when the samples have labels); other kinds: deploy/kind_rows.py.
+it declares (io/output_kind.py). Class scores: index, prediction, p_<class> for every class,
+target (when the samples have labels); other kinds: io/kind_rows.py.
 Token models: one row per sequence with its next-token top-k (`top_k=`, conf/predict.yaml):
 index, prediction (the top token id), top_1..top_k (ids), p_top_1..p_top_k (probabilities), and
 on a split also log_likelihood (the sum of log p over the sequence's target tokens), tokens (how
@@ -29,12 +29,7 @@ import torch
 from omegaconf import DictConfig
 from tqdm import tqdm
 
-from trainwell.deploy.kind_rows import kind_rows
 from trainwell.deploy.loading import TrainedRun, load_run, run_dir_of
-from trainwell.deploy.output_kind import (
-    CLASS_SCORES,
-    declared_kind,
-)
 from trainwell.deploy.outputs import prediction_path
 from trainwell.deploy.prediction import (
     Prediction,
@@ -45,7 +40,12 @@ from trainwell.deploy.prediction import (
 from trainwell.deploy.raw import RawData, RawModel, forward_batch, raw_data
 from trainwell.deploy.raw_input import read_raw_input
 from trainwell.errors import TrainwellError
+from trainwell.io.kind_rows import kind_rows
 from trainwell.io.named_paths import deployed_checkpoint
+from trainwell.io.output_kind import (
+    CLASS_SCORES,
+    declared_kind,
+)
 from trainwell.loading.labels import probability_columns
 
 
@@ -175,7 +175,7 @@ def predict_checkpoint(cfg: DictConfig) -> Path:
 
 def _predict_classes(run: TrainedRun, raw: RawData, cfg: DictConfig, source: object) -> list[str]:
     """Rows of a module's predictions: class scores as predict.py always wrote them, any other
-    kind as deploy/kind_rows.py writes it (deploy/output_kind.py says which)."""
+    kind as io/kind_rows.py writes it (io/output_kind.py says which)."""
     kind = declared_kind(run.module, raw.classes)
     step = defines_predict_step(run.module)
     outs = []

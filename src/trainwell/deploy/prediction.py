@@ -1,6 +1,6 @@
 """The module's prediction: its `predict_step` where it defines one (as in Lightning), else its
 forward; what predict writes and what export puts into the graph after the preprocessing
-(deploy/output_kind.py says what it means).
+(io/output_kind.py says what it means).
 """
 
 from __future__ import annotations
@@ -12,14 +12,14 @@ import numpy as np
 import torch
 from torch import nn
 
-from trainwell.deploy.output_kind import (
+from trainwell.errors import TrainwellError, first_line
+from trainwell.io.output_kind import (
     CLASS_SCORES,
     LABEL_SCORES,
     STEP_HOOK,
     VALUES,
     OutputKind,
 )
-from trainwell.errors import TrainwellError, first_line
 
 
 def defines_predict_step(module: nn.Module) -> bool:

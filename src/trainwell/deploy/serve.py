@@ -10,7 +10,7 @@
          values:       {"predictions": [float, ...] (one output) or [[float, ...], ...],
                         "names": [...]}
          other:        {"outputs": [<each sample's output>, ...]}
-       (the manifest's output.kind says which: deploy/output_kind.py)
+       (the manifest's output.kind says which: io/output_kind.py)
     GET /health -> 200 once every inference worker has loaded the model
 
 What the server trusts: every file of the export is checked against manifest.json's sha256 before
@@ -46,8 +46,6 @@ from trainwell import compat
 from trainwell.deploy import artifact
 from trainwell.deploy.batching import GreedyBatchLoop
 from trainwell.deploy.input_spec import InputRefused, InputSpec
-from trainwell.deploy.kind_rows import THRESHOLD, sigmoid
-from trainwell.deploy.output_kind import CLASS_SCORES, LABEL_SCORES, VALUES
 from trainwell.deploy.request import (
     NPY,
     BadRequest,
@@ -58,6 +56,8 @@ from trainwell.deploy.request import (
 )
 from trainwell.deploy.shutdown import reap_children, stop_on_signals
 from trainwell.errors import TrainwellError
+from trainwell.io.kind_rows import THRESHOLD, sigmoid
+from trainwell.io.output_kind import CLASS_SCORES, LABEL_SCORES, VALUES
 
 # The key of the checked batch (bytes of the manifest's dtype) on its way from the middleware to
 # a worker.
@@ -244,7 +244,7 @@ class OnnxAPI(_lit_api_base()):  # type: ignore[misc]
 
 def kind_answer(outputs: np.ndarray, kind: str, names: list[str] | None) -> dict[str, Any]:
     """The answer for outputs that are not class scores, with the fields that fit the kind (as
-    predict.py's columns: deploy/kind_rows.py)."""
+    predict.py's columns: io/kind_rows.py)."""
     if kind == LABEL_SCORES:
         probs = sigmoid(outputs)
         chosen = probs >= THRESHOLD

@@ -20,10 +20,10 @@ import torch
 from hydra.utils import instantiate
 from omegaconf import DictConfig
 
-from trainwell.deploy.kind_rows import kind_rows
-from trainwell.deploy.output_kind import CLASS_SCORES, OutputKind, declared_kind
 from trainwell.errors import TrainwellError
 from trainwell.io.checkpoint_read import load_checkpoint_file
+from trainwell.io.kind_rows import kind_rows
+from trainwell.io.output_kind import CLASS_SCORES, OutputKind, declared_kind
 from trainwell.io.results import write_text
 from trainwell.loading.labels import probability_columns
 from trainwell.summary.build import headline
@@ -108,8 +108,8 @@ def _with_fold(lines: list[str], fold: int) -> list[str]:
 
 def write_fold_predictions(cfg: DictConfig, folds: Folds, fold: int, ckpt_path: str) -> Path:
     """fold_<k>/oof_predictions.csv: the rows predict.py writes for the module's kind of output
-    (deploy/output_kind.py), with the fold after the index. Class scores: index, fold, prediction
-    (the argmax), p_<class>..., target; any other kind as deploy/kind_rows.py writes it (values
+    (io/output_kind.py), with the fold after the index. Class scores: index, fold, prediction
+    (the argmax), p_<class>..., target; any other kind as io/kind_rows.py writes it (values
     as predict_step returns them, labels with their probabilities, ...)."""
     outputs, targets, kind = _fold_outputs(cfg, folds, fold, ckpt_path)
     index = folds.val_of(fold)

@@ -1,4 +1,4 @@
-"""The rows of a predictions file for outputs that are not class scores (deploy/output_kind.py
+"""The rows of a predictions file for outputs that are not class scores (io/output_kind.py
 says which kind a module's are; class scores keep predict.py's own rows).
 
 - label scores (multi-label): index, pred_<label> (1 at p >= 0.5, else 0) and p_<label> for every
@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from trainwell.deploy.output_kind import LABEL_SCORES, VALUES, OutputKind
+from trainwell.io.output_kind import LABEL_SCORES, VALUES, OutputKind
 
 THRESHOLD = 0.5  # a label is predicted when its probability reaches it
 
