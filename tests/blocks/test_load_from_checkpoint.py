@@ -11,6 +11,8 @@ from project.tasks.classification import ClassificationTask
 from trainwell.deploy import load_trained
 from trainwell.errors import TrainwellError
 
+pytestmark = pytest.mark.example("project.tasks.classification")
+
 
 def test_load_from_checkpoint_is_load_trained_in_eval_mode(digits_run: Path) -> None:
     ckpt = digits_run / "checkpoints" / "best.ckpt"

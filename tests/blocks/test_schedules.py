@@ -14,6 +14,8 @@ from tests.helpers.trainers import template_trainer, templated
 from trainwell.blocks.schedules import WarmupCosine, warmup_cosine, warmup_steps_for
 from trainwell.training.plan import make_plan
 
+pytestmark = pytest.mark.example("project.tasks.classification")
+
 
 class LrTrace(L.Callback):
     """The LR each optimizer step uses, and how many micro-batches ran."""

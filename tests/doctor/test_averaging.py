@@ -17,6 +17,8 @@ from project.tasks.classification import ClassificationTask
 from tests.doctor.museum import StepEMA
 from tests.helpers.doctor import FAST, MUSEUM, run_ids
 
+pytestmark = pytest.mark.example("project.tasks.classification")
+
 ID = "weights.averaging"
 HERE = "tests.doctor.test_averaging"
 CALLBACK = "+callbacks.averaging._target_="

@@ -87,7 +87,7 @@ def _skip_if_deleted() -> None:
 
     gone = deleted(list(BASELINE_MODULES))
     if gone:
-        pytest.skip(f"uses the tests' baseline run, whose example {', '.join(gone)} was deleted")
+        pytest.skip(f"uses {', '.join(gone)}, deleted (the tests' baseline run)")
 
 
 # Composed configs of this process, by config name, overrides and the state of the config files.

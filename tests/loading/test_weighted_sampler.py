@@ -16,6 +16,8 @@ from trainwell.errors import TrainwellError
 from trainwell.loading.samplers import WeightedEpochDraw
 from trainwell.loading.sharding import EpochDraw, install_loader_policy, shard_loader
 
+pytestmark = pytest.mark.example("project.data.digits")
+
 N_MAJOR, N_MINOR = 90, 10  # "90% dogs and 10% cats"
 
 

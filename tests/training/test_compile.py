@@ -14,6 +14,8 @@ from torch import nn
 from project.tasks.classification import ClassificationTask
 from tests.helpers.scripts import run_ok
 
+pytestmark = pytest.mark.example("project.tasks.classification")
+
 SMALL = (
     "model=mlp",
     "data=synthetic",

@@ -24,6 +24,8 @@ from trainwell.cli import run_training
 from trainwell.errors import TrainwellError
 from trainwell.training.cv.folds import assign_folds, read_folds
 
+pytestmark = pytest.mark.example("project.data.digits")
+
 
 @pytest.fixture(scope="module")
 def cv_run(tmp_path_factory: pytest.TempPathFactory) -> Path:

@@ -1,8 +1,11 @@
 import numpy as np
+import pytest
 import torch
 from sklearn.datasets import load_digits
 
 from project.data.digits import DigitsDataModule
+
+pytestmark = pytest.mark.example("project.data.digits")
 
 
 def make(seed: int = 0) -> DigitsDataModule:

@@ -7,6 +7,8 @@ from torch.utils.data import SequentialSampler
 from project.data.digits import DigitsDataModule
 from trainwell.errors import TrainwellError
 
+pytestmark = pytest.mark.example("project.data.digits")
+
 
 def _synthetic(**kwargs: Any) -> Any:
     """The loader knobs every datamodule shares (data/base.py) on the CIFAR-shaped synthetic data,

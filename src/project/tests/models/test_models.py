@@ -7,6 +7,8 @@ import torch
 
 from project.models.digits_cnn import DigitsCNN
 
+pytestmark = pytest.mark.example("project.models.digits_cnn")
+
 NETS = sorted(p.stem for p in Path(__file__).parents[2].joinpath("models").glob("[!_]*.py"))
 
 

@@ -23,6 +23,12 @@ from trainwell.blocks.metrics import (
 from trainwell.errors import TrainwellError
 from trainwell.training.class_recall import zero_recall_line
 
+pytestmark = pytest.mark.example(
+    "project.data.digits",
+    "project.models.digits_cnn",
+    "project.tasks.classification",
+)
+
 # 3 classes; rows: true class, columns: predicted
 #   class 0: 4 samples, 3 right, 1 called 1
 #   class 1: 2 samples, 1 right, 1 called 2

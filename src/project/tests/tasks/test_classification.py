@@ -1,5 +1,6 @@
 from functools import partial
 
+import pytest
 import torch
 
 from project.data.digits import DigitsDataModule
@@ -7,6 +8,12 @@ from project.models.digits_cnn import DigitsCNN
 from project.tasks.classification import ClassificationTask
 from tests.helpers.trainers import quiet_trainer
 from trainwell.blocks.schedules import warmup_cosine
+
+pytestmark = pytest.mark.example(
+    "project.data.digits",
+    "project.models.digits_cnn",
+    "project.tasks.classification",
+)
 
 
 def make_task() -> ClassificationTask:

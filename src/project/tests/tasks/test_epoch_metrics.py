@@ -11,6 +11,7 @@ from functools import partial
 from typing import Any
 
 import lightning as L
+import pytest
 import torch
 from torch import nn
 
@@ -18,6 +19,8 @@ from project.data.digits import DigitsDataModule
 from project.tasks.classification import ClassificationTask
 from tests.helpers.trainers import template_trainer, templated
 from trainwell.blocks.metrics import EpochMetricLog
+
+pytestmark = pytest.mark.example("project.data.digits", "project.tasks.classification")
 
 
 class EveryStepClassification(ClassificationTask):
