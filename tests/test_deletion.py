@@ -37,6 +37,7 @@ from tests.helpers.example_uses import (
     deletable_examples,
     deleted_configs,
     room_modules,
+    run_modules,
     suite_files,
     unmarked_uses,
 )
@@ -342,15 +343,41 @@ def test_a_clone_without_one_example_trains_runs_every_other_experiment_and_coll
     assert "error" not in collected.stdout.lower().split("\n")[-3:][0], collected.stdout[-2000:]
 
 
+# What docs/your-project.md tells a cloner to do before deleting the default run's pieces: point
+# conf/train.yaml's defaults at their own data, model and monitored metric. The regression example
+# stands in for theirs.
+NEW_DEFAULT = {
+    "  - data: digits\n": "  - data: diabetes\n",
+    "  - model: digits_cnn\n": "  - model: diabetes_mlp\n",
+    "monitor:\n  metric: val/acc\n  mode: max\n": "monitor:\n  metric: val/mae\n  mode: min\n",
+}
+NEW_DEFAULT_RUN = ("data=diabetes", "model=diabetes_mlp", "monitor.metric=val/mae",
+                   "monitor.mode=min")  # fmt: skip
+
+
+def replace_the_default(clone: Path) -> None:
+    train_yaml = clone / "conf" / "train.yaml"
+    text = train_yaml.read_text()
+    for old, new in NEW_DEFAULT.items():
+        assert old in text, old
+        text = text.replace(old, new)
+    train_yaml.write_text(text)
+
+
 @pytest.mark.slow  # the whole default suite, in a clone
-def test_the_default_suite_passes_in_a_clone_without_every_example_the_default_run_can_spare(
+def test_the_default_suite_passes_in_a_clone_that_replaced_the_default_and_deleted_the_rest(
     tmp_path: Path,
 ) -> None:
-    """`make test` where a cloner deleted all those examples, each as above: what uses one is
-    skipped, everything else passes. (With one deleted at a time, a test marked with only one of
-    two examples it uses would run: the fast test above reads those from the source.)"""
+    """`make test` where a cloner pointed the default run at their own project (as the docs say)
+    and then deleted every example it does not use, each as above, the digits example included:
+    what uses one is skipped (the tests' baseline run is the digits example), everything else
+    passes. (With one deleted at a time, a test marked with only one of two examples it uses
+    would run: the fast test above reads those from the source.)"""
     clone = _clone(tmp_path)
-    for module in deletable_examples():
+    replace_the_default(clone)
+    kept = run_modules(NEW_DEFAULT_RUN)
+    assert "project.data.digits" not in kept and "project.data.diabetes" in kept
+    for module in sorted(set(room_modules()) - kept):
         delete_one_example(clone, module)
     proc = subprocess.run(
         [sys.executable, "-m", "pytest", "-m", "not slow", "-q", "-p", "no:cacheprovider",
@@ -360,3 +387,4 @@ def test_the_default_suite_passes_in_a_clone_without_every_example_the_default_r
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-6000:] + proc.stderr[-2000:]
     assert ", deleted" in proc.stdout  # -ra: "SKIPPED ... uses project.<...>, deleted"
+    assert "deleted (the tests' baseline run)" in proc.stdout

@@ -117,6 +117,7 @@ def test_a_cloners_own_configs_keep_the_structural_tests_green(cloned: Path) -> 
     assert proc.returncode == 0, proc.stdout[-3000:]
 
 
+@pytest.mark.example("project.tasks.classification")  # the page's mynet is a classifier
 def test_a_cloners_experiment_trains_through_the_script(cloned: Path, tmp_path: Path) -> None:
     proc = run_in_clone(cloned, "train.py", "experiment=myexp", f"hydra.run.dir={tmp_path}")
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -29,6 +29,9 @@ def test_collapsed_predictions_fail(tmp_path: Path) -> None:
     assert predicted[0] == sum(predicted) > 0
 
 
+@pytest.mark.example(
+    "project.data.digits", "project.models.digits_cnn", "project.tasks.classification"
+)
 def test_uncompensated_imbalance_warns(tmp_path: Path) -> None:
     got = check(tmp_path, IMBALANCED)
     assert got.status == "warn", got.message
@@ -36,6 +39,9 @@ def test_uncompensated_imbalance_warns(tmp_path: Path) -> None:
     assert "data.sampler=weighted" in got.message
 
 
+@pytest.mark.example(
+    "project.data.digits", "project.models.digits_cnn", "project.tasks.classification"
+)
 @pytest.mark.parametrize(
     "compensation",
     ["data.sampler=weighted", "model.loss.class_weights=balanced", "monitor.metric=val/macro_f1"],

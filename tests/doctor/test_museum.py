@@ -289,6 +289,9 @@ def test_healthy_counterparts_pass(tmp_path: Path, overrides: list[str], check_i
     assert check.status == "pass", check.message
 
 
+@pytest.mark.example(
+    "project.data.digits", "project.models.digits_cnn", "project.tasks.classification"
+)
 def test_a_busy_moment_of_the_machine_is_no_data_bottleneck(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

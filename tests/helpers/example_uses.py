@@ -64,10 +64,18 @@ def _room_imports(module: str) -> set[str]:
 @functools.lru_cache(maxsize=1)
 def default_run_modules() -> frozenset[str]:
     """The room's modules the default run imports: its targets and what they import."""
-    from tests.helpers.config import compose_config
-    from trainwell.targets import config_targets
+    return run_modules(())
 
-    cfg = compose_config([], REPO / "logs" / "unused", "train")
+
+@functools.lru_cache(maxsize=4)
+def run_modules(overrides: tuple[str, ...]) -> frozenset[str]:
+    """The room's modules the run of conf/train.yaml with `overrides` imports (its targets and
+    what they import): composed as scripts/train.py composes it, conf/train.yaml's defaults
+    included (not the tests' baseline run)."""
+    from trainwell.targets import config_targets
+    from trainwell.training.compose import compose_run_config
+
+    cfg = compose_run_config(CONF, overrides, REPO / "logs" / "unused", REPO, "train")
     todo = [t.rsplit(".", 1)[0] for _, t in config_targets(cfg) if t.startswith("project.")]
     seen: set[str] = set()
     while todo:

@@ -49,6 +49,9 @@ def old_run(digits_run: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return run
 
 
+@pytest.mark.example(
+    "project.data.digits", "project.models.digits_cnn", "project.tasks.classification"
+)
 def test_each_moved_name_reads_as_this_release_spells_it() -> None:
     assert current_name("trainwell.data.DigitsDataModule") == "project.data.digits.DigitsDataModule"
     assert current_name("trainwell.tasks.schedules.warmup_cosine") == (

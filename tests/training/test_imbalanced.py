@@ -15,6 +15,10 @@ from tests.helpers.kill_runs import IN_PROCESS_RUN
 from tests.helpers.state import assert_bitwise_equal, load_checkpoint
 from trainwell.training.run import train
 
+pytestmark = pytest.mark.example(
+    "project.data.digits", "project.models.digits_cnn", "project.tasks.classification"
+)
+
 
 def readme_commands() -> list[list[str]]:
     section = (REPO / "docs" / "running.md").read_text().split("## Imbalanced classes", 1)[1]

@@ -18,7 +18,12 @@ import host_syncs
 @pytest.mark.parametrize(
     "case",
     [
-        "default",  # ClassificationTask, the default experiment (digits), K=1
+        pytest.param(  # ClassificationTask on digits, the default experiment as shipped, K=1
+            "default",
+            marks=pytest.mark.example(
+                "project.data.digits", "project.models.digits_cnn", "project.tasks.classification"
+            ),
+        ),
         pytest.param(  # LanguageModelTask, experiment=lm_accum: token-exact accumulation, K=4
             "lm",
             marks=pytest.mark.example(
