@@ -365,6 +365,7 @@ def replace_the_default(clone: Path) -> None:
 
 
 @pytest.mark.slow  # the whole default suite, in a clone
+@pytest.mark.example("project.data.diabetes", "project.tasks.regression")  # the new default
 def test_the_default_suite_passes_in_a_clone_that_replaced_the_default_and_deleted_the_rest(
     tmp_path: Path,
 ) -> None:

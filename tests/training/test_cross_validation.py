@@ -143,7 +143,7 @@ def test_oof_probability_columns_are_named_as_predictions_name_them(tmp_path: Pa
     run = [
         *CV_RUN,
         "cv.folds=2",
-        "data._target_=tests.helpers.cv.NamedClassDigits",
+        "data._target_=tests.helpers.cv_digits.NamedClassDigits",
         "trainer.limit_train_batches=2",
     ]
     run_training(compose_config(run, tmp_path))
@@ -172,7 +172,7 @@ def test_statistics_fitted_beyond_the_folds_training_part_are_refused(
     tmp_path: Path, leaky: str
 ) -> None:
     run_dir = tmp_path / "run"
-    cfg = compose_config([*CV_RUN, f"data._target_=tests.helpers.cv.{leaky}"], run_dir)
+    cfg = compose_config([*CV_RUN, f"data._target_=tests.helpers.cv_digits.{leaky}"], run_dir)
     with pytest.raises(TrainwellError, match="fits its state \\(mean, std\\) on"):
         run_training(cfg)
     assert not list(run_dir.glob("fold_*"))  # refused before any fold trained

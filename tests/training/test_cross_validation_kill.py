@@ -15,8 +15,6 @@ import pytest
 from tests.helpers.cv import CV_RUN, read_bytes
 from tests.helpers.scripts import TESTS_IMPORTABLE, run_script
 
-pytestmark = pytest.mark.example("project.data.digits")
-
 FOLDS = 3  # fewer than the fast tests' 4: seven runs of every fold here
 RUN = [*CV_RUN, f"cv.folds={FOLDS}"]
 BATCHES_PER_FOLD = 10  # ceil(958 / 96): one epoch

@@ -21,8 +21,6 @@ from trainwell.callbacks.pruning import PRUNER_ATTR, PRUNING_FILE, TrialPruned, 
 from trainwell.cli import run_training
 from trainwell.training.run import train
 
-pytestmark = pytest.mark.example("project.data.digits")
-
 MEDIAN = {"_target_": "optuna.pruners.MedianPruner", "n_startup_trials": 1}
 
 
