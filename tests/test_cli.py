@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from hydra import compose, initialize_config_dir
 
-from tests.helpers.config import CONF
+from tests.helpers.config import CONF, with_baseline
 from tests.helpers.scripts import run_script
 from trainwell.command_line import check_command_line
 
@@ -29,7 +29,7 @@ from trainwell.command_line import check_command_line
     ],
 )
 def test_typos_get_one_line_with_the_nearest_name(argv: list[str], expected: str) -> None:
-    message = check_command_line(CONF, "train", argv)
+    message = check_command_line(CONF, "train", with_baseline(argv))
     assert message is not None and "\n" not in message
     assert expected in message, message
 
@@ -37,8 +37,10 @@ def test_typos_get_one_line_with_the_nearest_name(argv: list[str], expected: str
 @pytest.mark.example("project.data.synthetic")
 def test_valid_command_lines_pass_untouched() -> None:
     argv = ["trainer.max_epochs=3", "data=synthetic", "hydra.run.dir=/tmp/x", "+extra.key=1"]
-    assert check_command_line(CONF, "train", argv) is None
-    assert check_command_line(CONF, "train", ["-m", "seed=1,2"]) is None  # Hydra's multirun
+    assert check_command_line(CONF, "train", with_baseline(argv)) is None
+    assert (
+        check_command_line(CONF, "train", with_baseline(["-m", "seed=1,2"])) is None
+    )  # Hydra's multirun
 
 
 def test_train_script_exits_2_with_the_suggestion_and_writes_nothing(tmp_path: Path) -> None:

@@ -51,9 +51,9 @@ def test_a_serve_knob_outside_its_choices_is_one_line_before_any_import() -> Non
 
 
 def test_a_summary_mode_outside_min_max_is_one_line_before_any_run() -> None:
-    problem = check_command_line(CONF, "train", ["summary.mode=maximize"])
+    problem = check_command_line(CONF, "train", with_baseline(["summary.mode=maximize"]))
     assert problem == "summary.mode='maximize' is invalid: expected one of min, max, null"
-    assert check_command_line(CONF, "train", ["summary.mode=min"]) is None
+    assert check_command_line(CONF, "train", with_baseline(["summary.mode=min"])) is None
 
 
 @pytest.mark.parametrize(("override", "expected"), CASES)
@@ -65,13 +65,18 @@ def test_the_command_line_check_names_key_value_and_expectation(
 
 
 def test_good_values_and_a_users_unannotated_arguments_pass() -> None:
-    assert check_command_line(CONF, "train", ["data.batch_size=8", "model.optimizer.lr=1"]) is None
-    assert check_command_line(CONF, "train", ["trainer.max_epochs=-1"]) is None
+    assert (
+        check_command_line(
+            CONF, "train", with_baseline(["data.batch_size=8", "model.optimizer.lr=1"])
+        )
+        is None
+    )
+    assert check_command_line(CONF, "train", with_baseline(["trainer.max_epochs=-1"])) is None
 
 
 @pytest.mark.parametrize("override", GOOD)
 def test_values_at_the_ends_of_each_range_pass(override: str) -> None:
-    assert check_command_line(CONF, "train", [override]) is None
+    assert check_command_line(CONF, "train", with_baseline([override])) is None
 
 
 def test_serve_knobs_are_checked_at_both_ends() -> None:

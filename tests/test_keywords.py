@@ -13,7 +13,7 @@ import pytest
 from hydra.utils import instantiate
 from omegaconf import OmegaConf
 
-from tests.helpers.config import CONF, OWNED, TEST_CONF
+from tests.helpers.config import CONF, OWNED, TEST_CONF, with_baseline
 from tests.helpers.scripts import HEAVY, call_script, imported_and_stderr, run_script
 from trainwell.command_line import check_command_line, sweep_jobs
 from trainwell.keywords import keyword_problem, unexpected_keyword_line
@@ -228,7 +228,7 @@ def _yaml_conf(tmp_path: Path, text: str) -> str:
     ],
 )
 def test_a_misspelt_keyword_on_the_command_line_is_one_line(override: str, expected: str) -> None:
-    assert check_command_line(CONF, "train", [*OWNED, override]) == expected
+    assert check_command_line(CONF, "train", with_baseline([*OWNED, override])) == expected
 
 
 def test_a_misspelt_keyword_in_a_cloners_yaml_is_one_line(tmp_path: Path) -> None:
@@ -242,9 +242,9 @@ def test_a_misspelt_keyword_in_a_cloners_yaml_is_one_line(tmp_path: Path) -> Non
           hiden: 8
         """,
     )
-    assert check_command_line(CONF, "train", [search, "data=owned", "model=typo"]) == (
-        "model.net.hiden: OwnedNet takes no keyword 'hiden'; did you mean model.net.hidden?"
-    )
+    assert check_command_line(
+        CONF, "train", with_baseline([search, "data=owned", "model=typo"])
+    ) == ("model.net.hiden: OwnedNet takes no keyword 'hiden'; did you mean model.net.hidden?")
 
 
 def test_the_script_answers_a_misspelt_keyword_before_torch(tmp_path: Path) -> None:

@@ -28,7 +28,7 @@ import pytest
 import torch
 from omegaconf import OmegaConf
 
-from tests.helpers.config import CONF, OWNED, QUIET_RUN, REPO
+from tests.helpers.config import CONF, OWNED, QUIET_RUN, REPO, with_baseline
 from tests.helpers.scripts import TESTS_IMPORTABLE, call_script, run_script
 from tests.helpers.suggestions import (
     after,
@@ -86,14 +86,14 @@ def _results(run_dir: Path) -> dict:
 )
 def test_a_typo_runs_once_written_as_the_did_you_mean_names_it(typo: str, meant: str) -> None:
     argv = [*OWNED, typo]
-    line = check_command_line(CONF, "train", argv)
+    line = check_command_line(CONF, "train", with_baseline(argv))
     assert line is not None and "did you mean" in line, line
     suggested = re.search(r"did you mean '?([^'?\s]+)", line).group(1)  # type: ignore[union-attr]
     if "=" not in suggested:  # a key: the value the command line gave it
         suggested = f"{suggested}={typo.split('=', 1)[1]}"
     assert suggested == meant, line
     fixed = [*OWNED, suggested]
-    assert check_command_line(CONF, "train", fixed) is None
+    assert check_command_line(CONF, "train", with_baseline(fixed)) is None
     key, value = meant.split("=")
     cfg = composed(CONF, "train", tuple(fixed))
     if key == "trainer":
