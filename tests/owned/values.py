@@ -108,6 +108,20 @@ class OwnedDiabetes(L.LightningDataModule):
         return self._loader("test", train=False)
 
 
+class OwnedDiabetesRaw(OwnedDiabetes):
+    """The same data with a raw form (the hook predict.py and export read): the raw features and
+    the targets in their own units, before standardising."""
+
+    def raw_form(self) -> dict[str, Any]:
+        self.setup()
+        x, y = self._load()
+        y = y[:, None] if self.column else y
+        return {
+            "input": {"dtype": "float32", "shape": [None, 10], "description": "10 features"},
+            "splits": {name: (x[i], i, y[i]) for name, i in self.splits.items()},
+        }
+
+
 class OwnedRegressor(L.LightningModule):
     """An MLP on MSE; logs val/mae (in target units) and val/loss; predict_step answers in
     target units, where forward answers in standardised ones."""

@@ -88,6 +88,27 @@ def test_float_targets_give_plain_folds_and_oof_rows_hold_them_as_they_are(
         assert np.abs(got).mean() > 50  # target units (~150), not standardised (~1)
 
 
+@pytest.mark.slow
+def test_oof_targets_are_what_predict_writes_the_raw_forms_in_their_own_units(
+    tmp_path: Path,
+) -> None:
+    # A datamodule with a raw form: predict.py writes its targets, in target units, beside
+    # predict_step's values; the out-of-fold file does the same, so |prediction - target| is the
+    # fold's val/mae (before: standardised targets beside target-unit predictions).
+    run_dir = _run(tmp_path / "raw", "data._target_=tests.owned.values.OwnedDiabetesRaw")
+    header, rows = _rows(run_dir / "oof_predictions.csv")
+    assert header == ["index", "fold", "prediction", "target"]
+    _, y = OwnedDiabetes._load()
+    assert [np.float32(r[3]) for r in rows] == [y[int(r[0])] for r in rows]
+    per_fold = json.loads((run_dir / "results.json").read_text())["cv"]["per_fold"]
+    for fold, figures in enumerate(per_fold):
+        mine = [r for r in rows if r[1] == str(fold)]
+        mae = np.mean([abs(float(r[2]) - float(r[3])) for r in mine])
+        # the module de-normalises with fixed statistics (152, 77), the data standardises with
+        # the fold's own: within 5% (standardised targets would put the MAE near 150)
+        assert mae == pytest.approx(figures["val/mae"], rel=0.05)
+
+
 def test_the_cv_line_and_summary_lead_with_the_monitored_metric(cv_values: Path) -> None:
     results = json.loads((cv_values / "results.json").read_text())
     cv = results["cv"]

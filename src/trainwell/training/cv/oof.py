@@ -37,10 +37,24 @@ def _write_lines(path: Path, lines: list[str]) -> None:
     write_text(path, "\n".join(lines) + "\n")
 
 
-def _class_names(datamodule: L.LightningDataModule) -> list[str] | None:
-    """The names predict.py gives the classes: the datamodule's raw form's `classes`."""
+def _raw_form(datamodule: L.LightningDataModule) -> dict[str, Any]:
+    """The datamodule's raw form (the hook predict.py and export read), or {} without one."""
     raw_form = getattr(datamodule, "raw_form", None)
-    return raw_form().get("classes") if callable(raw_form) else None
+    form = raw_form() if callable(raw_form) else None
+    return form if isinstance(form, dict) else {}
+
+
+def _raw_targets(form: dict[str, Any], index: np.ndarray) -> np.ndarray | None:
+    """The fold's targets as predict.py writes them: the raw form's `val` split's (in the data's
+    own units: a regression's values before any standardising) when that split holds exactly the
+    fold's validation samples; None otherwise (the loader's targets are written)."""
+    split = (form.get("splits") or {}).get("val")
+    if split is None or split[2] is None:
+        return None
+    _, raw_index, targets = split
+    if not np.array_equal(np.asarray(raw_index), np.asarray(index)):
+        return None
+    return np.asarray(targets)
 
 
 def _predicts_itself(module: L.LightningModule) -> bool:
@@ -82,8 +96,10 @@ def _fold_outputs(
                 )
             outputs.append(out.detach().cpu())
             targets.append(torch.as_tensor(batch[1]).cpu())
-    kind = declared_kind(module, _class_names(datamodule))
-    return torch.cat(outputs).numpy(), torch.cat(targets).numpy(), kind
+    form = _raw_form(datamodule)
+    kind = declared_kind(module, form.get("classes"))
+    raw = _raw_targets(form, folds.val_of(fold))
+    return torch.cat(outputs).numpy(), torch.cat(targets).numpy() if raw is None else raw, kind
 
 
 def _class_rows(
