@@ -126,7 +126,8 @@ def write_fold_predictions(cfg: DictConfig, folds: Folds, fold: int, ckpt_path: 
     """fold_<k>/oof_predictions.csv: the rows predict.py writes for the module's kind of output
     (io/output_kind.py), with the fold after the index. Class scores: index, fold, prediction
     (the argmax), p_<class>..., target; any other kind as io/kind_rows.py writes it (values
-    as predict_step returns them, labels with their probabilities, ...)."""
+    as predict_step returns them, labels with their probabilities, ...); the targets are the
+    raw form's when it has the fold's validation samples, as predict.py writes them."""
     outputs, targets, kind = _fold_outputs(cfg, folds, fold, ckpt_path)
     index = folds.val_of(fold)
     if len(index) != len(outputs) or len(index) != len(targets):
