@@ -66,14 +66,15 @@ SYNC_MESSAGE = "synchroniz"  # "called a synchronizing CUDA operation"
 
 # The digits classifier the template ships as its default run, named (a project that points
 # conf/train.yaml at its own data and model keeps measuring the same run).
-DIGITS = ["data=digits", "monitor.metric=val/acc", "monitor.mode=max"]
+CLASSIFIER = ["monitor.metric=val/acc", "monitor.mode=max"]
+DIGITS = ["data=digits", *CLASSIFIER]
 
 # name -> (overrides, first measured optimizer step, first step after the window or None)
 CASES: dict[str, tuple[list[str], int, int | None]] = {
     # digits: 20 micro-batches of 64
     "default": ([*DIGITS, "model=digits_cnn", "trainer.log_every_n_steps=10"], 2, None),
     # 60 micro-batches of 64 = 60 optimizer steps; reading steps 0, 10, 20, ...
-    "k1": ([*DIGITS, "model=resnet18", "trainer.log_every_n_steps=10"], 12, 55),
+    "k1": ([*CLASSIFIER, "model=resnet18", "trainer.log_every_n_steps=10"], 12, 55),
     # experiment=resnet_accum: K=4, 60 micro-batches = 15 steps; reading steps 0, 4, 8, 12
     "k4": (["experiment=resnet_accum", "trainer.log_every_n_steps=4"], 2, 14),
     # experiment=lm_accum: K=4, 64 micro-batches of 16 = 16 steps; reading steps 0, 4, 8, 12

@@ -65,7 +65,7 @@ def with_baseline(overrides: list[str] | tuple[str, ...]) -> list[str]:
     chosen = set()
     for override in overrides:
         key = override.lstrip("+~").split("=", 1)[0]
-        if key == "experiment":
+        if key == "experiment" or (key == "hparams_search" and _searches_an_experiment(override)):
             chosen |= {"data", "model", "monitor"}
         elif key in ("data", "model"):
             chosen.add(key)
@@ -78,6 +78,14 @@ def with_baseline(overrides: list[str] | tuple[str, ...]) -> list[str]:
     # (`-m` and other flags before or after them).
     at = next((i for i, o in enumerate(overrides) if "=" in o and not o.startswith("-")), 0)
     return [*overrides[:at], *pins, *overrides[at:]]
+
+
+def _searches_an_experiment(override: str) -> bool:
+    """`hparams_search=<name>` whose config selects an experiment (a search over the default run
+    selects none)."""
+    name = override.split("=", 1)[1]
+    path = CONF / "hparams_search" / f"{name}.yaml"
+    return path.is_file() and "/experiment:" in path.read_text()
 
 
 def _skip_if_deleted() -> None:

@@ -58,7 +58,8 @@ def test_mlflow_run_is_in_the_run_dirs_store(tmp_path: Path) -> None:
 
     run_dir = tmp_path / "run"
     run_ok("train.py", run_dir, "logger=mlflow", *TINY)
-    results = json.loads((run_dir / "results.json").read_text())["metrics"]
+    written = json.loads((run_dir / "results.json").read_text())
+    results, last = written["metrics"], written["metrics_last"]  # best epoch's val/*, last's
     client = MlflowClient(f"sqlite:///{run_dir}/mlflow.db")
     experiment = client.get_experiment_by_name("trainwell")
     assert Path(experiment.artifact_location.removeprefix("file://")) == run_dir / "mlartifacts"
@@ -66,7 +67,7 @@ def test_mlflow_run_is_in_the_run_dirs_store(tmp_path: Path) -> None:
     assert run.info.run_name == "train" and run.info.status == "FINISHED"
     history = client.get_metric_history(run.info.run_id, "val/loss")
     assert len(history) == 2  # one value per validation epoch
-    assert history[-1].value == pytest.approx(results["val/loss"], abs=1e-6)
+    assert history[-1].value == pytest.approx(last["val/loss"], abs=1e-6)
     assert run.data.metrics["test/acc"] == pytest.approx(results["test/acc"], abs=1e-6)
     assert run.data.params["seed"] == "42" and run.data.params["trainer/max_epochs"] == "2"
     assert not (REPO / "mlruns").exists() and not (tmp_path / "mlruns").exists()
@@ -78,7 +79,7 @@ def test_many_loggers_each_hold_the_runs_metrics(tmp_path: Path) -> None:
 
     run_dir = tmp_path / "run"
     run_ok("train.py", run_dir, "logger=many", *TINY)
-    final = json.loads((run_dir / "results.json").read_text())["metrics"]["val/loss"]
+    final = json.loads((run_dir / "results.json").read_text())["metrics_last"]["val/loss"]
 
     from_csv = _csv_column(run_dir / "csv" / "metrics.csv", "val/loss")
     events = EventAccumulator(str(run_dir / "tensorboard"))
