@@ -10,7 +10,7 @@ import httpx
 import numpy as np
 import pytest
 
-from tests.helpers.config import TEST_CONF
+from tests.helpers.config import OWNED_LABELS
 from tests.helpers.kinds import (
     manifest_output,
     onnx_in_a_bare_process,
@@ -26,11 +26,7 @@ pytestmark = pytest.mark.engine
 
 RTOL = 1e-5  # float32
 RUN = (
-    f"hydra.searchpath=[file://{TEST_CONF}]",
-    "data=owned_labels",
-    "model=owned_multilabel",
-    "monitor.metric=val/loss",
-    "monitor.mode=min",
+    *OWNED_LABELS,
     "trainer.max_epochs=4",
     "print_config=false",
 )

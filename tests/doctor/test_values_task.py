@@ -9,19 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.config import TEST_CONF
+from tests.helpers.config import OWNED_VALUES
 from tests.helpers.doctor import QUICK_PROBES, run_ids
 from tests.helpers.scripts import TESTS_IMPORTABLE, run_script
 
 pytestmark = pytest.mark.engine
 
-VALUES = [
-    f"hydra.searchpath=[file://{TEST_CONF}]",
-    "data=owned_values",
-    "model=owned_values",
-    "monitor.metric=val/mae",
-    "monitor.mode=min",
-]
+VALUES = list(OWNED_VALUES)
 CLASS_CHECKS = [
     "model.head_width",
     "data.split_agreement",

@@ -20,6 +20,23 @@ TEST_CONF = REPO / "tests" / "conf"
 # Subprocess runs also need the repo root on PYTHONPATH (tests.helpers.scripts.TESTS_IMPORTABLE).
 OWNED = (f"hydra.searchpath=[file://{TEST_CONF}]", "data=owned", "model=owned")
 
+# The engine tests' own regression (tests/owned/values.py) and multi-label module
+# (tests/owned/multilabel.py), each with the metric it is judged by.
+OWNED_VALUES = (
+    f"hydra.searchpath=[file://{TEST_CONF}]",
+    "data=owned_values",
+    "model=owned_values",
+    "monitor.metric=val/mae",
+    "monitor.mode=min",
+)
+OWNED_LABELS = (
+    f"hydra.searchpath=[file://{TEST_CONF}]",
+    "data=owned_labels",
+    "model=owned_multilabel",
+    "monitor.metric=val/loss",
+    "monitor.mode=min",
+)
+
 # A run without screen output or stopping rules: no config print, sanity check, early stopping,
 # progress bar or model summary. For runs that tests compare exactly, kill or resume.
 QUIET_RUN = (

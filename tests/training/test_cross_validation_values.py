@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.helpers.config import QUIET_RUN, TEST_CONF, compose_config
+from tests.helpers.config import OWNED_VALUES, QUIET_RUN, compose_config
 from tests.helpers.state import load_checkpoint
 from tests.owned.values import OwnedDiabetes, OwnedRegressor
 from trainwell.cli import run_training
@@ -22,11 +22,7 @@ from trainwell.training.cv.folds import read_folds
 from trainwell.training.cv.oof import cv_line
 
 VALUES = [
-    f"hydra.searchpath=[file://{TEST_CONF}]",
-    "data=owned_values",
-    "model=owned_values",
-    "monitor.metric=val/mae",
-    "monitor.mode=min",
+    *OWNED_VALUES,
     "cv.folds=3",
     "trainer.max_epochs=2",
     "logger=[]",

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers.config import QUIET_RUN, TEST_CONF, compose_config
+from tests.helpers.config import OWNED_LABELS, OWNED_VALUES, QUIET_RUN, compose_config
 from tests.helpers.scripts import TESTS_IMPORTABLE, call_script, run_script
 from tests.helpers.state import assert_bitwise_equal, assert_same_results_elsewhere, final_state
 from tests.owned.multilabel import LABELS
@@ -23,13 +23,7 @@ from trainwell.training.run import train
 
 pytestmark = [pytest.mark.engine, pytest.mark.slow]
 
-OWNED = f"hydra.searchpath=[file://{TEST_CONF}]"
-KINDS = {
-    "values": (OWNED, "data=owned_values", "model=owned_values", "monitor.metric=val/mae",
-               "monitor.mode=min"),
-    "labels": (OWNED, "data=owned_labels", "model=owned_multilabel", "monitor.metric=val/loss",
-               "monitor.mode=min"),
-}  # fmt: skip
+KINDS = {"values": OWNED_VALUES, "labels": OWNED_LABELS}
 RUN = ("trainer.max_epochs=2", "logger=[]", *QUIET_RUN)
 EVERY_STEP = (
     "callbacks.step_checkpoint.every_n_train_steps=1",
