@@ -88,13 +88,14 @@ def test_serve_knobs_are_checked_at_both_ends() -> None:
 
 
 def test_a_multiruns_job_checks_the_table_before_it_prints(tmp_path: Path) -> None:
-    """A multirun's jobs are not checked by the entry (Hydra expands the sweep): each job refuses
-    its value in the same line before it prints or builds anything."""
+    """A value only the running job can resolve (`${hydra:job.num}`) is not checked before the
+    launch: each job refuses its value in the same line before it prints or builds anything."""
     proc = call_script(
-        "train.py", "-m", "ema.decay=1.5", "trainer.max_epochs=1", f"hydra.sweep.dir={tmp_path}/s"
-    )
+        "train.py", "-m", "seed=1", "cv.folds=${hydra:job.num}", "trainer.max_epochs=1",
+        f"hydra.sweep.dir={tmp_path}/s",
+    )  # fmt: skip
     assert proc.returncode != 0
-    assert "ema.decay=1.5 is invalid: expected a number in [0, 1]" in proc.stderr, proc.stderr
+    assert "cv.folds=0 is invalid: expected an integer >= 2" in proc.stderr, proc.stderr
     assert "Seed set" not in proc.stdout + proc.stderr  # refused before the run began
     assert "trainer:" not in proc.stdout  # and before the config print
 
