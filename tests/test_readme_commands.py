@@ -128,6 +128,9 @@ EXCLUDED = {
     "python scripts/train.py cv.folds=5": (
         "five default runs, minutes; tests/training/test_cross_validation*.py run 4 short folds"
     ),
+    "python scripts/train.py experiment=diabetes_regression cv.folds=5": (
+        "five regression runs; src/project/tests/data/test_diabetes.py runs 3 short folds"
+    ),
     "python scripts/train.py cv.folds=5 resume=auto run_id=cv1": (
         "resumes a CV run; kills and resume=auto are tested in tests/training"
     ),
@@ -290,11 +293,13 @@ def _page_lines() -> dict[str, list[str]]:
 
 @pytest.mark.example(
     "project.data.cifar10",
+    "project.data.diabetes",
     "project.data.sequences",
     "project.data.synthetic",
     "project.models.resnet",
     "project.models.transformer",
     "project.tasks.language_model",
+    "project.tasks.regression",
 )
 def test_every_command_of_the_readme_and_docs_is_run_or_excluded_with_a_reason() -> None:
     pages = _page_lines()

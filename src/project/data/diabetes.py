@@ -31,6 +31,8 @@ class DiabetesDataModule(SplitDataModule):
         self.target_mean: np.float64 | None = None
         self.target_std: np.float64 | None = None
         self.split_indices: dict[str, np.ndarray] = {}
+        # Cross-validation (set_cv_fold): the fold's (train, val) indices replace the val split.
+        self.cv_fold: tuple[np.ndarray, np.ndarray] | None = None
 
     @staticmethod
     def _load() -> tuple[np.ndarray, np.ndarray]:
@@ -41,11 +43,12 @@ class DiabetesDataModule(SplitDataModule):
         if self.train_set is not None:
             return
         features, targets = self._load()
-        rest, test = train_test_split(
-            np.arange(len(targets)), test_size=self.test_fraction, random_state=self.seed
-        )
-        val_share = self.val_fraction / (1.0 - self.test_fraction)
-        train, val = train_test_split(rest, test_size=val_share, random_state=self.seed)
+        rest, test = self._split_test(len(targets))
+        if self.cv_fold is not None:
+            train, val = self.cv_fold
+        else:
+            val_share = self.val_fraction / (1.0 - self.test_fraction)
+            train, val = train_test_split(rest, test_size=val_share, random_state=self.seed)
         if self.target_mean is None or self.target_std is None:
             # The train split's only: a checkpoint's values (load_state_dict) win.
             self.target_mean = targets[train].mean()
@@ -57,6 +60,26 @@ class DiabetesDataModule(SplitDataModule):
 
         self.train_set, self.val_set, self.test_set = split(train), split(val), split(test)
         self.split_indices = {"train": train, "val": val, "test": test}
+
+    def _split_test(self, n: int) -> tuple[np.ndarray, np.ndarray]:
+        """(train+val, test) indices: the test split is the same with or without CV."""
+        return train_test_split(np.arange(n), test_size=self.test_fraction, random_state=self.seed)
+
+    def cv_samples(self) -> tuple[np.ndarray, np.ndarray]:
+        """Cross-validation hook: the train+val samples (indices into load_diabetes) and the
+        quintile of each one's target, so that every fold spans the target's range (the folds
+        are stratified by these groups; None would give plain shuffled folds)."""
+        _, targets = self._load()
+        rest = np.sort(self._split_test(len(targets))[0])
+        edges = np.quantile(targets[rest], [0.2, 0.4, 0.6, 0.8])
+        return rest, np.digitize(targets[rest], edges)
+
+    def set_cv_fold(self, train: np.ndarray, val: np.ndarray) -> None:
+        """Cross-validation hook: train on `train`, validate on `val`; the target statistics are
+        then fitted on `train` only (setup), so no fold's scale sees its validation targets."""
+        self.cv_fold = (np.asarray(train, dtype=np.int64), np.asarray(val, dtype=np.int64))
+        self.train_set = self.val_set = self.test_set = None
+        self.target_mean = self.target_std = None
 
     def state_dict(self) -> dict[str, Any]:
         """The target statistics: the task de-normalises with them, predict and export read them
