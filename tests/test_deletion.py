@@ -5,15 +5,17 @@ with the clone's code and this interpreter:
 
 * One example at a time (tests/helpers/example_uses.py says what goes with it: its module, the
   configs that name it and those built on them, its own test files). The default run trains,
-  every experiment left composes and takes its first step, and the default suite collects;
+  every experiment and search left passes the scripts' start-up check (imports included), and
+  the default suite collects;
   the tests that use the example carry `pytest.mark.example(<module>)` and are skipped
   (tests/helpers/example_marks.py), which a fast test here checks from the source.
 * The whole room. An engine test is marked `engine` (pyproject.toml; a module's `pytestmark` or a
   test's decorator) and needs nothing of the examples: it runs on the tests' own modules
   (tests/owned, configs in tests/conf via OWNED in tests/helpers/config.py) or on plain Lightning
   classes, and the file that holds it imports nothing of the examples, since the whole file is
-  collected. The slow test deletes the room as a cloner would, lints the engine's code and runs
-  `pytest -m "engine and not slow"` over every test file that names the marker.
+  collected. The slow test deletes the room as a cloner would, lints the engine's code and
+  collects every test file that names the marker; the default suite then runs in a clone that
+  replaced the default run and deleted every other example.
 """
 
 from __future__ import annotations
@@ -140,12 +142,16 @@ def test_engine_tests_and_what_they_import_name_nothing_of_the_examples() -> Non
     assert not {path: names for path, names in bad.items() if names}
 
 
-@pytest.mark.slow  # a clone and the engine's suite in it
-def test_the_engine_suite_passes_in_a_clone_without_the_examples(tmp_path: Path) -> None:
-    clone = tmp_path / "clone"
-    head = _git("rev-parse", "HEAD", cwd=REPO)
-    _git("clone", "--quiet", "--no-checkout", str(REPO), str(clone), cwd=tmp_path)
-    _git("checkout", "--quiet", head, cwd=clone)
+@pytest.mark.slow  # a clone, the engine's lint and its suite collected
+def test_the_engine_suite_lints_and_collects_in_a_clone_without_the_examples(
+    tmp_path: Path,
+) -> None:
+    """Without any example, the engine's code lints clean and every engine test file is collected
+    (each imports, and nothing it imports names the room). That those tests then pass without
+    the examples is the default suite's run below, in a clone that keeps only the regression
+    example as its default: an engine test runs there on the tests' own modules, and the fast
+    test above proves from the source that no engine test reads an example."""
+    clone = _clone(tmp_path)
     delete_the_examples(clone)
     files = engine_test_files(clone)
     assert files, "no test is marked engine"
@@ -170,27 +176,13 @@ def test_the_engine_suite_passes_in_a_clone_without_the_examples(tmp_path: Path)
         )  # fmt: skip
         assert lint.returncode == 0, lint.stdout[-3000:]
     proc = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "pytest",
-            "-m",
-            "engine and not slow",
-            "-q",
-            "-p",
-            "no:cacheprovider",
-            *files,
-        ],
-        cwd=clone,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=TIMEOUT_S,
-    )
-    summary = proc.stdout.strip().splitlines()[-1] if proc.stdout.strip() else ""
+        [sys.executable, "-m", "pytest", "-m", "engine", "--collect-only", "-q",
+         "-p", "no:cacheprovider", *files],
+        cwd=clone, env=env, capture_output=True, text=True, timeout=TIMEOUT_S,
+    )  # fmt: skip
     assert proc.returncode == 0, proc.stdout[-4000:] + proc.stderr[-2000:]
-    passed = re.search(r"(\d+) passed", summary)
-    assert passed and int(passed.group(1)) > 0, summary
+    collected = re.search(r"(\d+)(?:/\d+)? tests? collected", proc.stdout)
+    assert collected and int(collected.group(1)) > 0, proc.stdout[-2000:]
 
 
 # --- one example at a time -----------------------------------------------------------------------
@@ -317,45 +309,39 @@ def _run(clone: Path, env: dict[str, str], *args: str) -> subprocess.CompletedPr
     )  # fmt: skip
 
 
-# Each run of an experiment is its first step: one optimizer step, no test, no checkpoints kept
-# beyond the run dir. A dataset that must be downloaded is refused in one line before it: that
-# refusal is the experiment's first step on a machine without it.
-FIRST_STEP = ("trainer.max_steps=1", "trainer.limit_val_batches=1", "test=false",
-              "print_config=false")  # fmt: skip
-NOT_DOWNLOADED = "data.download=true"
+# Every experiment and search left is checked as the scripts check a command line before they
+# start: composed, each `_target_` located (the imports its module runs inside the room walked,
+# where a deleted example would be missing) and imported with its classes, each keyword taken.
+# That each experiment then trains does not depend on which other example is gone: each has its
+# own run in the suite (the default run's, test_train_script, test_imbalanced, test_lm_experiment,
+# the regression example's shared run).
+CHECK_EVERY_CONFIG = (
+    "import sys; from pathlib import Path; sys.path[:0] = ['src', '.'];"
+    "from trainwell.command_line import check_command_line;"
+    "names = [f'experiment={p.stem}' for p in sorted(Path('conf/experiment').glob('*.yaml'))]"
+    " + [f'hparams_search={p.stem}' for p in sorted(Path('conf/hparams_search').glob('*.yaml'))];"
+    "problems = [(n, check_command_line(Path('conf').resolve(), 'train', [n])) for n in names];"
+    "print(len(names), [p for p in problems if p[1]])"
+)
 
 
-@pytest.mark.slow  # a clone, the default run, each experiment's first step, the suite collected
+@pytest.mark.slow  # a clone, the default run, every config checked, the suite collected
 @pytest.mark.parametrize("module", deletable_examples())
-def test_a_clone_without_one_example_trains_runs_every_other_experiment_and_collects(
+def test_a_clone_without_one_example_trains_checks_every_other_config_and_collects(
     module: str, tmp_path: Path
 ) -> None:
     clone = _clone(tmp_path)
     gone = delete_one_example(clone, module)
     env = _in_clone(clone, tmp_path)
-    runs = tmp_path / "runs"
     default = _run(
         clone, env, "scripts/train.py", "trainer.max_epochs=1", "print_config=false",
-        f"hydra.run.dir={runs / 'default'}",
+        f"hydra.run.dir={tmp_path / 'runs' / 'default'}",
     )  # fmt: skip
     assert default.returncode == 0, (gone, default.stderr[-3000:])
-    for experiment in sorted((clone / "conf" / "experiment").glob("*.yaml")):
-        proc = _run(
-            clone, env, "scripts/train.py", f"experiment={experiment.stem}", *FIRST_STEP,
-            f"hydra.run.dir={runs / experiment.stem}",
-        )  # fmt: skip
-        refused_for_data = proc.returncode == 2 and NOT_DOWNLOADED in proc.stderr
-        assert proc.returncode == 0 or refused_for_data, (experiment.stem, proc.stderr[-3000:])
-    searches = sorted((clone / "conf" / "hparams_search").glob("*.yaml"))
-    composed = _run(
-        clone, env, "-c",
-        "import sys; from pathlib import Path; sys.path[:0] = ['src', '.'];"
-        "from trainwell.command_line import check_command_line;"
-        "problems = [check_command_line(Path('conf').resolve(), 'train', [f'hparams_search={n}'])"
-        f" for n in {[s.stem for s in searches]!r}];"
-        "print([p for p in problems if p])",
-    )  # fmt: skip
-    assert composed.returncode == 0 and composed.stdout.strip() == "[]", composed
+    checked = _run(clone, env, "-c", CHECK_EVERY_CONFIG)
+    assert checked.returncode == 0, (gone, checked.stderr[-3000:])
+    count, problems = checked.stdout.strip().split(" ", 1)
+    assert int(count) > 0 and problems == "[]", (gone, checked.stdout)
     collected = _run(clone, env, "-m", "pytest", "--collect-only", "-q", "-m", "not slow",
                      "-p", "no:cacheprovider")  # fmt: skip
     assert collected.returncode == 0, collected.stdout[-4000:] + collected.stderr[-2000:]
