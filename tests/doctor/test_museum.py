@@ -344,28 +344,66 @@ def test_device_placement_skips_with_a_reason_on_cpu_only_machines(tmp_path: Pat
     assert "no CUDA device" in check.message
 
 
-@pytest.mark.slow
-@pytest.mark.parametrize(
-    "overrides",
-    [pytest.param(FAST + o, id=name) for name, o, _, _ in EXHIBITS]
-    + [pytest.param(LM_FAST + o, id=name, marks=LM) for name, o, _, _ in LM_EXHIBITS]
-    + [
-        pytest.param(FAST, id="healthy digits"),
-        pytest.param(LM_FAST, id="healthy tokens", marks=LM),
-    ],
-)
-def test_every_verdict_in_a_full_run_is_the_verdict_of_the_check_alone(
-    tmp_path: Path, overrides: list[str]
-) -> None:
-    """A check's verdict does not depend on what the checks before it did to the shared probe
-    run (a mode, a hook, an RNG left behind). data.throughput times the loader: it moves with
-    the machine's load, not with the order."""
-    full = run_ids(tmp_path / "full", overrides, None)
+TIMED = "data.throughput"  # it times the loader: it moves with the machine's load, not the order
+
+
+def _alone_differs(
+    tmp_path: Path, overrides: list[str], full: dict[str, Any], ids: list[str]
+) -> dict[str, str]:
+    """{check: how its full-run verdict differs from its verdict run alone}, over `ids`."""
     moved = {}
-    for check_id in CHECK_IDS:
-        if check_id == "data.throughput":
-            continue
+    for check_id in ids:
         alone = run_ids(tmp_path / check_id, overrides, [check_id])[check_id]
         if alone.status != full[check_id].status:
             moved[check_id] = f"{full[check_id].status} in the full run: {full[check_id].message}"
-    assert moved == {}
+    return moved
+
+
+@pytest.fixture(scope="module")
+def healthy_full(tmp_path_factory: pytest.TempPathFactory) -> Any:
+    """The full run's verdicts on a healthy baseline (FAST or LM_FAST), each computed once."""
+    cache: dict[tuple[str, ...], dict[str, Any]] = {}
+
+    def verdicts(base: list[str]) -> dict[str, Any]:
+        if tuple(base) not in cache:
+            cache[tuple(base)] = run_ids(tmp_path_factory.mktemp("healthy"), base, None)
+        return cache[tuple(base)]
+
+    return verdicts
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("base", [pytest.param(FAST, id="digits"),
+                                  pytest.param(LM_FAST, id="tokens", marks=LM)])  # fmt: skip
+def test_on_a_healthy_run_every_verdict_is_the_verdict_of_the_check_alone(
+    tmp_path: Path, base: list[str], healthy_full: Any
+) -> None:
+    """A check's verdict does not depend on what the checks before it did to the shared probe
+    run (a mode, a hook, an RNG left behind): each check run alone gives its full-run verdict."""
+    full = healthy_full(base)
+    assert _alone_differs(tmp_path, base, full, [c for c in CHECK_IDS if c != TIMED]) == {}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize(
+    ("base", "overrides", "check_id", "status"),
+    [pytest.param(FAST, o, c, s, id=name) for name, o, c, s in EXHIBITS]
+    + [pytest.param(LM_FAST, o, c, s, id=name, marks=LM) for name, o, c, s in LM_EXHIBITS],
+)
+def test_a_planted_bug_gets_in_a_full_run_the_verdicts_its_checks_give_alone(
+    tmp_path: Path, base: list[str], overrides: list[str], check_id: str, status: str,
+    healthy_full: Any,
+) -> None:  # fmt: skip
+    """In the full run the exhibit's check gives the verdict it gives alone
+    (test_planted_bug_is_caught), and every other verdict the exhibit moves away from the
+    healthy run's is the one its check gives alone: no check masks the bug or raises an alarm
+    that belongs to another check's leftovers. A verdict the exhibit leaves as the healthy run's
+    is not run alone again: the test above runs every check alone on the healthy run."""
+    full = run_ids(tmp_path / "full", base + overrides, None)
+    assert full[check_id].status == status, full[check_id].message
+    healthy = healthy_full(base)
+    moved_by_the_bug = [
+        c for c in CHECK_IDS
+        if c not in (check_id, TIMED) and full[c].status != healthy[c].status
+    ]  # fmt: skip
+    assert _alone_differs(tmp_path, base + overrides, full, moved_by_the_bug) == {}

@@ -238,7 +238,7 @@ def test_an_optuna_search_runs_n_jobs_trials_at_once_and_records_the_failed_one(
         proc.stdout
     )
     summary = (sweep_dir / "summary.md").read_text()
-    assert "1 jobs with results, 1 without" in summary, summary
+    assert "1 job with results, 1 without" in summary, summary
     assert f"- job {failed.number} (" in summary and "dropout probability" in summary, summary
 
 

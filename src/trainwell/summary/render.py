@@ -94,12 +94,16 @@ def _table(header: list[str], body: list[list[str]]) -> list[str]:
     return [line(header), line(["---"] * len(header)), *(line(r) for r in body)]
 
 
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
+
+
 def markdown(summary: dict[str, Any], has_plot: bool) -> str:
     kind, sort = summary["kind"], summary["sort"]
     counts = summary["jobs"]
     keys = varying_keys(summary)
     out = [f"# {_TITLES[kind]} summary", ""]
-    done = f"{counts['done']} jobs with results"
+    done = f"{_count(counts['done'], 'job')} with results"
     if counts["failed"] or counts["missing"]:
         done += f", {counts['failed']} without, {counts['missing']} missing"
     if kind == "cv":
@@ -113,7 +117,7 @@ def markdown(summary: dict[str, Any], has_plot: bool) -> str:
     else:
         pooled = ", ".join(summary["pool"]) or "nothing"
         out.append(
-            f"{done}; {len(summary['groups'])} groups (every override but {pooled}). "
+            f"{done}; {_count(len(summary['groups']), 'group')} (every override but {pooled}). "
             f"Mean ± sample std over each group's jobs; rows sorted by {sort['metric']} "
             f"({sort['mode']}), best first. Every metric: summary.json."
         )
