@@ -1006,6 +1006,29 @@ def test_weight_averaging_tests_the_trained_weights_of_a_checkpoint_after_fit(
     assert not torch.equal(tested, written["state_dict"]["net.0.weight"])
 
 
+def test_weight_averaging_validates_its_fit_start_copy_before_the_first_update() -> None:
+    """compat.PlacedEMAWeightAveraging (5.): with the first update past the run
+    (Lightning-AI/pytorch-lightning#21724), validation swaps in the average built at setup, which
+    no update has touched: the untrained weights are scored. Fixed upstream: this fails."""
+    from lightning.pytorch.callbacks import EMAWeightAveraging
+
+    from tests.helpers.averaging import NormNet, fit
+
+    class Seen(NormNet):
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            super().validation_step(batch, batch_idx)
+            self.seen = self.net[0].weight.detach().clone()
+
+        def on_train_batch_end(self, outputs: Any, batch: Any, batch_idx: int) -> None:
+            self.trained = self.net[0].weight.detach().clone()
+
+    module = Seen()
+    initial = module.net[0].weight.detach().clone()
+    fit(module, EMAWeightAveraging(decay=0.5, update_starting_at_step=1000), limit_val_batches=1)
+    assert not torch.equal(module.trained, initial)  # 4 steps of SGD at lr 0.5 moved them
+    assert torch.equal(module.seen, initial)
+
+
 def test_torch_refuses_numpy_arrays_and_scalars_in_a_weights_only_load(tmp_path: Path) -> None:
     """compat.NUMPY_REBUILDS: torch allows no numpy global by default. When a weights-only load
     reads numpy values as they are, this fails: the allowlist entry can go."""

@@ -152,6 +152,51 @@ def test_eval_of_best_ckpt_reproduces_the_test_metric_on_the_average(
     assert _max_diff(checkpoint["state_dict"], checkpoint["current_model_state"]) > 1e-3
 
 
+def test_an_average_never_updated_validates_tests_and_ships_the_trained_weights(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """An update start past the run's last step: no validation, test, best.ckpt or eval sees the
+    fit-start copy Lightning would swap in; the run is the run without EMA, and says so."""
+    short = ("trainer.max_epochs=1", "callbacks.step_checkpoint=null")
+    plain = train(compose_config([*EXACT, *short, "ema.decay=null"], tmp_path / "plain"))
+    capsys.readouterr()
+    late = tmp_path / "late"
+    results = train(compose_config([*EXACT, *short, "ema.update_starting_at_step=1000"], late))
+    printed = capsys.readouterr().out
+    assert "ema: the average is never updated in this run (20 optimizer steps planned" in printed
+    assert results["metrics"] == plain["metrics"]
+    assert results["weights"] == {
+        "train": "trained", "val": "trained", "test": "trained",
+        "ema": {"decay": DECAY, "updates": 0},
+    }  # fmt: skip
+    best = load_checkpoint(late / "checkpoints" / "best.ckpt")
+    want = load_checkpoint(tmp_path / "plain" / "checkpoints" / "best.ckpt")["state_dict"]
+    for name, value in want.items():
+        assert torch.equal(best["state_dict"][name], value), name
+    evaluated = evaluate(
+        compose_config([*EXACT, f"ckpt_path={late / 'checkpoints' / 'best.ckpt'}"],
+                       tmp_path / "eval", config_name="eval")
+    )  # fmt: skip
+    assert evaluated["weights"] == {"test": "trained"}
+
+
+def test_a_decay_longer_than_the_run_is_said_at_launch() -> None:
+    """The average a short run ends with is mostly its first update's weights: said with a decay
+    that averages the run instead; nothing said where the decay fits the run."""
+    from trainwell.callbacks.ema import horizon_line, planned_updates
+
+    assert planned_updates(40, None, 1) == 40
+    assert planned_updates(40, 30, 4) == 2  # of steps 0-39: 32 and 36
+    assert planned_updates(40, 39, 1) == 1 and planned_updates(40, 40, 1) == 0
+    line = horizon_line(0.999, 400, None, 1)
+    assert line is not None and "weigh 67% of the final average" in line
+    assert "ema.decay=0.9886 or lower" in line
+    assert horizon_line(0.9886, 400, None, 1) is None
+    assert horizon_line(0.9, 40, None, 1) is None
+    assert horizon_line(0.999, float("inf"), None, 1) is None
+    assert "never updated" in horizon_line(0.9, 40, 40, 1)
+
+
 def test_a_run_without_ema_says_its_weights_are_the_trained_ones(tmp_path: Path) -> None:
     results = train(
         compose_config([*EXACT, "ema.decay=null", "trainer.max_epochs=1", "test=false"], tmp_path)

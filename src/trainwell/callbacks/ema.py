@@ -84,6 +84,15 @@ class ExactEMA(compat.PlacedEMAWeightAveraging):
     def state_dict(self) -> dict[str, Any]:
         return {**super().state_dict(), "decay": self.decay}
 
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        super().on_train_start(trainer, pl_module)
+        line = horizon_line(
+            self.decay, trainer.estimated_stepping_batches, self.update_starting_at_step,
+            self.update_every_n_steps,
+        )  # fmt: skip
+        if line is not None:
+            announce(line)
+
     def on_load_checkpoint(
         self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
     ) -> None:
@@ -107,6 +116,41 @@ class ExactEMA(compat.PlacedEMAWeightAveraging):
         return 0 if self.average is None else self.average.count
 
 
+def planned_updates(total_steps: float, start: int | None, every: int) -> int | None:
+    """How many optimizer steps of a run of `total_steps` update the average (Lightning's rule:
+    step s, 0-based, updates when s >= start and s % every == 0); None for an open-ended run."""
+    if total_steps == float("inf"):
+        return None
+    first = max(0, start or 0)
+    first += (-first) % every  # the first step at or after `start` that `every` divides
+    return max(0, (int(total_steps) - 1 - first) // every + 1) if first < total_steps else 0
+
+
+def horizon_line(decay: float, total_steps: float, start: int | None, every: int) -> str | None:
+    """Said at launch when the average will not be what `ema.decay` suggests: never updated (the
+    run validates, tests and ships its trained weights), or so few updates that the first one
+    still weighs over a tenth of the final average."""
+    updates = planned_updates(total_steps, start, every)
+    if updates is None:
+        return None
+    if updates == 0:
+        return (
+            f"ema: the average is never updated in this run ({int(total_steps)} optimizer steps "
+            f"planned, ema.update_starting_at_step={start}): validation, test and the shipped "
+            "weights are the trained weights"
+        )
+    first_weight = decay ** (updates - 1)
+    if first_weight <= 0.1:
+        return None
+    suggested = 0.01 ** (1.0 / updates)  # the first update weighs 1% at the end
+    return (
+        f"ema: ema.decay={decay} averages over about {1.0 / max(1.0 - decay, 1e-12):.0f} updates "
+        f"and this run makes {updates}: its first update's weights still weigh "
+        f"{first_weight:.0%} of the final average; ema.decay={suggested:.4f} or lower averages "
+        "this run's later weights"
+    )
+
+
 def ema_callbacks(cfg: DictConfig) -> list[L.Callback]:
     """The run's EMA as `ema.*` configures it (conf/callbacks/_ema.yaml): none when `ema.decay` is
     null or the config has no `ema` node."""
@@ -124,6 +168,13 @@ def weights_used(callbacks: list[L.Callback]) -> dict[str, Any]:
     ema = next((c for c in callbacks if isinstance(c, ExactEMA)), None)
     if ema is None:
         return {"train": "trained", "val": "trained", "test": "trained"}
+    if ema.updates == 0:  # an average of no update is the weights (compat/averaging.py, 5.)
+        return {
+            "train": "trained",
+            "val": "trained",
+            "test": "trained",
+            "ema": {"decay": ema.decay, "updates": 0},
+        }
     return {
         "train": "trained",
         "val": "ema",

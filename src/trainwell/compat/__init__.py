@@ -35,6 +35,7 @@ _HOMES = {
     "PlacedEMAWeightAveraging": "averaging",
     "TRAINED": "averaging",
     "holds_average": "averaging",
+    "holds_updated_average": "averaging",
     "load_full_state": "averaging",
     "skip_empty_callback_hooks": "callback_hooks",
     "at_epoch_last_batch": "checkpoints",

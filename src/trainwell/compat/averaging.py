@@ -34,6 +34,14 @@ template's EMA (callbacks/ema.py) needs them to behave otherwise.
    average (as after fit), loads `current_model_state` over the averaged `state_dict`:
    `trainer.fit(...)` then `trainer.test(ckpt_path="best")` tests the trained weights, not the
    average. No upstream report found. Here the trained weights are loaded only to continue a fit.
+
+5. Before the first update. With `update_starting_at_step` (or a run shorter than it),
+   WeightAveraging swaps its average into the module for every validation and at the end of
+   training whether or not it was ever updated: until then the "average" is the fit-start copy,
+   so validation scores the untrained weights, best.ckpt holds them, and test, predict, export and
+   serve follow (Lightning-AI/pytorch-lightning#21724, fixes proposed in #21732 and #21754).
+   Here an average of no update is the trained weights themselves: no swap while it holds none,
+   and a checkpoint written then holds the weights as both its state_dict and its trained state.
 ---------------------------------------------------------------------------------------------
 """
 
@@ -233,8 +241,8 @@ class PlacedEMAWeightAveraging(EMAWeightAveraging):
     def _swap_during_fit(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # Fit only: after fit the module holds the average already (a trainer.validate()).
         average = self.average
-        if average is not None and trainer.state.fn == TrainerFn.FITTING:
-            average.swap(pl_module)
+        if average is not None and average.count and trainer.state.fn == TrainerFn.FITTING:
+            average.swap(pl_module)  # none before the first update (5.)
 
     def on_validation_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         self._swap_during_fit(trainer, pl_module)
@@ -244,8 +252,8 @@ class PlacedEMAWeightAveraging(EMAWeightAveraging):
 
     def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         average = self.average
-        if average is not None and not self._ended:
-            average.swap(pl_module)  # not a copy: the trained weights stay (3.)
+        if average is not None and average.count and not self._ended:
+            average.swap(pl_module)  # not a copy: the trained weights stay (3.); none unused (5.)
             self._ended = True
 
     def on_save_checkpoint(
@@ -253,8 +261,9 @@ class PlacedEMAWeightAveraging(EMAWeightAveraging):
     ) -> None:
         module_state = dict(checkpoint["state_dict"])
         average = self.average
-        if average is None:
-            # Before the average exists (a checkpoint written before training): the weights.
+        if average is None or not average.count:
+            # Before the average exists (a checkpoint written before training) or before its
+            # first update (5.): the weights.
             averaged, trained, count = module_state, module_state, 0
         else:
             held = {**module_state, **average.gathered_state()}  # every rank (FSDP2: collective)
@@ -292,3 +301,9 @@ AVERAGING = "averaging_state"
 def holds_average(checkpoint: Mapping[str, Any]) -> bool:
     """Whether `checkpoint`'s state_dict is a weight average (its trained weights beside it)."""
     return TRAINED in checkpoint and AVERAGING in checkpoint
+
+
+def holds_updated_average(checkpoint: Mapping[str, Any]) -> bool:
+    """Whether `checkpoint`'s state_dict is an average of at least one update (one of no update
+    holds the trained weights, 5.)."""
+    return holds_average(checkpoint) and int(checkpoint[AVERAGING]["n_averaged"]) > 0

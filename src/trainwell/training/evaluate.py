@@ -51,8 +51,10 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
     # The checkpoint holds the training callbacks' state, which testing does not need.
     with compat.callbacks_left_out_on_purpose():
         tested = trainer.test(task, datamodule=datamodule, ckpt_path=ckpt, weights_only=True)
-    # What was tested is the checkpoint's state_dict: an EMA run's holds the average.
-    averaged = "ema" if compat.holds_average(load_checkpoint_file(ckpt, mmap=True)) else "trained"
+    # What was tested is the checkpoint's state_dict: an EMA run's holds the average (the trained
+    # weights while the average had no update yet).
+    written = load_checkpoint_file(ckpt, mmap=True)
+    averaged = "ema" if compat.holds_updated_average(written) else "trained"
     results = {
         "metrics": {k: float(v) for k, v in tested[0].items()},
         "ckpt": str(Path(ckpt).resolve()),
