@@ -1006,6 +1006,22 @@ def test_weight_averaging_tests_the_trained_weights_of_a_checkpoint_after_fit(
     assert not torch.equal(tested, written["state_dict"]["net.0.weight"])
 
 
+def test_model_checkpoint_forgets_its_best_in_another_dirpath(tmp_path: Path) -> None:
+    """compat.carry_records_to_dirpath: ModelCheckpoint.load_state_dict keeps its best score only
+    when the saved dirpath is its own (Lightning-AI/pytorch-lightning#12045): a run dir moved
+    whole, or resumed into a new one, forgets its best. Carried over upstream: this fails."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    saved = ModelCheckpoint(dirpath=tmp_path / "old", monitor="val/acc", mode="max")
+    saved.best_model_score = torch.tensor(0.9)
+    saved.best_model_path = str(tmp_path / "old" / "best.ckpt")
+    saved.best_k_models = {saved.best_model_path: saved.best_model_score}
+    moved = ModelCheckpoint(dirpath=tmp_path / "new", monitor="val/acc", mode="max")
+    with pytest.warns(UserWarning, match="dirpath has changed"):
+        moved.load_state_dict(saved.state_dict())
+    assert moved.best_model_score is None and moved.best_k_models == {}
+
+
 def test_weight_averaging_validates_its_fit_start_copy_before_the_first_update() -> None:
     """compat.PlacedEMAWeightAveraging (5.): with the first update past the run
     (Lightning-AI/pytorch-lightning#21724), validation swaps in the average built at setup, which

@@ -180,6 +180,19 @@ def test_an_average_never_updated_validates_tests_and_ships_the_trained_weights(
     assert evaluated["weights"] == {"test": "trained"}
 
 
+def test_a_best_epoch_before_the_first_update_is_said_to_be_the_trained_weights(
+    tmp_path: Path,
+) -> None:
+    """The average starts at step 25 of 40; judged by its lowest val/acc, the best epoch is the
+    first (step 20), validated on the trained weights: results.json says so."""
+    overrides = ["ema.update_starting_at_step=25", "monitor.mode=min", "test=false"]
+    results = train(compose_config([*EXACT, *overrides], tmp_path))
+    assert results["best_epoch"]["epoch"] == 0
+    assert results["weights"]["val"] == "trained" and results["weights"]["ema"]["updates"] == 15
+    best = load_checkpoint(tmp_path / "checkpoints" / "best.ckpt")
+    assert int(best["averaging_state"]["n_averaged"]) == 0
+
+
 def test_a_decay_longer_than_the_run_is_said_at_launch() -> None:
     """The average a short run ends with is mostly its first update's weights: said with a decay
     that averages the run instead; nothing said where the decay fits the run."""

@@ -17,6 +17,7 @@ trained model.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import lightning as L
@@ -26,6 +27,7 @@ from omegaconf import DictConfig, OmegaConf
 from trainwell import compat
 from trainwell.errors import TrainwellError
 from trainwell.io.announce import announce
+from trainwell.io.checkpoint_read import load_checkpoint_file
 
 _SHARDED = (
     "ema.decay with trainer.strategy.save_distributed_checkpoint=true is not supported: the "
@@ -162,23 +164,22 @@ def ema_callbacks(cfg: DictConfig) -> list[L.Callback]:
     return [ExactEMA(**dict(node))]
 
 
-def weights_used(callbacks: list[L.Callback]) -> dict[str, Any]:
+def weights_used(callbacks: list[L.Callback], best_ckpt: str = "") -> dict[str, Any]:
     """What results.json says about the weights behind its metrics: the trained ones for the
-    training metrics; with EMA, the average for validation and test."""
+    training metrics; with EMA, the average for validation and test, which both come from the
+    best checkpoint: the trained weights where that checkpoint was written before the average's
+    first update (compat/averaging.py, 5.)."""
     ema = next((c for c in callbacks if isinstance(c, ExactEMA)), None)
     if ema is None:
         return {"train": "trained", "val": "trained", "test": "trained"}
-    if ema.updates == 0:  # an average of no update is the weights (compat/averaging.py, 5.)
-        return {
-            "train": "trained",
-            "val": "trained",
-            "test": "trained",
-            "ema": {"decay": ema.decay, "updates": 0},
-        }
+    averaged = ema.updates > 0
+    if averaged and best_ckpt and Path(best_ckpt).is_file():
+        averaged = compat.holds_updated_average(load_checkpoint_file(best_ckpt, mmap=True))
+    used = "ema" if averaged else "trained"
     return {
         "train": "trained",
-        "val": "ema",
-        "test": "ema",
+        "val": used,
+        "test": used,
         "ema": {"decay": ema.decay, "updates": ema.updates},
     }
 

@@ -23,6 +23,7 @@ added here:
 
 from __future__ import annotations
 
+import functools
 import io
 import random
 from typing import Any
@@ -37,6 +38,7 @@ from torchmetrics import Metric
 from trainwell import compat
 from trainwell.callbacks.step_checkpoint import StepCheckpoint
 from trainwell.io.announce import announce
+from trainwell.io.checkpoint_read import load_checkpoint_file
 
 
 def capture_rng() -> dict[str, Any]:
@@ -117,6 +119,32 @@ def _hold_user_step_saves(trainer: L.Trainer) -> None:
         )
 
 
+def _is_recorded_best(callback: ModelCheckpoint, step: int, path: str, score: Any) -> bool:
+    """Whether the checkpoint file at `path` is the one a resumed state records with `score`:
+    written no later than the resumed step, holding that score as its callback's best (the
+    callback saves its best before writing it). A run that went on past the resumed checkpoint
+    may have replaced the file with a later best."""
+    written = load_checkpoint_file(path, mmap=True)
+    own = (written.get("callbacks") or {}).get(callback.state_key) or {}
+    if int(written.get("global_step", -1)) > step:
+        return False
+    best = own.get("best_model_score")
+    if score is None or best is None:
+        return False
+    return float(best) == float(score)
+
+
+def _lost_best(callback: ModelCheckpoint, state: dict[str, Any]) -> bool:
+    """Whether Lightning will forget this monitored checkpoint's best (another dirpath)."""
+    old = state.get("dirpath")
+    return (
+        callback.monitor not in (None, "step")
+        and bool(state.get("best_model_path"))
+        and old is not None
+        and str(old) != str(callback.dirpath)
+    )
+
+
 class ExactResume(L.Callback):
     """Always installed by the template (see the module docstring).
 
@@ -178,6 +206,32 @@ class ExactResume(L.Callback):
             "callback_metrics": logged,
             "plateau_due": plateau_due,
         }
+
+    def on_load_checkpoint(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        """A run resumed in another dir (moved, copied, or a new run dir) keeps its checkpoint
+        callbacks' records, its best score first (compat.carry_records_to_dirpath). Lightning
+        calls every callback's on_load_checkpoint before any callback's load_state_dict."""
+        if trainer.state.fn != "fit":
+            return
+        states = checkpoint.get("callbacks") or {}
+        for callback in trainer.checkpoint_callbacks:
+            state = states.get(getattr(callback, "state_key", None))
+            if not isinstance(callback, ModelCheckpoint) or not isinstance(state, dict):
+                continue
+            usable = functools.partial(_is_recorded_best, callback, int(checkpoint["global_step"]))
+            carried = compat.carry_records_to_dirpath(
+                callback, state, trainer.is_global_zero, usable
+            )
+            if carried is not None:
+                states[callback.state_key] = carried
+            elif _lost_best(callback, state):
+                announce(
+                    f"checkpoints: the best by {callback.monitor} ({state.get('best_model_path')})"
+                    f" is not found from {callback.dirpath}: the best restarts at the next "
+                    "validation"
+                )
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self._pending_rng = state_dict.get("rng")

@@ -39,6 +39,7 @@ _HOMES = {
     "load_full_state": "averaging",
     "skip_empty_callback_hooks": "callback_hooks",
     "at_epoch_last_batch": "checkpoints",
+    "carry_records_to_dirpath": "checkpoints",
     "hold_saves_before_validation": "checkpoints",
     "last_saved_step": "checkpoints",
     "load_model_parallel_checkpoint": "checkpoints",

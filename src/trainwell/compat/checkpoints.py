@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import functools
+import shutil
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -109,3 +112,73 @@ def load_model_parallel_checkpoint(
         for group, saved_group in zip(optimizer.param_groups, state["param_groups"], strict=True):
             group.update({k: v for k, v in saved_group.items() if k != "params"})
     return checkpoint
+
+
+# ---------------------------------------------------------------------------------------------
+# ModelCheckpoint.load_state_dict (Lightning 2.6.6) restores its records (best score, top-k,
+# k-th best, last path) only when the checkpoint's `dirpath` is its own; otherwise it warns and
+# keeps `best_model_path` alone (by design since Lightning-AI/pytorch-lightning#12045 and #12225).
+# A run dir moved or copied whole, or a run resumed into a new run dir, then forgets its best: the
+# next validation writes best.ckpt whatever its score, and the test after fit uses it. Here the
+# records follow the run: a recorded file found under the new dirpath (the dir was moved) is taken
+# there; a monitored checkpoint's file still at its old place (a resume into a new dir) is copied
+# in; only when every recorded best file is found is the state handed on, as the new dirpath's.
+# ---------------------------------------------------------------------------------------------
+
+
+def carry_records_to_dirpath(
+    callback: ModelCheckpoint,
+    state: dict[str, Any],
+    copy_files: bool,
+    usable: Callable[[str, Any], bool],
+) -> dict[str, Any] | None:
+    """`state` (a ModelCheckpoint's saved records) rewritten for `callback.dirpath`, or None when
+    it needs no rewrite or a monitored checkpoint's files cannot be found. `copy_files`: this
+    process copies a monitored checkpoint's files from their old place (global rank zero; the
+    others only rename). `usable(path, score)`: whether a found file is the one the records
+    name (not one its run wrote later under the same name)."""
+    old, new = state.get("dirpath"), callback.dirpath
+    if old is None or new is None or Path(old) == Path(new):
+        return None
+    monitored = callback.monitor not in (None, "step")
+    scores = {p: score for p, score in (state.get("best_k_models") or {}).items()}
+    scores.setdefault(state.get("best_model_path") or "", state.get("best_model_score"))
+
+    @functools.cache  # one look (and one copy) per recorded file
+    def moved(path: str) -> str | None:
+        if not path:
+            return path
+        try:
+            relative = Path(path).relative_to(old)
+        except ValueError:
+            return None  # recorded outside its own dirpath: left to Lightning
+        there = Path(new) / relative
+        if monitored:
+            found = there if there.is_file() else Path(path)
+            if not found.is_file() or not usable(str(found), scores.get(path)):
+                return None
+        if there.exists():
+            return str(there)
+        if monitored:
+            if copy_files:
+                there.parent.mkdir(parents=True, exist_ok=True)
+                shutil.copy2(path, there)
+            return str(there)
+        return None
+
+    best_k = {moved(p): score for p, score in (state.get("best_k_models") or {}).items()}
+    paths = {key: moved(state.get(key) or "") for key in ("best_model_path", "kth_best_model_path")}
+    if monitored and (None in best_k or None in paths.values()):
+        return None  # its best is lost: Lightning's own handling, and the caller says so
+    # An unmonitored checkpoint's records only name the files it replaces next: one not found
+    # in the new dir is nothing to replace (Lightning would keep the old path and warn).
+    best_k.pop(None, None)
+    paths = {key: value or "" for key, value in paths.items()}
+    last = moved(state.get("last_model_path") or "")
+    return {
+        **state,
+        **paths,
+        "best_k_models": best_k,
+        "dirpath": new,
+        "last_model_path": last or "",
+    }
