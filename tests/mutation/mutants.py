@@ -2945,3 +2945,44 @@ MUTANTS += [
         "a node naming a class the schemas have not seen is left open",
     ),
 ]
+
+CKPT_COMPAT = "src/trainwell/compat/checkpoints.py"
+DIABETES = "src/project/data/diabetes.py"
+MUTANTS += [
+    Mutant(
+        "ema: validation swaps in an average no update has touched",
+        EMA_COMPAT,
+        "        if average is not None and average.count and trainer.state.fn == TrainerFn.FITTING:",
+        "        if average is not None and trainer.state.fn == TrainerFn.FITTING:",
+        (f"{EMA_T}::test_an_average_never_updated_validates_tests_and_ships_the_trained_weights",),
+        "before the average's first update, validation, best.ckpt and what ships are the trained "
+        "weights, never the fit-start copy",
+    ),
+    Mutant(
+        "resume elsewhere: a best checkpoint's records are not carried to the new dir",
+        CKPT_COMPAT,
+        "    if old is None or new is None or Path(old) == Path(new):\n        return None\n",
+        "    return None\n",
+        (f"{RESUME_T}::test_a_run_continued_in_another_dir_keeps_its_best",),
+        "a run moved or resumed into another dir keeps its best score and best.ckpt",
+    ),
+    Mutant(
+        "resume elsewhere: a best.ckpt its run replaced later is carried as the recorded best",
+        STATE,
+        '    if int(written.get("global_step", -1)) > step:\n        return False\n',
+        "",
+        (f"{RESUME_T}::test_a_best_that_cannot_be_found_is_said_and_restarts",),
+        "only the best file a checkpoint records is carried, never a later one of the same name",
+    ),
+    Mutant(
+        "regression example: a fold keeps the statistics of the split it replaced",
+        DIABETES,
+        "        self.target_mean = self.target_std = None\n",
+        "",
+        (
+            "src/project/tests/data/test_diabetes.py::"
+            "test_a_fold_fits_the_target_statistics_on_its_own_training_samples_only",
+        ),
+        "each fold's target statistics are fitted on its own training samples",
+    ),
+]
