@@ -29,6 +29,8 @@ CASES = [
     ("cv.folds=abc", "cv.folds='abc' is invalid: expected an integer >= 2"),
     ("cv.folds=1", "cv.folds=1 is invalid: expected an integer >= 2"),
     ("cv.fold=-1", "cv.fold=-1 is invalid: expected an integer >= 0"),
+    ("cv.fold=0", "cv.fold=0 needs cv.folds=K, the number of folds it is one of"),
+    ("cv.fold=3 cv.folds=3", "cv.fold=3: choose a fold from 0 to 2 (cv.folds=3)"),
     ("ema.decay=1.5", "ema.decay=1.5 is invalid: expected a number in [0, 1]"),
     ("ema.decay=-0.1", "ema.decay=-0.1 is invalid: expected a number in [0, 1]"),
     ("monitor.mode=minimum", "monitor.mode='minimum' is invalid: expected one of min, max"),
@@ -39,7 +41,7 @@ CASES = [
 
 # A value at each end of every range the table allows: none of them is refused.
 GOOD = [
-    "cv.folds=2", "cv.fold=0", "ema.decay=0", "ema.decay=1", "ema.decay=null",
+    "cv.folds=2", "cv.fold=0 cv.folds=2", "cv.fold=1 cv.folds=2", "ema.decay=0", "ema.decay=1", "ema.decay=null",
     "monitor.mode=min", "lr_scaling.rule=sqrt", "lr_scaling.reference_batch=1", "test=false",
 ]  # fmt: skip
 
@@ -60,7 +62,7 @@ def test_a_summary_mode_outside_min_max_is_one_line_before_any_run() -> None:
 def test_the_command_line_check_names_key_value_and_expectation(
     override: str, expected: str
 ) -> None:
-    problem = check_command_line(CONF, "train", with_baseline([override]))
+    problem = check_command_line(CONF, "train", with_baseline(override.split()))
     assert problem is not None and problem.startswith(expected), problem
 
 
@@ -76,7 +78,7 @@ def test_good_values_and_a_users_unannotated_arguments_pass() -> None:
 
 @pytest.mark.parametrize("override", GOOD)
 def test_values_at_the_ends_of_each_range_pass(override: str) -> None:
-    assert check_command_line(CONF, "train", with_baseline([override])) is None
+    assert check_command_line(CONF, "train", with_baseline(override.split())) is None
 
 
 def test_serve_knobs_are_checked_at_both_ends() -> None:

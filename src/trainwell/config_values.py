@@ -105,6 +105,22 @@ def template_value_problem(cfg: DictConfig) -> str | None:
         if value is not _MISSING and value not in choices:
             named = ", ".join("null" if c is None else c for c in choices)
             return f"{key}={value!r} is invalid: expected one of {named}"
+    return _fold_problem(cfg)
+
+
+def _fold_problem(cfg: DictConfig) -> str | None:
+    """`cv.fold` (one fold of K as its own job) means something only beside `cv.folds=K`."""
+    fold, folds = _value(cfg, "cv.fold"), _value(cfg, "cv.folds")
+    if fold is _MISSING or fold is None:
+        return None
+    if folds is _MISSING or folds is None:
+        return f"cv.fold={fold} needs cv.folds=K, the number of folds it is one of"
+    try:
+        index = int(fold)  # '${oc.env:SLURM_ARRAY_TASK_ID}' resolves to a string
+    except (TypeError, ValueError):
+        return None  # the run names it with its fold assignment
+    if isinstance(folds, int) and not 0 <= index < folds:
+        return f"cv.fold={fold}: choose a fold from 0 to {folds - 1} (cv.folds={folds})"
     return None
 
 

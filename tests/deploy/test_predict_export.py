@@ -18,6 +18,7 @@ from trainwell.deploy.artifact import ExportInvalid, sha256_file, verify_export
 from trainwell.deploy.export import ExportFailed, check_parity, parity_figures
 from trainwell.deploy.outputs import check_export_target, prediction_name
 from trainwell.errors import TrainwellError
+from trainwell.io.output_kind import VALUES
 
 
 @pytest.fixture(scope="module")
@@ -191,6 +192,21 @@ def test_parity_is_enforced_on_agreement_and_max_difference() -> None:
     swapped = eager[:, ::-1].copy()
     with pytest.raises(ExportFailed, match="agreement"):
         check_parity(parity_figures(eager, {"onnxruntime": swapped}, None), 10.0)
+
+
+def test_values_in_large_units_may_differ_by_their_float32_rounding() -> None:
+    """A regression answering in large units (house prices, ~2e5) differs on another runtime by
+    float32's steps there (0.0156): within 1e-5 of each value it passes; beyond, the refusal
+    names both figures and the knob."""
+    eager = np.array([[2.0e5], [1.5e5], [0.0]], dtype=np.float32)
+    rounded = eager + np.array([[0.0625], [-0.03125], [5e-5]], dtype=np.float32)
+    check_parity(parity_figures(eager, {"onnxruntime": rounded}, None, VALUES), 1e-4)
+    off = eager + np.array([[5.0], [0.0], [0.0]], dtype=np.float32)
+    with pytest.raises(ExportFailed, match=r"max relative 2.5e-05.*parity_tolerance="):
+        check_parity(parity_figures(eager, {"onnxruntime": off}, None, VALUES), 1e-4)
+    near_zero = eager + np.array([[0.0], [0.0], [1e-3]], dtype=np.float32)
+    with pytest.raises(ExportFailed):  # near 0 only the absolute tolerance applies
+        check_parity(parity_figures(eager, {"onnxruntime": near_zero}, None, VALUES), 1e-4)
 
 
 @pytest.mark.slow
