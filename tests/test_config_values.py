@@ -29,7 +29,7 @@ CASES = [
     ("cv.folds=abc", "cv.folds='abc' is invalid: expected an integer >= 2"),
     ("cv.folds=1", "cv.folds=1 is invalid: expected an integer >= 2"),
     ("cv.fold=-1", "cv.fold=-1 is invalid: expected an integer >= 0"),
-    ("cv.fold=0", "cv.fold=0 needs cv.folds=K, the number of folds it is one of"),
+    ("cv.fold=0", "cv.fold=0 needs cv.folds, the number of folds it is one of"),
     ("cv.fold=3 cv.folds=3", "cv.fold=3: choose a fold from 0 to 2 (cv.folds=3)"),
     ("ema.decay=1.5", "ema.decay=1.5 is invalid: expected a number in [0, 1]"),
     ("ema.decay=-0.1", "ema.decay=-0.1 is invalid: expected a number in [0, 1]"),

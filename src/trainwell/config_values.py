@@ -114,7 +114,7 @@ def _fold_problem(cfg: DictConfig) -> str | None:
     if fold is _MISSING or fold is None:
         return None
     if folds is _MISSING or folds is None:
-        return f"cv.fold={fold} needs cv.folds=K, the number of folds it is one of"
+        return f"cv.fold={fold} needs cv.folds, the number of folds it is one of"
     try:
         index = int(fold)  # '${oc.env:SLURM_ARRAY_TASK_ID}' resolves to a string
     except (TypeError, ValueError):

@@ -185,7 +185,8 @@ def test_a_best_epoch_before_the_first_update_is_said_to_be_the_trained_weights(
 ) -> None:
     """The average starts at step 25 of 40; judged by its lowest val/acc, the best epoch is the
     first (step 20), validated on the trained weights: results.json says so."""
-    overrides = ["ema.update_starting_at_step=25", "monitor.mode=min", "test=false"]
+    overrides = ["ema.update_starting_at_step=25", "monitor.metric=val/acc", "monitor.mode=min"]
+    overrides.append("test=false")
     results = train(compose_config([*EXACT, *overrides], tmp_path))
     assert results["best_epoch"]["epoch"] == 0
     assert results["weights"]["val"] == "trained" and results["weights"]["ema"]["updates"] == 15

@@ -95,7 +95,13 @@ def test_changed_effective_batch_is_refused_before_training(
 
 # val/acc judged by its lowest value: the first validation is the best and every later one is
 # worse, so a resumed run that forgot its best would take a later epoch's for it.
-EARLY_BEST = [*RUN, "trainer.max_epochs=3", "monitor.mode=min", "test=true"]
+EARLY_BEST = [
+    *RUN,
+    "trainer.max_epochs=3",
+    "monitor.metric=val/acc",
+    "monitor.mode=min",
+    "test=true",
+]
 
 
 @pytest.fixture(scope="module")

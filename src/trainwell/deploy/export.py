@@ -178,8 +178,8 @@ def check_parity(figures: dict[str, Any], tolerance: float) -> None:
             )
             raise ExportFailed(
                 f"export parity failed: {name} vs eager {agreed}"
-                f"max |d output| {entry['max_abs_diff']:.3g}{relative} (tolerance {tolerance:g}, "
-                "parity_tolerance=); no export written"
+                f"max |d output| {entry['max_abs_diff']:.3g}{relative} (tolerance {tolerance:g}: "
+                "the export's parity_tolerance); no export written"
             )
 
 
