@@ -21,9 +21,8 @@ from tests.helpers.benchmarks import BENCH, REPO
 
 sys.path.insert(0, str(BENCH))  # benchmarks/ is a folder of scripts, not a package
 
-import ema_cost
+import features
 import gpu_throughput
-import guard_overhead
 import harness
 import raw_loop
 
@@ -162,7 +161,7 @@ def test_figure_prints_and_records_median_and_spread(capsys: pytest.CaptureFixtu
 
 
 def test_ema_cost_sides_differ_only_by_their_average() -> None:
-    """ema_cost.py's sides: no average, the template's EMA, Lightning's EMA callback; the same
+    """features.py ema's sides: no average, the template's EMA, Lightning's EMA callback; the same
     decay, nothing else changed."""
     import tempfile
 
@@ -172,10 +171,10 @@ def test_ema_cost_sides_differ_only_by_their_average() -> None:
     from trainwell.callbacks.ema import ExactEMA, ema_callbacks
 
     with tempfile.TemporaryDirectory() as tmp:
-        cfgs = {k: harness.compose(v, Path(tmp)) for k, v in ema_cost.SIDES.items()}
+        cfgs = {k: harness.compose(v, Path(tmp)) for k, v in features.EMA_SIDES.items()}
     assert ema_callbacks(cfgs["off"]) == [] and ema_callbacks(cfgs["lightning"]) == []
     (ema,) = ema_callbacks(cfgs["ema"])
-    assert isinstance(ema, ExactEMA) and ema.decay == ema_cost.DECAY
+    assert isinstance(ema, ExactEMA) and ema.decay == features.DECAY
     stock = instantiate(cfgs["lightning"].callbacks.stock_ema)
     assert type(stock) is EMAWeightAveraging
     assert set(cfgs["lightning"].callbacks) - set(cfgs["off"].callbacks) == {"stock_ema"}
@@ -188,8 +187,8 @@ def test_guard_overhead_switches_off_exactly_the_guards_it_profiles() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = harness.compose([], Path(tmp))
-    targets = [cfg.callbacks[key]._target_ for key in guard_overhead.GUARDS]
-    assert [t.rsplit(".", 1)[1] for t in targets] == list(guard_overhead.GUARD_CLASSES)
+    targets = [cfg.callbacks[key]._target_ for key in features.GUARDS]
+    assert [t.rsplit(".", 1)[1] for t in targets] == list(features.GUARD_CLASSES)
 
 
 def test_guard_hook_share_reads_the_simple_profiler_table(tmp_path: Path) -> None:
@@ -201,7 +200,7 @@ def test_guard_hook_share_reads_the_simple_profiler_table(tmp_path: Path) -> Non
         "| [Callback]GradNormLogger.on_before_optimizer_step | 0.001 | 100 | 0.1 | 1 % |\n"
         "| [Callback]ModelCheckpoint.on_train_batch_end | 0.01 | 100 | 1.0 | 10 % |\n"
     )
-    assert guard_overhead.hook_share(report) == pytest.approx(0.02)
+    assert features.hook_share(report) == pytest.approx(0.02)
 
 
 def test_gpu_suite_names_every_file_with_gpu_tests() -> None:
@@ -226,24 +225,28 @@ NOT_A_MAKE_TARGET = {
     "bare_lightning",
     "sync_probe",
     "litserve_peer",
-    "state_datamodules",  # the datamodules state_checkpoint.py compares
+    "features",  # run once per feature, from FEATURES and FEATURES_LONG
 }
 
 
 def test_every_benchmark_runs_in_make_bench_or_bench_long() -> None:
     """`make bench` and `make bench-long` together reproduce every CPU figure of
-    docs/benchmarks.md: a benchmark script added without a target fails here."""
+    docs/benchmarks.md: a benchmark script or a feature of features.py added without a target
+    fails here, and so does one the docs do not name."""
     lists = {}
     for line in (REPO / "Makefile").read_text().splitlines():
         name, sep, value = line.partition(":=")
-        if sep and name.strip() in ("BENCHMARKS", "BENCHMARKS_LONG"):
+        if sep and name.strip() in ("BENCHMARKS", "BENCHMARKS_LONG", "FEATURES", "FEATURES_LONG"):
             lists[name.strip()] = value.split()
-    assert set(lists) == {"BENCHMARKS", "BENCHMARKS_LONG"}
+    assert set(lists) == {"BENCHMARKS", "BENCHMARKS_LONG", "FEATURES", "FEATURES_LONG"}
     assert not set(lists["BENCHMARKS"]) & set(lists["BENCHMARKS_LONG"])
+    assert not set(lists["FEATURES"]) & set(lists["FEATURES_LONG"])
     scripts = {p.stem for p in BENCH.glob("*.py")} - NOT_A_MAKE_TARGET
     assert scripts == {*lists["BENCHMARKS"], *lists["BENCHMARKS_LONG"]}
+    assert set(features.FEATURES) == {*lists["FEATURES"], *lists["FEATURES_LONG"]}
     docs = (REPO / "docs" / "benchmarks.md").read_text()
     assert all(f"benchmarks/{name}.py" in docs for name in scripts)
+    assert all(f"benchmarks/features.py {name}" in docs for name in features.FEATURES)
 
 
 def _profiled(fn: object) -> list:
