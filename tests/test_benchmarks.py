@@ -214,8 +214,7 @@ def test_gpu_suite_names_every_file_with_gpu_tests() -> None:
     assert marked == sorted(gpu_suite.GPU_TESTS)
 
 
-# Imported by the benchmarks, not run (litserve_peer: the server serving.py measures ours
-# against); and the GPU suite's own scripts (docs/benchmarks.md).
+# Imported by the benchmarks, not run; and the GPU suite's own scripts (docs/benchmarks.md).
 NOT_A_MAKE_TARGET = {
     "harness",
     "raw_loop",
@@ -224,29 +223,41 @@ NOT_A_MAKE_TARGET = {
     "gpu_suite",
     "bare_lightning",
     "sync_probe",
-    "litserve_peer",
-    "features",  # run once per feature, from FEATURES and FEATURES_LONG
 }
+# The parts of a runner that print no figures: the server `shipping.py serving` measures ours
+# against.
+NOT_A_PART = {"shipping": {"peer"}}
 
 
 def test_every_benchmark_runs_in_make_bench_or_bench_long() -> None:
     """`make bench` and `make bench-long` together reproduce every CPU figure of
-    docs/benchmarks.md: a benchmark script or a feature of features.py added without a target
-    fails here, and so does one the docs do not name."""
+    docs/benchmarks.md: a benchmark script, or a part of a runner (`runner:part`), added without a
+    target fails here, and so does one the docs do not name."""
+    import shipping
+
     lists = {}
     for line in (REPO / "Makefile").read_text().splitlines():
         name, sep, value = line.partition(":=")
-        if sep and name.strip() in ("BENCHMARKS", "BENCHMARKS_LONG", "FEATURES", "FEATURES_LONG"):
+        if sep and name.strip() in ("BENCHMARKS", "BENCHMARKS_LONG"):
             lists[name.strip()] = value.split()
-    assert set(lists) == {"BENCHMARKS", "BENCHMARKS_LONG", "FEATURES", "FEATURES_LONG"}
-    assert not set(lists["BENCHMARKS"]) & set(lists["BENCHMARKS_LONG"])
-    assert not set(lists["FEATURES"]) & set(lists["FEATURES_LONG"])
+    assert set(lists) == {"BENCHMARKS", "BENCHMARKS_LONG"}
+    entries = [*lists["BENCHMARKS"], *lists["BENCHMARKS_LONG"]]
+    assert len(set(entries)) == len(entries)
+    listed: dict[str, set[str]] = {}
+    for entry in entries:
+        script, _, part = entry.partition(":")
+        listed.setdefault(script, set()).add(part)
+    runners = {"features": features.FEATURES, "shipping": shipping.PARTS}
     scripts = {p.stem for p in BENCH.glob("*.py")} - NOT_A_MAKE_TARGET
-    assert scripts == {*lists["BENCHMARKS"], *lists["BENCHMARKS_LONG"]}
-    assert set(features.FEATURES) == {*lists["FEATURES"], *lists["FEATURES_LONG"]}
+    assert set(listed) == scripts
+    for script, parts in listed.items():
+        expected = (
+            set(runners[script]) - NOT_A_PART.get(script, set()) if script in runners else {""}
+        )
+        assert parts == expected, script
     docs = (REPO / "docs" / "benchmarks.md").read_text()
-    assert all(f"benchmarks/{name}.py" in docs for name in scripts)
-    assert all(f"benchmarks/features.py {name}" in docs for name in features.FEATURES)
+    commands = [f"benchmarks/{s}.py {p}".strip() for s, parts in listed.items() for p in parts]
+    assert [c for c in commands if c not in docs] == []
 
 
 def _profiled(fn: object) -> list:

@@ -175,11 +175,12 @@ DOCS_EXCLUDED = {
             "data_pipeline",
             "startup",
             "host_cost",
-            "serving",
-            "serving_shutdown",
-            "export",
             "epoch_cost",
         )
+    },
+    **{
+        f".venv/bin/python benchmarks/shipping.py {name}": CPU_BENCH
+        for name in ("serving", "shutdown", "export")
     },
     **{
         f".venv/bin/python benchmarks/features.py {name}": CPU_BENCH
