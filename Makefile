@@ -69,7 +69,7 @@ doctor: $(STAMP)
 # make bench: the training-side figures (minutes in all); make bench-long: those that take minutes
 # each (serving, shutdown, export, imbalance, doctor time, numpy state); the GPU suite needs a GPU
 # (docs/benchmarks.md). `runner:part` runs `benchmarks/runner.py part` (a runner of several parts).
-BENCHMARKS := overhead startup memory data_pipeline gpu_throughput host_cost epoch_cost host_syncs features:guards features:resume features:cv features:summary features:ema
+BENCHMARKS := overhead memory data_pipeline gpu_throughput host_cost epoch_cost host_syncs features:startup features:guards features:resume features:cv features:summary features:ema
 # The op parity table (docs/benchmarks.md): a step's operations beyond the raw loop's, per mode.
 OPS_ARGS := --num-samples 64 --num-val 16 --batch 8 --modes fp32 bf16 bf16_cl
 BENCHMARKS_LONG := shipping:serving shipping:shutdown shipping:export features:imbalance features:doctor features:state

@@ -24,7 +24,7 @@ sys.path.insert(0, str(BENCH))  # benchmarks/ is a folder of scripts, not a pack
 import features
 import gpu_throughput
 import harness
-import raw_loop
+import loops
 
 
 def test_final_line_is_key_value_pairs(capsys: pytest.CaptureFixture[str]) -> None:
@@ -51,7 +51,7 @@ def test_raw_loop_windows_match_trainwell_arithmetic(
     loader = DataLoader(TensorDataset(torch.zeros(samples)), batch_size=batch)
     sizes = [len(b[0]) for b in loader]
     expected = [sum(sizes[i : i + accumulate]) for i in range(0, len(sizes), accumulate)]
-    assert raw_loop.window_sizes(loader, accumulate) == expected
+    assert loops.window_sizes(loader, accumulate) == expected
     assert sum(expected) == samples
 
 
@@ -115,7 +115,7 @@ def test_raw_loop_checkpoints_last_every_epoch_and_best_on_improvement(
 ) -> None:
     import torch
 
-    saver = raw_loop.EpochCheckpoints(tmp_path, mode)
+    saver = loops.EpochCheckpoints(tmp_path, mode)
     weights = torch.zeros(3)
     for epoch, acc in enumerate([0.5, 0.7, 0.6]):
         weights.fill_(epoch)
@@ -217,11 +217,8 @@ def test_gpu_suite_names_every_file_with_gpu_tests() -> None:
 # Imported by the benchmarks, not run; and the GPU suite's own scripts (docs/benchmarks.md).
 NOT_A_MAKE_TARGET = {
     "harness",
-    "raw_loop",
-    "fit_timer",
-    "phase_marker",
+    "loops",
     "gpu_suite",
-    "bare_lightning",
     "sync_probe",
 }
 # The parts of a runner that print no figures: the server `shipping.py serving` measures ours

@@ -15,7 +15,16 @@ from tests.helpers.benchmarks import run_benchmark
 @pytest.mark.slow
 def test_startup_runs_and_csv_run_does_not_import_wandb() -> None:
     out = run_benchmark(
-        "startup.py", "--epochs", "1", "--reps", "1", "--import-reps", "1", "--error-reps", "1"
+        "features.py",
+        "startup",
+        "--epochs",
+        "1",
+        "--reps",
+        "1",
+        "--import-reps",
+        "1",
+        "--error-reps",
+        "1",
     )
     assert float(out["startup_s"]) > 0 and float(out["training_s"]) > 0
     assert out["wandb_imported"] == "0"

@@ -173,7 +173,6 @@ DOCS_EXCLUDED = {
             "overhead",
             "memory",
             "data_pipeline",
-            "startup",
             "host_cost",
             "epoch_cost",
         )
@@ -184,7 +183,17 @@ DOCS_EXCLUDED = {
     },
     **{
         f".venv/bin/python benchmarks/features.py {name}": CPU_BENCH
-        for name in ("guards", "ema", "cv", "summary", "resume", "state", "doctor", "imbalance")
+        for name in (
+            "startup",
+            "guards",
+            "ema",
+            "cv",
+            "summary",
+            "resume",
+            "state",
+            "doctor",
+            "imbalance",
+        )
     },
     "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/epoch_cost.py": CPU_BENCH,
     "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/gpu_throughput.py --reps 3": CPU_BENCH,
