@@ -67,21 +67,19 @@ doctor: $(STAMP)
 
 # The benchmarks with their small defaults; each prints its figures as its last line (docs/benchmarks.md).
 # make bench: the training-side figures (minutes in all); make bench-long: those that take minutes
-# each (serving, shutdown, export, imbalance, doctor time); the GPU suite needs a GPU (docs/benchmarks.md).
-BENCHMARKS := overhead guard_overhead startup memory data_pipeline gpu_throughput resume_position host_cost cv_overhead summary_cost ema_cost epoch_cost host_syncs
+# each (serving, shutdown, export, imbalance, doctor time, numpy state); the GPU suite needs a GPU
+# (docs/benchmarks.md). `runner:part` runs `benchmarks/runner.py part` (a runner of several parts).
+BENCHMARKS := overhead memory data_pipeline gpu_throughput host_cost epoch_cost host_syncs features:startup features:guards features:resume features:cv features:summary features:ema
 # The op parity table (docs/benchmarks.md): a step's operations beyond the raw loop's, per mode.
 OPS_ARGS := --num-samples 64 --num-val 16 --batch 8 --modes fp32 bf16 bf16_cl
-BENCHMARKS_LONG := serving serving_shutdown export imbalance doctor_time state_checkpoint
+BENCHMARKS_LONG := shipping:serving shipping:shutdown shipping:export features:imbalance features:doctor features:state
+RUN_BENCHMARK = set -- $$(echo $$b | tr : ' '); echo "== benchmarks/$$1.py $$2"; $(PY) benchmarks/$$1.py $$2 || exit 1
 bench: $(STAMP)
-	@for b in $(BENCHMARKS); do echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py || exit 1; done
+	@for b in $(BENCHMARKS); do $(RUN_BENCHMARK); done
 	@echo "== benchmarks/gpu_throughput.py --ops"; $(PY) benchmarks/gpu_throughput.py --ops $(OPS_ARGS)
 
 bench-long: $(STAMP)
-	@for b in $(BENCHMARKS_LONG); do echo "== benchmarks/$$b.py"; $(PY) benchmarks/$$b.py || exit 1; done
-
-clean:
-	rm -rf $(VENV) logs .pytest_cache .ruff_cache
-	find . -name __pycache__ -type d -prune -exec rm -rf {} +
+	@for b in $(BENCHMARKS_LONG); do $(RUN_BENCHMARK); done
 
 # make predict ARGS="ckpt_path=<run dir>/checkpoints/best.ckpt": <run dir>/predictions/test.csv
 predict: $(STAMP)

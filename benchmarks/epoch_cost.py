@@ -12,7 +12,7 @@ model, optimizer and schedule, each validating and checkpointing once per epoch 
 policy (last.ckpt every epoch, best.ckpt when val/acc improved):
 
   tw    `train()` with every default; its checkpoints are written by a background thread
-  bare  bare Lightning (benchmarks/bare_lightning.py): Lightning's ModelCheckpoint and IO
+  bare  bare Lightning (benchmarks/loops.py): Lightning's ModelCheckpoint and IO
   raw   the hand-written loop: each file from its own snapshot (clone), written by a thread
 
 Figures (medians of the steady epochs; ratios per repetition, then the median):

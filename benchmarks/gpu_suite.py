@@ -147,7 +147,7 @@ def accum_overrides(smoke: bool) -> list[str]:
 
 
 def feature_run(name: str, smoke: bool) -> dict[str, Any]:
-    import fit_timer
+    import loops
 
     overrides = [*accum_overrides(smoke), *FEATURES[name]]
     gpu_only = {"trainer.precision=16-mixed", "trainer=fsdp", "model.compile=true"}
@@ -157,7 +157,7 @@ def feature_run(name: str, smoke: bool) -> dict[str, Any]:
     if torch.cuda.is_available():
         torch.cuda.reset_peak_memory_stats()
     with tempfile.TemporaryDirectory(prefix="tw-suite-") as tmp:
-        run = fit_timer.run_trainwell(overrides, 2, Path(tmp))
+        run = loops.run_trainwell(overrides, 2, Path(tmp))
         images = int(compose(overrides, Path(tmp)).data.num_samples)
     seconds = run["train_seconds"][1:] or run["train_seconds"]
     return {

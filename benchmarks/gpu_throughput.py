@@ -14,8 +14,8 @@ and checkpoint every epoch with the same policy (last.ckpt every epoch, best.ckp
 accuracy improved):
   tw    `train()` itself with its default callbacks and CSV logger (atomic background writes)
   bare  Lightning's Trainer with none of trainwell's callbacks, task or checkpoint IO
-        (benchmarks/bare_lightning.py: Lightning's ModelCheckpoint, its own IO, CSV logger)
-  raw   the hand-written loop (benchmarks/raw_loop.py: atomic writes in a background thread;
+        (benchmarks/loops.py: Lightning's ModelCheckpoint, its own IO, CSV logger)
+  raw   the hand-written loop (benchmarks/loops.py: atomic writes in a background thread;
         `--raw-ckpt sync` for an inline-writing raw loop)
 raw -> bare is Lightning's share of the gap, bare -> tw ours; `--sides` runs a subset.
 
@@ -70,11 +70,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
-import bare_lightning
-import fit_timer
 import harness
 import lightning as L
-import raw_loop
+import loops
 import torch
 
 if __name__ == "__main__":
@@ -233,13 +231,13 @@ def measure(
             overrides = [*base_overrides(args, cuda), *overrides]
             tw_overrides = list(overrides)
             if channels_last:
-                tw_overrides.append("+callbacks.bench_cl._target_=fit_timer.ChannelsLast")
+                tw_overrides.append("+callbacks.bench_cl._target_=loops.ChannelsLast")
 
             def run_tw(tw_overrides: list[str] = tw_overrides) -> dict:
                 with tempfile.TemporaryDirectory(prefix="tw-bench-gpu-") as tmp:
                     if cuda:
                         torch.cuda.reset_peak_memory_stats()
-                    out = fit_timer.run_trainwell(
+                    out = loops.run_trainwell(
                         [*tw_overrides, *args.tw_override], args.epochs, Path(tmp)
                     )
                     out["images_per_epoch"] = args.num_samples
@@ -247,14 +245,14 @@ def measure(
 
             def run_raw(overrides: list[str] = overrides, cl: bool = channels_last) -> dict:
                 with tempfile.TemporaryDirectory(prefix="tw-bench-gpu-") as tmp:
-                    return raw_loop.run_from_config(
+                    return loops.run_raw(
                         overrides, args.epochs, Path(tmp), device=device,
                         channels_last=cl, ckpt=args.raw_ckpt,
                     )  # fmt: skip
 
             def run_bare(overrides: list[str] = overrides, cl: bool = channels_last) -> dict:
                 with tempfile.TemporaryDirectory(prefix="tw-bench-gpu-") as tmp:
-                    out = bare_lightning.run_from_config(
+                    out = loops.run_bare(
                         overrides, args.epochs, Path(tmp), device=device, channels_last=cl
                     )
                     out["images_per_epoch"] = args.num_samples
@@ -475,16 +473,14 @@ def ops_of_side(side: str, overrides: list[str], channels_last: bool, tmp: Path)
     if side == "tw":
         extra = ["+callbacks.bench_ops._target_=gpu_throughput.OpWindow"]
         if channels_last:
-            extra.append("+callbacks.bench_cl._target_=fit_timer.ChannelsLast")
-        fit_timer.run_trainwell([*overrides, *extra], 1, tmp)
+            extra.append("+callbacks.bench_cl._target_=loops.ChannelsLast")
+        loops.run_trainwell([*overrides, *extra], 1, tmp)
     elif side == "bare":
-        bare_lightning.run_from_config(
-            overrides, 1, tmp, channels_last=channels_last, extra_callbacks=(window,)
-        )
+        loops.run_bare(overrides, 1, tmp, channels_last=channels_last, extra_callbacks=(window,))
     else:
-        built = raw_loop.build_from_config(overrides, 1, tmp, channels_last=channels_last)
+        built = loops.build_from_config(overrides, 1, tmp, channels_last=channels_last)
         optimizer, scheduler = built.optimization(built.net.parameters())
-        raw_loop.fit(
+        loops.fit(
             built.net, built.datamodule.train_dataloader(), None, optimizer, scheduler, 1,
             built.accumulate, built.precision, max_batches=OPS_BATCH + 2, on_batch=window.mark,
             label_smoothing=float(built.cfg.model.label_smoothing),

@@ -1,5 +1,6 @@
-"""What every benchmark shares: the real config tree, its opening (`parse_args`), the interleaved
-A/B loop, repetition statistics and the final figure line.
+"""What every benchmark shares: the real config tree, its opening (`parse_args`, or `run_parts`
+for a runner of several parts), the interleaved A/B loop, repetition statistics and the final
+figure line.
 
 Benchmarks compose the same Hydra config `scripts/train.py` composes (never a parallel set of
 settings), so a figure measures what a user runs. Sides compared in one process run through
@@ -10,6 +11,7 @@ line of `key=value` pairs (`final_line`); `make bench` and docs/benchmarks.md re
 from __future__ import annotations
 
 import argparse
+import inspect
 import itertools
 import os
 import platform
@@ -17,6 +19,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -57,13 +60,60 @@ def parse_args(
     """Every benchmark's opening: `--threads` added, arguments parsed, threads pinned, header
     printed (after pinning, so it names the threads the figures were taken with). `title` may
     be a function of the parsed arguments."""
+    add_threads(parser, threads)
+    args = parser.parse_args(argv)
+    opened(args, title)
+    return args
+
+
+def add_threads(parser: argparse.ArgumentParser, threads: int = 1) -> None:
+    """`--threads`, which every benchmark (and every side of features.py) takes."""
     parser.add_argument(
         "--threads", type=int, default=threads, help="torch intra-op threads (0: torch default)"
     )
-    args = parser.parse_args(argv)
+
+
+def opened(args: argparse.Namespace, title: str | Callable[[argparse.Namespace], str]) -> None:
+    """After parsing: threads pinned, then the header (naming the threads the figures use)."""
     set_threads(args.threads)
     header(title if isinstance(title, str) else title(args))
-    return args
+
+
+@dataclass(frozen=True)
+class Part:
+    """One part of a runner (`<runner>.py <part> [options]`): its options, its figures (the
+    dict its last line prints; its docstring is the part's `-h`), its header's title."""
+
+    title: Callable[[argparse.Namespace], str]
+    arguments: Callable[[argparse.ArgumentParser], None]
+    run: Callable[[argparse.Namespace], dict[str, float | int | str]]
+    threads: int = 1  # --threads' default: torch's intra-op threads here and in child runs
+    header: bool = True  # False: a process another part starts (a server): no header, no pinning
+
+
+def run_parts(doc: str, parts: dict[str, Part], argv: Sequence[str] | None = None) -> int:
+    """A runner's opening and end: the part chosen on the command line, its options parsed,
+    threads pinned, the header, its figures as the last line."""
+    parser = argparse.ArgumentParser(
+        description=doc, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    choices = parser.add_subparsers(dest="part", required=True, metavar="PART")
+    for name, part in parts.items():
+        text = inspect.cleandoc(part.run.__doc__ or name)
+        sub = choices.add_parser(
+            name,
+            help=text.splitlines()[0].replace("%", "%%"),  # argparse %-formats a help string
+            description=text,
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        part.arguments(sub)
+        add_threads(sub, part.threads)
+    args = parser.parse_args(argv)
+    part = parts[args.part]
+    if part.header:
+        opened(args, part.title)  # a part without one (a server) reads --threads itself
+    final_line(**part.run(args))
+    return 0
 
 
 def child_env(threads: int) -> dict[str, str]:

@@ -280,7 +280,7 @@ def run_lightning(
     L.seed_everything(0, verbose=False)
     callbacks: list[L.Callback] = [StepTimer()]
     if bf16_cl:
-        from fit_timer import ChannelsLast
+        from loops import ChannelsLast
 
         callbacks.append(ChannelsLast())
         extra_precision = {"precision": "bf16-mixed"}
@@ -312,7 +312,7 @@ def trainwell_config(side: str, epochs: int, samples: int, tmp: Path) -> Any:
         overrides = [
             *overrides,
             "trainer.precision=bf16-mixed",
-            "+callbacks.bench_cl._target_=fit_timer.ChannelsLast",
+            "+callbacks.bench_cl._target_=loops.ChannelsLast",
         ]
     cfg = compose(
         [*overrides, f"trainer.max_epochs={epochs}", "test=false", "print_config=false"], tmp

@@ -87,12 +87,12 @@ MODES: dict[str, list[str]] = {
     "bf16_cl": [
         "trainer.precision=bf16-mixed",
         "data.channels_last=true",
-        "+callbacks.bench_cl._target_=fit_timer.ChannelsLast",
+        "+callbacks.bench_cl._target_=loops.ChannelsLast",
     ],
     "bf16_cl_compile": [
         "trainer.precision=bf16-mixed",
         "data.channels_last=true",
-        "+callbacks.bench_cl._target_=fit_timer.ChannelsLast",
+        "+callbacks.bench_cl._target_=loops.ChannelsLast",
         "model.compile=true",
     ],
 }

@@ -36,9 +36,8 @@ import sys
 import tempfile
 from pathlib import Path
 
-import fit_timer
 import harness
-import raw_loop
+import loops
 
 WORKLOADS = {
     "digits": [],  # the default experiment: digits + DigitsCNN, AdamW, warmup-cosine
@@ -78,11 +77,11 @@ def measure(
 
     def run_raw() -> dict:
         with tempfile.TemporaryDirectory(prefix="tw-bench-") as tmp:
-            return raw_loop.run_from_config(overrides, epochs, Path(tmp), ckpt=raw_ckpt)
+            return loops.run_raw(overrides, epochs, Path(tmp), ckpt=raw_ckpt)
 
     def run_tw() -> dict:
         with tempfile.TemporaryDirectory(prefix="tw-bench-") as tmp:
-            return fit_timer.run_trainwell([*overrides, *tw_extra], epochs, Path(tmp))
+            return loops.run_trainwell([*overrides, *tw_extra], epochs, Path(tmp))
 
     def report(rep: int, runs: dict[str, dict]) -> None:
         raw, tw = runs["raw"], runs["tw"]

@@ -21,11 +21,10 @@ from tests.helpers.benchmarks import BENCH, REPO
 
 sys.path.insert(0, str(BENCH))  # benchmarks/ is a folder of scripts, not a package
 
-import ema_cost
+import features
 import gpu_throughput
-import guard_overhead
 import harness
-import raw_loop
+import loops
 
 
 def test_final_line_is_key_value_pairs(capsys: pytest.CaptureFixture[str]) -> None:
@@ -52,7 +51,7 @@ def test_raw_loop_windows_match_trainwell_arithmetic(
     loader = DataLoader(TensorDataset(torch.zeros(samples)), batch_size=batch)
     sizes = [len(b[0]) for b in loader]
     expected = [sum(sizes[i : i + accumulate]) for i in range(0, len(sizes), accumulate)]
-    assert raw_loop.window_sizes(loader, accumulate) == expected
+    assert loops.window_sizes(loader, accumulate) == expected
     assert sum(expected) == samples
 
 
@@ -116,7 +115,7 @@ def test_raw_loop_checkpoints_last_every_epoch_and_best_on_improvement(
 ) -> None:
     import torch
 
-    saver = raw_loop.EpochCheckpoints(tmp_path, mode)
+    saver = loops.EpochCheckpoints(tmp_path, mode)
     weights = torch.zeros(3)
     for epoch, acc in enumerate([0.5, 0.7, 0.6]):
         weights.fill_(epoch)
@@ -162,7 +161,7 @@ def test_figure_prints_and_records_median_and_spread(capsys: pytest.CaptureFixtu
 
 
 def test_ema_cost_sides_differ_only_by_their_average() -> None:
-    """ema_cost.py's sides: no average, the template's EMA, Lightning's EMA callback; the same
+    """features.py ema's sides: no average, the template's EMA, Lightning's EMA callback; the same
     decay, nothing else changed."""
     import tempfile
 
@@ -172,10 +171,10 @@ def test_ema_cost_sides_differ_only_by_their_average() -> None:
     from trainwell.callbacks.ema import ExactEMA, ema_callbacks
 
     with tempfile.TemporaryDirectory() as tmp:
-        cfgs = {k: harness.compose(v, Path(tmp)) for k, v in ema_cost.SIDES.items()}
+        cfgs = {k: harness.compose(v, Path(tmp)) for k, v in features.EMA_SIDES.items()}
     assert ema_callbacks(cfgs["off"]) == [] and ema_callbacks(cfgs["lightning"]) == []
     (ema,) = ema_callbacks(cfgs["ema"])
-    assert isinstance(ema, ExactEMA) and ema.decay == ema_cost.DECAY
+    assert isinstance(ema, ExactEMA) and ema.decay == features.DECAY
     stock = instantiate(cfgs["lightning"].callbacks.stock_ema)
     assert type(stock) is EMAWeightAveraging
     assert set(cfgs["lightning"].callbacks) - set(cfgs["off"].callbacks) == {"stock_ema"}
@@ -188,8 +187,8 @@ def test_guard_overhead_switches_off_exactly_the_guards_it_profiles() -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         cfg = harness.compose([], Path(tmp))
-    targets = [cfg.callbacks[key]._target_ for key in guard_overhead.GUARDS]
-    assert [t.rsplit(".", 1)[1] for t in targets] == list(guard_overhead.GUARD_CLASSES)
+    targets = [cfg.callbacks[key]._target_ for key in features.GUARDS]
+    assert [t.rsplit(".", 1)[1] for t in targets] == list(features.GUARD_CLASSES)
 
 
 def test_guard_hook_share_reads_the_simple_profiler_table(tmp_path: Path) -> None:
@@ -201,7 +200,7 @@ def test_guard_hook_share_reads_the_simple_profiler_table(tmp_path: Path) -> Non
         "| [Callback]GradNormLogger.on_before_optimizer_step | 0.001 | 100 | 0.1 | 1 % |\n"
         "| [Callback]ModelCheckpoint.on_train_batch_end | 0.01 | 100 | 1.0 | 10 % |\n"
     )
-    assert guard_overhead.hook_share(report) == pytest.approx(0.02)
+    assert features.hook_share(report) == pytest.approx(0.02)
 
 
 def test_gpu_suite_names_every_file_with_gpu_tests() -> None:
@@ -215,35 +214,47 @@ def test_gpu_suite_names_every_file_with_gpu_tests() -> None:
     assert marked == sorted(gpu_suite.GPU_TESTS)
 
 
-# Imported by the benchmarks, not run (litserve_peer: the server serving.py measures ours
-# against); and the GPU suite's own scripts (docs/benchmarks.md).
+# Imported by the benchmarks, not run; and the GPU suite's own scripts (docs/benchmarks.md).
 NOT_A_MAKE_TARGET = {
     "harness",
-    "raw_loop",
-    "fit_timer",
-    "phase_marker",
+    "loops",
     "gpu_suite",
-    "bare_lightning",
     "sync_probe",
-    "litserve_peer",
-    "state_datamodules",  # the datamodules state_checkpoint.py compares
 }
+# The parts of a runner that print no figures: the server `shipping.py serving` measures ours
+# against.
+NOT_A_PART = {"shipping": {"peer"}}
 
 
 def test_every_benchmark_runs_in_make_bench_or_bench_long() -> None:
     """`make bench` and `make bench-long` together reproduce every CPU figure of
-    docs/benchmarks.md: a benchmark script added without a target fails here."""
+    docs/benchmarks.md: a benchmark script, or a part of a runner (`runner:part`), added without a
+    target fails here, and so does one the docs do not name."""
+    import shipping
+
     lists = {}
     for line in (REPO / "Makefile").read_text().splitlines():
         name, sep, value = line.partition(":=")
         if sep and name.strip() in ("BENCHMARKS", "BENCHMARKS_LONG"):
             lists[name.strip()] = value.split()
     assert set(lists) == {"BENCHMARKS", "BENCHMARKS_LONG"}
-    assert not set(lists["BENCHMARKS"]) & set(lists["BENCHMARKS_LONG"])
+    entries = [*lists["BENCHMARKS"], *lists["BENCHMARKS_LONG"]]
+    assert len(set(entries)) == len(entries)
+    listed: dict[str, set[str]] = {}
+    for entry in entries:
+        script, _, part = entry.partition(":")
+        listed.setdefault(script, set()).add(part)
+    runners = {"features": features.FEATURES, "shipping": shipping.PARTS}
     scripts = {p.stem for p in BENCH.glob("*.py")} - NOT_A_MAKE_TARGET
-    assert scripts == {*lists["BENCHMARKS"], *lists["BENCHMARKS_LONG"]}
+    assert set(listed) == scripts
+    for script, parts in listed.items():
+        expected = (
+            set(runners[script]) - NOT_A_PART.get(script, set()) if script in runners else {""}
+        )
+        assert parts == expected, script
     docs = (REPO / "docs" / "benchmarks.md").read_text()
-    assert all(f"benchmarks/{name}.py" in docs for name in scripts)
+    commands = [f"benchmarks/{s}.py {p}".strip() for s, parts in listed.items() for p in parts]
+    assert [c for c in commands if c not in docs] == []
 
 
 def _profiled(fn: object) -> list:

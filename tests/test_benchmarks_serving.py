@@ -15,7 +15,7 @@ from tests.helpers.benchmarks import run_benchmark
 @pytest.mark.slow
 def test_serving_benchmark_loses_no_request() -> None:
     out = run_benchmark(
-        "serving.py", "--models", "digits_cnn", "--requests", "20", "--load-requests", "64",
+        "shipping.py", "serving", "--models", "digits_cnn", "--requests", "20", "--load-requests", "64",
         "--concurrency", "8", "--rounds", "1",
     )  # fmt: skip
     assert int(out["digits_cnn_failed"]) == 0  # our three sides and the LitServe peer's
@@ -36,6 +36,6 @@ def test_serving_benchmark_loses_no_request() -> None:
 
 @pytest.mark.slow
 def test_serving_shutdown_leaves_no_process_behind_serve() -> None:
-    out = run_benchmark("serving_shutdown.py")
+    out = run_benchmark("shipping.py", "shutdown")
     assert int(out["serve_exit_code"]) == 0 and int(out["serve_left"]) == 0
     assert int(out["stock_children"]) > 0  # the stock side was measured, whatever it did

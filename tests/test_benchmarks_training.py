@@ -136,7 +136,7 @@ def test_host_cost_runs_every_side_and_prints_its_ratios() -> None:
 
 @pytest.mark.slow
 def test_ema_cost_runs_and_prints_its_figures() -> None:
-    out = run_benchmark("ema_cost.py", "--epochs", "2", "--reps", "1")
+    out = run_benchmark("features.py", "ema", "--epochs", "2", "--reps", "1")
     for key in ("ema_step_ratio", "lightning_step_ratio", "ema_update_ms", "lightning_update_ms"):
         assert float(out[key]) > 0, key
     assert int(out["tensors"]) > 0
@@ -144,6 +144,6 @@ def test_ema_cost_runs_and_prints_its_figures() -> None:
 
 @pytest.mark.slow
 def test_guard_overhead_runs_and_prints_its_figures() -> None:
-    out = run_benchmark("guard_overhead.py", "--epochs", "1", "--reps", "1")
+    out = run_benchmark("features.py", "guards", "--epochs", "1", "--reps", "1")
     assert float(out["guards_on_s"]) > 0 and float(out["guards_off_s"]) > 0
     assert 0 < float(out["guard_hook_share"]) < 1

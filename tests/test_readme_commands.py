@@ -171,22 +171,28 @@ DOCS_EXCLUDED = {
         f".venv/bin/python benchmarks/{name}.py": CPU_BENCH
         for name in (
             "overhead",
-            "guard_overhead",
-            "ema_cost",
             "memory",
             "data_pipeline",
-            "startup",
-            "resume_position",
             "host_cost",
-            "doctor_time",
-            "serving",
-            "serving_shutdown",
-            "export",
-            "imbalance",
-            "cv_overhead",
-            "summary_cost",
-            "state_checkpoint",
             "epoch_cost",
+        )
+    },
+    **{
+        f".venv/bin/python benchmarks/shipping.py {name}": CPU_BENCH
+        for name in ("serving", "shutdown", "export")
+    },
+    **{
+        f".venv/bin/python benchmarks/features.py {name}": CPU_BENCH
+        for name in (
+            "startup",
+            "guards",
+            "ema",
+            "cv",
+            "summary",
+            "resume",
+            "state",
+            "doctor",
+            "imbalance",
         )
     },
     "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/epoch_cost.py": CPU_BENCH,

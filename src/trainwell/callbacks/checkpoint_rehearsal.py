@@ -12,7 +12,7 @@ one line naming its key path and type (exit 2): every rank stops, rank 0 prints 
 Tensors always save; what can fail is the rest. So the tensors (weights, optimizer moments, a
 numpy array's data) go through the round trip as stand-ins of their dtype and shape, and the
 check costs the memory and time of the checkpoint's non-tensor state, not of its weights
-(benchmarks/state_checkpoint.py measures it on a large model).
+(benchmarks/features.py state measures it on a large model).
 """
 
 from __future__ import annotations
