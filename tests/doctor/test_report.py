@@ -60,6 +60,7 @@ def test_default_experiment_is_clean_and_fully_reported(tmp_path: Path) -> None:
 @pytest.mark.example(
     "project.data.sequences", "project.models.transformer", "project.tasks.language_model"
 )
+@pytest.mark.slow
 def test_language_model_experiment_is_clean(tmp_path: Path) -> None:
     cfg = compose_config(["experiment=lm_accum"], tmp_path / "run", config_name="doctor")
     checks, _ = diagnose(cfg)
