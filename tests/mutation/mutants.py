@@ -1761,8 +1761,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor data.throughput: the typical batch's wait is the loader's, however busy the machine",
         "src/trainwell/doctor/checks/loading.py",
-        "    return min(shares), min(waits)",
-        "    return statistics.median(shares), statistics.median(waits)",
+        "    return min(windows)",
+        "    return sorted(windows)[len(windows) // 2]",
         (
             "tests/doctor/test_museum.py::"
             "test_a_machine_busy_through_every_measurement_is_no_data_bottleneck",

@@ -103,22 +103,21 @@ def _quietest(wait: list[float], compute: list[float], span: int) -> tuple[float
     of `span` consecutive batches (`span`: the loader's workers, each handing over one batch per
     round, so a window holds a whole round however the workers' batches bunch up).
 
-    The least of the windows, for both figures: another process taking the cores only adds
-    time (to a fetch, a step, or both), so a busy shared machine cannot make a loader look
-    slower than its quietest round; a loader that is slow is slow in every round."""
+    The quietest window, not the typical one: another process taking the cores only adds time
+    (to a fetch, a step, or both), so a busy shared machine cannot make a loader look slower
+    than its quietest round; a loader that is slow is slow in every round."""
     # wait[i] is the gap before the batch that computed compute[i + 1] (batch 0 waited for the
     # loader's start-up, which is not its speed)
     pairs = list(zip(wait, compute[len(compute) - len(wait) :], strict=True))
     if not pairs:
         return 0.0, 0.0
     span = min(span, len(pairs))
-    shares, waits = [], []
+    windows = []
     for start in range(len(pairs) - span + 1):
         window = pairs[start : start + span]
         waited = sum(w for w, _ in window)
-        shares.append(waited / max(1e-9, waited + sum(c for _, c in window)))
-        waits.append(waited / span)
-    return min(shares), min(waits)
+        windows.append((waited / max(1e-9, waited + sum(c for _, c in window)), waited / span))
+    return min(windows)
 
 
 def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
