@@ -91,6 +91,7 @@ def test_tiny_resnet_accum_only_warns_about_batchnorm(tmp_path: Path) -> None:
     assert flagged == {"accumulation.equivalence": "warn"}, [c.message for c in checks]
 
 
+@pytest.mark.slow  # every check, to the one that fails
 def test_exit_code_is_one_when_a_check_fails(tmp_path: Path) -> None:
     overrides = [
         f"model.net._target_={MUSEUM}.SoftmaxNet",
