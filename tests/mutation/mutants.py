@@ -1761,8 +1761,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor data.throughput: the typical batch's wait is the loader's, however busy the machine",
         "src/trainwell/doctor/checks/loading.py",
-        "    return min(windows)",
-        "    return sorted(windows)[len(windows) // 2]",
+        "    waited, computed = min(waits), min(steps)",
+        "    waited, computed = statistics.median(waits), statistics.median(steps)",
         (
             "tests/doctor/test_museum.py::"
             "test_a_machine_busy_through_every_measurement_is_no_data_bottleneck",

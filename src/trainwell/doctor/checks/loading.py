@@ -99,25 +99,25 @@ def _measure(ctx: DoctorContext, loader: Any, n: int) -> tuple[list[float], list
 
 
 def _quietest(wait: list[float], compute: list[float], span: int) -> tuple[float, float]:
-    """(share of time spent waiting for data, seconds waited per batch) in the quietest window
-    of `span` consecutive batches (`span`: the loader's workers, each handing over one batch per
-    round, so a window holds a whole round however the workers' batches bunch up).
+    """(share of time spent waiting for data, seconds waited per batch), each phase read in its
+    quietest window of `span` consecutive batches (`span`: the loader's workers, each handing
+    over one batch per round, so a window holds a whole round however their batches bunch up).
 
-    The quietest window, not the typical one: another process taking the cores only adds time
-    (to a fetch, a step, or both), so a busy shared machine cannot make a loader look slower
-    than its quietest round; a loader that is slow is slow in every round."""
+    The least time each phase took, not the typical one: another process taking the cores only
+    adds time, to a fetch or to a step, so a busy shared machine can make neither the loader nor
+    the step look slower than its quietest round; a loader that is slow is slow in every round.
+    The phases are read apart: one step held up for long must not hide a slow fetch beside it."""
     # wait[i] is the gap before the batch that computed compute[i + 1] (batch 0 waited for the
     # loader's start-up, which is not its speed)
     pairs = list(zip(wait, compute[len(compute) - len(wait) :], strict=True))
     if not pairs:
         return 0.0, 0.0
     span = min(span, len(pairs))
-    windows = []
-    for start in range(len(pairs) - span + 1):
-        window = pairs[start : start + span]
-        waited = sum(w for w, _ in window)
-        windows.append((waited / max(1e-9, waited + sum(c for _, c in window)), waited / span))
-    return min(windows)
+    starts = range(len(pairs) - span + 1)
+    waits = [sum(w for w, _ in pairs[i : i + span]) for i in starts]
+    steps = [sum(c for _, c in pairs[i : i + span]) for i in starts]
+    waited, computed = min(waits), min(steps)
+    return waited / max(1e-9, waited + computed), waited / span
 
 
 def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
