@@ -151,6 +151,7 @@ def _weights(run_dir: Path) -> dict[str, torch.Tensor]:
     return torch.load(ckpt, map_location="cpu", weights_only=True)["state_dict"]
 
 
+@pytest.mark.slow  # a training script run and an eval script run
 def test_user_module_trains_and_evaluates_with_the_runs_own_config(
     project: Path, tmp_path: Path
 ) -> None:

@@ -548,6 +548,7 @@ def test_a_restarted_torchrun_worker_on_the_shared_store_is_refused(
     compat.refuse_torchrun_restart_on_shared_store()
 
 
+@pytest.mark.slow  # offline wandb runs, each a service process
 def test_wandb_logger_reuses_a_run_in_progress_until_it_is_finished(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

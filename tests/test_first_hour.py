@@ -103,6 +103,7 @@ def cloned(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return root
 
 
+@pytest.mark.slow  # a pytest session of its own in the clone
 def test_a_cloners_own_configs_keep_the_structural_tests_green(cloned: Path) -> None:
     # The clone's tests import the clone's own src, as its editable install would.
     env = {**venv_env(), "PYTHONPATH": str(cloned / "src")}

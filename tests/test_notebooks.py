@@ -6,11 +6,13 @@ from datetime import datetime
 from pathlib import Path
 
 import nbformat
+import pytest
 from nbclient import NotebookClient
 
 from tests.helpers.config import REPO
 
 
+@pytest.mark.slow  # a Jupyter kernel of its own
 def test_run_curves_notebook_executes(digits_run: Path, monkeypatch) -> None:
     monkeypatch.setenv("TRAINWELL_RUN_DIR", str(digits_run))
     notebook = nbformat.read(REPO / "notebooks" / "run_curves.ipynb", as_version=4)

@@ -232,6 +232,7 @@ def test_a_checkpoint_path_that_does_not_exist_gives_way_to_resume_auto(
     assert _results(other)["finished_at"]["epoch"] == 2
 
 
+@pytest.mark.slow  # a run and two resumes, each a script run
 def test_an_unreadable_checkpoint_gives_way_to_an_earlier_one_or_resume_auto(
     trained: Path, tmp_path: Path
 ) -> None:

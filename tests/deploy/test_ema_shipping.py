@@ -41,6 +41,7 @@ def test_batchnorm_statistics_are_averaged_and_the_counter_copied(run: Path) -> 
         assert torch.equal(averaged[key], trained[key]), key  # a counter: copied
 
 
+@pytest.mark.slow  # an export with both parity paths: its own script run
 def test_the_export_ships_the_average_and_answers_as_evaluation(run: Path, tmp_path: Path) -> None:
     best = run / "checkpoints" / "best.ckpt"
     proc = call_script("export.py", f"ckpt_path={best}", f"hydra.run.dir={tmp_path / 'export'}")
@@ -61,6 +62,7 @@ def test_the_export_ships_the_average_and_answers_as_evaluation(run: Path, tmp_p
     assert parity["onnxruntime"]["accuracy"] == pytest.approx(test_acc, abs=1e-6)
 
 
+@pytest.mark.slow  # a predict script run
 def test_predictions_score_the_test_metric_of_the_average(run: Path, tmp_path: Path) -> None:
     best = run / "checkpoints" / "best.ckpt"
     proc = call_script("predict.py", f"ckpt_path={best}", f"hydra.run.dir={tmp_path / 'predict'}")

@@ -340,6 +340,36 @@ class BusyMachineDigits(DigitsDataModule):
         self.train_set = _BusyMachine(self.train_set)
 
 
+class _MostlyBusyMachine(Dataset):
+    """A fast loader on a machine busy through every measurement, but not all the time: two
+    batches of every three are held up (another process holding the cores while they are
+    fetched), in every measurement data.throughput takes."""
+
+    def __init__(self, base: Dataset) -> None:
+        self.base, self.batches = base, 0
+
+    def __len__(self) -> int:
+        return len(self.base)
+
+    def __getitem__(self, i: int):
+        return self.base[i]
+
+    def __getitems__(self, indices: list[int]) -> list:
+        # the DataLoader fetches a batch's samples in one call: the hold-ups follow batches
+        self.batches += 1
+        if self.batches % 3:
+            time.sleep(0.002 * len(indices))
+        return [self.base[i] for i in indices]
+
+
+class MostlyBusyMachineDigits(DigitsDataModule):
+    def setup(self, stage=None):
+        if self.train_set is not None:
+            return
+        super().setup(stage)
+        self.train_set = _MostlyBusyMachine(self.train_set)
+
+
 class _TorchNoise(_SameRngNoise):
     """The same augmentation drawn from a generator seeded by the sample's index: the same in
     any worker, with any number of workers (the global RNG would make it depend on them)."""

@@ -38,7 +38,13 @@ def test_unknown_probe_setting_is_a_usage_error() -> None:
 
 def test_preflight_refuses_to_train_on_a_fail(tmp_path: Path) -> None:
     cfg = compose_config(
-        ["doctor=true", f"model.net._target_={MUSEUM}.SoftmaxNet", "model.net.width=8"],
+        [
+            "doctor=true",
+            f"model.net._target_={MUSEUM}.SoftmaxNet",
+            "model.net.width=8",
+            "+probe.overfit_steps=12",  # the doctor's quick probes: the refusal is the same
+            "+probe.memory_steps=4",
+        ],
         tmp_path / "run",
     )
     with pytest.raises(TrainwellError, match=r"loss\.logits"):

@@ -60,6 +60,7 @@ def test_default_experiment_is_clean_and_fully_reported(tmp_path: Path) -> None:
 @pytest.mark.example(
     "project.data.sequences", "project.models.transformer", "project.tasks.language_model"
 )
+@pytest.mark.slow
 def test_language_model_experiment_is_clean(tmp_path: Path) -> None:
     cfg = compose_config(["experiment=lm_accum"], tmp_path / "run", config_name="doctor")
     checks, _ = diagnose(cfg)
@@ -90,6 +91,7 @@ def test_tiny_resnet_accum_only_warns_about_batchnorm(tmp_path: Path) -> None:
     assert flagged == {"accumulation.equivalence": "warn"}, [c.message for c in checks]
 
 
+@pytest.mark.slow  # every check, to the one that fails
 def test_exit_code_is_one_when_a_check_fails(tmp_path: Path) -> None:
     overrides = [
         f"model.net._target_={MUSEUM}.SoftmaxNet",

@@ -25,12 +25,14 @@ from tests.ecosystem.cases import (
 )
 from tests.ecosystem.corpus import SHARES, check_doctor, check_trained, read_results, train_case
 
-# The default suite's share: one demo class as it ships, the Hydra-template pattern and manual
-# optimization, trained through train.py and examined by the doctor.
+# The default suite's share: the Hydra-template pattern, trained through train.py and examined by
+# the doctor; one demo class as it ships and manual optimization run with the slow tests.
 FAST = ["boring", "hydra_template", "gan"]
 
 
-@pytest.mark.parametrize("name", FAST)
+@pytest.mark.parametrize(
+    "name", [n if n == "hydra_template" else pytest.param(n, marks=pytest.mark.slow) for n in FAST]
+)
 def test_foreign_module_trains_passes_the_doctor_and_predicts_and_exports(
     name: str, tmp_path: Path
 ) -> None:

@@ -1756,10 +1756,21 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor data.throughput: one busy moment of the machine is a data bottleneck",
         "src/trainwell/doctor/checks/loading.py",
-        "        if not isinstance(again, str) and _wait_fraction(*again) < fraction:",
+        "        if not isinstance(again, str) and _quietest(*again, span)[0] < fraction:",
         "        if False:",
         ("tests/doctor/test_museum.py::test_a_busy_moment_of_the_machine_is_no_data_bottleneck",),
         "a fail on time needs the wait to repeat: a busy shared machine makes no test red",
+    ),
+    Mutant(
+        "doctor data.throughput: the typical batch's wait is the loader's, however busy the machine",
+        "src/trainwell/doctor/checks/loading.py",
+        "    waited, computed = min(waits), min(steps)",
+        "    waited, computed = statistics.median(waits), statistics.median(steps)",
+        (
+            "tests/doctor/test_museum.py::"
+            "test_a_machine_busy_through_every_measurement_is_no_data_bottleneck",
+        ),
+        "a verdict on time reads the quietest round: preemption only adds time",
     ),
     Mutant(
         "doctor checkpoint.roundtrip: the next step after loading is not compared",

@@ -59,6 +59,7 @@ def test_export_writes_the_runs_config_resolved_in_its_manifest(run: Path) -> No
     assert manifest["config"]["model"]["num_classes"] == 10
 
 
+@pytest.mark.slow  # a run per fold
 def test_cross_validation_runs_each_fold_on_the_interpolating_config(tmp_path: Path) -> None:
     run_dir = tmp_path / "cv"
     _ok(

@@ -26,6 +26,7 @@ TINY = [
 ]
 
 
+@pytest.mark.slow  # three loggers, offline wandb's service process among them
 def test_many_is_csv_tensorboard_and_offline_wandb_in_the_run_dir(tmp_path: Path) -> None:
     cfg = compose_config(["logger=many"], tmp_path)
     loggers = build_loggers(cfg)

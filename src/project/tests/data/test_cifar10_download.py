@@ -56,6 +56,7 @@ TINY = (
 )
 
 
+@pytest.mark.slow  # a download and a training run
 def test_download_true_downloads_then_trains(tmp_path: Path, served_archive: dict) -> None:
     data_dir = tmp_path / "empty"
     data_dir.mkdir()

@@ -27,8 +27,22 @@ def test_forward_returns_logits() -> None:
     assert_logits(DigitsCNN(), (5, 1, 8, 8))
 
 
-@pytest.mark.parametrize("name", NETS)
-def test_nets_do_not_import_lightning(name: str) -> None:
-    code = f"import sys, project.models.{name}; print('lightning' in sys.modules)"
+@pytest.fixture(scope="module")
+def lightning_after_each_net() -> dict[str, bool]:
+    """Per net, imported in turn in one fresh interpreter: is Lightning imported by then? Once
+    one net imports it, every later one reads True too (a fail, never a false pass)."""
+    code = (
+        "import importlib, sys\n"
+        f"for name in {NETS!r}:\n"
+        "    importlib.import_module(f'project.models.{name}')\n"
+        "    print(name, 'lightning' in sys.modules)\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
-    assert out.stdout.strip() == "False"
+    return {
+        name: seen == "True" for name, seen in (line.split() for line in out.stdout.splitlines())
+    }
+
+
+@pytest.mark.parametrize("name", NETS)
+def test_nets_do_not_import_lightning(name: str, lightning_after_each_net: dict[str, bool]) -> None:
+    assert lightning_after_each_net[name] is False
