@@ -120,7 +120,7 @@ EXCLUDED = {
     "python scripts/train.py -m launcher=slurm trainer=ddp seed=1,2,3": "a SLURM cluster",
     "torchrun --nproc-per-node=4 scripts/train.py trainer=ddp trainer.devices=4 "
     "hydra.run.dir=<dir> resume=auto": "four GPUs",
-    "python scripts/train.py ema.decay=0.999": (
+    "python scripts/train.py ema.decay=0.98": (
         "a default run with EMA: a minute; tests/training/test_ema.py runs short ones"
     ),
     "python scripts/train.py ema.decay=0.999 ema.update_starting_at_step=1000 "
