@@ -15,8 +15,8 @@ import torch
 from tests.helpers.scripts import call_script, run_ok, run_script
 from trainwell.deploy import load_run, load_trained
 from trainwell.deploy.artifact import ExportInvalid, sha256_file, verify_export
-from trainwell.deploy.export import ExportFailed, check_parity, parity_figures
 from trainwell.deploy.outputs import check_export_target, prediction_name
+from trainwell.deploy.parity import ExportFailed, check_parity, parity_figures
 from trainwell.errors import TrainwellError
 from trainwell.io.output_kind import VALUES
 

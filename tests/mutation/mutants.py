@@ -1079,7 +1079,7 @@ MUTANTS: list[Mutant] = [
     ),
     Mutant(
         "export: parity ignores the max output difference",
-        "src/trainwell/deploy/export.py",
+        "src/trainwell/deploy/parity.py",
         "        if agreement < 1.0 or beyond > tolerance:",
         "        if agreement < 1.0:",
         (
