@@ -147,6 +147,7 @@ def accum_overrides(smoke: bool) -> list[str]:
 
 def feature_run(name: str, smoke: bool) -> dict[str, Any]:
     import loops
+    import pace
 
     overrides = [*accum_overrides(smoke), *FEATURES[name]]
     gpu_only = {"trainer.precision=16-mixed", "trainer=fsdp", "model.compile=true"}
@@ -157,11 +158,10 @@ def feature_run(name: str, smoke: bool) -> dict[str, Any]:
         torch.cuda.reset_peak_memory_stats()
     with tempfile.TemporaryDirectory(prefix="tw-suite-") as tmp:
         run = loops.run_trainwell(overrides, 2, Path(tmp))
-        images = int(compose(overrides, Path(tmp)).data.num_samples)
-    seconds = run["train_seconds"][1:] or run["train_seconds"]
+        run["images_per_epoch"] = int(compose(overrides, Path(tmp)).data.num_samples)
     return {
         "overrides": overrides,
-        "img_s": images * len(seconds) / sum(seconds),
+        "img_s": pace.images_per_second(run),
         "peak_mib": run["peak_memory"] / 2**20,
         "train_loss": run["train_loss"],
         "val_loss": run["val_loss"],

@@ -1,6 +1,8 @@
-"""Pace: trainwell against bare Lightning and the hand-written loop (benchmarks/loops.py's three
-sides) at the level of the step, the epoch and the whole fit. One runner, one part per figure
-set, on the harness (one opening, interleaved sides, one last line).
+"""Pace: trainwell against bare Lightning and the hand-written loop, per step, per epoch and over
+a whole fit. One runner, one part per figure set, on the harness (one opening, interleaved sides,
+one last line, harness.StepClock for every step time). `overhead`, `epoch` and `throughput` run
+benchmarks/loops.py's three sides; `host` runs its own near-zero-compute sides (Lightning as
+users run it among them), so that a step's Python is all there is to see.
 
     .venv/bin/python benchmarks/pace.py overhead    # P1  trainwell vs a hand-written loop (CPU)
     .venv/bin/python benchmarks/pace.py host        # host (Python) cost per training step vs Lightning
@@ -257,7 +259,7 @@ def task_optimization(params: Any, total_steps: int) -> tuple[Any, Any]:
     """The ClassificationTask's default optimizer and per-step schedule (model=mlp), built from
     the composed config as the task builds them: every side pays the same optimizer arithmetic."""
     if not _TASK_OPTIMIZATION:
-        with tempfile.TemporaryDirectory(prefix="tw-host-cost-") as tmp:
+        with tempfile.TemporaryDirectory(prefix="tw-pace-host-") as tmp:
             model = compose(["model=mlp"], Path(tmp)).model
         _TASK_OPTIMIZATION.extend([model.optimizer, model.scheduler])
     optimizer = instantiate(_TASK_OPTIMIZATION[0])(params)
@@ -494,7 +496,7 @@ def host_trainwell(side: str, epochs: int, samples: int, tmp: Path) -> dict[str,
 
 
 def host_side(side: str, epochs: int, samples: int) -> dict[str, float]:
-    with tempfile.TemporaryDirectory(prefix="tw-host-cost-") as tmp:
+    with tempfile.TemporaryDirectory(prefix="tw-pace-host-") as tmp:
         if side == "raw":
             return host_raw(epochs, samples)
         if side in ("bare", "lightning", "bare_bf16_cl"):

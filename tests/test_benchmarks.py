@@ -1,7 +1,7 @@
 """The benchmarks' own parts (the harness, the hand-written loop, the GPU suite's lists).
 
 The benchmarks themselves run in tests/test_benchmarks_*.py, split so that pytest's workers run
-them side by side: each script is run as a user runs it (`python benchmarks/<x>.py`, tiny
+them side by side: each script is run as a user runs it (`python benchmarks/<x>.py [part]`, tiny
 settings) in a subprocess; the figures they print are checked only where the figure is a fact
 rather than a speed: trainwell and the hand-written loop agree to 1e-5, checkpointing lowers
 activation memory, wandb is not imported by a logger=csv run. Speeds depend on the machine and
