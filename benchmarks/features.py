@@ -1587,6 +1587,32 @@ def memory_method(device: torch.device) -> str:
     )
 
 
+def memory_sides(
+    width: int, batch: int, reps: int, device: torch.device, sides: dict[str, tuple[bool, int]]
+) -> tuple[dict[str, dict[str, float]], dict[str, float], dict[str, float]]:
+    """Per side (grad checkpointing, K micro-batches making up `batch` images): the peak
+    memory of one optimizer step (MiB: activation, total), its median seconds over interleaved
+    repetitions and its img/s, each side's line printed."""
+    method = memory_method(device)
+    nets = {
+        name: make_step(build_net(width, checkpointing, device), batch // k, k, device)
+        for name, (checkpointing, k) in sides.items()
+    }
+    memory = {name: peak_memory(step, device) for name, step in nets.items()}
+    timing = time_steps(nets, reps, device)
+    for name in nets:
+        secs, imgs = timing[name]
+        print(
+            f"{name}: peak activation {memory[name]['activation']:.1f} MiB, peak total "
+            f"{memory[name]['total']:.1f} MiB ({method}); "
+            + describe("s/step", secs, "s")
+            + f"; {imgs / statistics.median(secs):.1f} img/s"
+        )
+    step_s = {name: statistics.median(timing[name][0]) for name in nets}
+    img_s = {name: timing[name][1] / step_s[name] for name in nets}
+    return memory, step_s, img_s
+
+
 def memory_title(args: argparse.Namespace) -> str:
     device = torch.device(args.device)
     return f"P3/P4 memory on {device.type} ({memory_method(device)}), ResNet-18 width {args.width}"
@@ -1622,27 +1648,10 @@ def run_memory(args: argparse.Namespace) -> Figures:
     accum_throughput_ratio=..` (on/off and K=4/K=1 ratios) plus the absolute MiB and img/s.
     """
     device = torch.device(args.device)
-    method = memory_method(device)
     if args.batch % 4:
         raise SystemExit("--batch must be divisible by 4 (K=4 at equal effective batch)")
-
-    nets = {
-        "ckpt_off": make_step(build_net(args.width, False, device), args.batch, 1, device),
-        "ckpt_on": make_step(build_net(args.width, True, device), args.batch, 1, device),
-        "k4": make_step(build_net(args.width, False, device), args.batch // 4, 4, device),
-    }
-    memory = {name: peak_memory(step, device) for name, step in nets.items()}
-    timing = time_steps(nets, args.reps, device)
-    for name in nets:
-        secs, imgs = timing[name]
-        print(
-            f"{name}: peak activation {memory[name]['activation']:.1f} MiB, peak total "
-            f"{memory[name]['total']:.1f} MiB ({method}); "
-            + describe("s/step", secs, "s")
-            + f"; {imgs / statistics.median(secs):.1f} img/s"
-        )
-    step_s = {name: statistics.median(timing[name][0]) for name in nets}
-    img_s = {name: timing[name][1] / step_s[name] for name in nets}
+    sides = {"ckpt_off": (False, 1), "ckpt_on": (True, 1), "k4": (False, 4)}
+    memory, step_s, img_s = memory_sides(args.width, args.batch, args.reps, device, sides)
     return dict(
         device=device.type,
         ckpt_off_act_mib=memory["ckpt_off"]["activation"],

@@ -40,7 +40,6 @@ import argparse
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -190,13 +189,8 @@ def grad_ckpt_memory(smoke: bool) -> dict[str, Any]:
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     width, batch, reps = (4, 8, 1) if smoke else (64, 512, 5)
-    steps = {
-        "off": features.make_step(features.build_net(width, False, device), batch, 1, device),
-        "on": features.make_step(features.build_net(width, True, device), batch, 1, device),
-    }
-    mem = {name: features.peak_memory(step, device) for name, step in steps.items()}
-    timing = features.time_steps(steps, reps, device)
-    seconds = {name: statistics.median(timing[name][0]) for name in steps}
+    sides = {"off": (False, 1), "on": (True, 1)}
+    mem, seconds, _ = features.memory_sides(width, batch, reps, device, sides)
     return {
         "width": width,
         "batch": batch,
