@@ -69,14 +69,14 @@ doctor: $(STAMP)
 # make bench: the training-side figures (minutes in all); make bench-long: those that take minutes
 # each (serving, shutdown, export, imbalance, doctor time, numpy state); the GPU suite needs a GPU
 # (docs/benchmarks.md). `runner:part` runs `benchmarks/runner.py part` (a runner of several parts).
-BENCHMARKS := overhead memory data_pipeline gpu_throughput host_cost epoch_cost host_syncs features:startup features:guards features:resume features:cv features:summary features:ema
+BENCHMARKS := pace:overhead features:memory features:data_pipeline pace:throughput pace:host pace:epoch host_syncs features:startup features:guards features:resume features:cv features:summary features:ema
 # The op parity table (docs/benchmarks.md): a step's operations beyond the raw loop's, per mode.
 OPS_ARGS := --num-samples 64 --num-val 16 --batch 8 --modes fp32 bf16 bf16_cl
 BENCHMARKS_LONG := shipping:serving shipping:shutdown shipping:export features:imbalance features:doctor features:state
 RUN_BENCHMARK = set -- $$(echo $$b | tr : ' '); echo "== benchmarks/$$1.py $$2"; $(PY) benchmarks/$$1.py $$2 || exit 1
 bench: $(STAMP)
 	@for b in $(BENCHMARKS); do $(RUN_BENCHMARK); done
-	@echo "== benchmarks/gpu_throughput.py --ops"; $(PY) benchmarks/gpu_throughput.py --ops $(OPS_ARGS)
+	@echo "== benchmarks/pace.py throughput --ops"; $(PY) benchmarks/pace.py throughput --ops $(OPS_ARGS)
 
 bench-long: $(STAMP)
 	@for b in $(BENCHMARKS_LONG); do $(RUN_BENCHMARK); done

@@ -13,6 +13,8 @@ feature, each on the harness.
                large model)
     doctor     `make doctor` wall time: a baseline commit vs this checkout
     imbalance  plain training vs the two class-imbalance compensations: balanced accuracy
+    memory     P3/P4: gradient checkpointing and accumulation: peak memory, step time
+    data_pipeline   P6: the CIFAR-10 loader from disk: num_workers / pin / persistent sweep
 
 Every feature composes the config `scripts/train.py` composes (harness.compose) or runs
 `scripts/train.py` itself, runs its sides interleaved (harness.interleaved) and ends with one
@@ -24,9 +26,11 @@ from __future__ import annotations
 
 import argparse
 import functools
+import hashlib
 import itertools
 import json
 import os
+import pickle
 import random
 import shutil
 import signal
@@ -43,7 +47,12 @@ from typing import Any, ClassVar
 
 import harness
 import lightning as L
-from harness import REPO, child_env, compose, figure, interleaved, summary
+import numpy as np
+import torch
+from harness import REPO, child_env, compose, describe, figure, interleaved, summary
+from torch import nn
+
+from trainwell.compat import set_sampler_epoch
 
 Figures = dict[str, float | int | str]
 # A run's extras every feature turns off: the config print and the progress widgets.
@@ -1479,6 +1488,376 @@ def run_startup(args: argparse.Namespace) -> Figures:
     )
 
 
+# --- memory ------------------------------------------------------------------------------------
+
+MIB = 2**20
+
+
+def build_net(width: int, checkpointing: bool, device: torch.device) -> nn.Module:
+    """The net exactly as `model=resnet18` configures it, with the two knobs set."""
+    from hydra.utils import instantiate
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = compose(
+            [
+                "model=resnet18",
+                f"model.net.width={width}",
+                f"model.net.grad_checkpointing={str(checkpointing).lower()}",
+            ],
+            Path(tmp),
+        )
+    torch.manual_seed(0)
+    return instantiate(cfg.model.net).to(device).train()
+
+
+def make_step(
+    net: nn.Module, batch: int, accumulate: int, device: torch.device
+) -> Callable[[], int]:
+    """One optimizer step over `accumulate` micro-batches of `batch` images; returns images."""
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    gen = torch.Generator().manual_seed(0)
+    xs = [torch.randn(batch, 3, 32, 32, generator=gen).to(device) for _ in range(accumulate)]
+    ys = [torch.randint(0, 10, (batch,), generator=gen).to(device) for _ in range(accumulate)]
+
+    def step() -> int:
+        for x, y in zip(xs, ys, strict=True):
+            loss = nn.functional.cross_entropy(net(x), y) / accumulate
+            loss.backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=True)
+        return batch * accumulate
+
+    return step
+
+
+def peak_memory(step: Callable[[], int], device: torch.device) -> dict[str, float]:
+    """Peak activation and total memory (MiB) of one step, by the method stated in the doc."""
+    step()  # warm-up: optimizer state exists, as in every step after the first
+    if device.type == "cuda":
+        torch.cuda.synchronize()
+        before = torch.cuda.memory_allocated()
+        torch.cuda.reset_peak_memory_stats()
+        step()
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated()
+        return {"activation": (peak - before) / MIB, "total": peak / MIB}
+    from torch.profiler import ProfilerActivity, profile
+    from torch.profiler._memory_profiler import (
+        _CATEGORY_TO_INDEX,
+        Category,
+        MemoryProfileTimeline,
+    )
+
+    with profile(
+        activities=[ProfilerActivity.CPU], profile_memory=True, record_shapes=True, with_stack=True
+    ) as prof:
+        step()
+    # Private API (torch 2.1+), the data behind prof.export_memory_timeline(): columns are
+    # 1 + _CATEGORY_TO_INDEX[category], rows are cumulative sizes over time.
+    _, sizes = MemoryProfileTimeline(prof._memory_profile())._coalesce_timeline(device)
+    activation = 1 + _CATEGORY_TO_INDEX[Category.ACTIVATION]
+    return {
+        "activation": max(row[activation] for row in sizes) / MIB,
+        "total": max(sum(row) for row in sizes) / MIB,
+    }
+
+
+def time_steps(steps: dict[str, Callable[[], int]], reps: int, device: torch.device) -> dict:
+    """Seconds per step and images/s for each named step, interleaved, median over reps."""
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    for fn in steps.values():
+        fn()  # warm-up
+
+    def timed_step(fn: Callable[[], int]) -> tuple[float, int]:
+        sync()
+        begin = time.perf_counter()
+        images = fn()
+        sync()  # the step's kernels are done when the clock is read
+        return time.perf_counter() - begin, images
+
+    runs = interleaved({k: (lambda fn=fn: timed_step(fn)) for k, fn in steps.items()}, reps)
+    return {k: ([s for s, _ in v], v[-1][1]) for k, v in runs.items()}
+
+
+def memory_method(device: torch.device) -> str:
+    return (
+        "torch.cuda.max_memory_allocated"
+        if device.type == "cuda"
+        else "torch profiler memory timeline"
+    )
+
+
+def memory_sides(
+    width: int, batch: int, reps: int, device: torch.device, sides: dict[str, tuple[bool, int]]
+) -> tuple[dict[str, dict[str, float]], dict[str, float], dict[str, float]]:
+    """Per side (grad checkpointing, K micro-batches making up `batch` images): the peak
+    memory of one optimizer step (MiB: activation, total), its median seconds over interleaved
+    repetitions and its img/s, each side's line printed."""
+    method = memory_method(device)
+    nets = {
+        name: make_step(build_net(width, checkpointing, device), batch // k, k, device)
+        for name, (checkpointing, k) in sides.items()
+    }
+    memory = {name: peak_memory(step, device) for name, step in nets.items()}
+    timing = time_steps(nets, reps, device)
+    for name in nets:
+        secs, imgs = timing[name]
+        print(
+            f"{name}: peak activation {memory[name]['activation']:.1f} MiB, peak total "
+            f"{memory[name]['total']:.1f} MiB ({method}); "
+            + describe("s/step", secs, "s")
+            + f"; {imgs / statistics.median(secs):.1f} img/s"
+        )
+    step_s = {name: statistics.median(timing[name][0]) for name in nets}
+    img_s = {name: timing[name][1] / step_s[name] for name in nets}
+    return memory, step_s, img_s
+
+
+def memory_title(args: argparse.Namespace) -> str:
+    device = torch.device(args.device)
+    return f"P3/P4 memory on {device.type} ({memory_method(device)}), ResNet-18 width {args.width}"
+
+
+def memory_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--width", type=int, default=16, help="ResNet-18 base width (64 = paper)")
+    parser.add_argument("--batch", type=int, default=32, help="images per optimizer step")
+    parser.add_argument("--reps", type=int, default=3)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+
+
+def run_memory(args: argparse.Namespace) -> Figures:
+    """P3/P4: memory trade-offs of gradient checkpointing and of gradient accumulation.
+
+        .venv/bin/python benchmarks/features.py memory           # CPU, ResNet-18 width 16, batch 32
+        .venv/bin/python benchmarks/features.py memory --width 64 --batch 128 --device cuda
+
+    P3: ResNet-18 (the config's net, `model.net.grad_checkpointing` off/on) at one micro-batch:
+        peak activation memory and peak total memory of one training step, and step time.
+    P4: accumulation K=1 at batch B vs K=4 at batch B/4 (equal effective batch B): peak memory of
+        one optimizer step and images/s.
+
+    How memory is measured (stated with every figure):
+      cpu  the torch profiler's memory view (profile_memory=True; its timeline of allocations by
+           category: ACTIVATION, GRADIENT, PARAMETER, OPTIMIZER_STATE, TEMPORARY, ...), peak of the
+           ACTIVATION category and peak of the sum of all categories during one step.
+      cuda torch.cuda.max_memory_allocated() around one step (after reset_peak_memory_stats);
+           activation peak = that peak minus what was allocated before the forward.
+    Times are medians of interleaved repetitions (profiling off).
+
+    Last line: `ckpt_act_ratio=.. ckpt_peak_ratio=.. ckpt_time_ratio=.. accum_peak_ratio=..
+    accum_throughput_ratio=..` (on/off and K=4/K=1 ratios) plus the absolute MiB and img/s.
+    """
+    device = torch.device(args.device)
+    if args.batch % 4:
+        raise SystemExit("--batch must be divisible by 4 (K=4 at equal effective batch)")
+    sides = {"ckpt_off": (False, 1), "ckpt_on": (True, 1), "k4": (False, 4)}
+    memory, step_s, img_s = memory_sides(args.width, args.batch, args.reps, device, sides)
+    return dict(
+        device=device.type,
+        ckpt_off_act_mib=memory["ckpt_off"]["activation"],
+        ckpt_on_act_mib=memory["ckpt_on"]["activation"],
+        ckpt_act_ratio=memory["ckpt_on"]["activation"] / memory["ckpt_off"]["activation"],
+        ckpt_peak_ratio=memory["ckpt_on"]["total"] / memory["ckpt_off"]["total"],
+        ckpt_time_ratio=step_s["ckpt_on"] / step_s["ckpt_off"],
+        k1_peak_mib=memory["ckpt_off"]["total"],
+        k4_peak_mib=memory["k4"]["total"],
+        accum_peak_ratio=memory["k4"]["total"] / memory["ckpt_off"]["total"],
+        k1_img_s=img_s["ckpt_off"],
+        k4_img_s=img_s["k4"],
+        accum_throughput_ratio=img_s["k4"] / img_s["ckpt_off"],
+    )
+
+
+# --- data_pipeline -----------------------------------------------------------------------------
+
+TRAIN_BATCHES = [f"data_batch_{i}" for i in range(1, 6)]
+
+
+def write_cifar10(root: Path, images: int, seed: int = 0) -> dict[str, str]:
+    """`images` train images over the 5 real batch files + a test file of images/10; file -> md5.
+
+    The same format torchvision reads (tests/helpers/cifar_fixture.py writes a tiny one for tests).
+    """
+    from torchvision.datasets import CIFAR10
+
+    rng = np.random.default_rng(seed)
+    folder = root / CIFAR10.base_folder
+    folder.mkdir(parents=True, exist_ok=True)
+    md5 = {}
+    sizes = {name: images // 5 for name in TRAIN_BATCHES} | {"test_batch": max(images // 10, 10)}
+    for name, n in sizes.items():
+        data = rng.integers(0, 256, size=(n, 3 * 32 * 32), dtype=np.uint8)
+        entry = {"batch_label": name, "labels": (np.arange(n) % 10).tolist(), "data": data}
+        (folder / name).write_bytes(pickle.dumps(entry))
+        md5[name] = hashlib.md5((folder / name).read_bytes()).hexdigest()
+    meta = {"label_names": [f"class{i}" for i in range(10)]}
+    (folder / "batches.meta").write_bytes(pickle.dumps(meta))
+    md5["batches.meta"] = hashlib.md5((folder / "batches.meta").read_bytes()).hexdigest()
+    return md5
+
+
+def trust_fixture(md5: dict[str, str]) -> None:
+    """torchvision checks the real files' md5 sums; point its (class-level) list at ours so the
+    real integrity check and loader run unchanged on the fixture."""
+    from torchvision.datasets import CIFAR10
+
+    CIFAR10.train_list = [[n, md5[n]] for n in TRAIN_BATCHES]
+    CIFAR10.test_list = [["test_batch", md5["test_batch"]]]
+    CIFAR10.meta = {**CIFAR10.meta, "md5": md5["batches.meta"]}
+
+
+def run_setting(
+    data_dir: Path,
+    val_size: int,
+    workers: int,
+    pin: bool,
+    persistent: bool,
+    args: argparse.Namespace,
+) -> dict[str, float]:
+    from hydra.utils import instantiate
+
+    with tempfile.TemporaryDirectory() as tmp:
+        cfg = compose(
+            [
+                "experiment=resnet_accum",
+                f"data.data_dir={data_dir}",
+                f"data.val_size={val_size}",
+                f"data.batch_size={args.batch}",
+                f"data.num_workers={workers}",
+                f"data.pin_memory={str(pin).lower()}",
+                f"data.persistent_workers={str(persistent).lower()}",
+                f"model.net.width={args.width}",
+            ],
+            Path(tmp),
+        )
+    dm = instantiate(cfg.data)
+    dm.setup("fit")
+    torch.manual_seed(0)
+    net = instantiate(cfg.model.net).to(args.device).train()
+    optimizer = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+    loader = dm.train_dataloader()
+    wait = total = 0.0
+    images = 0
+    start_all = time.perf_counter()
+    for epoch in range(args.epochs):
+        set_sampler_epoch(loader, epoch)  # what Lightning does (a no-op for a plain shuffle)
+        it = iter(loader)  # worker start-up (without persistent workers) counts as waiting
+        for _ in range(args.batches):
+            t0 = time.perf_counter()
+            try:
+                x, y = next(it)
+            except StopIteration:
+                break
+            x = x.to(args.device, non_blocking=True)
+            y = y.to(args.device, non_blocking=True)
+            t1 = time.perf_counter()
+            loss = torch.nn.functional.cross_entropy(net(x), y)
+            loss.backward()
+            optimizer.step()
+            optimizer.zero_grad(set_to_none=True)
+            if args.device == "cuda":
+                torch.cuda.synchronize()
+            t2 = time.perf_counter()
+            wait += t1 - t0
+            total += t2 - t0
+            images += y.shape[0]
+        del it
+    elapsed = time.perf_counter() - start_all
+    return {
+        "wait": wait / total if total else float("nan"),
+        "img_s": images / elapsed,
+        "pin_effective": float(dm.pin_memory),
+        "persistent_effective": float(dm.persistent_workers),
+    }
+
+
+def setting_key(workers: int, pin: bool, persistent: bool) -> str:
+    return f"w{workers}{'_pin' if pin else ''}{'_pers' if persistent else ''}"
+
+
+def data_pipeline_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--data-dir", type=Path, default=None, help="a real CIFAR-10 (default: fixture)"
+    )
+    parser.add_argument("--images", type=int, default=10_000, help="fixture size")
+    parser.add_argument("--workers", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--pin", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--persistent", type=int, nargs="+", default=[0, 1])
+    parser.add_argument("--epochs", type=int, default=2)
+    parser.add_argument("--batches", type=int, default=8, help="steps per epoch")
+    parser.add_argument("--batch", type=int, default=128)
+    parser.add_argument("--width", type=int, default=8, help="ResNet-18 width of the consumer")
+    parser.add_argument("--reps", type=int, default=1)
+    parser.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+
+
+def run_data_pipeline(args: argparse.Namespace) -> Figures:
+    """P6: CIFAR-10 input pipeline from disk: num_workers / pin_memory / persistent_workers sweep.
+
+        .venv/bin/python benchmarks/features.py data_pipeline       # 10k-image fixture in /tmp
+        .venv/bin/python benchmarks/features.py data_pipeline --data-dir data/cifar10 --workers 0 2 4 8
+
+    Writes a 10,000-image CIFAR-10 in the real on-disk format (cifar-10-batches-py pickles: 5 train
+    batches + a test batch) unless --data-dir points at a real one, then trains the configured
+    ResNet-18 (`experiment=resnet_accum data.data_dir=...`, its augmenting train loader) for a few
+    epochs per setting, timing how long each step waits for its batch (`next(loader)`) versus the
+    whole step. data-wait fraction = wait / step time: near 0 means the model is the bottleneck.
+
+    Every setting is run through the datamodule the config builds
+    (project.data.cifar10.CIFAR10DataModule), so its own rules apply: pin_memory is forced off
+    without CUDA (nothing to pin for), and persistent_workers only means something with
+    workers > 0.
+
+    Last line: `best=w0 best_img_s=.. w0_img_s=.. w0_wait=.. ...`, per setting its img/s and
+    data-wait fraction.
+    """
+    with tempfile.TemporaryDirectory(prefix="tw-bench-cifar-") as tmp:
+        data_dir = args.data_dir
+        val_size = 5000
+        if data_dir is None:
+            data_dir = Path(tmp) / "cifar10"
+            trust_fixture(write_cifar10(data_dir, args.images))
+            val_size = args.images // 10
+            print(f"fixture: {args.images} train images (real format) in {data_dir}")
+        settings = []
+        for workers, pin, persistent in itertools.product(args.workers, args.pin, args.persistent):
+            if persistent and not workers:
+                continue  # no workers to keep alive
+            if pin and not torch.cuda.is_available():
+                continue  # the datamodule turns pin_memory off without CUDA: same as pin=0
+            settings.append((workers, bool(pin), bool(persistent)))
+        if not torch.cuda.is_available():
+            print(
+                "pin_memory=1 skipped: no CUDA here, the datamodule forces it off (nothing to pin)"
+            )
+        print(
+            f"host has {torch.get_num_threads()} torch thread(s) and {os.cpu_count()} CPUs: "
+            "workers compete with the training process for the same cores"
+        )
+        results = interleaved(
+            {
+                setting_key(*s): (lambda s=s: run_setting(data_dir, val_size, *s, args))
+                for s in settings
+            },
+            args.reps,
+        )
+    figures: Figures = {}
+    best, best_rate = None, -1.0
+    for (workers, pin, persistent), (key, rows) in zip(settings, results.items(), strict=True):
+        wait = statistics.median(r["wait"] for r in rows)
+        rate = statistics.median(r["img_s"] for r in rows)
+        spread = summary([r["img_s"] for r in rows])["spread"]
+        print(
+            f"{key}: num_workers={workers} pin_memory={int(pin)} persistent_workers="
+            f"{int(persistent)}: {rate:.1f} img/s (+/-{100 * spread:.1f}%), data-wait {100 * wait:.1f}%"
+        )
+        figures[f"{key}_img_s"] = rate
+        figures[f"{key}_wait"] = wait
+        if rate > best_rate:
+            best, best_rate = key, rate
+    return {"best": str(best), "best_img_s": best_rate, **figures}
+
+
 # --- the runner --------------------------------------------------------------------------------
 
 
@@ -1528,6 +1907,12 @@ FEATURES: dict[str, harness.Part] = {
         imbalance_arguments,
         run_imbalance,
         threads=0,
+    ),
+    "memory": harness.Part(memory_title, memory_arguments, run_memory),
+    "data_pipeline": harness.Part(
+        lambda a: "P6 data pipeline: CIFAR-10 format from disk, loader settings sweep",
+        data_pipeline_arguments,
+        run_data_pipeline,
     ),
 }
 

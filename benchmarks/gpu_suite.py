@@ -5,7 +5,7 @@
     python benchmarks/gpu_suite.py --part syncs        # ~2-3 min on an H100
     python benchmarks/gpu_suite.py --part all --smoke  # the CPU path, tiny sizes (the tests)
 
-Part `throughput` (benchmarks/gpu_throughput.py): ResNet-18 width 64, batch 512, 50k synthetic
+Part `throughput` (`benchmarks/pace.py throughput`): ResNet-18 width 64, batch 512, 50k synthetic
 images on the on-device data path, fp32 / bf16 / +channels_last / +compile, trainwell vs bare
 Lightning vs the raw loop with the same features, interleaved: img/s, the ratios (trainwell /
 raw, target >= 0.97; bare / raw: Lightning's share; trainwell / bare: ours, target >= 1.0), MFU,
@@ -17,7 +17,7 @@ Part `features`:
               with bf16-mixed, 16-mixed (GradScaler; gradient_clip_val=1 clips after unscaling),
               bf16 + compile, bf16 + grad checkpointing off / on (peak memory, img/s), and
               trainer=fsdp on one GPU: img/s, peak MiB, final train loss, val accuracy
-  grad_ckpt   benchmarks/memory.py at width 64, batch 512: activation memory with checkpointing
+  grad_ckpt   `benchmarks/features.py memory` at width 64, batch 512: activation memory with checkpointing
               on / off (target <= 0.60) and step time (target <= 1.35)
 
 Part `syncs`:
@@ -40,7 +40,6 @@ import argparse
 import json
 import math
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -105,9 +104,8 @@ class Suite:
 
 # -- throughput --------------------------------------------------------------------------------
 def throughput(suite: Suite, smoke: bool, reps: int | None) -> tuple[dict[str, Any], str]:
-    import gpu_throughput
+    import pace
 
-    cuda = torch.cuda.is_available()
     argv = ["--out", tempfile.mkdtemp(prefix="tw-suite-")]
     if smoke:
         argv += [
@@ -116,7 +114,7 @@ def throughput(suite: Suite, smoke: bool, reps: int | None) -> tuple[dict[str, A
         ]
     elif reps is not None:
         argv += ["--reps", str(reps)]
-    args = gpu_throughput.parser(cuda).parse_args(argv)
+    args = pace.throughput_options(argv)
 
     def keep(partial: dict[str, Any]) -> None:
         suite.results["items"]["throughput_so_far"] = partial
@@ -124,9 +122,9 @@ def throughput(suite: Suite, smoke: bool, reps: int | None) -> tuple[dict[str, A
 
     # Repetitions after the first start only while ~90 s (a compile-mode pair) are left.
     deadline = time.perf_counter() + suite.left() - 90
-    results = gpu_throughput.measure(args, deadline=deadline, progress=keep)
+    results = pace.measure(args, deadline=deadline, progress=keep)
     suite.results["items"].pop("throughput_so_far", None)
-    return {"args": vars(args), "modes": results}, gpu_throughput.table(results)
+    return {"args": vars(args), "modes": results}, pace.table(results)
 
 
 # -- features ----------------------------------------------------------------------------------
@@ -148,6 +146,7 @@ def accum_overrides(smoke: bool) -> list[str]:
 
 def feature_run(name: str, smoke: bool) -> dict[str, Any]:
     import loops
+    import pace
 
     overrides = [*accum_overrides(smoke), *FEATURES[name]]
     gpu_only = {"trainer.precision=16-mixed", "trainer=fsdp", "model.compile=true"}
@@ -158,11 +157,10 @@ def feature_run(name: str, smoke: bool) -> dict[str, Any]:
         torch.cuda.reset_peak_memory_stats()
     with tempfile.TemporaryDirectory(prefix="tw-suite-") as tmp:
         run = loops.run_trainwell(overrides, 2, Path(tmp))
-        images = int(compose(overrides, Path(tmp)).data.num_samples)
-    seconds = run["train_seconds"][1:] or run["train_seconds"]
+        run["images_per_epoch"] = int(compose(overrides, Path(tmp)).data.num_samples)
     return {
         "overrides": overrides,
-        "img_s": images * len(seconds) / sum(seconds),
+        "img_s": pace.images_per_second(run),
         "peak_mib": run["peak_memory"] / 2**20,
         "train_loss": run["train_loss"],
         "val_loss": run["val_loss"],
@@ -187,17 +185,12 @@ def feature_table(items: dict[str, Any]) -> str:
 
 
 def grad_ckpt_memory(smoke: bool) -> dict[str, Any]:
-    import memory
+    import features
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
     width, batch, reps = (4, 8, 1) if smoke else (64, 512, 5)
-    steps = {
-        "off": memory.make_step(memory.build_net(width, False, device), batch, 1, device),
-        "on": memory.make_step(memory.build_net(width, True, device), batch, 1, device),
-    }
-    mem = {name: memory.peak_memory(step, device) for name, step in steps.items()}
-    timing = memory.time_steps(steps, reps, device)
-    seconds = {name: statistics.median(timing[name][0]) for name in steps}
+    sides = {"off": (False, 1), "on": (True, 1)}
+    mem, seconds, _ = features.memory_sides(width, batch, reps, device, sides)
     return {
         "width": width,
         "batch": batch,

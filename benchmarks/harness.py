@@ -196,14 +196,21 @@ class StepClock:
     """The time between consecutive training-batch starts, per epoch: a step's duration.
 
     On a GPU the marks are CUDA events on the current stream (no host sync; read at the end), so
-    a step that waits on the host (a held GIL, a host sync) shows as device time lost."""
+    a step that waits on the host (a held GIL, a host sync) shows as device time lost.
+    `host=True`: the host's clocks whatever the device, wall time and the training thread's CPU
+    time (`cpu_seconds`): what a step's Python costs. On a loaded shared machine wall time also
+    measures the neighbours; the thread's CPU time does not."""
 
-    def __init__(self) -> None:
-        self._cuda: bool | None = None  # decided at the first mark, when the run uses its device
+    def __init__(self, host: bool = False) -> None:
+        # Decided at the first mark, when the run uses its device (never, on the host's clocks).
+        self._cuda: bool | None = False if host else None
+        self._host = host
         self.epochs: list[list[Any]] = []
+        self.cpu: list[list[float]] = []  # host=True: the thread's CPU time at each mark
 
     def epoch(self) -> None:
         self.epochs.append([])
+        self.cpu.append([])
 
     def mark(self) -> None:
         import torch
@@ -218,6 +225,8 @@ class StepClock:
             self.epochs[-1].append(event)
         else:
             self.epochs[-1].append(time.perf_counter())
+            if self._host:
+                self.cpu[-1].append(time.thread_time())
 
     def seconds(self) -> list[list[float]]:
         """Per epoch, the duration of every step but the last (which has no next start)."""
@@ -230,6 +239,12 @@ class StepClock:
                 for marks in self.epochs
             ]
         return [[b - a for a, b in itertools.pairwise(marks)] for marks in self.epochs]
+
+    def cpu_seconds(self) -> list[list[float]]:
+        """`host=True`: as `seconds`, in the training thread's CPU time."""
+        if not self._host:
+            raise ValueError("StepClock: CPU time is kept on the host's clocks only (host=True)")
+        return [[b - a for a, b in itertools.pairwise(marks)] for marks in self.cpu]
 
 
 def after_checkpoint(step_seconds: list[list[float]]) -> float:

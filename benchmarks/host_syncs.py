@@ -155,7 +155,7 @@ class SyncCounter(L.Callback):
 
     def _on_warning(self, message: Any, *args: Any, **kwargs: Any) -> None:
         # The training thread's syncs only: a checkpoint writer thread's copies to the host do
-        # not hold the step (and show in the step times of benchmarks/epoch_cost.py instead).
+        # not hold the step (and show in the step times of `benchmarks/pace.py epoch` instead).
         if SYNC_MESSAGE in str(message) and threading.get_ident() == self._thread:
             import sync_probe
 

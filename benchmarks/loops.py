@@ -1,9 +1,9 @@
-"""The three sides every pace benchmark compares, each timed by the harness's one step clock
-(harness.StepClock): trainwell as a user runs it (`run_trainwell`, timed from inside by
-`FitTimer`), bare Lightning (`run_bare`) and the hand-written loop (`run_raw`). All three are
-built from the same config (`build_from_config`: seed, datamodule and its loaders, net, optimizer
-at the plan's LR and per-step schedule, precision, channels_last, compile), so a ratio between
-them measures the code around the same arithmetic.
+"""The three sides benchmarks/pace.py compares (parts overhead, epoch, throughput), each timed by
+the harness's one step clock (harness.StepClock): trainwell as a user runs it (`run_trainwell`,
+timed from inside by `FitTimer`), bare Lightning (`run_bare`) and the hand-written loop
+(`run_raw`). All three are built from the same config (`build_from_config`: seed, datamodule and
+its loaders, net, optimizer at the plan's LR and per-step schedule, precision, channels_last,
+compile), so a ratio between them measures the code around the same arithmetic.
 
 **trainwell.** `FitTimer`, a callback, times a real trainwell fit from inside, so nothing else
 has to change: benchmarks add it through the config

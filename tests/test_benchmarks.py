@@ -1,7 +1,7 @@
 """The benchmarks' own parts (the harness, the hand-written loop, the GPU suite's lists).
 
 The benchmarks themselves run in tests/test_benchmarks_*.py, split so that pytest's workers run
-them side by side: each script is run as a user runs it (`python benchmarks/<x>.py`, tiny
+them side by side: each script is run as a user runs it (`python benchmarks/<x>.py [part]`, tiny
 settings) in a subprocess; the figures they print are checked only where the figure is a fact
 rather than a speed: trainwell and the hand-written loop agree to 1e-5, checkpointing lowers
 activation memory, wandb is not imported by a logger=csv run. Speeds depend on the machine and
@@ -13,6 +13,7 @@ from __future__ import annotations
 import math
 import statistics
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -22,9 +23,9 @@ from tests.helpers.benchmarks import BENCH, REPO
 sys.path.insert(0, str(BENCH))  # benchmarks/ is a folder of scripts, not a package
 
 import features
-import gpu_throughput
 import harness
 import loops
+import pace
 
 
 def test_final_line_is_key_value_pairs(capsys: pytest.CaptureFixture[str]) -> None:
@@ -56,11 +57,11 @@ def test_raw_loop_windows_match_trainwell_arithmetic(
 
 
 def test_bf16_peak_lookup_prefers_the_specific_name() -> None:
-    assert gpu_throughput.bf16_peak("NVIDIA H100 80GB HBM3") == 989e12
-    assert gpu_throughput.bf16_peak("NVIDIA H100 PCIe") == 756e12
-    assert gpu_throughput.bf16_peak("NVIDIA H200") == 989e12
-    assert gpu_throughput.bf16_peak("NVIDIA A100-SXM4-80GB") == 312e12
-    assert gpu_throughput.bf16_peak("Some Future GPU") is None
+    assert pace.bf16_peak("NVIDIA H100 80GB HBM3") == 989e12
+    assert pace.bf16_peak("NVIDIA H100 PCIe") == 756e12
+    assert pace.bf16_peak("NVIDIA H200") == 989e12
+    assert pace.bf16_peak("NVIDIA A100-SXM4-80GB") == 312e12
+    assert pace.bf16_peak("Some Future GPU") is None
 
 
 def test_a_benchmark_imports_the_trainwell_next_to_it(tmp_path: Path) -> None:
@@ -93,6 +94,37 @@ def test_step_clock_times_each_step_from_its_start_to_the_next() -> None:
             clock.mark()
     seconds = clock.seconds()
     assert [len(epoch) for epoch in seconds] == [2, 2] and all(s >= 0 for e in seconds for s in e)
+
+
+def test_step_clock_on_the_host_keeps_the_training_threads_cpu_time() -> None:
+    clock = harness.StepClock(host=True)
+    clock.epoch()
+    clock.mark()
+    deadline = time.thread_time() + 0.02
+    while time.thread_time() < deadline:  # busy: CPU time passes on this thread
+        pass
+    clock.mark()
+    time.sleep(0.05)  # idle: wall time passes, this thread's CPU time hardly does
+    clock.mark()
+    (wall,), (cpu,) = clock.seconds(), clock.cpu_seconds()
+    assert cpu[0] >= 0.02 and wall[1] >= 0.05 and cpu[1] < wall[1]
+    with pytest.raises(ValueError, match="host=True"):
+        harness.StepClock().cpu_seconds()
+
+
+def test_host_part_reads_one_window_per_epoch_from_the_step_clock() -> None:
+    """`pace.py host` marks each epoch's first batch start and last batch end: one window each,
+    with its batch count; an epoch cut short before its last batch is left out."""
+    clock = harness.StepClock(host=True)
+    for _ in range(2):
+        clock.epoch()
+        clock.mark()
+        clock.mark()
+    clock.epoch()
+    clock.mark()  # started, never finished
+    windows = pace.epoch_windows(clock, [8, 7])
+    assert [n for _, _, n in windows] == [8, 7]
+    assert all(wall >= 0 and cpu >= 0 for wall, cpu, _ in windows)
 
 
 def test_fixed_costs_are_the_epoch_minus_its_batches() -> None:
@@ -130,10 +162,10 @@ def test_raw_loop_checkpoints_last_every_epoch_and_best_on_improvement(
 
 
 def test_throughput_modes_share_the_data_path_and_layout() -> None:
-    args = gpu_throughput.parser(False).parse_args([])
-    base = gpu_throughput.base_overrides(args, cuda=False)
+    args = pace.throughput_options([], cuda=False)
+    base = pace.base_overrides(args, cuda=False)
     assert "data.on_device=true" in base and "data.augment=true" in base
-    for mode, (overrides, model_cl, _) in gpu_throughput.MODES.items():
+    for mode, (overrides, model_cl, _) in pace.MODES.items():
         data_cl = "data.channels_last=true" in overrides
         assert data_cl == model_cl, mode  # NHWC batches exactly when the model is NHWC
 
@@ -244,7 +276,7 @@ def test_every_benchmark_runs_in_make_bench_or_bench_long() -> None:
     for entry in entries:
         script, _, part = entry.partition(":")
         listed.setdefault(script, set()).add(part)
-    runners = {"features": features.FEATURES, "shipping": shipping.PARTS}
+    runners = {"features": features.FEATURES, "shipping": shipping.PARTS, "pace": pace.PARTS}
     scripts = {p.stem for p in BENCH.glob("*.py")} - NOT_A_MAKE_TARGET
     assert set(listed) == scripts
     for script, parts in listed.items():
@@ -281,11 +313,11 @@ def test_op_parity_counts_the_extra_copies_and_names_where_they_come_from() -> N
         y.clone()
 
     counts = {
-        "raw": gpu_throughput.op_counts(_profiled(raw_step)),
-        "bare": gpu_throughput.op_counts(_profiled(raw_step)),
-        "tw": gpu_throughput.op_counts(_profiled(our_step)),
+        "raw": pace.op_counts(_profiled(raw_step)),
+        "bare": pace.op_counts(_profiled(raw_step)),
+        "tw": pace.op_counts(_profiled(our_step)),
     }
-    text, figures = gpu_throughput.ops_table("m", counts)
+    text, figures = pace.ops_table("m", counts)
     rows = text.splitlines()
     assert figures == {
         "m_tw_extra_ops": 2, "m_tw_extra_copies": 2, "m_bare_extra_ops": 0,

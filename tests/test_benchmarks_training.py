@@ -21,7 +21,9 @@ from tests.helpers.benchmarks import BENCH, REPO, run_benchmark
 
 @pytest.mark.slow
 def test_overhead_runs_and_both_loops_agree() -> None:
-    out = run_benchmark("overhead.py", "--workload", "digits", "--epochs", "2", "--reps", "1")
+    out = run_benchmark(
+        "pace.py", "overhead", "--workload", "digits", "--epochs", "2", "--reps", "1"
+    )
     assert float(out["digits_ratio"]) > 0 and float(out["digits_cpu_ratio"]) > 0
     # Same init, data order, optimizer, schedule: the final losses and weights agree.
     assert float(out["digits_maxdiff"]) <= 1e-5
@@ -31,9 +33,10 @@ def test_overhead_runs_and_both_loops_agree() -> None:
 
 
 @pytest.mark.slow
-def test_gpu_throughput_runs_on_cpu() -> None:
+def test_throughput_runs_on_cpu() -> None:
     out = run_benchmark(
-        "gpu_throughput.py",
+        "pace.py",
+        "throughput",
         *("--num-samples", "48", "--num-val", "16", "--batch", "16", "--width", "4"),
         *("--modes", "fp32", "--epochs", "2"),
     )
@@ -53,7 +56,8 @@ def test_gpu_throughput_runs_on_cpu() -> None:
 @pytest.mark.slow
 def test_op_parity_trainwell_adds_no_copy_of_the_batch_in_channels_last() -> None:
     out = run_benchmark(
-        "gpu_throughput.py",
+        "pace.py",
+        "throughput",
         *("--ops", "--num-samples", "48", "--num-val", "16", "--batch", "8", "--width", "4"),
         *("--modes", "fp32", "bf16_cl"),
     )
@@ -65,8 +69,8 @@ def test_op_parity_trainwell_adds_no_copy_of_the_batch_in_channels_last() -> Non
 
 
 @pytest.mark.slow
-def test_epoch_cost_runs_every_side_on_the_same_arithmetic() -> None:
-    out = run_benchmark("epoch_cost.py", "--width", "4", "--reps", "1", "--epochs", "3")
+def test_epoch_part_runs_every_side_on_the_same_arithmetic() -> None:
+    out = run_benchmark("pace.py", "epoch", "--width", "4", "--reps", "1", "--epochs", "3")
     for side in ("tw", "bare", "raw"):
         assert float(out[f"{side}_ckpt_ms"]) > 0 and float(out[f"{side}_val_setup_ms"]) > 0
         assert float(out[f"{side}_after_ckpt"]) > 0  # 6 steps an epoch: step 0 against 3..5
@@ -109,7 +113,7 @@ def test_gpu_suite_runs_on_cpu_and_writes_its_json(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_memory_runs_and_checkpointing_saves_activations() -> None:
-    out = run_benchmark("memory.py", "--width", "8", "--batch", "8", "--reps", "1")
+    out = run_benchmark("features.py", "memory", "--width", "8", "--batch", "8", "--reps", "1")
     assert 0 < float(out["ckpt_act_ratio"]) < 1
     assert float(out["k1_img_s"]) > 0 and float(out["k4_img_s"]) > 0
 
@@ -117,7 +121,8 @@ def test_memory_runs_and_checkpointing_saves_activations() -> None:
 @pytest.mark.slow
 def test_data_pipeline_runs_on_a_real_format_fixture() -> None:
     out = run_benchmark(
-        "data_pipeline.py",
+        "features.py",
+        "data_pipeline",
         *("--images", "500", "--batches", "2", "--epochs", "1", "--batch", "32"),
         *("--workers", "0", "1", "--persistent", "0", "--width", "4"),
     )
@@ -126,8 +131,8 @@ def test_data_pipeline_runs_on_a_real_format_fixture() -> None:
 
 
 @pytest.mark.slow
-def test_host_cost_runs_every_side_and_prints_its_ratios() -> None:
-    out = run_benchmark("host_cost.py", "--epochs", "2", "--samples", "128", "--reps", "1")
+def test_host_part_runs_every_side_and_prints_its_ratios() -> None:
+    out = run_benchmark("pace.py", "host", "--epochs", "2", "--samples", "128", "--reps", "1")
     for side in ("raw", "bare", "lightning", "tw_user", "tw_task", "tw_lm"):
         assert float(out[f"{side}_cpu_us"]) > 0 and float(out[f"{side}_wall_us"]) > 0
     for ratio in ("tw_task_vs_bare", "tw_user_vs_lightning", "tw_task_vs_bare_wall"):

@@ -168,14 +168,8 @@ DOCS_EXCLUDED = {
     "make bench": "every training-side benchmark: minutes (each runs small in tests/test_benchmarks_*.py)",
     "make bench-long": "the minute-long benchmarks (each runs small in tests/test_benchmarks_*.py)",
     **{
-        f".venv/bin/python benchmarks/{name}.py": CPU_BENCH
-        for name in (
-            "overhead",
-            "memory",
-            "data_pipeline",
-            "host_cost",
-            "epoch_cost",
-        )
+        f".venv/bin/python benchmarks/pace.py {name}": CPU_BENCH
+        for name in ("overhead", "host", "epoch")
     },
     **{
         f".venv/bin/python benchmarks/shipping.py {name}": CPU_BENCH
@@ -193,12 +187,14 @@ DOCS_EXCLUDED = {
             "state",
             "doctor",
             "imbalance",
+            "memory",
+            "data_pipeline",
         )
     },
-    "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/epoch_cost.py": CPU_BENCH,
-    "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/gpu_throughput.py --reps 3": CPU_BENCH,
-    ".venv/bin/python benchmarks/gpu_throughput.py --ops": CPU_BENCH,
-    ".venv/bin/python benchmarks/gpu_throughput.py --ops --num-samples 64 --num-val 16 --batch 8 "
+    "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/pace.py epoch": CPU_BENCH,
+    "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/pace.py throughput --reps 3": CPU_BENCH,
+    ".venv/bin/python benchmarks/pace.py throughput --ops": CPU_BENCH,
+    ".venv/bin/python benchmarks/pace.py throughput --ops --num-samples 64 --num-val 16 --batch 8 "
     "--width 8 --modes fp32 bf16 bf16_cl bf16_cl_compile": CPU_BENCH,
     "python scripts/summarize.py logs/train/multiruns/<id>": (
         "rebuilds a sweep's summary; tests/training/test_sweep_summary.py runs it on a real sweep"
@@ -209,7 +205,7 @@ DOCS_EXCLUDED = {
     "python scripts/cv_assemble.py logs/train/multiruns/<id>": (
         "joins a multirun's fold jobs; the joining is tested in tests/training"
     ),
-    ".venv/bin/python benchmarks/gpu_throughput.py": GPU_SUITE,
+    ".venv/bin/python benchmarks/pace.py throughput": GPU_SUITE,
     ".venv/bin/python benchmarks/gpu_suite.py --part throughput|features|syncs": GPU_SUITE,
     ".venv/bin/python benchmarks/host_syncs.py": GPU_SUITE,
     "echo /.whl/ >> .git/info/exclude && mkdir -p .whl": WHEELS,
@@ -220,7 +216,7 @@ DOCS_EXCLUDED = {
     "PYTHONUNBUFFERED=1 python3 benchmarks/gpu_suite.py --part features": GPU_SUITE,
     "PYTHONUNBUFFERED=1 python3 benchmarks/gpu_suite.py --part throughput --reps 1": GPU_SUITE,
     "PYTHONUNBUFFERED=1 python3 benchmarks/gpu_suite.py --part syncs": GPU_SUITE,
-    "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/host_cost.py": CPU_BENCH,
+    "OMP_NUM_THREADS=1 .venv/bin/python benchmarks/pace.py host": CPU_BENCH,
     "mkdir -p logs/slurm": "prepares a SLURM submission",
     **dict.fromkeys(
         (

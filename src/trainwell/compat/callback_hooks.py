@@ -18,7 +18,7 @@ from trainwell.compat.module_hooks import _set_fx_name
 # ModelCheckpoint a repr of its settings) inside a profiler context, even when no profiler is
 # set. A training step dispatches ~8 hooks, so each installed callback costs ~8 of these calls
 # per step whether or not it does anything: with the template's ~16 callbacks that is ~0.25 ms
-# per step on a CPU core (measured by benchmarks/host_cost.py), a few percent of a GPU step.
+# per step on a CPU core (measured by `benchmarks/pace.py host`), a few percent of a GPU step.
 # Here, when no profiler is set, a callback whose class does not override the hook (and whose
 # instance was not given one) is skipped: those calls would only have run `pass`. With a
 # profiler (debug=profiler) Lightning's own dispatch runs, so every action is still recorded.

@@ -19,7 +19,7 @@ from lightning.pytorch.utilities.signature_utils import is_param_in_hook_signatu
 # name, and enter the profiler's context, for every hook of every step even when no profiler is
 # set, and record the running hook's name on the module through nn.Module.__setattr__ (a lookup
 # in its parameter, module and buffer tables). A training step calls ~17 of them: ~40 µs of a
-# CPU step (benchmarks/host_cost.py), paid before any hook runs. Here, when no profiler is set
+# CPU step (`benchmarks/pace.py host`), paid before any hook runs. Here, when no profiler is set
 # and debug logging is off, the hook runs with the same `_current_fx_name` bracketing and
 # nothing else; otherwise Lightning's own functions run.
 # ---------------------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ end: the second snapshot is taken while the first still waits for its write), a 
 (~90 MB with its momentum buffers) costs the training thread ~40 ms of page faults on top of the
 ~10 ms copy: memory freed in blocks that large goes back to the operating system. Copying into
 the buffers of snapshots whose writes have finished costs the copy alone
-(benchmarks/epoch_cost.py). GPU tensors are not pooled: the caching allocator already reuses
+(`benchmarks/pace.py epoch`). GPU tensors are not pooled: the caching allocator already reuses
 device memory, and a kept device copy would hold memory the activations could use.
 """
 
