@@ -1,9 +1,10 @@
 """The curated mutants of `make mutants` (tests/mutation/run.py): each a small, realistic bug in
 the code behind one of the template's guarantees, and the default-suite tests that must catch it.
 
-`old` must occur exactly once in `path` (else the mutant is reported stale): keep it to a line
-or two whose meaning is stable (a condition, an operator, a flag). When code changes, update the
-mutant, never delete it without deleting the guarantee.
+`old` must occur exactly once in `path`, as written or as a formatter may rewrite it (other line
+breaks and indents, a trailing comma): else the mutant is reported stale. Keep it to a line or two
+whose meaning is stable (a condition, an operator, a flag), and let `name` say the behaviour it
+breaks. When code changes, update the mutant, never delete it without deleting the guarantee.
 """
 
 from __future__ import annotations
