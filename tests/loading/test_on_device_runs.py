@@ -14,12 +14,12 @@ from tests.helpers.state import assert_bitwise_equal, load_checkpoint
 from trainwell.training.run import train
 
 ON_DEVICE = ["data=synthetic", "data.on_device=true", "data.augment=true"]
-# 192 samples / 32 = 6 micro-batches per epoch, K=2: 3 optimizer steps per epoch.
+# 128 samples / 32 = 4 micro-batches per epoch, K=2: 2 optimizer steps per epoch.
 RUN = [
     *ON_DEVICE,
     "model=resnet18",
     "model.net.width=4",
-    "data.num_samples=192",
+    "data.num_samples=128",
     "data.num_val=32",
     "data.num_test=32",
     "data.batch_size=32",
@@ -40,8 +40,8 @@ def test_resume_mid_epoch_is_bitwise_exact_with_on_device_augmentation(tmp_path:
     ]
     train(compose_config([*RUN, *every], full))
     want = load_checkpoint(full / "checkpoints" / "last.ckpt")
-    assert want["global_step"] == 6
-    for step in (2, 4):  # mid-epoch 0 (after 4 of 6 batches), mid-epoch 1
+    assert want["global_step"] == 4
+    for step in (1, 3):  # mid-epoch 0 (after 2 of 4 batches), mid-epoch 1
         run_dir = tmp_path / f"resumed-{step}"
         (run_dir / "checkpoints").mkdir(parents=True)
         source = full / "checkpoints" / f"step-{step:07d}.ckpt"
