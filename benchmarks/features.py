@@ -173,16 +173,23 @@ EMA_SIDES: dict[str, list[str]] = {
 
 class HookClock:
     """Process CPU seconds inside the averaging callbacks' per-batch hook (the update), summed
-    over a fit: patched onto Lightning's WeightAveraging for the benchmark's lifetime."""
+    over a fit: patched onto the template's ExactEMA and Lightning's WeightAveraging for the
+    benchmark's lifetime."""
 
     seconds = 0.0
 
     @classmethod
     def install(cls) -> None:
-        # The template's ExactEMA inherits this hook: patched once, it times both sides.
         from lightning.pytorch.callbacks import WeightAveraging
 
-        hook = WeightAveraging.on_train_batch_end
+        from trainwell.callbacks.ema import ExactEMA
+
+        for owner in (ExactEMA, WeightAveraging):
+            cls._time(owner)
+
+    @classmethod
+    def _time(cls, owner: type) -> None:
+        hook = owner.on_train_batch_end
 
         def timed(self: Any, *args: Any, **kwargs: Any) -> None:
             start = time.process_time()
@@ -191,7 +198,7 @@ class HookClock:
             finally:
                 cls.seconds += time.process_time() - start
 
-        WeightAveraging.on_train_batch_end = timed  # type: ignore[method-assign]
+        owner.on_train_batch_end = timed  # type: ignore[attr-defined]
 
 
 class BatchCPUClock(L.Callback):
@@ -252,15 +259,19 @@ def ema_update_seconds(extra: list[str], reps: int) -> dict[str, Any]:
 
     with tempfile.TemporaryDirectory() as tmp:
         module = instantiate(compose(extra, Path(tmp)).model)
-    placed = PlacedAverage(module, DECAY)
+    placed = PlacedAverage(module)
     stock = AveragedModel(module, avg_fn=get_ema_avg_fn(DECAY), use_buffers=True)
+    updates = {
+        "ema": lambda: placed.update(module, DECAY),
+        "lightning": lambda: stock.update_parameters(module),
+    }
     times: dict[str, list[float]] = {"ema": [], "lightning": []}
     with torch.no_grad():
         for _ in range(reps):
-            for name, average in (("ema", placed), ("lightning", stock)):
+            for name, update in updates.items():
                 start = time.perf_counter()
                 for _ in range(10):
-                    average.update_parameters(module)
+                    update()
                 times[name].append((time.perf_counter() - start) / 10)
     tensors = len(list(module.parameters())) + len(list(module.buffers()))
     return {name: statistics.median(values) for name, values in times.items()} | {

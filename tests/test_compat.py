@@ -921,6 +921,8 @@ def test_litserve_drains_for_uvicorn_graceful_timeout_seconds() -> None:
 
 
 # -- compat/averaging.py: Lightning's WeightAveraging / EMAWeightAveraging, torch's AveragedModel --
+# What they do that ExactEMA (callbacks/ema.py) does otherwise; once one of these fails, that
+# part of ExactEMA (or its PlacedAverage) may follow upstream again.
 
 
 def _averaging_fit(tmp_path: Path, **kwargs: Any) -> tuple[Any, dict, L.Trainer]:
@@ -934,7 +936,7 @@ def _averaging_fit(tmp_path: Path, **kwargs: Any) -> tuple[Any, dict, L.Trainer]
 
 
 def test_weight_averaging_builds_its_average_before_the_module_is_placed(tmp_path: Path) -> None:
-    """compat.PlacedEMAWeightAveraging (1.): the average keeps the dtype (on a GPU: the device)
+    """compat/averaging.py (1.): the average keeps the dtype (on a GPU: the device)
     the module had before the strategy placed it."""
     module, checkpoint, _ = _averaging_fit(tmp_path, precision="64-true")
     assert module.net[0].weight.dtype == torch.float64
@@ -942,7 +944,7 @@ def test_weight_averaging_builds_its_average_before_the_module_is_placed(tmp_pat
 
 
 def test_weight_averaging_leaves_sharded_modules_unsharded() -> None:
-    """compat.PlacedEMAWeightAveraging (1.): a module with configure_model is built again outside
+    """compat/averaging.py (1.): a module with configure_model is built again outside
     the strategy (Lightning-AI/pytorch-lightning#21414 still open)."""
     from lightning.pytorch.callbacks import EMAWeightAveraging
 
@@ -978,7 +980,7 @@ def test_ema_weight_averaging_updates_tensor_by_tensor() -> None:
 def test_weight_averaging_saves_the_average_as_the_trained_weights_after_fit(
     tmp_path: Path,
 ) -> None:
-    """compat.PlacedEMAWeightAveraging (3.): after on_train_end the module holds the average, and
+    """compat/averaging.py (3.): after on_train_end the module holds the average, and
     a checkpoint saved then has no trained weights left to resume from."""
     _, checkpoint, _ = _averaging_fit(tmp_path)
     for name, value in checkpoint["state_dict"].items():
@@ -988,7 +990,7 @@ def test_weight_averaging_saves_the_average_as_the_trained_weights_after_fit(
 def test_weight_averaging_tests_the_trained_weights_of_a_checkpoint_after_fit(
     tmp_path: Path,
 ) -> None:
-    """compat.PlacedEMAWeightAveraging (4.): trainer.test(ckpt_path=...) after fit restores the
+    """compat/averaging.py (4.): trainer.test(ckpt_path=...) after fit restores the
     callback too, which loads current_model_state over the averaged state_dict."""
     from lightning.pytorch.callbacks import EMAWeightAveraging
 
@@ -1024,7 +1026,7 @@ def test_model_checkpoint_forgets_its_best_in_another_dirpath(tmp_path: Path) ->
 
 
 def test_weight_averaging_validates_its_fit_start_copy_before_the_first_update() -> None:
-    """compat.PlacedEMAWeightAveraging (5.): with the first update past the run
+    """compat/averaging.py (5.): with the first update past the run
     (Lightning-AI/pytorch-lightning#21724), validation swaps in the average built at setup, which
     no update has touched: the untrained weights are scored. Fixed upstream: this fails."""
     from lightning.pytorch.callbacks import EMAWeightAveraging

@@ -1,8 +1,8 @@
 """ExactEMA and its average (compat.PlacedAverage) on real short fits: built where the module
 lives, one fused update per optimizer step with nothing read from a device, BatchNorm statistics
 averaged (the batch counter copied), exact swaps for validation, and checkpoints that keep the
-trained weights after fit and test the average (the four corrections of compat/averaging.py;
-test_compat.py shows Lightning's own behaviour)."""
+trained weights after fit and test the average (where compat/averaging.py says Lightning's
+callback does otherwise; test_compat.py shows Lightning's own behaviour)."""
 
 from __future__ import annotations
 
@@ -41,16 +41,16 @@ def test_an_update_reads_nothing_from_a_device_and_is_one_fused_step() -> None:
     foreach lerp for every floating tensor, whatever their number (one kernel on a GPU; the CPU
     runs it tensor by tensor), no per-tensor arithmetic around it."""
     model = nn.Sequential(*(nn.Linear(4, 4) for _ in range(6)), nn.BatchNorm1d(4)).to("meta")
-    average = PlacedAverage(model, decay=0.9)
+    average = PlacedAverage(model)
     for _ in range(3):
-        average.update_parameters(model)
-    assert average.count == 3 and int(average.n_averaged) == 3
+        average.update(model, decay=0.9)
+    assert average.count == 3
 
     model = nn.Sequential(*(nn.Linear(4, 4) for _ in range(6)), nn.BatchNorm1d(4))
-    average = PlacedAverage(model, decay=0.9)
-    average.update_parameters(model)  # the first one copies
+    average = PlacedAverage(model)
+    average.update(model, decay=0.9)  # the first one copies
     with torch.profiler.profile(activities=[torch.profiler.ProfilerActivity.CPU]) as prof:
-        average.update_parameters(model)
+        average.update(model, decay=0.9)
     names = [e.name for e in prof.events()]
     assert names.count("aten::_foreach_lerp_") == 1
     assert not {"aten::mul", "aten::add", "aten::item"} & set(names), sorted(set(names))
@@ -58,28 +58,28 @@ def test_an_update_reads_nothing_from_a_device_and_is_one_fused_step() -> None:
 
 def test_batchnorm_statistics_are_averaged_and_its_counter_copied() -> None:
     model = nn.BatchNorm1d(3)
-    average = PlacedAverage(model, decay=0.5)
+    average = PlacedAverage(model)
     means = []
     for step in range(3):
         model.train()
         model(torch.randn(8, 3) + step)
         means.append(model.running_mean.clone())
-        average.update_parameters(model)
+        average.update(model, decay=0.5)
     averaged = average.module.running_mean
     expected = torch.lerp(torch.lerp(means[0], means[1], 0.5), means[2], 0.5)
     assert torch.allclose(averaged, expected, atol=1e-7)
     assert int(average.module.num_batches_tracked) == 3  # copied, not averaged
-    copied = PlacedAverage(model, decay=0.5, use_buffers=False)
-    copied.update_parameters(model)
+    copied = PlacedAverage(model, use_buffers=False)
+    copied.update(model, decay=0.5)
     model(torch.randn(8, 3) - 5)
-    copied.update_parameters(model)
+    copied.update(model, decay=0.5)
     assert torch.equal(copied.module.running_mean, model.running_mean)
 
 
 def test_tied_weights_stay_one_tensor_in_the_average() -> None:
     model = nn.Sequential(nn.Embedding(5, 3), nn.Linear(3, 5, bias=False))
     model[1].weight = model[0].weight
-    average = PlacedAverage(model, decay=0.5)
+    average = PlacedAverage(model)
     assert len(list(average.module.parameters())) == len(list(model.parameters())) == 1
     copy = average.module
     assert copy.get_submodule("0").weight is copy.get_submodule("1").weight

@@ -2284,7 +2284,6 @@ MUTANTS += [
 ]
 
 EMA = "src/trainwell/callbacks/ema.py"
-EMA_COMPAT = "src/trainwell/compat/averaging.py"
 EMA_T = "tests/training/test_ema.py"
 EMA_DOCTOR_T = (
     "tests/doctor/test_averaging.py::test_an_average_updated_per_optimizer_step_and_saved_passes"
@@ -2293,12 +2292,8 @@ MUTANTS += [
     Mutant(
         "ema: the average is updated after every micro-batch",
         EMA,
-        "    @property\n    def updates(self) -> int:",
-        (
-            "    def on_train_batch_end(self, trainer, pl_module, *args, **kwargs) -> None:\n"
-            "        self.average.update_parameters(pl_module)  # whether or not a step ended\n\n"
-            "    @property\n    def updates(self) -> int:"
-        ),
+        "        if step > self.latest_update_step and self.due(step - 1):",
+        "        if self.due(step - 1):  # whether or not this micro-batch ended a step",
         (
             f"{EMA_T}::test_k4_micro_batches_of_16_average_as_k1_batches_of_64",
             f"{EMA_DOCTOR_T}[ema.decay]",
@@ -2308,7 +2303,7 @@ MUTANTS += [
     ),
     Mutant(
         "ema: the checkpoint keeps no average (state_dict left as the trained weights)",
-        EMA_COMPAT,
+        EMA,
         '        checkpoint["state_dict"] = averaged\n',
         "",
         (
@@ -2966,7 +2961,7 @@ DIABETES = "src/project/data/diabetes.py"
 MUTANTS += [
     Mutant(
         "ema: validation swaps in an average no update has touched",
-        EMA_COMPAT,
+        EMA,
         "        if average is not None and average.count and trainer.state.fn == TrainerFn.FITTING:",
         "        if average is not None and trainer.state.fn == TrainerFn.FITTING:",
         (f"{EMA_T}::test_an_average_never_updated_validates_tests_and_ships_the_trained_weights",),

@@ -1,14 +1,21 @@
 """ExactEMA: an exponential moving average of the weights, once per optimizer step (`ema.decay=0.999`).
 
-Lightning's EMAWeightAveraging, corrected where it would break the template's guarantees
-(compat/averaging.py): the average is built from the module as the strategy placed it (its
-device, dtype and FSDP2 shards), updated by one fused step without a host sync, and a checkpoint
-written after training still holds the trained weights. What stays Lightning's: when it updates
-(once per optimizer step, never per micro-batch: it compares `trainer.global_step`, so the same
-on 1 process and on W ranks, where every rank averages the same weights), `update_every_n_steps`
-and `update_starting_at_step`, and the checkpoint layout: `state_dict` holds the average (so
-eval, `load_from_checkpoint`, predict, export and serve use it), `current_model_state` the
-trained weights and `averaging_state` the update count. Validation runs on the average.
+One callback owns the average: when it updates, where it lives, when validation and the end of
+training swap it in, and what a checkpoint holds. It is not Lightning's EMAWeightAveraging: that
+callback builds its average before the strategy places the module, updates it with host syncs,
+copies it over the trained weights after fit, tests a checkpoint's trained weights and validates
+an average no update has touched (compat/averaging.py, 1.-5., each with its upstream report), so
+a subclass would replace seven of its ten hooks. What stays Lightning's is the checkpoint
+layout: `state_dict` holds the average (so eval, `load_from_checkpoint`, predict, export and serve
+use it), `current_model_state` the trained weights and `averaging_state` the update count. The
+callback's own state is the step of its last update and the decay; the decay lives here only
+(the average is given it at each update).
+
+When: after optimizer step s (0-based) if s >= `update_starting_at_step` and
+s % `update_every_n_steps` == 0; once per step, never per micro-batch (it compares
+`trainer.global_step`, so 1 process and W ranks, where every rank averages the same weights,
+update alike). The first update copies the weights. Validation runs on the average; before the
+first update there is none, and validation, checkpoints and what ships are the trained weights.
 
 BatchNorm: with `use_buffers=True` (the default) the running mean and variance are averaged with
 the same decay (the batch counter is copied); `use_buffers=False` copies every buffer from the
@@ -17,10 +24,12 @@ trained model.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 import lightning as L
+import torch
 from lightning.pytorch.trainer.states import TrainerFn
 from omegaconf import DictConfig, OmegaConf
 
@@ -45,7 +54,7 @@ def saved_decay(checkpoint: dict[str, Any]) -> float | None:
     return None
 
 
-class ExactEMA(compat.PlacedEMAWeightAveraging):
+class ExactEMA(L.Callback):
     """Keep an EMA of the weights; validate, checkpoint and ship it (see the module docstring).
 
     Args:
@@ -67,27 +76,48 @@ class ExactEMA(compat.PlacedEMAWeightAveraging):
             raise TrainwellError(f"ema.decay={decay} is not in [0, 1] (0.999 is usual)")
         if int(update_every_n_steps) < 1:
             raise TrainwellError(f"ema.update_every_n_steps={update_every_n_steps} must be >= 1")
-        super().__init__(
-            decay=float(decay),
-            use_buffers=bool(use_buffers),
-            update_every_n_steps=int(update_every_n_steps),
-            update_starting_at_step=update_starting_at_step,
-            # Lightning's epoch trigger updates once more at every epoch end, after that epoch's
-            # last step already did: one optimizer step counted twice. Not offered.
-            update_starting_at_epoch=None,
-        )
         self.decay = float(decay)
+        self.update_every_n_steps = int(update_every_n_steps)
+        self.update_starting_at_step = update_starting_at_step
+        self.use_buffers = bool(use_buffers)
+        # trainer.global_step at the last update (0: none yet), checkpointed: a micro-batch that
+        # did not end an optimizer step finds it unchanged and leaves the average alone.
+        self.latest_update_step = 0
+        self._average: compat.PlacedAverage | None = None
+        # A resumed average read before the strategy placed the module: (state, count).
+        self._pending: tuple[Mapping[str, torch.Tensor], int] | None = None
+        self._ended = False  # after training: the module holds the average, the average the weights
+
+    @property
+    def average(self) -> compat.PlacedAverage | None:
+        """The average (None before fit starts); after fit it holds the trained weights."""
+        return self._average
+
+    @property
+    def updates(self) -> int:
+        """How many times the average was updated (0 before the first)."""
+        return 0 if self._average is None else self._average.count
+
+    def due(self, step: int) -> bool:
+        """Whether optimizer step `step` (0-based) updates the average."""
+        start = self.update_starting_at_step
+        return (start is None or step >= start) and step % self.update_every_n_steps == 0
 
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        if stage == "fit" and getattr(trainer.strategy, "save_distributed", False):
+        if stage != "fit":
+            return
+        if getattr(trainer.strategy, "save_distributed", False):
             raise TrainwellError(_SHARDED)
-        super().setup(trainer, pl_module, stage)
+        self._average = None  # built at on_fit_start, once the strategy placed the module (1.)
+        self._ended = False
 
-    def state_dict(self) -> dict[str, Any]:
-        return {**super().state_dict(), "decay": self.decay}
+    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._average = compat.PlacedAverage(pl_module, self.use_buffers)
+        if self._pending is not None:  # restored before the strategy placed the module
+            self._average.load_gathered_state(*self._pending)
+            self._pending = None
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        super().on_train_start(trainer, pl_module)
         line = horizon_line(
             self.decay, trainer.estimated_stepping_batches, self.update_starting_at_step,
             self.update_every_n_steps,
@@ -95,32 +125,93 @@ class ExactEMA(compat.PlacedEMAWeightAveraging):
         if line is not None:
             announce(line)
 
+    def on_train_batch_end(
+        self,
+        trainer: L.Trainer,
+        pl_module: L.LightningModule,
+        outputs: Any,
+        batch: Any,
+        batch_idx: int,
+    ) -> None:
+        step = trainer.global_step  # optimizer steps taken: step - 1 is the one just taken
+        if step > self.latest_update_step and self.due(step - 1):
+            assert self._average is not None
+            self._average.update(pl_module, self.decay)
+            self.latest_update_step = step
+
+    def _swap_during_fit(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # Fit only: after fit the module holds the average already (a trainer.validate()).
+        average = self._average
+        if average is not None and average.count and trainer.state.fn == TrainerFn.FITTING:
+            average.swap(pl_module)  # none before the first update (5.)
+
+    def on_validation_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._swap_during_fit(trainer, pl_module)
+
+    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._swap_during_fit(trainer, pl_module)
+
+    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        average = self._average
+        if average is not None and average.count and not self._ended:
+            average.swap(pl_module)  # not a copy: the trained weights stay (3.); none unused (5.)
+            self._ended = True
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"latest_update_step": self.latest_update_step, "decay": self.decay}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        # The decay is this run's (on_load_checkpoint says when the checkpoint's differed).
+        self.latest_update_step = state_dict["latest_update_step"]
+
+    def on_save_checkpoint(
+        self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
+        module_state = dict(checkpoint["state_dict"])
+        average = self._average
+        if average is None or not average.count:
+            # Before the average exists (a checkpoint written before training) or before its
+            # first update (5.): the weights.
+            averaged, trained, count = module_state, module_state, 0
+        else:
+            held = {**module_state, **average.gathered_state()}  # every rank (FSDP2: collective)
+            averaged, trained = (module_state, held) if self._ended else (held, module_state)
+            count = average.count
+        checkpoint["state_dict"] = averaged
+        checkpoint[compat.TRAINED] = trained
+        checkpoint[compat.AVERAGING] = compat.averaging_state(count)
+
     def on_load_checkpoint(
         self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
     ) -> None:
         if trainer.state.fn != TrainerFn.FITTING:
-            pass  # testing or validating a checkpoint: its state_dict, the average, is used
-        elif not compat.holds_average(checkpoint):
+            return  # test / validate / predict use the checkpoint's state_dict: the average (4.)
+        if not compat.holds_average(checkpoint):
             announce(
                 "ema: the checkpoint holds no average (written without ema.decay); the average "
                 "starts from its weights at the next update"
             )
-        elif saved_decay(checkpoint) not in (None, self.decay):
+            return
+        if saved_decay(checkpoint) not in (None, self.decay):
             announce(
                 f"ema: the checkpoint's average used decay {saved_decay(checkpoint)}; it "
                 f"continues with {self.decay}"
             )
-        super().on_load_checkpoint(trainer, pl_module, checkpoint)
-
-    @property
-    def updates(self) -> int:
-        """How many times the average was updated (0 before the first)."""
-        return 0 if self.average is None else self.average.count
+        # Lightning has loaded the average (`state_dict`) into the module: the average takes it,
+        # and training goes on from the trained weights.
+        count = compat.saved_count(checkpoint)
+        if self._average is None:  # DDP / one device: the strategy places the module after this
+            self._pending = (checkpoint["state_dict"], count)
+        else:
+            # FSDP2: restored once the module is sharded and the average built; the strategy
+            # loaded `state_dict` into the shards and removed it from the checkpoint.
+            self._average.take(pl_module, count)
+        compat.load_full_state(pl_module, checkpoint[compat.TRAINED])
 
 
 def planned_updates(total_steps: float, start: int | None, every: int) -> int | None:
-    """How many optimizer steps of a run of `total_steps` update the average (Lightning's rule:
-    step s, 0-based, updates when s >= start and s % every == 0); None for an open-ended run."""
+    """How many optimizer steps of a run of `total_steps` update the average (ExactEMA.due: step
+    s, 0-based, updates when s >= start and s % every == 0); None for an open-ended run."""
     if total_steps == float("inf"):
         return None
     first = max(0, start or 0)

@@ -7,8 +7,9 @@ its callers). Private Lightning and torch attributes are used here and nowhere e
 `from trainwell import compat` and `compat.<name>`; the modules group the entries by what they
 touch:
 
-* averaging: Lightning's EMA callback and torch's AveragedModel (where the average lives, its
-  update, the trained weights after fit);
+* averaging: what Lightning's EMA callback and torch's AveragedModel do that the template's EMA
+  must not (where the average lives, its update, the trained weights after fit), and the
+  average it keeps instead;
 * loops: the training loop (accumulation divisor, resumed loader order, SIGTERM broadcast);
 * checkpoints: last.ckpt, step checkpoints, FSDP2 checkpoint loading;
 * logged_results: what `self.log` and torchmetrics keep privately;
@@ -32,11 +33,12 @@ from typing import Any
 _HOMES = {
     "AVERAGING": "averaging",
     "PlacedAverage": "averaging",
-    "PlacedEMAWeightAveraging": "averaging",
     "TRAINED": "averaging",
+    "averaging_state": "averaging",
     "holds_average": "averaging",
     "holds_updated_average": "averaging",
     "load_full_state": "averaging",
+    "saved_count": "averaging",
     "skip_empty_callback_hooks": "callback_hooks",
     "at_epoch_last_batch": "checkpoints",
     "carry_records_to_dirpath": "checkpoints",

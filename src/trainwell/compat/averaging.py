@@ -1,5 +1,14 @@
-"""Lightning 2.6's WeightAveraging / EMAWeightAveraging and torch's AveragedModel, where the
-template's EMA (callbacks/ema.py) needs them to behave otherwise.
+"""Lightning 2.6's WeightAveraging / EMAWeightAveraging and torch's AveragedModel: what they do
+that the template's EMA (callbacks/ema.py) must not, and the average it keeps instead.
+
+The template's EMA is a callback of its own, not a subclass of Lightning's: of WeightAveraging's
+ten hooks it would replace seven (where the average is built, both validation swaps, the end of
+training, saving, loading, its state) for the reasons below, and what is left (a four-line
+per-step trigger, an epoch trigger it must switch off) is clearer written out than inherited.
+Its average is `PlacedAverage`, not an AveragedModel (1., 2.). What it keeps of Lightning's is
+the checkpoint layout: `state_dict` the average, `current_model_state` the trained weights,
+`averaging_state` the count, so either callback reads the other's checkpoints.
+Each behaviour has a test in tests/test_compat.py that fails once upstream changes it.
 
 ---------------------------------------------------------------------------------------------
 1. Where the average lives. WeightAveraging.setup (Lightning 2.6.6) builds
@@ -50,13 +59,9 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-import lightning as L
 import torch
-from lightning.pytorch.callbacks import EMAWeightAveraging
-from lightning.pytorch.trainer.states import TrainerFn
 from torch import nn
 from torch.distributed.tensor import DTensor, distribute_tensor
-from torch.optim.swa_utils import AveragedModel
 
 
 def _local(tensor: torch.Tensor) -> torch.Tensor:
@@ -120,28 +125,20 @@ def load_full_state(module: nn.Module, state: Mapping[str, torch.Tensor]) -> Non
             target.copy_(source)
 
 
-class PlacedAverage(AveragedModel):
-    """An EMA of a module's weights, built from the module as the strategy placed it (see 1.)
-    and updated by one fused step with a host-side count (see 2.).
+class PlacedAverage:
+    """The averaged tensors of a module, built from it as the strategy placed it (see 1.) and
+    updated by one fused step with a host-side count (see 2.). The decay is the caller's: it
+    comes with each update.
 
-    `use_buffers=True`: floating buffers (BatchNorm running statistics) are averaged like the
-    parameters; integer buffers (BatchNorm's batch counter) are copied. False: every buffer is
-    copied from the module, as AveragedModel does."""
+    `module` holds the tensors in a module tree of the model's shape (its `state_dict()` is the
+    averaged model's). `use_buffers=True`: floating buffers (BatchNorm running statistics) are
+    averaged like the parameters; integer buffers (BatchNorm's batch counter) are copied. False:
+    every buffer is copied from the model, as AveragedModel does."""
 
-    def __init__(self, module: nn.Module, decay: float, use_buffers: bool = True) -> None:
-        # Not AveragedModel.__init__: it deep-copies the whole module (code, hooks, metrics,
-        # FSDP2 state) where the tensors are all an average needs.
-        nn.Module.__init__(self)
-        if not 0.0 <= decay <= 1.0:
-            raise ValueError(f"ema decay {decay} is not in [0, 1]")
-        self.module = _tensor_copy(module)
-        # On the host: the count is read at every update, never from a device.
-        self.register_buffer("n_averaged", torch.tensor(0, dtype=torch.long))
-        self.avg_fn = None
-        self.multi_avg_fn = None
+    def __init__(self, model: nn.Module, use_buffers: bool = True) -> None:
+        self.module = _tensor_copy(model)
         self.use_buffers = use_buffers
-        self.decay = decay
-        self.count = 0
+        self.count = 0  # updates so far; on the host: read at every update, never from a device
 
     def _pairs(self, model: nn.Module) -> tuple[list[torch.Tensor], ...]:
         # Read from the module at every update (a layer replaced mid-run is averaged as it is
@@ -164,21 +161,18 @@ class PlacedAverage(AveragedModel):
         return lerp_to, lerp_from, copy_to, copy_from
 
     @torch.no_grad()
-    def update_parameters(self, model: nn.Module) -> None:
+    def update(self, model: nn.Module, decay: float) -> None:
+        """Move every averaged tensor (1 - decay) of the way to `model`'s; the first update
+        copies them."""
         lerp_to, lerp_from, copy_to, copy_from = self._pairs(model)
-        if self.count == 0:
-            lerp_to, lerp_from, copy_to, copy_from = (
-                [],
-                [],
-                lerp_to + copy_to,
-                lerp_from + copy_from,
-            )
+        if self.count == 0:  # the first update copies every tensor
+            copy_to, copy_from = lerp_to + copy_to, lerp_from + copy_from
+            lerp_to, lerp_from = [], []
         if lerp_to:
-            torch._foreach_lerp_(lerp_to, lerp_from, 1.0 - self.decay)
+            torch._foreach_lerp_(lerp_to, lerp_from, 1.0 - decay)
         if copy_to:
             torch._foreach_copy_(copy_to, copy_from)
         self.count += 1
-        self.n_averaged.fill_(self.count)
 
     def gathered_state(self) -> dict[str, torch.Tensor]:
         """The averaged module's state_dict with full tensors (a collective under FSDP2: every
@@ -191,7 +185,6 @@ class PlacedAverage(AveragedModel):
     def load_gathered_state(self, state: Mapping[str, torch.Tensor], count: int) -> None:
         load_full_state(self.module, state)
         self.count = int(count)
-        self.n_averaged.fill_(self.count)
 
     @torch.no_grad()
     def take(self, model: nn.Module, count: int) -> None:
@@ -199,7 +192,6 @@ class PlacedAverage(AveragedModel):
         for a, m in zip(_named_tensors(self.module), _named_tensors(model), strict=True):
             _local(a[1]).copy_(_local(m[1].detach()))
         self.count = int(count)
-        self.n_averaged.fill_(self.count)
 
     @torch.no_grad()
     def swap(self, model: nn.Module) -> None:
@@ -211,91 +203,20 @@ class PlacedAverage(AveragedModel):
             theirs.copy_(held)
 
 
-class PlacedEMAWeightAveraging(EMAWeightAveraging):
-    """Lightning's EMAWeightAveraging with 1.-3. corrected (and FSDP2 checkpoints gathered and
-    scattered); everything else, the update schedule included, is Lightning's. The template's
-    callback (callbacks/ema.py) adds its configuration on top."""
-
-    def __init__(self, decay: float, use_buffers: bool = True, **kwargs: Any) -> None:
-        super().__init__(decay=decay, use_buffers=use_buffers, **kwargs)
-        self._decay = decay
-        self._pending: tuple[Mapping[str, torch.Tensor], int] | None = None
-        self._ended = False  # after training: the module holds the average, the average the weights
-
-    @property
-    def average(self) -> PlacedAverage | None:
-        return self._average_model  # type: ignore[return-value]
-
-    def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        if stage == "fit":  # built at on_fit_start, once the strategy placed the module (1.)
-            self._average_model = None
-            self._ended = False
-
-    def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        average = PlacedAverage(pl_module, self._decay, self._use_buffers)
-        self._average_model = average
-        if self._pending is not None:  # restored before the strategy placed the module
-            average.load_gathered_state(*self._pending)
-            self._pending = None
-
-    def _swap_during_fit(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        # Fit only: after fit the module holds the average already (a trainer.validate()).
-        average = self.average
-        if average is not None and average.count and trainer.state.fn == TrainerFn.FITTING:
-            average.swap(pl_module)  # none before the first update (5.)
-
-    def on_validation_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._swap_during_fit(trainer, pl_module)
-
-    def on_validation_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._swap_during_fit(trainer, pl_module)
-
-    def on_train_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        average = self.average
-        if average is not None and average.count and not self._ended:
-            average.swap(pl_module)  # not a copy: the trained weights stay (3.); none unused (5.)
-            self._ended = True
-
-    def on_save_checkpoint(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
-    ) -> None:
-        module_state = dict(checkpoint["state_dict"])
-        average = self.average
-        if average is None or not average.count:
-            # Before the average exists (a checkpoint written before training) or before its
-            # first update (5.): the weights.
-            averaged, trained, count = module_state, module_state, 0
-        else:
-            held = {**module_state, **average.gathered_state()}  # every rank (FSDP2: collective)
-            averaged, trained = (module_state, held) if self._ended else (held, module_state)
-            count = average.count
-        checkpoint["state_dict"] = averaged
-        checkpoint[TRAINED] = trained
-        checkpoint[AVERAGING] = {"n_averaged": torch.tensor(count, dtype=torch.long)}
-
-    def on_load_checkpoint(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, checkpoint: dict[str, Any]
-    ) -> None:
-        if trainer.state.fn != TrainerFn.FITTING:
-            return  # test / validate / predict use the checkpoint's state_dict: the average (4.)
-        if not holds_average(checkpoint):
-            return  # the average starts from the loaded weights at the first update
-        # Lightning has loaded the average (`state_dict`) into the module: the average takes it,
-        # and training goes on from the trained weights.
-        count = int(checkpoint[AVERAGING]["n_averaged"])
-        average = self.average
-        if average is None:  # DDP / one device: the strategy places the module after this
-            self._pending = (checkpoint["state_dict"], count)
-        else:
-            # FSDP2: restored once the module is sharded and the average built; the strategy
-            # loaded `state_dict` into the shards and removed it from the checkpoint.
-            average.take(pl_module, count)
-        load_full_state(pl_module, checkpoint[TRAINED])
-
-
-# The checkpoint keys Lightning's WeightAveraging writes beside `state_dict` (the average).
+# Lightning's checkpoint layout for a weight average (WeightAveraging.on_save_checkpoint): the
+# average in `state_dict`, the trained weights and the update count beside it.
 TRAINED = "current_model_state"
 AVERAGING = "averaging_state"
+
+
+def averaging_state(count: int) -> dict[str, Any]:
+    """The `averaging_state` entry of an average of `count` updates (AveragedModel's name)."""
+    return {"n_averaged": torch.tensor(count, dtype=torch.long)}
+
+
+def saved_count(checkpoint: Mapping[str, Any]) -> int:
+    """How many updates the average in `checkpoint` had (it must hold one)."""
+    return int(checkpoint[AVERAGING]["n_averaged"])
 
 
 def holds_average(checkpoint: Mapping[str, Any]) -> bool:
@@ -306,4 +227,4 @@ def holds_average(checkpoint: Mapping[str, Any]) -> bool:
 def holds_updated_average(checkpoint: Mapping[str, Any]) -> bool:
     """Whether `checkpoint`'s state_dict is an average of at least one update (one of no update
     holds the trained weights, 5.)."""
-    return holds_average(checkpoint) and int(checkpoint[AVERAGING]["n_averaged"]) > 0
+    return holds_average(checkpoint) and saved_count(checkpoint) > 0
