@@ -26,6 +26,7 @@ from tests.helpers.config import REPO
 from tests.helpers.serving import (
     STARTUP_TIMEOUT_S,
     free_port,
+    listening,
     serve_command,
     server_errors,
     start_server,
@@ -347,18 +348,24 @@ def test_a_tampered_or_missing_file_exits_2_naming_it_before_any_server(
         target.write_bytes(bytes(data))
     else:
         target.unlink()
-    proc = subprocess.Popen(
-        serve_command(copy, free_port(), run_dir=tmp_path / "run"),
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        start_new_session=True,
-    )
+    port, run_dir = free_port(), tmp_path / "run"
+    run_dir.mkdir()
+    with open(run_dir / "server.out", "w") as out, open(run_dir / "server.err", "w") as err:
+        proc = subprocess.Popen(
+            serve_command(copy, port, run_dir=run_dir),
+            stdout=out,
+            stderr=err,
+            start_new_session=True,
+        )
     try:
-        # Refusing takes seconds; a server that started on the damaged export never exits.
-        out, err = proc.communicate(timeout=120)
+        # Refusing takes seconds; a server that started on the damaged export never exits: the
+        # wait ends as soon as its port answers.
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and time.monotonic() < deadline and not listening(port):
+            time.sleep(0.2)
     finally:
         stop_group(proc)
+    out, err = (run_dir / "server.out").read_text(), (run_dir / "server.err").read_text()
     assert proc.returncode == 2, err[-2000:]
     lines = err.strip().splitlines()
     assert len(lines) == 1 and "weights.npy" in lines[0], err

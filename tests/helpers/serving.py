@@ -109,6 +109,15 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
+def listening(port: int) -> bool:
+    """Whether something on this machine accepts connections on `port`."""
+    try:
+        with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+            return True
+    except OSError:
+        return False
+
+
 def serve_command(export: Path, port: int, *overrides: str, run_dir: Path) -> list[str]:
     return [
         sys.executable,
