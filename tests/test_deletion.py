@@ -144,14 +144,14 @@ def test_engine_tests_and_what_they_import_name_nothing_of_the_examples() -> Non
 
 @pytest.mark.slow  # a clone, the engine's lint and its suite collected
 def test_the_engine_suite_lints_and_collects_in_a_clone_without_the_examples(
-    tmp_path: Path,
+    tmp_path: Path, head: Path
 ) -> None:
     """Without any example, the engine's code lints clean and every engine test file is collected
     (each imports, and nothing it imports names the room). That those tests then pass without
     the examples is the default suite's run below, in a clone that keeps only the regression
     example as its default: an engine test runs there on the tests' own modules, and the fast
     test above proves from the source that no engine test reads an example."""
-    clone = _clone(tmp_path)
+    clone = _clone(tmp_path, head)
     delete_the_examples(clone)
     files = engine_test_files(clone)
     assert files, "no test is marked engine"
@@ -284,12 +284,36 @@ def delete_one_example(clone: Path, module: str) -> list[str]:
     return [str(p) for p in gone]
 
 
-def _clone(tmp_path: Path) -> Path:
+def _git_clone(tmp_path: Path) -> Path:
     clone = tmp_path / "clone"
     head = _git("rev-parse", "HEAD", cwd=REPO)
     _git("clone", "--quiet", "--no-checkout", str(REPO), str(clone), cwd=tmp_path)
     _git("checkout", "--quiet", head, cwd=clone)
     return clone
+
+
+@pytest.fixture(scope="module")
+def head(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One clone of HEAD with its bytecode written: what every run in a fresh clone does first
+    (compile the sources, and the test files as pytest rewrites them) is done here once. Each
+    test copies it (`_clone`) and deletes in its copy; a deleted source's cached bytecode is
+    never imported (Python reads __pycache__/ only next to its source)."""
+    root = tmp_path_factory.mktemp("head")
+    clone = _git_clone(root)
+    env = {k: v for k, v in _in_clone(clone, root).items() if k != "PYTHONDONTWRITEBYTECODE"}
+    for warm in (["-m", "compileall", "-q", "src", "scripts"],
+                 ["-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider"]):  # fmt: skip
+        proc = subprocess.run(
+            [sys.executable, *warm], cwd=clone, env=env, capture_output=True, text=True,
+            timeout=TIMEOUT_S,
+        )  # fmt: skip
+        assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    return clone
+
+
+def _clone(tmp_path: Path, head: Path) -> Path:
+    """A copy of the `head` clone, file times kept (so its cached bytecode stays valid)."""
+    return Path(shutil.copytree(head, tmp_path / "clone", symlinks=True))
 
 
 def _in_clone(clone: Path, tmp_path: Path) -> dict[str, str]:
@@ -321,27 +345,43 @@ CHECK_EVERY_CONFIG = (
     "names = [f'experiment={p.stem}' for p in sorted(Path('conf/experiment').glob('*.yaml'))]"
     " + [f'hparams_search={p.stem}' for p in sorted(Path('conf/hparams_search').glob('*.yaml'))];"
     "problems = [(n, check_command_line(Path('conf').resolve(), 'train', [n])) for n in names];"
-    "print(len(names), [p for p in problems if p[1]])"
+    "print(len(names), [p for p in problems if p[1]], flush=True);"
+)
+# ... and then, in the same interpreter (one start-up of torch and Lightning, not two), the default
+# run as `python scripts/train.py ARGS` runs it: the script as __main__, its folder first on the
+# import path, ARGS from sys.argv[1:].
+THEN_TRAIN = (
+    "import runpy; sys.path.insert(0, 'scripts'); sys.argv[0] = 'scripts/train.py';"
+    "runpy.run_path('scripts/train.py', run_name='__main__')"
+)
+
+
+# The default run fits, validates and tests on a few batches: what a deleted example would break is
+# an import or a config, which the first batch of each stage meets.
+FEW_BATCHES = (
+    "trainer.limit_train_batches=2",
+    "trainer.limit_val_batches=2",
+    "trainer.limit_test_batches=2",
 )
 
 
 @pytest.mark.slow  # a clone, the default run, every config checked, the suite collected
 @pytest.mark.parametrize("module", deletable_examples())
 def test_a_clone_without_one_example_trains_checks_every_other_config_and_collects(
-    module: str, tmp_path: Path
+    module: str, tmp_path: Path, head: Path
 ) -> None:
-    clone = _clone(tmp_path)
+    clone = _clone(tmp_path, head)
     gone = delete_one_example(clone, module)
     env = _in_clone(clone, tmp_path)
+    run_dir = tmp_path / "runs" / "default"
     default = _run(
-        clone, env, "scripts/train.py", "trainer.max_epochs=1", "print_config=false",
-        f"hydra.run.dir={tmp_path / 'runs' / 'default'}",
+        clone, env, "-c", CHECK_EVERY_CONFIG + THEN_TRAIN, "trainer.max_epochs=1",
+        "print_config=false", *FEW_BATCHES, f"hydra.run.dir={run_dir}",
     )  # fmt: skip
-    assert default.returncode == 0, (gone, default.stderr[-3000:])
-    checked = _run(clone, env, "-c", CHECK_EVERY_CONFIG)
-    assert checked.returncode == 0, (gone, checked.stderr[-3000:])
-    count, problems = checked.stdout.strip().split(" ", 1)
-    assert int(count) > 0 and problems == "[]", (gone, checked.stdout)
+    assert default.returncode == 0, (gone, default.stdout[-2000:], default.stderr[-3000:])
+    count, problems = default.stdout.split("\n", 1)[0].split(" ", 1)
+    assert int(count) > 0 and problems == "[]", (gone, default.stdout[-3000:])
+    assert (run_dir / "results.json").is_file(), (gone, default.stderr[-3000:])  # it trained
     collected = _run(clone, env, "-m", "pytest", "--collect-only", "-q", "-m", "not slow",
                      "-p", "no:cacheprovider")  # fmt: skip
     assert collected.returncode == 0, collected.stdout[-4000:] + collected.stderr[-2000:]
@@ -372,14 +412,14 @@ def replace_the_default(clone: Path) -> None:
 @pytest.mark.slow  # the whole default suite, in a clone
 @pytest.mark.example("project.data.diabetes", "project.tasks.regression")  # the new default
 def test_the_default_suite_passes_in_a_clone_that_replaced_the_default_and_deleted_the_rest(
-    tmp_path: Path,
+    tmp_path: Path, head: Path
 ) -> None:
     """`make test` where a cloner pointed the default run at their own project (as the docs say)
     and then deleted every example it does not use, each as above, the digits example included:
     what uses one is skipped (the tests' baseline run is the digits example), everything else
     passes. (With one deleted at a time, a test marked with only one of two examples it uses
     would run: the fast test above reads those from the source.)"""
-    clone = _clone(tmp_path)
+    clone = _clone(tmp_path, head)
     replace_the_default(clone)
     kept = run_modules(NEW_DEFAULT_RUN)
     assert "project.data.digits" not in kept and "project.data.diabetes" in kept

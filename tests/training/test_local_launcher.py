@@ -157,39 +157,6 @@ def test_the_cpu_command_of_the_docs_runs_two_trials_at_once(tmp_path: Path) -> 
 
 
 @pytest.mark.slow
-def test_sigterm_to_the_sweep_preempts_its_running_trials_and_leaves_no_process(
-    tmp_path: Path,
-) -> None:
-    sweep_dir = tmp_path / "sweep"
-    sweep = subprocess.Popen(
-        [sys.executable, "scripts/train.py", "-m", "launcher=local", "hydra.launcher.slots=2",
-         *SMALL, "trainer.max_epochs=1000",
-         "+callbacks.env.meet=2", "seed=1,2,3", f"hydra.sweep.dir={sweep_dir}"],
-        cwd=REPO, env={**os.environ, **ENV}, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, start_new_session=True,
-    )  # fmt: skip
-    try:
-        deadline = time.monotonic() + 400
-        while len(list(sweep_dir.glob(".started_*"))) < 2 and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert sweep.poll() is None, sweep.communicate()[1][-3000:]
-        sweep.terminate()
-        _, err = sweep.communicate(timeout=300)
-    finally:
-        if sweep.poll() is None:
-            os.killpg(sweep.pid, signal.SIGKILL)
-    assert sweep.returncode == 1, err[-3000:]
-    assert "local launcher: stopped 2 running trials" in err, err[-3000:]
-    for num in (0, 1):  # each trial pre-empted: a checkpoint to continue from
-        assert (sweep_dir / str(num) / "checkpoints" / "preempt.ckpt").is_file()
-    assert not (sweep_dir / "2").exists()  # the third never started
-    trial_pids = [int(p.name.removeprefix(".started_")) for p in sweep_dir.glob(".started_*")]
-    for pid in trial_pids:
-        with pytest.raises(ProcessLookupError):
-            os.kill(pid, 0)
-
-
-@pytest.mark.slow
 def test_an_optuna_search_runs_n_jobs_trials_at_once_and_records_the_failed_one(
     tmp_path: Path,
 ) -> None:
@@ -258,18 +225,23 @@ def _untouched(run_dir: Path) -> dict[str, tuple[int, bytes]]:
 
 
 @pytest.mark.slow
-def test_a_stopped_sweep_launched_again_trains_only_what_had_not_finished(tmp_path: Path) -> None:
+def test_sigterm_to_a_sweep_preempts_its_running_trials_leaves_no_process_and_starts_no_other(
+    tmp_path: Path,
+) -> None:
+    """... and the sweep launched again trains only what had not finished (one sweep, both)."""
     sweep_dir = tmp_path / "sweep"
     # Two at a time: trial 0 is killed as it starts training (its first attempt only) and trial 2
     # takes its slot and finishes; trials 1 and 3 hold after their first step until the sweep is
-    # stopped, which pre-empts them. The same command launched again finishes the sweep.
+    # stopped, which pre-empts them; trial 4 waits for a slot. The same command launched again
+    # finishes the sweep. meet=1: each trial marks its start with its pid and waits for no other.
     command = [
         "launcher=local",
         "hydra.launcher.slots=2",
         *SMALL,
         "+callbacks.env.once=true",
         "+callbacks.env.wait_s=500",
-        "+callbacks.env.mode=kill,hold,ok,hold",
+        "+callbacks.env.meet=1",
+        "+callbacks.env.mode=kill,hold,ok,hold,ok",
     ]
     sweep = subprocess.Popen(
         [sys.executable, "scripts/train.py", "-m", *command, f"hydra.sweep.dir={sweep_dir}"],
@@ -287,14 +259,20 @@ def test_a_stopped_sweep_launched_again_trains_only_what_had_not_finished(tmp_pa
     assert sweep.returncode == 1, err[-3000:]
     assert "local launcher: stopped 2 running trials" in err, err[-3000:]
     assert "was killed" in (sweep_dir / "0" / "failure.txt").read_text()
-    for num in (1, 3):
+    for num in (1, 3):  # each running trial pre-empted: a checkpoint to continue from
         assert (sweep_dir / str(num) / "checkpoints" / "preempt.ckpt").is_file()
+    assert not (sweep_dir / "4").exists()  # the waiting one never started
+    trial_pids = [int(p.name.removeprefix(".started_")) for p in sweep_dir.glob(".started_*")]
+    assert len(trial_pids) == 3, trial_pids  # 1, 2 and 3 (0 was killed before it marked)
+    for pid in trial_pids:
+        with pytest.raises(ProcessLookupError):
+            os.kill(pid, 0)
     finished = _untouched(sweep_dir / "2")
     assert {"results.json", "trial_env.json", "best.ckpt"} <= set(finished), finished
 
     again = _sweep(sweep_dir, *command)
     assert again.returncode == 0, again.stderr[-3000:]
-    assert "4 trials, 2 at once" in again.stdout, again.stdout[-3000:]
+    assert "5 trials, 2 at once" in again.stdout, again.stdout[-3000:]
     # Trial 2 started, found its results and checkpoint, returned them: nothing trained, nothing
     # written.
     assert _untouched(sweep_dir / "2") == finished
@@ -303,14 +281,14 @@ def test_a_stopped_sweep_launched_again_trains_only_what_had_not_finished(tmp_pa
         if line.startswith("trial 2 (")
     ]  # fmt: skip
     assert "this run is complete" in Path(output).read_text()
-    # The pre-empted trials continued from their checkpoints; the killed one (no checkpoint)
-    # trained from the start; every trial ends where a whole run ends.
-    for num, resumed in ((0, False), (1, True), (3, True)):
+    # The pre-empted trials continued from their checkpoints; the killed one (no checkpoint) and
+    # the one never started trained from the start; every trial ends where a whole run ends.
+    for num, resumed in ((0, False), (1, True), (3, True), (4, False)):
         assert (_trial(sweep_dir, num)["start_step"] > 0) is resumed, num
     # The same seed and data in every trial: the resumed ones end as the uninterrupted one did.
-    results = [json.loads((sweep_dir / str(n) / "results.json").read_text()) for n in range(4)]
-    assert [r["finished_at"]["global_step"] for r in results] == [3] * 4
+    results = [json.loads((sweep_dir / str(n) / "results.json").read_text()) for n in range(5)]
+    assert [r["finished_at"]["global_step"] for r in results] == [3] * 5
     assert len({(r["metrics"]["val/loss"], r["metrics"]["test/loss"]) for r in results}) == 1
     assert not (sweep_dir / "0" / "failure.txt").exists()
     summary = (sweep_dir / "summary.md").read_text()
-    assert "4 jobs with results;" in summary and "Without results" not in summary, summary
+    assert "5 jobs with results;" in summary and "Without results" not in summary, summary
