@@ -236,6 +236,11 @@ def test_guard_hook_share_reads_the_simple_profiler_table(tmp_path: Path) -> Non
     assert features.hook_share(report) == pytest.approx(0.02)
 
 
+def test_startup_times_an_import_in_a_fresh_interpreter() -> None:
+    # The slow startup test skips the import times (--import-reps 0): their timer is checked here.
+    assert 0 < features.import_seconds("json", threads=1) < 60
+
+
 def test_gpu_suite_names_every_file_with_gpu_tests() -> None:
     import gpu_suite
 
