@@ -1123,11 +1123,16 @@ def imbalance_run(side: str, args: argparse.Namespace, out: Path) -> dict[str, f
     run_dir = out / side
     overrides = [*args.overrides, *([f"trainer.max_epochs={args.epochs}"] if args.epochs else [])]
     cmd = ["experiment=digits_imbalanced", *QUIET, *IMBALANCE_SIDES[side], *overrides]
-    wall, _, proc = harness.timed(
-        lambda: script("train.py", [*cmd, f"hydra.run.dir={run_dir}"], args.threads)
-    )
-    if proc.returncode != 0:
-        sys.exit(f"{side} run failed: {proc.stderr.strip().splitlines()[-1:]}")
+    if args.in_process:
+        from trainwell.training.run import train
+
+        wall, _, _ = harness.timed(lambda: train(compose(cmd, run_dir)))
+    else:
+        wall, _, proc = harness.timed(
+            lambda: script("train.py", [*cmd, f"hydra.run.dir={run_dir}"], args.threads)
+        )
+        if proc.returncode != 0:
+            sys.exit(f"{side} run failed: {proc.stderr.strip().splitlines()[-1:]}")
     metrics = json.loads((run_dir / "results.json").read_text())["metrics"]
     recalls = [v for k, v in metrics.items() if k.startswith("test/recall/")]
     return {
@@ -1140,13 +1145,20 @@ def imbalance_run(side: str, args: argparse.Namespace, out: Path) -> dict[str, f
 
 def imbalance_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--epochs", type=int, default=None, help="trainer.max_epochs")
+    parser.add_argument(
+        "--in-process",
+        action="store_true",
+        help="each side a train() call in this process, not a train.py process: the same "
+        "figures but a wall time without the start-up (a quick check)",
+    )
     parser.add_argument("overrides", nargs="*", help="train.py overrides, the same for every side")
 
 
 def run_imbalance(args: argparse.Namespace) -> Figures:
     """Plain training vs the two compensations on imbalanced digits (classes 5-9 cut to 10% of
     their training samples; validation and test untouched): accuracy, balanced accuracy,
-    worst-class recall and wall time of one train.py run each, side by side.
+    worst-class recall and wall time of one train.py run each, side by side (`--in-process`: of
+    one `training.run.train` call each, in this process).
 
     Last line: `<side>_acc=.. <side>_balanced_acc=.. <side>_worst_recall=.. <side>_wall_s=..`."""
     figures: Figures = {}
@@ -1410,7 +1422,9 @@ def measure_mistakes(
 def startup_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--epochs", type=int, default=5, help="trainer.max_epochs (make train: 20)")
     parser.add_argument("--reps", type=int, default=3)
-    parser.add_argument("--import-reps", type=int, default=2)
+    parser.add_argument(
+        "--import-reps", type=int, default=2, help="0: no import times (a quick check of the rest)"
+    )
     parser.add_argument("--error-reps", type=int, default=5, help="repetitions of each mistake")
     parser.add_argument(
         "--errors-only", action="store_true", help="only the mistakes (no training run)"
@@ -1448,7 +1462,8 @@ def run_startup(args: argparse.Namespace) -> Figures:
       training: fit setup -> end of fit (sanity check, epochs, validation, checkpoints)
       test+exit: test of the best checkpoint, results.json, interpreter shutdown
     Then the import time of torch / lightning / hydra / trainwell.training.run / wandb, each in a fresh
-    interpreter, and whether wandb was imported by the logger=csv run (it must not be).
+    interpreter (`--import-reps 0`: not timed, their figures left out), and whether wandb was
+    imported by the logger=csv run (it must not be).
 
     Last line: `startup_s=.. training_s=.. test_exit_s=.. total_s=.. import_trainwell_s=..
     import_lightning_s=.. import_wandb_s=.. wandb_imported=0|1` then the mistakes' figures:
@@ -1484,16 +1499,24 @@ def run_startup(args: argparse.Namespace) -> Figures:
         {m: (lambda m=m: import_seconds(m, args.threads)) for m in IMPORTS}, args.import_reps
     )
     for module, values in imports.items():
-        figure(figures, module, values, f"import {module} (fresh interpreter)", "s")
+        if values:
+            figure(figures, module, values, f"import {module} (fresh interpreter)", "s")
+    import_figures = (
+        dict(
+            import_trainwell_s=figures["trainwell.training.run"],
+            import_lightning_s=figures["lightning"],
+            import_wandb_s=figures["wandb"],
+        )
+        if args.import_reps > 0
+        else {}
+    )
     return dict(
         startup_s=figures["startup_s"],
         training_s=figures["training_s"],
         test_exit_s=figures["test_exit_s"],
         total_s=figures["total_s"],
         startup_spread=figures["startup_s_spread"],
-        import_trainwell_s=figures["trainwell.training.run"],
-        import_lightning_s=figures["lightning"],
-        import_wandb_s=figures["wandb"],
+        **import_figures,
         wandb_imported=wandb_imported,
         **mistakes,
     )

@@ -1,11 +1,12 @@
 """The benchmarks' own parts (the harness, the hand-written loop, the GPU suite's lists).
 
 The benchmarks themselves run in tests/test_benchmarks_*.py, split so that pytest's workers run
-them side by side: each script is run as a user runs it (`python benchmarks/<x>.py [part]`, tiny
-settings) in a subprocess; the figures they print are checked only where the figure is a fact
-rather than a speed: trainwell and the hand-written loop agree to 1e-5, checkpointing lowers
-activation memory, wandb is not imported by a logger=csv run. Speeds depend on the machine and
-are never asserted.
+them side by side: each part runs with tiny settings, in the test's process where the test is
+about what it prints, or as a user runs it (`python benchmarks/<x>.py [part]`, a subprocess)
+where it is about the processes it starts (tests/helpers/benchmarks.py); the figures they print
+are checked only where the figure is a fact rather than a speed: trainwell and the hand-written
+loop agree to 1e-5, checkpointing lowers activation memory, wandb is not imported by a
+logger=csv run. Speeds depend on the machine and are never asserted.
 """
 
 from __future__ import annotations
@@ -233,6 +234,11 @@ def test_guard_hook_share_reads_the_simple_profiler_table(tmp_path: Path) -> Non
         "| [Callback]ModelCheckpoint.on_train_batch_end | 0.01 | 100 | 1.0 | 10 % |\n"
     )
     assert features.hook_share(report) == pytest.approx(0.02)
+
+
+def test_startup_times_an_import_in_a_fresh_interpreter() -> None:
+    # The slow startup test skips the import times (--import-reps 0): their timer is checked here.
+    assert 0 < features.import_seconds("json", threads=1) < 60
 
 
 def test_gpu_suite_names_every_file_with_gpu_tests() -> None:

@@ -1,29 +1,25 @@
 """The training-side benchmarks run small: the trainwell and hand-written loops side by side,
 the GPU suite on CPU, memory, the data pipeline, the guards and the host cost.
 
-Each script is run as a user runs it (tests/helpers/benchmarks.py); only facts are asserted,
-never speeds (tests/test_benchmarks.py says which).
+Each part runs in the test's process (tests/helpers/benchmarks.py: no interpreter start or
+torch import of its own); only facts are asserted, never speeds (tests/test_benchmarks.py says
+which).
 """
 
 from __future__ import annotations
 
 import json
 import math
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from tests.helpers.benchmarks import BENCH, REPO, run_benchmark
+from tests.helpers.benchmarks import run_in_process, run_part
 
 
 @pytest.mark.slow
 def test_overhead_runs_and_both_loops_agree() -> None:
-    out = run_benchmark(
-        "pace.py", "overhead", "--workload", "digits", "--epochs", "2", "--reps", "1"
-    )
+    out = run_part("pace.py", "overhead", "--workload", "digits", "--epochs", "2", "--reps", "1")
     assert float(out["digits_ratio"]) > 0 and float(out["digits_cpu_ratio"]) > 0
     # Same init, data order, optimizer, schedule: the final losses and weights agree.
     assert float(out["digits_maxdiff"]) <= 1e-5
@@ -34,7 +30,7 @@ def test_overhead_runs_and_both_loops_agree() -> None:
 
 @pytest.mark.slow
 def test_throughput_runs_on_cpu() -> None:
-    out = run_benchmark(
+    out = run_part(
         "pace.py",
         "throughput",
         *("--num-samples", "48", "--num-val", "16", "--batch", "16", "--width", "4"),
@@ -55,7 +51,7 @@ def test_throughput_runs_on_cpu() -> None:
 
 @pytest.mark.slow
 def test_op_parity_trainwell_adds_no_copy_of_the_batch_in_channels_last() -> None:
-    out = run_benchmark(
+    out = run_part(
         "pace.py",
         "throughput",
         *("--ops", "--num-samples", "48", "--num-val", "16", "--batch", "8", "--width", "4"),
@@ -70,7 +66,7 @@ def test_op_parity_trainwell_adds_no_copy_of_the_batch_in_channels_last() -> Non
 
 @pytest.mark.slow
 def test_epoch_part_runs_every_side_on_the_same_arithmetic() -> None:
-    out = run_benchmark("pace.py", "epoch", "--width", "4", "--reps", "1", "--epochs", "3")
+    out = run_part("pace.py", "epoch", "--width", "4", "--reps", "1", "--epochs", "3")
     for side in ("tw", "bare", "raw"):
         assert float(out[f"{side}_ckpt_ms"]) > 0 and float(out[f"{side}_val_setup_ms"]) > 0
         assert float(out[f"{side}_after_ckpt"]) > 0  # 6 steps an epoch: step 0 against 3..5
@@ -80,7 +76,7 @@ def test_epoch_part_runs_every_side_on_the_same_arithmetic() -> None:
 
 @pytest.mark.slow
 def test_host_syncs_runs_on_cpu_with_the_probe() -> None:
-    out = run_benchmark(
+    out = run_part(
         "host_syncs.py", "--cases", "k4", "--modes", "bf16_cl", "--width", "4", "--samples", "1920"
     )
     assert out["k4_bf16_cl_planted_seen"] == "1"
@@ -89,15 +85,7 @@ def test_host_syncs_runs_on_cpu_with_the_probe() -> None:
 
 @pytest.mark.slow
 def test_gpu_suite_runs_on_cpu_and_writes_its_json(tmp_path: Path) -> None:
-    proc = subprocess.run(
-        [sys.executable, str(BENCH / "gpu_suite.py"), "--smoke", "--out", str(tmp_path)],
-        cwd=REPO,
-        env={**os.environ, "PYTHONUNBUFFERED": "1", "OUT": ""},
-        capture_output=True,
-        text=True,
-        timeout=900,
-    )
-    assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-3000:]
+    run_in_process("gpu_suite.py", "--smoke", "--out", str(tmp_path))
     items = json.loads((tmp_path / "gpu_suite.json").read_text())["items"]
     assert "error" not in json.dumps(items), items
     fp32 = items["throughput"]["modes"]["fp32"]["median"]
@@ -113,14 +101,14 @@ def test_gpu_suite_runs_on_cpu_and_writes_its_json(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_memory_runs_and_checkpointing_saves_activations() -> None:
-    out = run_benchmark("features.py", "memory", "--width", "8", "--batch", "8", "--reps", "1")
+    out = run_part("features.py", "memory", "--width", "8", "--batch", "8", "--reps", "1")
     assert 0 < float(out["ckpt_act_ratio"]) < 1
     assert float(out["k1_img_s"]) > 0 and float(out["k4_img_s"]) > 0
 
 
 @pytest.mark.slow
 def test_data_pipeline_runs_on_a_real_format_fixture() -> None:
-    out = run_benchmark(
+    out = run_part(
         "features.py",
         "data_pipeline",
         *("--images", "500", "--batches", "2", "--epochs", "1", "--batch", "32"),
@@ -132,7 +120,7 @@ def test_data_pipeline_runs_on_a_real_format_fixture() -> None:
 
 @pytest.mark.slow
 def test_host_part_runs_every_side_and_prints_its_ratios() -> None:
-    out = run_benchmark("pace.py", "host", "--epochs", "2", "--samples", "128", "--reps", "1")
+    out = run_part("pace.py", "host", "--epochs", "2", "--samples", "128", "--reps", "1")
     for side in ("raw", "bare", "lightning", "tw_user", "tw_task", "tw_lm"):
         assert float(out[f"{side}_cpu_us"]) > 0 and float(out[f"{side}_wall_us"]) > 0
     for ratio in ("tw_task_vs_bare", "tw_user_vs_lightning", "tw_task_vs_bare_wall"):
@@ -141,7 +129,7 @@ def test_host_part_runs_every_side_and_prints_its_ratios() -> None:
 
 @pytest.mark.slow
 def test_ema_cost_runs_and_prints_its_figures() -> None:
-    out = run_benchmark("features.py", "ema", "--epochs", "2", "--reps", "1")
+    out = run_part("features.py", "ema", "--epochs", "2", "--reps", "1")
     for key in ("ema_step_ratio", "lightning_step_ratio", "ema_update_ms", "lightning_update_ms"):
         assert float(out[key]) > 0, key
     assert int(out["tensors"]) > 0
@@ -149,6 +137,6 @@ def test_ema_cost_runs_and_prints_its_figures() -> None:
 
 @pytest.mark.slow
 def test_guard_overhead_runs_and_prints_its_figures() -> None:
-    out = run_benchmark("features.py", "guards", "--epochs", "1", "--reps", "1")
+    out = run_part("features.py", "guards", "--epochs", "1", "--reps", "1")
     assert float(out["guards_on_s"]) > 0 and float(out["guards_off_s"]) > 0
     assert 0 < float(out["guard_hook_share"]) < 1
