@@ -123,13 +123,14 @@ def pytest(
     return code, text
 
 
+SUMMARY_LINE = re.compile(r"^(?:FAILED|ERROR) (\S+?\.py(?:::.*?)?)(?: - .*)?$")
+
+
 def failed_ids(out: str) -> list[str]:
-    """The node ids pytest's short summary (-rfE) names as failed or errored."""
-    return [
-        line.split(" ", 1)[1].split(" - ", 1)[0]
-        for line in out.splitlines()
-        if line.startswith(("FAILED ", "ERROR "))
-    ]
+    """The node ids pytest's short summary (-rfE) names as failed or errored: only after its
+    header, where a captured log line ("ERROR    hydra.utils:...") cannot be taken for one."""
+    summary = out.partition("short test summary info")[2]
+    return [m.group(1) for line in summary.splitlines() if (m := SUMMARY_LINE.match(line))]
 
 
 def baseline_failures(chunks: list[tuple[str, ...]], copies: list[Path]) -> list[str]:

@@ -60,3 +60,20 @@ def test_a_reformatted_occurrence_is_found_and_planted_once(old: str) -> None:
 )
 def test_other_code_is_not_found(old: str) -> None:
     assert run.spans(WRAPPED, old) == []
+
+
+def test_only_the_short_summary_names_the_failed_tests() -> None:
+    out = """\
+----------------------------- Captured log call ------------------------------
+ERROR    hydra.utils:utils.py:83 Error getting object at x.Data : Error loading 'x.Data'
+=========================== short test summary info ============================
+FAILED tests/a/test_b.py::test_c[one two] - AssertionError: assert 1 - 2
+ERROR tests/a/test_d.py::test_e - RuntimeError
+ERROR tests/a/test_f.py
+1 failed, 2 errors in 3.00s
+"""
+    assert run.failed_ids(out) == [
+        "tests/a/test_b.py::test_c[one two]",
+        "tests/a/test_d.py::test_e",
+        "tests/a/test_f.py",
+    ]
