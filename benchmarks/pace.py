@@ -238,7 +238,11 @@ LM_TINY = [
 
 
 def make_net() -> nn.Module:
-    return nn.Sequential(nn.Linear(FEATURES, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, CLASSES))
+    """conf/model/mlp.yaml's net (the tw_task side's), Flatten included: every side runs the same
+    modules, so no side's ratio counts a module call the other does not make."""
+    return nn.Sequential(
+        nn.Flatten(), nn.Linear(FEATURES, HIDDEN), nn.Tanh(), nn.Linear(HIDDEN, CLASSES)
+    )
 
 
 def make_cnn() -> nn.Module:

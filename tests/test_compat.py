@@ -1061,3 +1061,81 @@ def test_torch_refuses_numpy_arrays_and_scalars_in_a_weights_only_load(tmp_path:
         buffer.seek(0)
         with pytest.raises(Exception, match=r"numpy\._core\.multiarray"):
             torch.load(buffer, weights_only=True)
+
+
+def test_lightnings_per_batch_module_hooks_are_empty() -> None:
+    """compat.lean_module_hooks does not call a per-batch module hook the module inherits from
+    Lightning: each one is a docstring and nothing else (2.6.6). When one gains a body, this fails
+    and the skip must go."""
+    import dis
+
+    from lightning.pytorch.core.hooks import ModelHooks
+
+    from trainwell.compat.module_hooks import _EMPTY_PER_BATCH
+
+    for name in sorted(_EMPTY_PER_BATCH):
+        hook = getattr(ModelHooks, name)
+        assert getattr(L.LightningModule, name) is hook, name
+        ops = [
+            (i.opname, i.argval)
+            for i in dis.get_instructions(hook)
+            if i.opname not in ("RESUME", "NOP")
+        ]
+        assert ops in ([("LOAD_CONST", None), ("RETURN_VALUE", None)], [("RETURN_CONST", None)])
+
+
+def test_torchmetrics_update_bookkeeping_is_what_lean_update_keeps() -> None:
+    """compat.LeanUpdate: torchmetrics' update wrapper (1.9) clears the cached compute(), counts
+    the update and runs it with gradients off, through nn.Module.__setattr__. The lean wrapper
+    must leave a metric exactly as torchmetrics' leaves it: when torchmetrics' wrapper keeps
+    anything more, this fails and LeanUpdate must follow (or go)."""
+    import copy
+
+    from torchmetrics import Metric
+
+    def counting(metric: Any, x: torch.Tensor) -> None:
+        metric.grad_on.append(torch.is_grad_enabled())
+        metric.total.add_(x.sum())
+
+    class Stock(Metric):
+        full_state_update = False
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.add_state("total", torch.tensor(0.0), dist_reduce_fx="sum")
+            self.grad_on: list[bool] = []
+
+        def update(self, x: torch.Tensor) -> None:
+            counting(self, x)
+
+        def compute(self) -> torch.Tensor:
+            return self.total
+
+    class Lean(compat.LeanUpdate, Stock):
+        pass
+
+    x = torch.ones(3, requires_grad=True)
+    stock, lean = Stock(), Lean()
+    for metric in (stock, lean):
+        metric.update(x)
+        assert metric.compute().item() == 3.0
+        metric.update(x)  # after compute(): the cached value must be dropped
+        assert metric.compute().item() == 6.0
+        metric.update(x)
+    skip = {"update", "compute"}
+    assert set(vars(stock)) == set(vars(lean))
+    for name, value in vars(stock).items():
+        if name in skip:
+            continue
+        other = vars(lean)[name]
+        if isinstance(value, torch.Tensor):
+            assert torch.equal(value, other), name
+        elif not isinstance(value, dict | torch.nn.Module):
+            assert value == other, name
+    assert stock.grad_on == lean.grad_on == [False, False, False]
+    assert lean._update_count == stock._update_count == 3 and lean._computed is None
+    # A copy (torchmetrics re-wraps update in __setstate__) keeps the lean wrapper.
+    copied = copy.deepcopy(lean)
+    copied.update(x)
+    assert copied.update.__code__ is lean.update.__code__ is not stock.update.__code__
+    assert copied.compute().item() == 12.0

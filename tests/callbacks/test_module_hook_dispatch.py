@@ -106,3 +106,19 @@ def test_a_profiler_still_records_every_module_and_strategy_hook(tmp_path) -> No
     _fit(Traced, profiler=profiler)
     assert "[LightningModule]Traced.on_before_zero_grad" in profiler.recorded_durations
     assert "[Strategy]SingleDeviceStrategy.training_step" in profiler.recorded_durations
+
+
+def test_an_inherited_empty_per_batch_hook_is_skipped_and_any_other_runs() -> None:
+    from trainwell.compat.module_hooks import _inherits_empty
+
+    _patch()
+    module = Traced()
+    assert _inherits_empty(module, "on_after_backward")  # Lightning's empty hook: not called
+    assert not _inherits_empty(module, "on_before_optimizer_step")  # overridden
+    assert not _inherits_empty(module, "on_train_start")  # not a per-batch hook
+    # A hook set on the instance runs, in its hook context, at every step.
+    module.on_after_backward = lambda: module.calls.append(f"after {module._current_fx_name}")
+    assert not _inherits_empty(module, "on_after_backward")
+    torch.manual_seed(0)
+    quiet_trainer(max_epochs=1).fit(module, _loader())
+    assert module.calls.count("after on_after_backward") == 3

@@ -2341,8 +2341,8 @@ MUTANTS += [
     Mutant(
         "non-finite guard: reads the loss and gradients at every step on a GPU too",
         NONFIN,
-        "return self.eager_on_cpu and cadence.host_reads_are_free(device) and trainer.world_size == 1",
-        "return self.eager_on_cpu and trainer.world_size == 1",
+        "eager = self.eager_on_cpu and cadence.host_reads_are_free(device)",
+        "eager = self.eager_on_cpu",
         (f"{SYNCS_ENGINE_T}[1]",),
         "the template's callbacks make no host-device sync between logging steps",
     ),

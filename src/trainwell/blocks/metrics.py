@@ -5,8 +5,10 @@ from __future__ import annotations
 import torch
 from torchmetrics import Metric
 
+from trainwell import compat
 
-class WeightedMean(Metric):
+
+class WeightedMean(compat.LeanUpdate):
     """Mean of values weighted by a count: torchmetrics' MeanMetric, minus what stalls a GPU.
 
     MeanMetric.update turns a python weight into a device tensor (a blocking host->device copy)
@@ -14,7 +16,8 @@ class WeightedMean(Metric):
     GPU to finish; its nan_strategy="disable" skips the check but then ignores the weights
     (torchmetrics 1.9). Here the count is a kernel argument and a NaN simply propagates into the
     mean (the non-finite guard is what stops a NaN run). Same state names and arithmetic as
-    MeanMetric: the values computed are identical.
+    MeanMetric: the values computed are identical. Its update's bookkeeping skips
+    nn.Module.__setattr__ (compat.LeanUpdate).
     """
 
     full_state_update = False
@@ -43,14 +46,15 @@ class WeightedMean(Metric):
         return self.mean_value / self.weight
 
 
-class MicroAccuracy(Metric):
+class MicroAccuracy(compat.LeanUpdate):
     """Fraction of correct class predictions: MulticlassAccuracy(average="micro") for label
     predictions, at a training step's cost.
 
     MulticlassAccuracy formats its inputs and counts true/false positives and negatives for
     every class at each update (~25 µs of host time per step on a CPU core, a tenth of a short
     GPU step's budget); an epoch's micro accuracy needs only two counts. Same value, computed as
-    correct / total in float32.
+    correct / total in float32. Its update's bookkeeping skips nn.Module.__setattr__
+    (compat.LeanUpdate).
     """
 
     full_state_update = False

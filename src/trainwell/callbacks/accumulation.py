@@ -111,6 +111,7 @@ class ExactAccumulation(L.Callback):
         self.reference: float | None = None
         self._active = False
         self._scaling = False
+        self._counting = False
         self._count: int | torch.Tensor | None = None
         self._window: int | torch.Tensor = 0
         self._smallest: torch.Tensor | None = None  # device-side, for counts left on the GPU
@@ -123,6 +124,11 @@ class ExactAccumulation(L.Callback):
         self._active = bool(pl_module.automatic_optimization)
         world = trainer.world_size
         self._scaling = self._active and (compat.lightning_loss_divisor(trainer) > 1 or world > 1)
+        # Without scaling a count is only worth taking to check the module's declaration: with
+        # none (items are samples) there is nothing to do per micro-batch.
+        self._counting = self._scaling or (
+            self._active and callable(getattr(pl_module, ITEMS_HOOK, None))
+        )
         self._module_name = type(pl_module).__name__
         self._window, self._count, self._smallest = 0, None, None
         if world > 1 and self._active:
@@ -147,7 +153,7 @@ class ExactAccumulation(L.Callback):
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        if not self._active:
+        if not self._counting:
             return
         if trainer.world_size > 1 and _is_padding(trainer, batch_idx):
             count: int | torch.Tensor = 0  # a zero-weight copy: it counts no items
@@ -180,9 +186,10 @@ class ExactAccumulation(L.Callback):
     def on_before_optimizer_step(
         self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer: Any
     ) -> None:
-        every = self.check_every_n_steps or trainer.log_every_n_steps or 1
-        if trainer.global_step % every == 0:
-            self._raise_if_bad_count_seen()
+        if self._smallest is not None:  # else no count was left on the device to check
+            every = self.check_every_n_steps or trainer.log_every_n_steps or 1
+            if trainer.global_step % every == 0:
+                self._raise_if_bad_count_seen()
         if not self._scaling:
             return
         total, self._window = self._window, 0

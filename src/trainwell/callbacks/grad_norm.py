@@ -70,13 +70,21 @@ class GradNormLogger(L.Callback):
         super().__init__()
         self.every_n_steps = max(1, every_n_steps)
         self.per_layer = per_layer
+        self._named: list[tuple[str, torch.nn.Parameter]] = []
+
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        # Listed once per fit (after configure_model has sharded or compiled the net):
+        # `named_parameters()` walks every submodule, and hashing a torchmetrics Metric on the
+        # way costs more than the norms themselves, at every logging step.
+        self._named = list(pl_module.named_parameters())
 
     def on_before_optimizer_step(
         self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer: Any
     ) -> None:
         if trainer.global_step % self.every_n_steps or not trainer.loggers:
             return
-        named = [(n, p.grad) for n, p in pl_module.named_parameters() if p.grad is not None]
+        params = self._named or pl_module.named_parameters()  # called outside a fit (tests)
+        named = [(n, p.grad) for n, p in params if p.grad is not None]
         if not named:
             return
         values = squared_norms([g for _, g in named]).tolist()

@@ -5,6 +5,7 @@ Without it NaN weights train on for hours and every later metric is garbage.
 
 from __future__ import annotations
 
+import cmath
 import math
 from typing import Any
 
@@ -40,16 +41,19 @@ def _finite_value(loss: torch.Tensor) -> bool:
 
 
 def _all_finite(grads: list[torch.Tensor]) -> bool:
-    """One process on the CPU: whether every gradient is finite, read at once.
+    """One process on the CPU: whether every gradient is finite.
 
-    A NaN or Inf anywhere makes the sum of all the gradients NaN or Inf: one sum per tensor and
-    one read, where get_total_norm's grouping by device and dtype cost twice as much at every
-    step. Half-precision tensors are summed in float32 (their own sum would overflow long before
-    their values do); wider ones in their own dtype, complex included.
+    A NaN or Inf anywhere makes its tensor's sum NaN or Inf: one sum per tensor, read at once
+    (reading a CPU value costs nothing) and added up in Python's double precision, where
+    get_total_norm's grouping by device and dtype, or stacking the sums into one more tensor,
+    cost twice as much at every step. Half-precision tensors are summed in float32 (their own
+    sum would overflow long before their values do); wider ones in their own dtype, complex
+    included.
     """
-    sums = [g.sum(dtype=torch.float32) if g.element_size() < 4 else g.sum() for g in grads]
-    total = torch.stack(sums).sum()
-    return bool(total.isfinite()) if total.is_complex() else math.isfinite(float(total))
+    total: complex = 0.0
+    for g in grads:
+        total += (g.sum(dtype=torch.float32) if g.element_size() < 4 else g.sum()).item()
+    return cmath.isfinite(total)  # a complex total too: NaN or Inf in either part
 
 
 class NonFiniteGuard(L.Callback):
@@ -86,16 +90,27 @@ class NonFiniteGuard(L.Callback):
         self._flags: torch.Tensor | None = None  # [first bad micro-batch code, first bad step]
         self._params: list[torch.nn.Parameter] = []
         self._backward_loss: torch.Tensor | None = None
+        # Per fit, decided at its first check: the device, the world and the precision plugin
+        # do not change during a fit, and asking costs a few property chains at every step.
+        self._eager: bool | None = None
+        self._grads_checked: bool | None = None
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         # Listed once per fit (after configure_model has sharded or compiled the net):
         # `module.parameters()` walks every submodule, and hashing a torchmetrics Metric on the
         # way costs more than the check itself, at every optimizer step.
         self._params = list(pl_module.parameters())
+        self._eager = self._grads_checked = None
 
     # -- recording ---------------------------------------------------------------------------
     def _immediate(self, trainer: L.Trainer, device: torch.device) -> bool:
-        return self.eager_on_cpu and cadence.host_reads_are_free(device) and trainer.world_size == 1
+        eager = self._eager
+        if eager is None:
+            eager = self.eager_on_cpu and cadence.host_reads_are_free(device)
+            eager = eager and trainer.world_size == 1
+            if self._params:  # in a fit (on_train_start ran): kept until the next one
+                self._eager = eager
+        return eager
 
     def _record(self, slot: int, ok: torch.Tensor, code: int) -> None:
         if self._flags is None:
@@ -136,7 +151,12 @@ class NonFiniteGuard(L.Callback):
     def on_before_optimizer_step(
         self, trainer: L.Trainer, pl_module: L.LightningModule, optimizer: Any
     ) -> None:
-        if not self.check_grads or getattr(trainer.precision_plugin, "scaler", None) is not None:
+        checked = self._grads_checked
+        if checked is None:
+            checked = self.check_grads and getattr(trainer.precision_plugin, "scaler", None) is None
+            if self._params:  # in a fit: the plugin stays
+                self._grads_checked = checked
+        if not checked:
             return
         params = self._params or list(pl_module.parameters())  # called outside a fit (tests)
         grads = [_local(p.grad) for p in params if p.grad is not None]

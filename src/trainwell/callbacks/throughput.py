@@ -105,6 +105,10 @@ class ThroughputLogger(L.Callback):
         self._counter: contextlib.ExitStack | None = None
         self._counting: Any = None
         self._counted_batch = 0
+        # The module's declarations (flops_per_batch, loss_items), read at the first batch of
+        # each epoch the loop runs: a missing attribute costs nn.Module.__getattr__ an exception
+        # at every batch.
+        self._declared: tuple[float | None, bool] | None = None
 
     # -- set-up ----------------------------------------------------------------------------------
     def setup(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
@@ -121,7 +125,11 @@ class ThroughputLogger(L.Callback):
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.flops_per_sample = state_dict.get("flops_per_sample")
 
+    def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._declared = None  # a mid-epoch resume starts no epoch: read them again all the same
+
     def on_train_epoch_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
+        self._declared = None
         self._marks.clear()
         self._item_window.clear()
         self._origin = self._previous = None
@@ -163,12 +171,18 @@ class ThroughputLogger(L.Callback):
         samples = batch_size(batch)
         self._samples += samples
         self._batches += 1
-        declared = getattr(pl_module, "flops_per_batch", None)
+        if self._declared is None:
+            flops = getattr(pl_module, "flops_per_batch", None)
+            self._declared = (
+                None if flops is None else float(flops),
+                callable(getattr(pl_module, ITEMS_HOOK, None)),
+            )
+        declared, counts_items = self._declared
         if declared is not None:
-            self._flops += float(declared)
+            self._flops += declared
         elif self.flops_per_sample:
             self._flops += self.flops_per_sample * samples
-        if callable(getattr(pl_module, ITEMS_HOOK, None)):
+        if counts_items:
             self._items = self._items + count_items(pl_module, batch, batch_idx)
         if is_reading_step(trainer, batch_idx + 1, self.every_n_steps):
             self._mark_and_log(trainer)

@@ -13,6 +13,7 @@ touch:
 * loops: the training loop (accumulation divisor, resumed loader order, SIGTERM broadcast);
 * checkpoints: last.ckpt, step checkpoints, FSDP2 checkpoint loading;
 * logged_results: what `self.log` and torchmetrics keep privately;
+* metric_updates: torchmetrics' per-update bookkeeping on the training hot path;
 * schedulers: plateau schedulers a resume would not step;
 * launchers: Hydra multirun + DDP, torchrun restarts, wandb runs in sweeps;
 * callback_hooks: the per-hook cost of callbacks that do not implement the hook;
@@ -66,6 +67,7 @@ _HOMES = {
     "metric_states": "logged_results",
     "restore_epoch_sums": "logged_results",
     "restore_metric_states": "logged_results",
+    "LeanUpdate": "metric_updates",
     "lightning_loss_divisor": "loops",
     "mul_tensors_": "loops",
     "restore_train_loader_position": "loops",

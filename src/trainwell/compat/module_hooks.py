@@ -8,6 +8,7 @@ from typing import Any
 
 import lightning as L
 import torch
+from lightning.pytorch.core.hooks import ModelHooks
 from lightning.pytorch.loops import training_epoch_loop
 from lightning.pytorch.profilers import PassThroughProfiler
 from lightning.pytorch.trainer import call
@@ -21,16 +22,59 @@ from lightning.pytorch.utilities.signature_utils import is_param_in_hook_signatu
 # in its parameter, module and buffer tables). A training step calls ~17 of them: ~40 µs of a
 # CPU step (`benchmarks/pace.py host`), paid before any hook runs. Here, when no profiler is set
 # and debug logging is off, the hook runs with the same `_current_fx_name` bracketing and
-# nothing else; otherwise Lightning's own functions run.
+# nothing else, and a per-batch hook the module inherits empty is not called at all; otherwise
+# Lightning's own functions run.
 # ---------------------------------------------------------------------------------------------
 
 _log = logging.getLogger(call.__name__)
 
+# The per-batch module hooks whose LightningModule implementation is empty (a docstring, no
+# statement; Lightning 2.0-2.6.6, checked by tests/test_compat.py): a module that inherits one
+# runs nothing in it, so the lean dispatch returns None (what the empty hook returns) without the
+# hook-name bracketing around it. Six of them in every training step.
+_EMPTY_PER_BATCH = frozenset(
+    {
+        "on_train_batch_start",
+        "on_train_batch_end",
+        "on_before_zero_grad",
+        "on_before_backward",
+        "on_after_backward",
+        "on_before_optimizer_step",
+        "on_validation_batch_start",
+        "on_validation_batch_end",
+        "on_test_batch_start",
+        "on_test_batch_end",
+        "on_predict_batch_start",
+        "on_predict_batch_end",
+    }
+)
+_inherited: dict[tuple[type, str], bool] = {}
+
+
+def _inherits_empty(pl_module: L.LightningModule, hook_name: str) -> bool:
+    if hook_name not in _EMPTY_PER_BATCH or hook_name in vars(pl_module):
+        return False  # another hook, or one set on the instance
+    key = (type(pl_module), hook_name)
+    found = _inherited.get(key)
+    if found is None:
+        found = _inherited[key] = getattr(type(pl_module), hook_name) is getattr(
+            ModelHooks, hook_name
+        )
+    return found
+
+
+_MODULE_SETATTR = torch.nn.Module.__setattr__
+_plain_setattr: dict[type, bool] = {}
+
 
 def _set_fx_name(pl_module: L.LightningModule, name: str | None) -> None:
     # The plain store nn.Module.__setattr__ ends in for a string; a module that defines its own
-    # __setattr__ keeps it.
-    if type(pl_module).__setattr__ is torch.nn.Module.__setattr__:
+    # __setattr__ keeps it. Asked once per module class: ~30 stores per training step.
+    kind = type(pl_module)
+    plain = _plain_setattr.get(kind)
+    if plain is None:
+        plain = _plain_setattr[kind] = kind.__setattr__ is _MODULE_SETATTR
+    if plain:
         object.__setattr__(pl_module, "_current_fx_name", name)
     else:
         pl_module._current_fx_name = name
@@ -61,6 +105,8 @@ def lean_module_hooks() -> None:
         pl_module = pl_module or trainer.lightning_module
         if pl_module is None:
             raise TypeError("No `LightningModule` is available to call hooks on.")
+        if _inherits_empty(pl_module, hook_name):
+            return None
         fn = getattr(pl_module, hook_name)
         if not callable(fn):
             return None

@@ -72,7 +72,8 @@ class ResumableDataLoader(DataLoader):
             next(batches)
             self._yielded += 1
         for batch in batches:
-            self._pending = None
+            if self._pending is not None:  # a store through DataLoader.__setattr__ per batch
+                self._pending = None
             self._yielded += 1
             yield batch
 
