@@ -72,8 +72,9 @@ def test_logger_configs_instantiate(logger: str, tmp_path: Path) -> None:
     assert len(loggers) == 1
     assert str(loggers[0].save_dir).startswith(str(tmp_path))
     if logger == "wandb":
+        # Offline by default; the run it starts (seconds of wandb's service) is written and read
+        # back by tests/training/test_train_script.py::test_wandb_logger_writes_an_offline_run.
         assert cfg.logger.wandb.offline is True
-        loggers[0].experiment.finish()
 
 
 @pytest.mark.parametrize("debug", DEBUG)

@@ -8,6 +8,7 @@ batch; BatchNorm under accumulation); a `skip` must say why.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -146,20 +147,40 @@ TOKENS_ENTRY = ("the sequence task", None, None, ["experiment=lm_accum"], set())
 
 # `slow`: the entries whose overfit probe runs to its step / time budget (a few seconds each).
 SLOW = {"one-unit bottleneck", "user's token-level GRU"}
+# (entry, module, datamodule, overrides, checks that must warn), as ENTRIES hold them
+Entry = tuple[str, str | None, str | None, list[str], set[str]]
+BY_NAME = {entry[0]: entry for entry in ENTRIES}
+ZooRun = Callable[[Entry], dict[str, Check]]
+
+
+@pytest.fixture(scope="module")
+def zoo_run(tmp_path_factory: pytest.TempPathFactory) -> ZooRun:
+    """The full doctor's verdicts on a zoo entry, {check id: verdict} in the order reported, run
+    once per entry: the entry's own test and the tests below that read one of its verdicts in
+    detail judge the same run (the doctor seeds itself: a second run gives the same verdicts)."""
+    runs: dict[str, dict[str, Check]] = {}
+
+    def run(entry: Entry) -> dict[str, Check]:
+        name, module, data, overrides, _ = entry
+        if name not in runs:
+            cfg = zoo_config(tmp_path_factory.mktemp("zoo"), module, data, overrides)
+            runs[name] = {c.id: c for c in diagnose(cfg)[0]}
+        return runs[name]
+
+    return run
 
 
 @pytest.mark.parametrize(
-    ("module", "data", "overrides", "warns"),
+    "entry",
     [
-        pytest.param(m, d, o, w, id=name, marks=pytest.mark.slow if name in SLOW else ())
-        for name, m, d, o, w in ENTRIES
+        pytest.param(entry, id=entry[0], marks=pytest.mark.slow if entry[0] in SLOW else ())
+        for entry in ENTRIES
     ]
-    + [pytest.param(*TOKENS_ENTRY[1:], id=TOKENS_ENTRY[0], marks=[pytest.mark.slow, LM])],
+    + [pytest.param(TOKENS_ENTRY, id=TOKENS_ENTRY[0], marks=[pytest.mark.slow, LM])],
 )
-def test_healthy_user_code_has_no_false_alarm(
-    tmp_path: Path, module: str | None, data: str | None, overrides: list[str], warns: set[str]
-) -> None:
-    checks, _ = diagnose(zoo_config(tmp_path, module, data, overrides))
+def test_healthy_user_code_has_no_false_alarm(entry: Entry, zoo_run: ZooRun) -> None:
+    warns = entry[4]
+    checks = list(zoo_run(entry).values())
     statuses = {c.id: c.status for c in checks}
     print({c.id: (c.status, c.message) for c in checks if c.status != "pass"})
     assert list(statuses) == list(CHECK_IDS)  # every check answered
@@ -171,33 +192,32 @@ def test_healthy_user_code_has_no_false_alarm(
     assert all(len(c.message) > 20 and "\n" not in c.message for c in checks)
 
 
-def test_skipped_batch_leaves_the_overfit_probe_judging(tmp_path: Path) -> None:
+def test_skipped_batch_leaves_the_overfit_probe_judging(zoo_run: ZooRun) -> None:
     """training_step returning None for one batch: the other steps still make the verdict."""
-    cfg = zoo_config(tmp_path, "SkipsABatch", "DigitsTriples", [])
-    checks = {c.id: c for c in diagnose(cfg)[0]}
+    # SkipsABatch on DigitsTriples
+    checks = zoo_run(BY_NAME["training_step returns None for a batch"])
     overfit = checks["overfit.one_batch"]
     assert overfit.status == "pass", overfit.message
     assert overfit.evidence["steps_skipped_by_training_step"] == 1
 
 
-def test_gan_overfit_verdict_says_what_is_true(tmp_path: Path) -> None:
-    checks = {c.id: c for c in diagnose(zoo_config(tmp_path, "GAN", "DigitsImagesForGAN", []))[0]}
+def test_gan_overfit_verdict_says_what_is_true(zoo_run: ZooRun) -> None:
+    checks = zoo_run(BY_NAME["GAN: two optimizers, manual"])  # GAN on DigitsImagesForGAN
     overfit = checks["overfit.one_batch"]
     assert "warmup" not in overfit.message and "2 optimizers" in overfit.message
     assert checks["grad.zeroing"].status == "pass"
     assert checks["grad.zeroing"].evidence["optimizer_steps_checked"] >= 10
 
 
-def test_natural_duplicate_warns_with_its_count(tmp_path: Path) -> None:
-    cfg = zoo_config(tmp_path, "EpochStepLR", "DigitsOneNaturalDuplicate", [])
-    leak = {c.id: c for c in diagnose(cfg)[0]}["data.leakage"]
+def test_natural_duplicate_warns_with_its_count(zoo_run: ZooRun) -> None:
+    # EpochStepLR on DigitsOneNaturalDuplicate
+    leak = zoo_run(BY_NAME["1 natural duplicate in a val split of 47"])["data.leakage"]
     assert leak.status == "warn" and "1 of 47 val samples" in leak.message
 
 
-def test_graph_kept_from_the_latest_step_only_is_no_leak(tmp_path: Path) -> None:
-    memory = {
-        c.id: c for c in diagnose(zoo_config(tmp_path, "KeepsLastLoss", "DigitsTuples", []))[0]
-    }["memory.graph_leak"]
+def test_graph_kept_from_the_latest_step_only_is_no_leak(zoo_run: ZooRun) -> None:
+    # KeepsLastLoss on DigitsTuples
+    memory = zoo_run(BY_NAME["keeps the latest loss with its graph"])["memory.graph_leak"]
     nodes = memory.evidence["graph_nodes_alive_after_each_step"]
     assert memory.status == "pass" and nodes[-1] > 0 and len(set(nodes[1:])) == 1, memory.evidence
 
@@ -222,11 +242,10 @@ def test_a_loss_computed_in_float32_is_not_compared_by_finite_differences(tmp_pa
     assert "torch.float32" in check.evidence["finite_difference_skipped"]
 
 
-def test_batchnorm_under_accumulation_warns_with_the_fix(tmp_path: Path) -> None:
-    cfg = zoo_config(
-        tmp_path, "BatchNormCNN", "DigitsTuples", ["trainer.accumulate_grad_batches=2"]
-    )
-    accumulation = {c.id: c for c in diagnose(cfg)[0]}["accumulation.equivalence"]
+def test_batchnorm_under_accumulation_warns_with_the_fix(zoo_run: ZooRun) -> None:
+    # BatchNormCNN on DigitsTuples, accumulate_grad_batches=2
+    checks = zoo_run(BY_NAME["BatchNorm + dropout, accumulate 2"])
+    accumulation = checks["accumulation.equivalence"]
     assert accumulation.status == "warn"
     assert "BatchNorm" in accumulation.message and "GroupNorm" in accumulation.message
     assert "larger micro-batch" in accumulation.message

@@ -250,6 +250,19 @@ class TestFile:
     helpers: list[Path]  # the test modules it imports at module level
 
 
+@functools.cache
+def _source(path: Path) -> tuple[str, ast.Module]:
+    """A file's text and syntax tree, read once: a helper is imported by dozens of test files,
+    and every marked case of a file reads its lines (nothing here edits a tree)."""
+    source = path.read_text()
+    return source, ast.parse(source)
+
+
+@functools.cache
+def _helper_constants(helper: Path) -> dict[str, list[str]]:
+    return mark_constants(_source(helper)[1])
+
+
 def _imported_constants(tree: ast.Module) -> dict[str, list[str]]:
     """Example marks a file imports from a helper (`from tests.helpers.x import LM`)."""
     found: dict[str, list[str]] = {}
@@ -258,14 +271,13 @@ def _imported_constants(tree: ast.Module) -> dict[str, list[str]]:
             helper = _module_file(node.module)
             if helper is None or node.module.split(".")[0] not in ("tests", "project"):
                 continue
-            theirs = mark_constants(ast.parse(helper.read_text()))
+            theirs = _helper_constants(helper)
             found |= {a.asname or a.name: theirs[a.name] for a in node.names if a.name in theirs}
     return found
 
 
 def _read(path: Path, examples: list[str]) -> TestFile:
-    source = path.read_text()
-    tree = ast.parse(source)
+    source, tree = _source(path)
     lines = source.splitlines()
     examples = [m for m in examples if reference(m).search(source)]  # most files name none
     constants = _imported_constants(tree) | mark_constants(tree)
@@ -389,7 +401,7 @@ def _marked_param_problems(
     """A case marked with examples (`pytest.param(..., marks=LM)`) uses no other one."""
     files = _read_all()
     conftest = files.get(REPO / "tests" / "conftest.py")
-    lines = f.path.read_text().splitlines()
+    lines = _source(f.path)[0].splitlines()
     problems = []
     for param in ast.walk(node):
         marked = set(_is_example_param(param, constants))
