@@ -410,15 +410,17 @@ def host_raw(epochs: int, samples: int) -> dict[str, float]:
 def lightning_as_shipped() -> Iterator[None]:
     """Lightning's own hook dispatch for the Lightning sides: a trainwell run earlier in this
     process patched it (compat.skip_empty_callback_hooks, lean_module_hooks,
-    cache_training_step_signature), which would flatter those sides."""
+    cache_training_step_signature, cache_data_hook_instances), which would flatter those sides."""
     from lightning.pytorch.loops import training_epoch_loop
     from lightning.pytorch.trainer import call
+    from lightning.pytorch.trainer.connectors.data_connector import _DataHookSelector
 
     names = [
         (call, "_call_callback_hooks"),
         (call, "_call_lightning_module_hook"),
         (call, "_call_strategy_hook"),
         (training_epoch_loop, "is_param_in_hook_signature"),
+        (_DataHookSelector, "get_instance"),
     ]
     patched = [(owner, name, getattr(owner, name)) for owner, name in names]
     for owner, name, fn in patched:

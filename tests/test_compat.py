@@ -727,6 +727,69 @@ def test_lightning_module_and_strategy_hooks_enter_the_profiler_without_one() ->
     ]
 
 
+class _Batches(L.LightningDataModule):
+    """Six samples in batches of two; `transfer_batch_to_device` overridden or not."""
+
+    def train_dataloader(self) -> DataLoader:
+        data = TensorDataset(torch.randn(6, 3), torch.zeros(6, dtype=torch.long))
+        return DataLoader(data, batch_size=2)
+
+
+class _Transferring(_Batches):
+    def transfer_batch_to_device(self, batch: Any, device: torch.device, idx: int) -> Any:
+        return super().transfer_batch_to_device(batch, device, idx)
+
+
+def test_lightning_asks_which_object_runs_each_batch_hook_at_every_batch(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """compat.cache_data_hook_instances: with a datamodule, Lightning asks `is_overridden` for
+    each batch-transfer hook of every batch (2.6.6). When it stops, the workaround goes."""
+    from lightning.pytorch.trainer.connectors import data_connector
+
+    compat.cache_data_hook_instances()
+    original = data_connector._DataHookSelector.get_instance._trainwell_original  # type: ignore[attr-defined]
+    monkeypatch.setattr(data_connector._DataHookSelector, "get_instance", original)
+    asked: list[str] = []
+    lightning_check = data_connector.is_overridden
+
+    def counting(method_name: str, *args: Any, **kwargs: Any) -> bool:
+        asked.append(method_name)
+        return lightning_check(method_name, *args, **kwargs)
+
+    monkeypatch.setattr(data_connector, "is_overridden", counting)
+
+    class Linear(_Plateau):
+        def configure_optimizers(self) -> Any:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    quiet_trainer(max_epochs=1).fit(Linear(), datamodule=_Batches())
+    assert asked.count("transfer_batch_to_device") >= 3  # once per batch, or more
+
+
+@pytest.mark.parametrize("datamodule", [_Batches, _Transferring])
+def test_each_batch_hook_runs_on_the_object_lightning_would_pick(
+    datamodule: type[L.LightningDataModule],
+) -> None:
+    """The kept answer is Lightning's, for a datamodule that overrides a hook and one that does
+    not, and a new fit (a new selector) asks afresh."""
+    from lightning.pytorch.trainer.connectors import data_connector
+
+    compat.cache_data_hook_instances()
+    selector_type = data_connector._DataHookSelector
+    original = selector_type.get_instance._trainwell_original  # type: ignore[attr-defined]
+    module, data = _Plateau(), datamodule()
+    for _ in range(2):  # two fits: two selectors
+        selector = selector_type(module, data)
+        for hook in ("on_before_batch_transfer", "transfer_batch_to_device"):
+            for _ in range(2):  # asked again: the kept answer
+                assert selector.get_instance(hook) is original(selector, hook)
+    picked = selector_type(module, data).get_instance("transfer_batch_to_device")
+    assert (picked is data) is (datamodule is _Transferring)
+    with pytest.raises(ValueError, match="not a shared hook"):
+        selector_type(module, data).get_instance("training_step")
+
+
 def test_lightning_inspects_the_training_step_signature_at_every_batch(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -75,6 +75,7 @@ _HOMES = {
     "skip_per_batch_sigterm_broadcast": "loops",
     "cache_training_step_signature": "module_hooks",
     "lean_module_hooks": "module_hooks",
+    "cache_data_hook_instances": "module_hooks",
     "callbacks_left_out_on_purpose": "noise",
     "drop_logger_advert": "noise",
     "silence_lightning_leafspec_warning": "noise",

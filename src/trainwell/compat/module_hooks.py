@@ -167,3 +167,32 @@ def cache_training_step_signature() -> None:
     """Patch the training loop's signature check once per process (idempotent)."""
     if training_epoch_loop.is_param_in_hook_signature is not _param_in_signature:
         training_epoch_loop.is_param_in_hook_signature = _param_in_signature
+
+
+# ---------------------------------------------------------------------------------------------
+# _DataHookSelector.get_instance (Lightning 2.0-2.6.6, no upstream report found) asks, for each
+# of the three batch-transfer hooks of every batch, whether the datamodule and then the module
+# override it (`is_overridden`: two class walks per hook): ~30 µs of a CPU step, paid only by runs
+# with a datamodule (`benchmarks/pace.py host`). Lightning builds one selector per fit from the
+# module and the datamodule, whose classes do not change during it, so each hook's answer is
+# kept on that selector: the next fit builds a new one and asks afresh.
+# ---------------------------------------------------------------------------------------------
+
+
+def cache_data_hook_instances() -> None:
+    """Patch the batch-transfer hook selector once per process (idempotent)."""
+    from lightning.pytorch.trainer.connectors.data_connector import _DataHookSelector
+
+    original = _DataHookSelector.get_instance
+    if getattr(original, "_trainwell_original", None) is not None:
+        return
+
+    def get_instance(self: Any, hook_name: str) -> Any:
+        kept = self.__dict__.setdefault("_trainwell_instances", {})
+        found = kept.get(hook_name)
+        if found is None:  # an invalid name raises, as upstream does, and is not kept
+            found = kept[hook_name] = original(self, hook_name)
+        return found
+
+    get_instance._trainwell_original = original  # type: ignore[attr-defined]
+    _DataHookSelector.get_instance = get_instance  # type: ignore[method-assign]

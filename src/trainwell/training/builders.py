@@ -131,6 +131,7 @@ def build_trainer(cfg: DictConfig, **overrides: Any) -> L.Trainer:
     compat.skip_empty_callback_hooks()
     compat.lean_module_hooks()
     compat.cache_training_step_signature()
+    compat.cache_data_hook_instances()
     precision = resolve_precision(
         cfg.trainer.get("precision"), cfg.trainer.get("accelerator", "cpu")
     )
