@@ -1202,3 +1202,35 @@ def test_torchmetrics_update_bookkeeping_is_what_lean_update_keeps() -> None:
     copied.update(x)
     assert copied.update.__code__ is lean.update.__code__ is not stock.update.__code__
     assert copied.compute().item() == 12.0
+
+
+def test_a_lean_update_that_detaches_keeps_the_callers_grad_mode_except_in_forward() -> None:
+    """compat.LeanUpdate with `update_detaches`: no grad-mode switch around update (the point:
+    one context manager fewer per training step), and forward() still gets torchmetrics' switch
+    to gradients on."""
+    from torchmetrics import Metric
+
+    class Detaching(compat.LeanUpdate, Metric):
+        update_detaches = True
+        full_state_update = False
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.add_state("total", torch.tensor(0.0), dist_reduce_fx="sum")
+            self.grad_on: list[bool] = []
+
+        def update(self, x: torch.Tensor) -> None:
+            self.grad_on.append(torch.is_grad_enabled())
+            self.total.add_(x.detach().sum())
+
+        def compute(self) -> torch.Tensor:
+            return self.total
+
+    metric = Detaching()
+    metric.update(torch.ones(2))
+    with torch.no_grad():
+        metric.update(torch.ones(2))
+    metric(torch.ones(2))  # forward: a batch value with gradients on, as torchmetrics computes it
+    assert metric.grad_on[:2] == [True, False]
+    assert metric.grad_on[2:] and all(metric.grad_on[2:])
+    assert metric.compute().item() == 6.0 and metric._update_count == 3

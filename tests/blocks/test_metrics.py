@@ -53,3 +53,23 @@ def test_micro_accuracy_equals_torchmetrics_micro_accuracy_bitwise() -> None:
         theirs.reset()
     # In-place updates never reach the defaults a reset restores.
     assert int(ours.correct) == 0 and int(ours.total) == 0
+
+
+def test_training_metrics_never_join_the_graph_of_what_they_read() -> None:
+    # Their updates run without torchmetrics' grad-mode switch (update_detaches): with gradients
+    # on and inputs that carry them, the states must still hold plain values, as under no_grad.
+    weight = torch.nn.Parameter(torch.tensor(2.0))
+    mean, accuracy, reference = WeightedMean(), MicroAccuracy(), WeightedMean()
+    assert torch.is_grad_enabled()
+    for step in range(3):
+        loss = weight * (step + 1)
+        mean.update(loss, 4)
+        mean.update(loss.reshape(1), torch.tensor(4.0, requires_grad=True))
+        with torch.no_grad():
+            reference.update(loss, 4)
+            reference.update(loss.reshape(1), torch.tensor(4.0))
+        scores = torch.randn(5, 3) * weight
+        accuracy.update(scores.argmax(1), torch.tensor([0, 1, 2, 0, 1]))
+    for state in (mean.mean_value, mean.weight, accuracy.correct, accuracy.total):
+        assert not state.requires_grad and state.grad_fn is None
+    assert torch.equal(mean.compute(), reference.compute())

@@ -624,6 +624,17 @@ MUTANTS: list[Mutant] = [
         "the training loss is the item-weighted mean of the micro-batch losses",
     ),
     Mutant(
+        "training mean: the loss it reads keeps its autograd graph",
+        "src/trainwell/blocks/metrics.py",
+        "        value = value.detach()",
+        "        value = value",
+        (
+            "tests/blocks/test_metrics.py::"
+            "test_training_metrics_never_join_the_graph_of_what_they_read",
+        ),
+        "a training metric's states never join the autograd graph of what they read",
+    ),
+    Mutant(
         "balanced accuracy: precision averaged instead of recall",
         "src/trainwell/blocks/metrics.py",
         "    return counts.diagonal() / counts.sum(dim=1)",
@@ -2325,8 +2336,8 @@ MUTANTS += [
     Mutant(
         "classification task: the training step reads a count off the device",
         "src/project/tasks/classification.py",
-        "self.train_loss.update(loss.detach(), y.numel())",
-        "self.train_loss.update(loss.detach(), int((y >= 0).sum()))",
+        "self.train_loss.update(loss, y.numel())",
+        "self.train_loss.update(loss, int((y >= 0).sum()))",
         (f"{SYNCS_TASK_T}[default]",),
         "the template's task makes no host-device sync in a steady training step",
     ),

@@ -23,6 +23,7 @@ class WeightedMean(compat.LeanUpdate):
     full_state_update = False
     is_differentiable = False
     higher_is_better = None
+    update_detaches = True  # the value is detached first: no grad-mode switch per update
 
     def __init__(self) -> None:
         super().__init__()
@@ -36,10 +37,13 @@ class WeightedMean(compat.LeanUpdate):
         # In place: no nn.Module attribute write per step (states are reset by assignment).
         # A scalar value in the state's dtype (a training loss) needs no cast and no sum: a
         # product and an add, what a hand-written loop's running loss costs, and the same values.
+        value = value.detach()
         if value.ndim == 0 and value.dtype == self.mean_value.dtype and isinstance(count, int):
             self.mean_value.add_(value * count)
-        else:
-            self.mean_value.add_((value.to(self.dtype) * count).sum())
+            self.weight.add_(count)
+            return
+        count = count.detach() if isinstance(count, torch.Tensor) else count
+        self.mean_value.add_((value.to(self.dtype) * count).sum())
         self.weight.add_(count)
 
     def compute(self) -> torch.Tensor:
@@ -60,6 +64,7 @@ class MicroAccuracy(compat.LeanUpdate):
     full_state_update = False
     is_differentiable = False
     higher_is_better = True
+    update_detaches = True  # counts of comparisons: nothing here can carry a gradient
 
     def __init__(self) -> None:
         super().__init__()

@@ -3,6 +3,7 @@ training hot path."""
 
 from __future__ import annotations
 
+import contextlib
 import functools
 from collections.abc import Callable
 from typing import Any
@@ -23,20 +24,35 @@ from torchmetrics import Metric
 # ---------------------------------------------------------------------------------------------
 
 _DEVICE_ERROR = "Expected all tensors to be on"
+_NO_SWITCH = contextlib.nullcontext()
 
 
 class LeanUpdate(Metric):
     """A torchmetrics Metric whose `update` bookkeeping skips nn.Module.__setattr__ (see above).
-    Subclass it instead of Metric; the states, values and checkpoints are the same."""
+    Subclass it instead of Metric; the states, values and checkpoints are the same.
+
+    `update_detaches = True` (a class attribute): the subclass's update only reads detached
+    values or tensors without gradients (labels, counts, comparisons), so its states can never
+    join an autograd graph, whatever the grad mode; its update then runs without torchmetrics'
+    grad-mode switch (a context manager entered and left at every step).
+    """
+
+    update_detaches: bool = False
 
     def _wrap_update(self, update: Callable) -> Callable:
         # Called by Metric.__init__ and again after unpickling or copying (__setstate__).
+        detaches = self.update_detaches
+
         @functools.wraps(update)
         def wrapped_func(*args: Any, **kwargs: Any) -> None:
             values = self.__dict__
             values["_computed"] = None
             values["_update_count"] += 1
-            with torch.set_grad_enabled(self._enable_grad):
+            # `_enable_grad` is True only inside forward(): then the switch is always made.
+            enable_grad = values["_enable_grad"]
+            with (
+                _NO_SWITCH if detaches and not enable_grad else torch.set_grad_enabled(enable_grad)
+            ):
                 try:
                     update(*args, **kwargs)
                 except RuntimeError as err:
