@@ -11,7 +11,9 @@ The smoke mutants, run first, prove the copy is what gets imported (in the pytes
 a script it starts). A test that already fails would "catch" every mutant, so each test that
 caught one (pytest's first failure under -x) runs once more, afterwards, on the unmutated copy:
 a mutant counts as caught only by a test that passes without it. (Re-running only the catching
-tests, not every listed one up front, keeps that guarantee at a fraction of the time.) Outcomes:
+tests, not every listed one up front, keeps that guarantee at a fraction of the time; a test that
+passed in the checkout's own pytest runs on this exact tree, `make test` before `make mutants`,
+is not run again: tests/helpers/passed_runs.py.) Outcomes:
 
 caught   a listed test failed, and passes on the unmutated copy
 escaped  every listed test passed: the guarantee is unprotected (exit 1)
@@ -39,11 +41,12 @@ sys.path.insert(1, str(Path(__file__).resolve().parents[2]))
 from mutants import MUTANTS, SMOKES, Mutant
 
 from tests.helpers.forkserver import WarmInterpreter
+from tests.helpers.passed_runs import NO_RECORD_ENV, TREE_DIRS, TREE_FILES, passed_here
 
 REPO = Path(__file__).resolve().parents[2]
-# What the tests read: code, tests, configs, scripts, notebooks, docs and project metadata.
-COPIED = ("src", "tests", "conf", "scripts", "notebooks", "benchmarks", "docs")
-COPIED_FILES = ("pyproject.toml", "README.md", "Makefile", "constraints.txt", "LICENSE")
+# What the tests read: code, tests, configs, scripts, notebooks, docs and project metadata (the
+# files whose digest names the tree a test run passed on).
+COPIED, COPIED_FILES = TREE_DIRS, TREE_FILES
 SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", ".pytest_cache", "logs", "*.egg-info")
 PER_MUTANT_TIMEOUT_S = 300
 BASELINE_TIMEOUT_S = 1200  # every catching test, unmutated, in two halves
@@ -100,6 +103,7 @@ def environment(copy: Path) -> dict[str, str]:
         [str(copy / "src"), str(copy), *filter(None, [env.get("PYTHONPATH")])]
     )
     env["PYTHONDONTWRITEBYTECODE"] = "1"  # a restored file must never meet the mutant's .pyc
+    env[NO_RECORD_ENV] = "1"  # a copy's runs say nothing of the checkout's tests
     env.setdefault("OMP_NUM_THREADS", "1")
     return env
 
@@ -257,14 +261,19 @@ def run_all(runnable: list[Mutant], copies: list[Path], counts: dict[str, int], 
                 print(tail(out))
 
     # Every test that caught a mutant, on the unmutated copies: one that fails there too caught
-    # nothing, and each mutant it "caught" is an error.
+    # nothing, and each mutant it "caught" is an error. A test the checkout's last pytest runs
+    # passed on this very tree (tests/helpers/passed_runs.py: `make test` before `make mutants`,
+    # as in CI) has its baseline already.
     union = sorted(caught_by)
-    chunks = [tuple(union[i :: len(copies)]) for i in range(len(copies))]
+    known = passed_here(REPO)
+    unknown = [node for node in union if node not in known]
+    chunks = [tuple(unknown[i :: len(copies)]) for i in range(len(copies))]
     chunks, copies_used = [c for c in chunks if c], copies[: len([c for c in chunks if c])]
     start = time.monotonic()
-    failing = baseline_failures(chunks, copies_used) if union else []
-    print(f"baseline: the {len(union)} catching tests, {len(failing)} failing without a mutant "
-          f"({time.monotonic() - start:.0f} s)", flush=True)  # fmt: skip
+    failing = baseline_failures(chunks, copies_used) if unknown else []
+    print(f"baseline: the {len(union)} catching tests, {len(union) - len(unknown)} passed in this "
+          f"tree's last test runs, {len(unknown)} run now: {len(failing)} failing without a "
+          f"mutant ({time.monotonic() - start:.0f} s)", flush=True)  # fmt: skip
     broken = {id(m): m for node in failing for m in caught_by.get(node, [])}
     for node in failing:
         print(f"    fails without a mutant: {node}")
