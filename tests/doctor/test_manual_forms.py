@@ -33,7 +33,7 @@ class Hang(BaseException):
 @contextmanager
 def watchdog(seconds: int) -> Iterator[None]:
     """Stop a doctor that hangs: a guard against a probe without a bound, not a speed limit
-    (the runs here take seconds, 20x less)."""
+    (the runs here take a second or two, 15x less)."""
 
     def alarm(*_: object) -> None:
         raise Hang(f"the doctor was still running after {seconds} s")
@@ -52,7 +52,7 @@ def doctor(tmp_path: Path, form: str, ids: list[str] | None) -> dict[str, Check]
     with open_dict(cfg):
         cfg.model = OmegaConf.create({"_target_": f"{manual_forms.__name__}.{form}"})
         cfg.data = OmegaConf.create({"_target_": "tests.doctor.reported._common.Digits"})
-    with watchdog(60):
+    with watchdog(30):
         return run_cfg(cfg, tmp_path / "probes", ids)
 
 
