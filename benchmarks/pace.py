@@ -219,6 +219,7 @@ IMAGE, CHANNELS = (3, 8, 8), 8  # the bf16 + channels_last sides' images and con
 HOST_SIDES = (
     "raw",
     "bare",
+    "bare_task",
     "lightning",
     "tw_user",
     "tw_task",
@@ -432,8 +433,19 @@ def lightning_as_shipped() -> Iterator[None]:
             setattr(owner, name, fn)
 
 
+def task_module(samples: int, tmp: Path) -> L.LightningModule:
+    """The tw_task side's module for a bare Trainer: model=mlp's ClassificationTask (its loss,
+    training metrics, optimizer and schedule), built from the config the tw_task side composes."""
+    return instantiate(trainwell_config("tw_task", 1, samples, tmp).model)
+
+
 def host_lightning(
-    epochs: int, samples: int, tmp: Path, as_users_run_it: bool, bf16_cl: bool = False
+    epochs: int,
+    samples: int,
+    tmp: Path,
+    as_users_run_it: bool,
+    bf16_cl: bool = False,
+    task: bool = False,
 ) -> dict[str, float]:
     from lightning.pytorch.callbacks import ModelCheckpoint, TQDMProgressBar
     from lightning.pytorch.loggers import CSVLogger
@@ -458,7 +470,7 @@ def host_lightning(
         logger=extra.pop("logger", False), **extra, **extra_precision,
     )  # fmt: skip
     StepTimer.last = []  # a fit that never reaches on_fit_end must not report the previous one
-    module = UserModule(log=as_users_run_it, cnn=bf16_cl)
+    module = task_module(samples, tmp) if task else UserModule(log=as_users_run_it, cnn=bf16_cl)
     with lightning_as_shipped():
         trainer.fit(module, VectorData(num_samples=samples, images=bf16_cl))
     return per_step_us(StepTimer.last)
@@ -505,10 +517,10 @@ def host_side(side: str, epochs: int, samples: int) -> dict[str, float]:
     with tempfile.TemporaryDirectory(prefix="tw-pace-host-") as tmp:
         if side == "raw":
             return host_raw(epochs, samples)
-        if side in ("bare", "lightning", "bare_bf16_cl"):
+        if side in ("bare", "bare_task", "lightning", "bare_bf16_cl"):
             return host_lightning(
                 epochs, samples, Path(tmp), as_users_run_it=side == "lightning",
-                bf16_cl=side == "bare_bf16_cl",
+                bf16_cl=side == "bare_bf16_cl", task=side == "bare_task",
             )  # fmt: skip
         return host_trainwell(side, epochs, samples, Path(tmp))
 
@@ -519,6 +531,8 @@ HOST_RATIOS = (
     ("lightning_vs_bare", "lightning", "bare"),
     ("tw_user_vs_lightning", "tw_user", "lightning"),
     ("tw_task_vs_bare", "tw_task", "bare"),
+    # the same work on both sides: the task's module under a bare Trainer and under trainwell
+    ("tw_task_vs_bare_task", "tw_task", "bare_task"),
     ("tw_task_vs_lightning", "tw_task", "lightning"),
     # bf16-mixed + channels_last (the mode with the largest GPU gap): the same figure
     ("tw_task_vs_bare_bf16_cl", "tw_task_bf16_cl", "bare_bf16_cl"),
@@ -551,6 +565,10 @@ def run_host(args: argparse.Namespace) -> Figures:
                 DataLoader
       bare      a bare Lightning Trainer (no logger, checkpoint, bar, summary); the module
                 returns its loss and logs nothing
+      bare_task the same bare Trainer on tw_task's module (ClassificationTask, model=mlp): its
+                training loss and accuracy updated at every step, as under trainwell, so
+                tw_task / bare_task compares the same work (tw_task / bare adds the task's metrics
+                to trainwell's side only)
       lightning Lightning as users run it: the same module logging its loss each step
                 (`self.log(..., prog_bar=True)`), CSV logger, TQDM bar, ModelCheckpoint on
                 val/acc, log_every_n_steps as trainwell's default (10)

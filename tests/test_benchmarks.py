@@ -16,6 +16,7 @@ import statistics
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -126,6 +127,39 @@ def test_host_part_reads_one_window_per_epoch_from_the_step_clock() -> None:
     windows = pace.epoch_windows(clock, [8, 7])
     assert [n for _, _, n in windows] == [8, 7]
     assert all(wall >= 0 and cpu >= 0 for wall, cpu, _ in windows)
+
+
+@pytest.mark.example("project.tasks.classification")
+def test_host_bare_task_side_trains_tw_tasks_module_with_its_training_metrics(
+    monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    """`bare_task` does tw_task's work under a bare Trainer: the same task class and net, its
+    training metrics updated at every step."""
+    built, updates = [], []
+
+    def counting(name: str, update: Any) -> Any:
+        def counted(*args: Any, **kwargs: Any) -> None:
+            updates.append(name)
+            update(*args, **kwargs)
+
+        return counted
+
+    def task_module(samples: int, tmp: Path) -> object:
+        module = build(samples, tmp)
+        for name in ("train_acc", "train_loss"):
+            metric = getattr(module, name)
+            metric.update = counting(name, metric.update)
+        built.append(module)
+        return module
+
+    build = pace.task_module
+    monkeypatch.setattr(pace, "task_module", task_module)
+    assert pace.host_side("bare_task", 2, 64)["cpu"] > 0  # 2 epochs of 4 steps
+    (module,) = built
+    trainwell_side = pace.trainwell_config("tw_task", 1, 64, tmp_path)
+    assert type(module).__name__ == "ClassificationTask"
+    assert str(module.net) == str(pace.instantiate(trainwell_side.model.net))
+    assert sorted(updates) == ["train_acc"] * 8 + ["train_loss"] * 8
 
 
 def test_fixed_costs_are_the_epoch_minus_its_batches() -> None:

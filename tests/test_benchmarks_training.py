@@ -121,9 +121,14 @@ def test_data_pipeline_runs_on_a_real_format_fixture() -> None:
 @pytest.mark.slow
 def test_host_part_runs_every_side_and_prints_its_ratios() -> None:
     out = run_part("pace.py", "host", "--epochs", "2", "--samples", "128", "--reps", "1")
-    for side in ("raw", "bare", "lightning", "tw_user", "tw_task", "tw_lm"):
+    for side in ("raw", "bare", "bare_task", "lightning", "tw_user", "tw_task", "tw_lm"):
         assert float(out[f"{side}_cpu_us"]) > 0 and float(out[f"{side}_wall_us"]) > 0
-    for ratio in ("tw_task_vs_bare", "tw_user_vs_lightning", "tw_task_vs_bare_wall"):
+    for ratio in (
+        "tw_task_vs_bare",
+        "tw_task_vs_bare_task",
+        "tw_user_vs_lightning",
+        "tw_task_vs_bare_wall",
+    ):
         assert float(out[ratio]) > 0
 
 
