@@ -717,6 +717,14 @@ MUTANTS: list[Mutant] = [
         "a weighted sampler, class weights or a macro monitor silence the warning",
     ),
     Mutant(
+        "data.class_balance: the loader's own sampler read from the config, not its draws",
+        CLASS_BALANCE,
+        "        if drawn < IMBALANCE_RATIO:",
+        "        if getattr(ctx.datamodule, 'sampler', None) == 'weighted':",
+        (f"{CLASS_BALANCE_T}::test_the_loaders_own_weighted_sampler_compensates",),
+        "class-balance advice reads what the run's own sampler draws",
+    ),
+    Mutant(
         "doctor checkpoint.roundtrip: scheduler states missing from the checkpoint pass",
         "src/trainwell/doctor/checks/checkpoint.py",
         '    if evidence["lr_schedulers"] < evidence["schedulers"]:',

@@ -10,14 +10,15 @@ split from their inputs (shuffled apart, two loaders zipped) or its label ids na
 
 data.class_balance: training classes so unequal that accuracy hides what the model misses. Warns
 when the largest class has IMBALANCE_RATIO times the samples of the smallest and nothing
-compensates (no weighted sampler, no class weights in the loss, no macro metric monitored); fails
-when a fresh task fitted briefly on the real train loader predicts the majority class for every
-sample of a class-balanced batch.
+compensates (the loader's own sampler does not draw them closer than that over an epoch, no class
+weights in the loss, no macro metric monitored); fails when a fresh task fitted briefly on the
+real train loader predicts the majority class for every sample of a class-balanced batch.
 """
 
 from __future__ import annotations
 
 import math
+from numbers import Integral
 from typing import Any
 
 import torch
@@ -174,8 +175,11 @@ def data_class_balance(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "model.loss.class_weights=balanced"
         )
     compensation = []
-    if getattr(ctx.datamodule, "sampler", None) == "weighted":
-        compensation.append("data.sampler=weighted")
+    drawn = _drawn_ratio(ctx, labels, counts)
+    if drawn is not None:
+        evidence["drawn_largest_to_smallest"] = round(drawn, 3)
+        if drawn < IMBALANCE_RATIO:  # a weighted sampler, the template's or the user's own
+            compensation.append(f"the train loader's sampler (an epoch draws {drawn:.1f}:1)")
     loss = ctx.cfg.model.get("loss") if hasattr(ctx.cfg.model, "get") else None
     if loss is not None and hasattr(loss, "get") and loss.get("class_weights") is not None:
         compensation.append("model.loss.class_weights")
@@ -193,6 +197,18 @@ def data_class_balance(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         "compensates, so accuracy can look fine while rare classes are never predicted; use "
         "data.sampler=weighted or model.loss.class_weights=balanced, or monitor val/balanced_acc"
     )
+
+
+def _drawn_ratio(ctx: DoctorContext, labels: torch.Tensor, counts: torch.Tensor) -> float | None:
+    """The largest class's draws over the smallest's in one epoch of the train loader's own
+    sampler (inf if a class is never drawn); None where its indices are not dataset indices."""
+    if ctx.samples.why_not_indexable:
+        return None
+    drawn = [i for batch in ctx.samples.index_batches() for i in batch]
+    if not drawn or not all(isinstance(i, Integral) and 0 <= i < len(labels) for i in drawn):
+        return None  # keys a dataset maps, not positions in it
+    per_class = torch.bincount(labels[torch.tensor(drawn)], minlength=len(counts))[counts > 0]
+    return float(per_class.max()) / float(per_class.min()) if int(per_class.min()) else math.inf
 
 
 def _collapsed_predictions(
