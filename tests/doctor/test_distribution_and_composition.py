@@ -30,8 +30,19 @@ SPLIT, BATCH = "data.split_distribution", "data.batch_composition"
 
 
 def _moments(mean: float, std: float, n: int) -> torch.Tensor:
-    """(count, sum, sum of squares) of one feature with this mean and spread over n values."""
-    return torch.tensor([[n], [mean * n], [(std**2 + mean**2) * n]], dtype=torch.float64)
+    """(count, sums of the first four powers) of one normal feature with this mean and spread
+    over n values."""
+    m, v = mean, std**2
+    raw = [m, v + m**2, m**3 + 3 * m * v, m**4 + 6 * m**2 * v + 3 * v**2]
+    return torch.tensor([[n], *([e * n] for e in raw)], dtype=torch.float64)
+
+
+def _values(values: torch.Tensor) -> torch.Tensor:
+    """The scan's moments of these values (one feature)."""
+    v = values.double()
+    return torch.stack(
+        [torch.tensor(float(len(v)), dtype=torch.float64), *((v**k).sum() for k in (1, 2, 3, 4))]
+    ).reshape(5, 1)
 
 
 @pytest.mark.parametrize(
@@ -52,6 +63,27 @@ def test_a_feature_is_judged_by_location_and_spread_in_units_of_trains_spread(
     scan.moments = {"train": {"x": _moments(0.0, 1.0, 5000)}, "val": {"x": _moments(*val, samples)}}
     (found,) = _features(scan, "val")
     assert found["level"] == level, found
+
+
+def test_a_feature_set_in_few_samples_may_be_blank_in_a_small_split() -> None:
+    """A border pixel set in 1 image of 200 is blank in a split of 300 as often as not (the
+    digits' pixel 8): not evidence of a transform. A feature train spreads out normally that a
+    split holds constant is."""
+    rare = torch.zeros(2000)
+    rare[::200] = 0.3  # set in 10 of 2000 train samples
+    scan = Scan(samples={"train": 2000, "val": 300})
+    scan.moments = {"train": {"x": _values(rare)}, "val": {"x": _values(torch.zeros(300))}}
+    (found,) = _features(scan, "val")
+    assert found["level"] == 0, found
+    few = torch.zeros(300)
+    few[:7] = 0.3  # 7 where 1.5 are expected: twice the spread, within its sampling error
+    scan.moments["val"] = {"x": _values(few)}
+    (found,) = _features(scan, "val")
+    assert found["level"] == 0 and found["spread_factor"] >= 2, found
+    normal = torch.randn(2000, generator=torch.Generator().manual_seed(0))
+    scan.moments = {"train": {"x": _values(normal)}, "val": {"x": _values(torch.zeros(300))}}
+    (found,) = _features(scan, "val")
+    assert found["level"] == 2 and found["spread_factor"] > 1e6, found
 
 
 def test_the_verdicts_name_the_split_the_feature_and_the_loader_setting(tmp_path: Path) -> None:

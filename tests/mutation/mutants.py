@@ -2685,6 +2685,10 @@ NAMED_T = (
     "tests/doctor/test_distribution_and_composition.py::"
     "test_the_verdicts_name_the_split_the_feature_and_the_loader_setting"
 )
+RARE_T = (
+    "tests/doctor/test_distribution_and_composition.py::"
+    "test_a_feature_set_in_few_samples_may_be_blank_in_a_small_split"
+)
 MUTANTS += [
     Mutant(
         "doctor: a probe fit that resumes across epochs runs until its step comes",
@@ -2763,10 +2767,26 @@ MUTANTS += [
     Mutant(
         "doctor data.split_distribution: a small split's sampling error is taken for a shift",
         "src/trainwell/doctor/checks/data.py",
-        '        error = NOISE * (1 / s.samples[split] + 1 / s.samples["train"]) ** 0.5',
+        "        error = NOISE * (1 / n_s + 1 / n_t) ** 0.5",
         "        error = 0.0",
         (SPLIT_T,),
         "no warn on healthy code: a small split's mean moves by sampling alone",
+    ),
+    Mutant(
+        "doctor data.split_distribution: a rare feature blank in a small split is judged",
+        "src/trainwell/doctor/checks/data.py",
+        "        judged = usable & ((std_s > 0) | (n_s / kurt >= CONSTANT_DRAWS))",
+        "        judged = usable",
+        (RARE_T,),
+        "no fail on healthy code: few samples of a rarely set feature may hold none of its values",
+    ),
+    Mutant(
+        "doctor data.split_distribution: a heavy-tailed feature's spread taken as exact",
+        "src/trainwell/doctor/checks/data.py",
+        "        spread_error = NOISE * ((kurt - 1).clamp(min=0) / 4 * (1 / n_s + 1 / n_t)).sqrt()",
+        "        spread_error = 0.0",
+        (RARE_T,),
+        "no warn on healthy code: a spread drawn from few samples moves with the tails",
     ),
     Mutant(
         "doctor data.split_distribution: token ids are not compared",

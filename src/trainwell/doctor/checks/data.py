@@ -85,10 +85,14 @@ def data_leakage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
 
 
 # Location apart (in train spreads, beyond NOISE standard errors of the two means) / spread
-# ratio from which a split warns, and fails.
+# ratio (beyond NOISE standard errors of the two spreads) from which a split warns, and fails.
 SHIFT = (0.5, 2.0)
 NOISE = 4
 SPREAD = (2.0, 4.0)
+# A split whose feature does not vary at all is judged only where train's tails make that
+# unlikely: about n / kurtosis of its n samples would lie off train's bulk (a border pixel that
+# is set in one image of a hundred is blank in a split of fifty as often as not).
+CONSTANT_DRAWS = 10
 # Token ids: total variation beyond this many times what train's halves show warns, and fails.
 TOKENS = (3.0, 6.0)
 TV_FLOOR = (0.1, 0.3)
@@ -98,6 +102,17 @@ def _stats(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
     count = m[0].clamp(min=1)
     mean = m[1] / count
     return mean, (m[2] / count - mean**2).clamp(min=0).sqrt()
+
+
+def _kurtosis(m: torch.Tensor) -> torch.Tensor:
+    """Each feature's kurtosis (3 for a normal one, about 1/p for one set in a share p of the
+    samples); 3 where the raw sums cannot give it (no spread, or a mean so far from zero against
+    the spread that the fourth powers cancel)."""
+    e1, e2, e3, e4 = (m[k] / m[0].clamp(min=1) for k in (1, 2, 3, 4))
+    var = (e2 - e1**2).clamp(min=0)
+    kurt = (e4 - 4 * e1 * e3 + 6 * e1**2 * e2 - 3 * e1**4) / var**2
+    reliable = (var > 0) & (e1.abs() < 1e3 * var.sqrt()) & kurt.isfinite() & (kurt >= 1)
+    return kurt.where(reliable, 3.0)
 
 
 def _features(s: Scan, split: str) -> Iterator[dict[str, Any]]:
@@ -110,10 +125,16 @@ def _features(s: Scan, split: str) -> Iterator[dict[str, Any]]:
         usable = (std_t > 1e-6 * (1 + mean_t.abs())) & (m[0] > 1) & (t[0] > 1)
         if not bool(usable.any()):
             continue
-        error = NOISE * (1 / s.samples[split] + 1 / s.samples["train"]) ** 0.5
+        n_s, n_t = s.samples[split], s.samples["train"]
+        error = NOISE * (1 / n_s + 1 / n_t) ** 0.5
         shift = ((mean_s - mean_t).abs() / std_t - error).clamp(min=0).where(usable, 0.0)
-        spread = (std_s / std_t).where(usable, 1.0)
-        factor = torch.maximum(spread, 1 / spread.clamp(min=1e-12))
+        # A spread's standard error (in log units) grows with the kurtosis: few samples of a
+        # heavy-tailed feature may hold none of its rare values.
+        kurt = _kurtosis(t)
+        spread_error = NOISE * ((kurt - 1).clamp(min=0) / 4 * (1 / n_s + 1 / n_t)).sqrt()
+        apart = (std_s / std_t).log().abs().clamp(max=30)  # a split without any spread: e^30
+        judged = usable & ((std_s > 0) | (n_s / kurt >= CONSTANT_DRAWS))
+        factor = (apart - spread_error).clamp(min=0).exp().where(judged, 1.0)
         score = torch.maximum(shift / SHIFT[0], factor / SPREAD[0])
         i = int(score.argmax())
         yield {
@@ -122,7 +143,8 @@ def _features(s: Scan, split: str) -> Iterator[dict[str, Any]]:
             "feature": path if t.shape[1] == 1 else f"{path}[:, {i}]",
             "shift": float(shift[i] + error),
             "sampling_error": error,
-            "spread_factor": float(factor[i]),
+            "spread_factor": float(apart[i].exp()),
+            "spread_factor_beyond_noise": float(factor[i]),
             "split_mean_std": [float(mean_s[i]), float(std_s[i])],
             "train_mean_std": [float(mean_t[i]), float(std_t[i])],
             "level": sum(

@@ -194,8 +194,11 @@ def data_class_balance(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         )
     return warns(
         f"class {majority} has {ratio:.1f}x the training samples of class {smallest} and nothing "
-        "compensates, so accuracy can look fine while rare classes are never predicted; use "
-        "data.sampler=weighted or model.loss.class_weights=balanced, or monitor val/balanced_acc"
+        "compensates, so accuracy can look fine while rare classes are never predicted; draw "
+        "them evenly (a WeightedRandomSampler with one weight per sample in the train loader; "
+        "data.sampler=weighted on the template's datamodules), weight the loss by class "
+        "(model.loss.class_weights=balanced on its tasks), or monitor a macro metric "
+        "(val/balanced_acc)"
     )
 
 

@@ -74,12 +74,13 @@ def _walk(ctx: DoctorContext) -> Scan:
 
 
 def _moments(t: torch.Tensor) -> torch.Tensor:
-    """(count, sum, sum of squares) of each feature's finite values: dim 1 of a batch."""
+    """(count, sums of the first four powers) of each feature's finite values: dim 1 of a batch
+    (the fourth: how heavy the tails are, what a spread drawn from few samples can vary by)."""
     v = t.detach().double().reshape(t.shape[0], t.shape[1] if t.dim() > 1 else 1, -1)
     v = v.transpose(0, 1).reshape(v.shape[1], -1)
     finite = v.isfinite()
     v = v.where(finite, 0.0)
-    return torch.stack([finite.sum(1).double(), v.sum(1), (v * v).sum(1)])
+    return torch.stack([finite.sum(1).double(), *((v**k).sum(1) for k in (1, 2, 3, 4))])
 
 
 def _add(store: dict[str, torch.Tensor | None], path: str, value: torch.Tensor) -> None:
