@@ -23,8 +23,10 @@ stop_pid() {  # by pid file only: never by name (other clusters/daemons may be r
 }
 
 if [ "$cmd" = stop ]; then
-  stop_pid "$dir/slurmd.pid"
-  stop_pid "$dir/slurmctld.pid"
+  # The two slurm daemons take about 2 s each to exit: both at once; munge (their auth) after.
+  stop_pid "$dir/slurmd.pid" &
+  stop_pid "$dir/slurmctld.pid" &
+  wait
   stop_pid "$mdir/munged.pid"
   rm -rf "$mdir"
   exit 0
@@ -45,7 +47,8 @@ ClusterName=trainwell-local
 SlurmctldHost=$host
 SlurmUser=root
 AuthType=auth/munge
-AuthInfo=socket=$mdir/munge.socket,cred_expire=10
+# A requeued job may start again cred_expire + 1 s after its requeue: 5, the least SLURM takes.
+AuthInfo=socket=$mdir/munge.socket,cred_expire=5
 CredType=cred/munge
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -55,7 +58,8 @@ SelectTypeParameters=CR_Core
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
-SchedulerParameters=sched_interval=5,bf_interval=5
+# A requeued job is started by the periodic scheduling pass (none runs when it becomes eligible).
+SchedulerParameters=sched_interval=1,bf_interval=1
 ReturnToService=2
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool

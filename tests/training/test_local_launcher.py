@@ -214,7 +214,7 @@ def _wait_for(sweep: subprocess.Popen, paths: list[Path], timeout_s: float) -> N
     while not all(path.is_file() for path in paths):
         assert sweep.poll() is None, sweep.communicate()[1][-3000:]
         assert time.monotonic() < deadline, [p for p in paths if not p.is_file()]
-        time.sleep(0.5)
+        time.sleep(0.1)
 
 
 def _untouched(run_dir: Path) -> dict[str, tuple[int, bytes]]:

@@ -134,10 +134,14 @@ class TrainwellLocalLauncher(BaseSubmititLauncher):
         recorded where the sweep summary reads failures (its run dir's failure.txt)."""
         from submitit.core.utils import UncompletedJobError
 
-        try:
-            return job.result()
-        except UncompletedJobError:
-            pass
+        # A local trial's process writes its result before it ends: with none there, none is
+        # coming (submitit would wait 15 s for a cluster's shared filesystem to show it, and
+        # the sweep would start no trial meanwhile).
+        if job.paths.result_pickle.exists():
+            try:
+                return job.result()
+            except UncompletedJobError:
+                pass
         line = (
             f"trial {job_num}'s process was killed or died before handing back a result; "
             f"its output: {job.paths.stderr}"
