@@ -23,10 +23,8 @@ stop_pid() {  # by pid file only: never by name (other clusters/daemons may be r
 }
 
 if [ "$cmd" = stop ]; then
-  # The two slurm daemons take about 2 s each to exit: both at once; munge (their auth) after.
-  stop_pid "$dir/slurmd.pid" &
-  stop_pid "$dir/slurmctld.pid" &
-  wait
+  stop_pid "$dir/slurmd.pid"
+  stop_pid "$dir/slurmctld.pid"
   stop_pid "$mdir/munged.pid"
   rm -rf "$mdir"
   exit 0
@@ -47,8 +45,7 @@ ClusterName=trainwell-local
 SlurmctldHost=$host
 SlurmUser=root
 AuthType=auth/munge
-# A requeued job may start again cred_expire + 1 s after its requeue: 5, the least SLURM takes.
-AuthInfo=socket=$mdir/munge.socket,cred_expire=5
+AuthInfo=socket=$mdir/munge.socket,cred_expire=10
 CredType=cred/munge
 ProctrackType=proctrack/linuxproc
 TaskPlugin=task/none
@@ -58,8 +55,7 @@ SelectTypeParameters=CR_Core
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
-# A requeued job is started by the periodic scheduling pass (none runs when it becomes eligible).
-SchedulerParameters=sched_interval=1,bf_interval=1
+SchedulerParameters=sched_interval=5,bf_interval=5
 ReturnToService=2
 StateSaveLocation=$dir/state
 SlurmdSpoolDir=$dir/spool

@@ -118,7 +118,7 @@ def _wait(what: str, ready: callable, timeout: float) -> None:  # type: ignore[v
     while not ready():
         if time.monotonic() > deadline:
             raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
-        time.sleep(0.2)
+        time.sleep(1)
 
 
 def test_sigusr1_checkpoints_requeues_and_finishes_with_uninterrupted_weights(
