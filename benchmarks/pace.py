@@ -589,9 +589,9 @@ def run_host(args: argparse.Namespace) -> Figures:
     then the median across repetitions. The Lightning sides run Lightning's own hook dispatch
     even after a trainwell side patched it. `pace.py host` runs with OMP_NUM_THREADS=1 unless
     set otherwise.
-    Last line: `<side>_cpu_us=.. <side>_wall_us=.. ... tw_task_vs_bare=.. tw_user_vs_lightning=..
-    tw_task_vs_bare_bf16_cl=.. ..._wall=..` (ratios without a suffix are CPU; `_spread` =
-    half-range / median).
+    Last line: `<side>_cpu_us=.. <side>_wall_us=.. ... tw_task_vs_bare=.. tw_task_vs_bare_task=..
+    tw_user_vs_lightning=.. tw_task_vs_bare_bf16_cl=.. ..._wall=..` (ratios without a suffix are
+    CPU; `_spread` = half-range / median).
     """
     import logging
     import warnings
