@@ -15,7 +15,7 @@ import torch
 import torch.nn.functional as F
 from lightning.pytorch.callbacks import ModelCheckpoint
 from torch.utils.data import BatchSampler, DataLoader, TensorDataset
-from torchmetrics import MaxMetric, MeanMetric
+from torchmetrics import MaxMetric, MeanMetric, Metric
 
 from tests.helpers.torchrun import run_torchrun
 from tests.helpers.trainers import quiet_trainer
@@ -1147,6 +1147,24 @@ def test_lightnings_per_batch_module_hooks_are_empty() -> None:
         assert ops in ([("LOAD_CONST", None), ("RETURN_VALUE", None)], [("RETURN_CONST", None)])
 
 
+class _Total(Metric):
+    """A sum of what each update reads (detached), recording whether gradients were on."""
+
+    full_state_update = False
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.add_state("total", torch.tensor(0.0), dist_reduce_fx="sum")
+        self.grad_on: list[bool] = []
+
+    def update(self, x: torch.Tensor) -> None:
+        self.grad_on.append(torch.is_grad_enabled())
+        self.total.add_(x.detach().sum())
+
+    def compute(self) -> torch.Tensor:
+        return self.total
+
+
 def test_torchmetrics_update_bookkeeping_is_what_lean_update_keeps() -> None:
     """compat.LeanUpdate: torchmetrics' update wrapper (1.9) clears the cached compute(), counts
     the update and runs it with gradients off, through nn.Module.__setattr__. The lean wrapper
@@ -1154,25 +1172,7 @@ def test_torchmetrics_update_bookkeeping_is_what_lean_update_keeps() -> None:
     anything more, this fails and LeanUpdate must follow (or go)."""
     import copy
 
-    from torchmetrics import Metric
-
-    def counting(metric: Any, x: torch.Tensor) -> None:
-        metric.grad_on.append(torch.is_grad_enabled())
-        metric.total.add_(x.sum())
-
-    class Stock(Metric):
-        full_state_update = False
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.add_state("total", torch.tensor(0.0), dist_reduce_fx="sum")
-            self.grad_on: list[bool] = []
-
-        def update(self, x: torch.Tensor) -> None:
-            counting(self, x)
-
-        def compute(self) -> torch.Tensor:
-            return self.total
+    Stock = _Total
 
     class Lean(compat.LeanUpdate, Stock):
         pass
@@ -1208,23 +1208,9 @@ def test_a_lean_update_that_detaches_keeps_the_callers_grad_mode_except_in_forwa
     """compat.LeanUpdate with `update_detaches`: no grad-mode switch around update (the point:
     one context manager fewer per training step), and forward() still gets torchmetrics' switch
     to gradients on."""
-    from torchmetrics import Metric
 
-    class Detaching(compat.LeanUpdate, Metric):
+    class Detaching(compat.LeanUpdate, _Total):
         update_detaches = True
-        full_state_update = False
-
-        def __init__(self) -> None:
-            super().__init__()
-            self.add_state("total", torch.tensor(0.0), dist_reduce_fx="sum")
-            self.grad_on: list[bool] = []
-
-        def update(self, x: torch.Tensor) -> None:
-            self.grad_on.append(torch.is_grad_enabled())
-            self.total.add_(x.detach().sum())
-
-        def compute(self) -> torch.Tensor:
-            return self.total
 
     metric = Detaching()
     metric.update(torch.ones(2))
