@@ -14,7 +14,7 @@ import numpy as np
 import torch
 import torch.nn.functional as F
 from torch import nn
-from torch.utils.data import Dataset, TensorDataset
+from torch.utils.data import DataLoader, Dataset, TensorDataset, WeightedRandomSampler
 
 from project.data.digits import DigitsDataModule
 from project.models.digits_cnn import DigitsCNN
@@ -254,6 +254,30 @@ class MajorityDigits(DigitsDataModule):
         others = torch.stack([torch.nonzero(y == c).reshape(-1)[0] for c in range(1, 10)])
         keep = torch.cat([zeros, others])
         self.train_set = TensorDataset(x[keep].clone(), y[keep].clone())
+
+
+class SelfBalancedDigits(DigitsDataModule):
+    """The imbalanced digits, rebalanced by the datamodule's own loader as people write it: a
+    WeightedRandomSampler with one weight per sample, 1 / the count of its class."""
+
+    def sample_weights(self, labels: torch.Tensor) -> torch.Tensor:
+        return (1.0 / torch.bincount(labels).double())[labels]
+
+    def train_dataloader(self) -> DataLoader:
+        labels = self.train_set.tensors[1]
+        sampler = WeightedRandomSampler(
+            self.sample_weights(labels), num_samples=len(labels), replacement=True,
+            generator=torch.Generator().manual_seed(0),
+        )  # fmt: skip
+        return DataLoader(self.train_set, batch_size=self.batch_size, sampler=sampler)
+
+
+class PerClassWeightsDigits(SelfBalancedDigits):
+    """The reported mistake: one weight per class handed over as if per sample, so the sampler
+    draws only the first ten samples of the training split."""
+
+    def sample_weights(self, labels: torch.Tensor) -> torch.Tensor:
+        return 1.0 / torch.bincount(labels).double()
 
 
 class OverlappingDigits(DigitsDataModule):

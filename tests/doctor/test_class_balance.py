@@ -7,10 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-import torch
-from torch.utils.data import DataLoader, WeightedRandomSampler
 
-from project.data.digits import DigitsDataModule
 from tests.doctor.test_zoo import ENTRIES, SLOW, TOKENS_ENTRY, zoo_config
 from tests.helpers.doctor import FAST, LM, MUSEUM, QUICK_PROBES, run_cfg, run_ids
 
@@ -55,43 +52,19 @@ def test_compensated_imbalance_passes(tmp_path: Path, compensation: str) -> None
     assert got.evidence["compensated_by"], got.evidence
 
 
-class SelfBalancedDigits(DigitsDataModule):
-    """The imbalanced digits, rebalanced by the datamodule's own loader as people write it: a
-    WeightedRandomSampler with one weight per sample, 1 / the count of its class."""
-
-    def sample_weights(self, labels: torch.Tensor) -> torch.Tensor:
-        return (1.0 / torch.bincount(labels).double())[labels]
-
-    def train_dataloader(self) -> DataLoader:
-        labels = self.train_set.tensors[1]
-        sampler = WeightedRandomSampler(
-            self.sample_weights(labels), num_samples=len(labels), replacement=True,
-            generator=torch.Generator().manual_seed(0),
-        )  # fmt: skip
-        return DataLoader(self.train_set, batch_size=self.batch_size, sampler=sampler)
-
-
-class PerClassWeightsDigits(SelfBalancedDigits):
-    """The reported mistake: one weight per class handed over as if per sample, so the sampler
-    draws only the first ten samples of the training split."""
-
-    def sample_weights(self, labels: torch.Tensor) -> torch.Tensor:
-        return 1.0 / torch.bincount(labels).double()
-
-
 @pytest.mark.example(
     "project.data.digits", "project.models.digits_cnn", "project.tasks.classification"
 )
 def test_the_loaders_own_weighted_sampler_compensates(tmp_path: Path) -> None:
     """Read from what the loader draws, not from the config: a user's own sampler rebalances
     as data.sampler=weighted does, and one that does not draw what it declares is no remedy."""
-    own = f"data._target_={__name__}.SelfBalancedDigits"
+    own = f"data._target_={MUSEUM}.SelfBalancedDigits"
     got = check(tmp_path / "own", [*IMBALANCED, own])
     assert got.status == "pass", got.message
     assert got.evidence["largest_to_smallest"] >= 5 > got.evidence["drawn_largest_to_smallest"]
     assert "the train loader's sampler" in got.message
     broken = check(
-        tmp_path / "broken", [*IMBALANCED, f"data._target_={__name__}.PerClassWeightsDigits"]
+        tmp_path / "broken", [*IMBALANCED, f"data._target_={MUSEUM}.PerClassWeightsDigits"]
     )
     assert broken.status in ("warn", "fail"), broken.message
     assert broken.evidence["drawn_largest_to_smallest"] >= 5
