@@ -66,17 +66,22 @@ def weight_difference(a: dict, b: dict) -> float:
 # --- overhead ----------------------------------------------------------------------------------
 
 WORKLOADS = {
-    "digits": [],  # the default experiment: digits + DigitsCNN, AdamW, warmup-cosine
+    # the default experiment: digits + DigitsCNN, AdamW, warmup-cosine
+    "digits": harness.DIGITS_CONSTANT_LR,
     # experiment=resnet_accum (SGD nesterov, micro-batch x K=4) on small synthetic data
-    "resnet18": [
-        "experiment=resnet_accum",
-        "data=synthetic",
-        "data.num_samples=384",
-        "data.num_val=128",
-        "data.num_test=64",
-        "data.batch_size=32",
-        "model.net.width=16",
-    ],
+    "resnet18": harness.Workload(
+        "the ResNet-18 example",
+        (
+            "experiment=resnet_accum",
+            "data=synthetic",
+            "data.num_samples=384",
+            "data.num_val=128",
+            "data.num_test=64",
+            "data.batch_size=32",
+            "model.net.width=16",
+        ),
+        (*harness.RESNET, *harness.SYNTHETIC),
+    ),
 }
 TOLERANCE = 1e-5
 
@@ -95,7 +100,10 @@ def steady(epochs: list[float]) -> float:
 def overhead_workload(
     name: str, epochs: int, reps: int, tw_extra: list[str], raw_ckpt: str = "background"
 ) -> Figures:
-    overrides = WORKLOADS[name]
+    overrides = harness.resolve(WORKLOADS[name])
+    if overrides is None:
+        print(harness.skip_line(f"workload {name!r}", harness.missing(WORKLOADS[name].needs)))
+        return {}
 
     def run_raw() -> dict:
         with tempfile.TemporaryDirectory(prefix="tw-bench-") as tmp:
@@ -1023,7 +1031,7 @@ def ops_of_side(side: str, overrides: list[str], channels_last: bool, tmp: Path)
         loops.fit(
             built.net, built.datamodule.train_dataloader(), None, optimizer, scheduler, 1,
             built.accumulate, built.precision, max_batches=OPS_BATCH + 2, on_batch=window.mark,
-            label_smoothing=float(built.cfg.model.label_smoothing),
+            label_smoothing=loops.label_smoothing(built.cfg),
         )  # fmt: skip
     if not OpWindow.events:
         raise RuntimeError(f"--ops: the {side} side never reached batch {OPS_BATCH + 1}")
@@ -1350,6 +1358,7 @@ PARTS: dict[str, harness.Part] = {
         lambda a: "P1 overhead: trainwell vs a hand-written loop (CPU fp32)",
         overhead_arguments,
         run_overhead,
+        workload=harness.DIGITS,
     ),
     "host": harness.Part(
         lambda a: "host cost per training step (near-zero compute, one thread)",
