@@ -106,6 +106,13 @@ def resolve(workload: Workload) -> list[str] | None:
     return list(workload.owned)
 
 
+def default_run() -> list[str]:
+    """The default run's overrides in this checkout: none, or the owned stand-in's."""
+    found = resolve(DIGITS)
+    assert found is not None  # DIGITS has an owned stand-in
+    return found
+
+
 def substitution(workload: Workload) -> str:
     """What the header says when the owned stand-in runs, else ''."""
     if not is_owned(workload):

@@ -266,14 +266,37 @@ def make_cnn() -> nn.Module:
 
 
 _TASK_OPTIMIZATION: list[Any] = []
+# The ClassificationTask's model config, and the tiny language model: the sides that run them.
+HOST_TASK = harness.Workload("the ClassificationTask example", ("model=mlp",), harness.CLASSIFIER)
+HOST_LM = harness.Workload(
+    "the language-model example",
+    tuple(LM_TINY),
+    ("project.tasks.language_model", "project.models.transformer", "project.data.sequences"),
+)
+SIDE_WORKLOADS = {
+    "bare_task": HOST_TASK,
+    "tw_task": HOST_TASK,
+    "tw_task_bf16_cl": HOST_TASK,
+    "tw_lm": HOST_LM,
+}
 
 
 def task_optimization(params: Any, total_steps: int) -> tuple[Any, Any]:
     """The ClassificationTask's default optimizer and per-step schedule (model=mlp), built from
     the composed config as the task builds them: every side pays the same optimizer arithmetic."""
     if not _TASK_OPTIMIZATION:
-        with tempfile.TemporaryDirectory(prefix="tw-pace-host-") as tmp:
-            model = compose(["model=mlp"], Path(tmp)).model
+        overrides = harness.resolve(HOST_TASK)
+        if overrides is None:  # the same two nodes, from the engine's groups model=mlp names
+            group = harness.CONF / "model"
+            model = OmegaConf.create(
+                {
+                    "optimizer": OmegaConf.load(group / "optimizer" / "sgd.yaml"),
+                    "scheduler": OmegaConf.load(group / "scheduler" / "warmup_cosine.yaml"),
+                }
+            )
+        else:
+            with tempfile.TemporaryDirectory(prefix="tw-pace-host-") as tmp:
+                model = compose(overrides, Path(tmp)).model
         _TASK_OPTIMIZATION.extend([model.optimizer, model.scheduler])
     optimizer = instantiate(_TASK_OPTIMIZATION[0])(params)
     return optimizer, instantiate(_TASK_OPTIMIZATION[1])(optimizer, total_steps=total_steps)
@@ -611,6 +634,10 @@ def run_host(args: argparse.Namespace) -> Figures:
     unknown = set(sides) - set(HOST_SIDES)
     if unknown:
         raise SystemExit(f"unknown sides {sorted(unknown)}; choose from {','.join(HOST_SIDES)}")
+    for side in [s for s in sides if s in SIDE_WORKLOADS]:
+        if harness.resolve(SIDE_WORKLOADS[side]) is None:  # its example is not in this clone
+            print(harness.skip_line(f"side {side!r}", harness.missing(SIDE_WORKLOADS[side].needs)))
+            sides.remove(side)
 
     def side_fn(side: str) -> Any:
         return lambda: host_side(side, args.epochs, args.samples)
@@ -1366,10 +1393,17 @@ PARTS: dict[str, harness.Part] = {
         run_host,
     ),
     "epoch": harness.Part(
-        lambda a: "per-epoch fixed cost (CPU, the H100 run's state)", epoch_arguments, run_epoch
+        lambda a: "per-epoch fixed cost (CPU, the H100 run's state)",
+        epoch_arguments,
+        run_epoch,
+        needs=(*harness.RESNET, *harness.SYNTHETIC),  # the H100 run's ResNet-18 state
     ),
     "throughput": harness.Part(
-        throughput_title, throughput_arguments, run_throughput, threads=0 if CUDA else 1
+        throughput_title,
+        throughput_arguments,
+        run_throughput,
+        threads=0 if CUDA else 1,
+        needs=(*harness.RESNET, *harness.SYNTHETIC),  # model=resnet18 data=synthetic
     ),
 }
 
