@@ -508,7 +508,9 @@ def host_lightning(
 
 
 def trainwell_config(side: str, epochs: int, samples: int, tmp: Path) -> Any:
-    overrides = LM_TINY if side == "tw_lm" else ["model=mlp"]
+    overrides = harness.resolve(SIDE_WORKLOADS.get(side, HOST_TASK))
+    if overrides is None:  # tw_user: its model and data replace the composed ones below
+        overrides = list(harness.OWNED)
     bf16_cl = side == "tw_task_bf16_cl"
     if bf16_cl:
         overrides = [
