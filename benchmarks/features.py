@@ -662,6 +662,21 @@ def resume_overrides(samples: int, batch: int) -> list[str]:
     ]
 
 
+def resumed_epoch_batches(args: argparse.Namespace) -> int:
+    """Training batches in the resumed run's epoch: `--samples` / `--batch`, or on the owned
+    stand-in, its own training split's."""
+    if not harness.is_owned(RESUMED):
+        return -(-args.samples // args.batch)
+    from hydra.utils import instantiate
+
+    with tempfile.TemporaryDirectory() as tmp:
+        datamodule = instantiate(
+            compose(resume_overrides(args.samples, args.batch), Path(tmp)).data
+        )
+    datamodule.setup("fit")
+    return len(datamodule.train_dataloader())
+
+
 def killed_run(run_dir: Path, step: int, args: argparse.Namespace) -> None:
     proc = script("train.py", [
         *resume_overrides(args.samples, args.batch),
@@ -733,7 +748,7 @@ def run_resume(args: argparse.Namespace) -> Figures:
     Last line: `resume_5pct_s=.. resume_95pct_s=.. ratio_95_to_5=.. loader_5pct_ms=..
     loader_95pct_ms=.. batches_5pct=.. batches_95pct=.. epoch_batches=..` (medians over the
     reps; ratio ~1.0 within the spread means constant time)."""
-    epoch_batches = -(-args.samples // args.batch)
+    epoch_batches = resumed_epoch_batches(args)
     steps = {"5pct": max(1, round(0.05 * epoch_batches)), "95pct": round(0.95 * epoch_batches)}
     with tempfile.TemporaryDirectory(prefix="resume-position-") as tmp:
         scratch = Path(tmp)
