@@ -95,7 +95,8 @@ def guard_run(guards: bool, epochs: int, out: Path, profile: bool = False) -> fl
     """Wall seconds of one train() call (test=false) writing into `out`."""
     from trainwell.training.run import train
 
-    overrides = [f"trainer.max_epochs={epochs}", "test=false", "print_config=false"]
+    overrides = [*harness.default_run(), f"trainer.max_epochs={epochs}", "test=false"]
+    overrides += ["print_config=false"]
     overrides += [] if guards else [f"callbacks.{g}=null" for g in GUARDS]
     if profile:
         overrides.append(
@@ -231,6 +232,7 @@ def ema_step_seconds(side: str, epochs: int, extra: list[str], out: Path) -> tup
 
     HookClock.seconds = 0.0
     overrides = [
+        *harness.default_run(),
         *extra,
         *EMA_SIDES[side],
         f"trainer.max_epochs={epochs}",
@@ -258,7 +260,7 @@ def ema_update_seconds(extra: list[str], reps: int) -> dict[str, Any]:
     from trainwell.compat.averaging import PlacedAverage
 
     with tempfile.TemporaryDirectory() as tmp:
-        module = instantiate(compose(extra, Path(tmp)).model)
+        module = instantiate(compose([*harness.default_run(), *extra], Path(tmp)).model)
     placed = PlacedAverage(module)
     stock = AveragedModel(module, avg_fn=get_ema_avg_fn(DECAY), use_buffers=True)
     updates = {
@@ -373,6 +375,7 @@ def run_cv(args: argparse.Namespace) -> Figures:
     from trainwell.training.run import train
 
     overrides = [
+        *harness.default_run(),
         f"cv.folds={args.folds}",
         f"trainer.max_epochs={args.epochs}",
         *QUIET,
@@ -459,7 +462,8 @@ TINY = [
 def real_job(root: Path, threads: int) -> Path:
     """A one-job sweep through scripts/train.py: the files every job of a sweep leaves."""
     sweep = root / "real"
-    proc = script("train.py", ["-m", "seed=1", *TINY, f"hydra.sweep.dir={sweep}"], threads)
+    args = ["-m", "seed=1", *harness.default_run(), *TINY, f"hydra.sweep.dir={sweep}"]
+    proc = script("train.py", args, threads)
     if proc.returncode != 0:
         raise SystemExit(f"the real sweep job failed:\n{proc.stderr[-3000:]}")
     return sweep
@@ -512,7 +516,8 @@ def play_back(real: Path, out: Path, n: int, seed: int) -> list[float]:
 def sweep(out: Path, threads: int, trials: int, *launcher: str) -> tuple[float, list[dict]]:
     """(wall seconds, each trial's results.json metrics) of `train.py -m seed=1..trials`."""
     seeds = ",".join(str(s) for s in range(1, trials + 1))
-    args = ["-m", *launcher, f"seed={seeds}", "print_config=false", f"hydra.sweep.dir={out}"]
+    args = ["-m", *launcher, f"seed={seeds}", *harness.default_run(), "print_config=false",
+            f"hydra.sweep.dir={out}"]  # fmt: skip
     wall, _, proc = harness.timed(lambda: script("train.py", args, threads))
     if proc.returncode != 0:
         raise SystemExit(f"the sweep {' '.join(launcher) or 'one at a time'} failed:\n"
@@ -630,14 +635,23 @@ class KillAfterStep(L.Callback):
         os.kill(os.getpid(), signal.SIGKILL)
 
 
+# The resumed run: an MLP on CIFAR-shaped synthetic data (`--samples` of them) with the host-side
+# crop + flip; in a clone without them, the engine's own digits (their 1,258 training samples).
+RESUMED = harness.Workload(
+    "the MLP on synthetic data",
+    ("model=mlp", "data=synthetic", "data.augment=true"),
+    (*harness.CLASSIFIER, *harness.SYNTHETIC),
+    owned=harness.OWNED,
+)
+
+
 def resume_overrides(samples: int, batch: int) -> list[str]:
+    chosen = harness.resolve(RESUMED)
+    assert chosen is not None  # RESUMED has an owned stand-in
+    sized = [f"data.num_samples={samples}", "data.num_val=64", "data.num_test=64"]
     return [
-        "model=mlp",
-        "data=synthetic",
-        "data.augment=true",
-        f"data.num_samples={samples}",
-        "data.num_val=64",
-        "data.num_test=64",
+        *chosen,
+        *([] if harness.is_owned(RESUMED) else sized),
         f"data.batch_size={batch}",
         "data.num_workers=0",
         "trainer.max_epochs=1",
@@ -646,6 +660,21 @@ def resume_overrides(samples: int, batch: int) -> list[str]:
         *QUIET,
         "test=false",
     ]
+
+
+def resumed_epoch_batches(args: argparse.Namespace) -> int:
+    """Training batches in the resumed run's epoch: `--samples` / `--batch`, or on the owned
+    stand-in, its own training split's."""
+    if not harness.is_owned(RESUMED):
+        return -(-args.samples // args.batch)
+    from hydra.utils import instantiate
+
+    with tempfile.TemporaryDirectory() as tmp:
+        datamodule = instantiate(
+            compose(resume_overrides(args.samples, args.batch), Path(tmp)).data
+        )
+    datamodule.setup("fit")
+    return len(datamodule.train_dataloader())
 
 
 def killed_run(run_dir: Path, step: int, args: argparse.Namespace) -> None:
@@ -719,7 +748,7 @@ def run_resume(args: argparse.Namespace) -> Figures:
     Last line: `resume_5pct_s=.. resume_95pct_s=.. ratio_95_to_5=.. loader_5pct_ms=..
     loader_95pct_ms=.. batches_5pct=.. batches_95pct=.. epoch_batches=..` (medians over the
     reps; ratio ~1.0 within the spread means constant time)."""
-    epoch_batches = -(-args.samples // args.batch)
+    epoch_batches = resumed_epoch_batches(args)
     steps = {"5pct": max(1, round(0.05 * epoch_batches)), "95pct": round(0.95 * epoch_batches)}
     with tempfile.TemporaryDirectory(prefix="resume-position-") as tmp:
         scratch = Path(tmp)
@@ -1057,7 +1086,7 @@ def run_state(args: argparse.Namespace) -> Figures:
 
 
 def run_doctor_once(src: Path, threads: int, run_dir: Path, overrides: list[str]) -> float:
-    args = [f"hydra.run.dir={run_dir}", *overrides]
+    args = [f"hydra.run.dir={run_dir}", *harness.default_run(), *overrides]
     seconds, _, proc = harness.timed(lambda: script("doctor.py", args, threads, src=src))
     if proc.returncode not in (0, 1):  # 1: a check failed, still a full doctor run
         raise RuntimeError(f"doctor.py exited {proc.returncode}:\n{proc.stdout[-2000:]}")
@@ -1223,6 +1252,7 @@ def run_train(epochs: int, threads: int, run_dir: Path) -> dict[str, float]:
     cmd = [
         sys.executable,
         str(REPO / "scripts" / "train.py"),
+        *harness.default_run(),
         f"trainer.max_epochs={epochs}",
         f"hydra.run.dir={run_dir}",
         "+callbacks.bench_phase._target_=features.PhaseMarker",
@@ -1294,7 +1324,8 @@ def process_seconds(cmd: list[str], threads: int, expected: int) -> tuple[float,
 def mistake_cmd(root: Path, name: str, tmp: Path, *options: str) -> list[str]:
     overrides = [o.format(tmp=tmp) for o in MISTAKES[name]]
     script = str(root / "scripts" / "train.py")
-    return [sys.executable, *options, script, *overrides, f"hydra.run.dir={tmp}/run"]
+    run = [*harness.default_run(), *overrides, f"hydra.run.dir={tmp}/run"]
+    return [sys.executable, *options, script, *run]
 
 
 def time_to_error(root: Path, name: str, tmp: Path, threads: int) -> float:
@@ -1321,7 +1352,14 @@ def heavy_imported(root: Path, name: str, tmp: Path, threads: int) -> list[str]:
 
 
 # Valid starts whose step-0 checks are timed (each in a fresh interpreter, as a start runs them).
-STEP0 = {"default": [], "lm_accum": ["experiment=lm_accum"]}
+STEP0 = {
+    "default": harness.DIGITS,
+    "lm_accum": harness.Workload(
+        "the language-model example",
+        ("experiment=lm_accum",),
+        ("project.tasks.language_model", "project.models.transformer", "project.data.sequences"),
+    ),
+}
 _STEP0_CODE = """
 import sys, time
 from pathlib import Path
@@ -1357,7 +1395,10 @@ def step0_seconds(overrides: list[str], threads: int) -> list[float]:
 def measure_step0(reps: int, threads: int, figures: dict[str, float | int | str]) -> None:
     """The import-free step-0 checks of a valid start (the template's values, every target,
     every keyword) beside composing its config, and as a share of the start up to that point."""
-    sides = {name: (lambda o=o: step0_seconds(o, threads)) for name, o in STEP0.items()}
+    starts = {name: harness.resolve(workload) for name, workload in STEP0.items()}
+    for name in [n for n, o in starts.items() if o is None]:
+        print(harness.skip_line(f"start {name!r}", harness.missing(STEP0[name].needs)))
+    sides = {n: (lambda o=o: step0_seconds(o, threads)) for n, o in starts.items() if o is not None}
     for name, runs in interleaved(sides, reps).items():
         parts = dict(
             zip(
@@ -1902,30 +1943,43 @@ FEATURES: dict[str, harness.Part] = {
         ),
         startup_arguments,
         run_startup,
+        workload=harness.DIGITS,
     ),
     "guards": harness.Part(
         lambda a: "guard overhead: default experiment, guards on vs off",
         guards_arguments,
         run_guards,
+        workload=harness.DIGITS,
     ),
     "ema": harness.Part(
         lambda a: f"EMA cost per optimizer step: {' '.join(a.override) or 'digits'}",
         ema_arguments,
         run_ema,
+        workload=harness.DIGITS,
     ),
-    "cv": harness.Part(lambda a: f"cv overhead: digits, {a.folds} folds", cv_arguments, run_cv),
+    "cv": harness.Part(
+        lambda a: f"cv overhead: digits, {a.folds} folds",
+        cv_arguments,
+        run_cv,
+        workload=harness.DIGITS,
+    ),
     "summary": harness.Part(
-        lambda a: f"summary cost per job: sweeps of {a.sizes} jobs", summary_arguments, run_summary
+        lambda a: f"summary cost per job: sweeps of {a.sizes} jobs",
+        summary_arguments,
+        run_summary,
+        workload=harness.DIGITS,
     ),
     "resume": harness.Part(
         lambda a: "resume_position: process start -> first resumed step, at 5% vs 95% of an epoch",
         resume_arguments,
         run_resume,
+        workload=RESUMED,
     ),
     "state": harness.Part(
         lambda a: "state checkpoint: digits, numpy vs lists, step-0 share",
         state_arguments,
         run_state,
+        needs=harness.DIGITS.needs,  # its datamodules extend the digits example's
     ),
     "doctor": harness.Part(
         lambda a: (
@@ -1935,18 +1989,22 @@ FEATURES: dict[str, harness.Part] = {
         doctor_arguments,
         run_doctor,
         threads=0,
+        workload=harness.DIGITS,
     ),
     "imbalance": harness.Part(
         lambda a: "class imbalance: plain vs weighted sampler vs class weights",
         imbalance_arguments,
         run_imbalance,
         threads=0,
+        needs=harness.DIGITS.needs,  # experiment=digits_imbalanced
     ),
-    "memory": harness.Part(memory_title, memory_arguments, run_memory),
+    # ResNet-18's own gradient checkpointing (model=resnet18)
+    "memory": harness.Part(memory_title, memory_arguments, run_memory, needs=harness.RESNET),
     "data_pipeline": harness.Part(
         lambda a: "P6 data pipeline: CIFAR-10 format from disk, loader settings sweep",
         data_pipeline_arguments,
         run_data_pipeline,
+        needs=("project.data.cifar10", *harness.RESNET),  # experiment=resnet_accum from disk
     ),
 }
 

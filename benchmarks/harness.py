@@ -34,6 +34,97 @@ if str(REPO / "src") not in sys.path:
     sys.path.insert(1, str(REPO / "src"))
 
 
+# --- workloads: which example each needs, and the engine's own stand-in -------------------------
+
+# The engine tests' own small modules (tests/owned, configs in tests/conf): digits from
+# scikit-learn and a Flatten-Linear-Tanh-Linear classifier. A clone that deleted the examples
+# (docs/your-project.md) keeps them, so an engine figure can still be taken there.
+TEST_CONF = REPO / "tests" / "conf"
+OWNED = (f"hydra.searchpath=[file://{TEST_CONF}]", "data=owned", "model=owned")
+
+
+@dataclass(frozen=True)
+class Workload:
+    """A run a benchmark composes: its overrides, the example modules they need and, in a clone
+    without them, the overrides on the engine's own modules (`owned`; None: the workload measures
+    the example itself and is skipped)."""
+
+    name: str  # as the header and a skip line say it: "the digits example"
+    overrides: tuple[str, ...]
+    needs: tuple[str, ...]
+    owned: tuple[str, ...] | None = None
+
+
+# The template's default run, conf/train.yaml's defaults as shipped (digits, DigitsCNN, the
+# ClassificationTask): no overrides where the example is here.
+DIGITS = Workload(
+    "the digits example",
+    (),
+    ("project.data.digits", "project.models.digits_cnn", "project.tasks.classification"),
+    owned=OWNED,
+)
+# The same stand-in with no learning-rate schedule: the owned model's StepLR takes no total
+# steps, which the hand-written loop's scheduler call passes (loops.Built.optimization).
+DIGITS_CONSTANT_LR = Workload(
+    DIGITS.name, DIGITS.overrides, DIGITS.needs, owned=(*OWNED, "model.scheduler=null")
+)
+CLASSIFIER = ("project.tasks.classification",)
+RESNET = ("project.models.resnet", "project.tasks.classification")
+SYNTHETIC = ("project.data.synthetic",)
+OWNED_NOTE = "on the engine's own digits (tests/owned)"
+
+
+def missing(modules: Sequence[str]) -> list[str]:
+    """The modules of `modules` this checkout cannot import (found, not imported: cheap)."""
+    import importlib.util
+
+    gone = []
+    for name in modules:
+        try:
+            found = importlib.util.find_spec(name) is not None
+        except ModuleNotFoundError:  # a parent package is gone (`project` deleted)
+            found = False
+        if not found:
+            gone.append(name)
+    return gone
+
+
+def is_owned(workload: Workload) -> bool:
+    """True when this checkout lacks the workload's example and it runs on the owned modules."""
+    return bool(missing(workload.needs)) and workload.owned is not None
+
+
+def resolve(workload: Workload) -> list[str] | None:
+    """The workload's overrides in this checkout: its own where its example is here, else the
+    owned stand-in's (the repo root importable, for `tests.owned`), else None (skip it)."""
+    if not missing(workload.needs):
+        return list(workload.overrides)
+    if workload.owned is None:
+        return None
+    if str(REPO) not in sys.path:
+        sys.path.append(str(REPO))
+    return list(workload.owned)
+
+
+def default_run() -> list[str]:
+    """The default run's overrides in this checkout: none, or the owned stand-in's."""
+    found = resolve(DIGITS)
+    assert found is not None  # DIGITS has an owned stand-in
+    return found
+
+
+def substitution(workload: Workload) -> str:
+    """What the header says when the owned stand-in runs, else ''."""
+    if not is_owned(workload):
+        return ""
+    return f"{OWNED_NOTE}: {workload.name} is not in this clone"
+
+
+def skip_line(what: str, gone: Sequence[str]) -> str:
+    """The one line a part (or a workload of one) prints in place of its figures."""
+    return f"skipped: {what} measures an example not in this clone ({', '.join(gone)})"
+
+
 def compose(overrides: Sequence[str], output_dir: Path) -> Any:
     """The config train.py would see for these overrides, with the run dir pinned."""
     from trainwell.training.compose import compose_run_config
@@ -89,6 +180,12 @@ class Part:
     run: Callable[[argparse.Namespace], dict[str, float | int | str]]
     threads: int = 1  # --threads' default: torch's intra-op threads here and in child runs
     header: bool = True  # False: a process another part starts (a server): no header, no pinning
+    # The example modules the part measures (a ResNet's memory, the CIFAR-10 loader): in a clone
+    # without them the part prints one line and ends cleanly.
+    needs: tuple[str, ...] = ()
+    # The workload its figures come from, when the owned stand-in may replace it: the header
+    # then says so, so that a figure is never read as the documented one.
+    workload: Workload | None = None
 
 
 def run_parts(doc: str, parts: dict[str, Part], argv: Sequence[str] | None = None) -> int:
@@ -110,8 +207,14 @@ def run_parts(doc: str, parts: dict[str, Part], argv: Sequence[str] | None = Non
         add_threads(sub, part.threads)
     args = parser.parse_args(argv)
     part = parts[args.part]
+    gone = missing(part.needs)
+    if gone:
+        print(skip_line(f"part {args.part!r}", gone), flush=True)
+        return 0
     if part.header:
-        opened(args, part.title)  # a part without one (a server) reads --threads itself
+        note = substitution(part.workload) if part.workload else ""
+        title = part.title(args) + (f", {note}" if note else "")
+        opened(args, title)  # a part without one (a server) reads --threads itself
     final_line(**part.run(args))
     return 0
 
@@ -121,7 +224,9 @@ def child_env(threads: int) -> dict[str, str]:
     importable (Hydra builds the benchmark's marker callbacks by name), output unbuffered (a
     marker's wall clock is read when its line arrives) and OpenMP threads as `--threads` says
     (0: removed, torch's default)."""
-    paths = [str(REPO / "benchmarks"), *filter(None, [os.environ.get("PYTHONPATH")])]
+    # The repo root too where the owned stand-in runs: its configs name `tests.owned.*`.
+    owned = [str(REPO)] if is_owned(DIGITS) else []
+    paths = [str(REPO / "benchmarks"), *owned, *filter(None, [os.environ.get("PYTHONPATH")])]
     env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join(paths)}
     if threads > 0:
         env["OMP_NUM_THREADS"] = str(threads)

@@ -56,6 +56,7 @@ if __name__ == "__main__":
     # Hydra instantiates `host_syncs.SyncCounter` by import: make that name this very module.
     sys.modules.setdefault("host_syncs", sys.modules["__main__"])
 
+import harness
 import lightning as L
 import torch
 from harness import compose, final_line, output_dir, parse_args
@@ -80,6 +81,23 @@ CASES: dict[str, tuple[list[str], int, int | None]] = {
     # experiment=lm_accum: K=4, 64 micro-batches of 16 = 16 steps; reading steps 0, 4, 8, 12
     "lm": (["experiment=lm_accum", "trainer.log_every_n_steps=4", "trainer.max_epochs=1"], 2, None),
 }
+# Each case's example, and the engine's own stand-in where one fits (the default run's digits).
+LM = ("project.tasks.language_model", "project.models.transformer", "project.data.sequences")
+CASE_WORKLOADS = {
+    "default": harness.Workload(
+        "the digits example",
+        tuple(CASES["default"][0]),
+        harness.DIGITS.needs,
+        owned=(*harness.OWNED, "trainer.log_every_n_steps=10"),
+    ),
+    "k1": harness.Workload(
+        "the ResNet-18 example", tuple(CASES["k1"][0]), (*harness.RESNET, *harness.SYNTHETIC)
+    ),
+    "k4": harness.Workload(
+        "the ResNet-18 example", tuple(CASES["k4"][0]), (*harness.RESNET, *harness.SYNTHETIC)
+    ),
+    "lm": harness.Workload("the language-model example", tuple(CASES["lm"][0]), LM),
+}
 CIFAR_SHAPED = ("k1", "k4")
 MODES: dict[str, list[str]] = {
     "fp32": ["trainer.precision=32-true", "data.channels_last=false"],
@@ -99,7 +117,9 @@ MODES: dict[str, list[str]] = {
 
 
 def case_overrides(case: str, mode: str, width: int, samples: int) -> list[str]:
-    overrides, _, _ = CASES[case]
+    overrides = harness.resolve(CASE_WORKLOADS[case])
+    if overrides is None:
+        raise ValueError(f"case {case!r}: its example is not in this clone")
     device = "gpu" if torch.cuda.is_available() else "cpu"
     common = [f"trainer={device}", "trainer.max_epochs=1", "test=false", "print_config=false"]
     if case in CIFAR_SHAPED:
@@ -357,6 +377,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--samples", type=int, default=3840, help="training images (k1, k4)")
     parser.add_argument("--out", default=None)
     title = "host syncs per training step (set_sync_debug_mode on a GPU, sync_probe on a CPU)"
+    note = harness.substitution(CASE_WORKLOADS["default"])
+    title += f", the default case {note}" if note else ""
     args = parse_args(parser, argv, title, threads=0)  # torch's default: nothing here is timed
     if args.strict and not gpu:
         parser.error("--strict needs a CUDA GPU (set_sync_debug_mode)")
@@ -366,6 +388,9 @@ def main(argv: list[str] | None = None) -> int:
     results: dict[str, Any] = {}
     figures: dict[str, float | int | str] = {"device": "cuda" if gpu else "cpu"}
     for case in args.cases:
+        if harness.resolve(CASE_WORKLOADS[case]) is None:
+            print(harness.skip_line(f"case {case!r}", harness.missing(CASE_WORKLOADS[case].needs)))
+            continue
         modes = args.modes if case in CIFAR_SHAPED else [m for m in args.modes if "_cl" not in m]
         for mode in modes:
             res = count_syncs(case, mode, instrument=args.instrument, width=args.width,

@@ -443,6 +443,12 @@ def evaluate(
     return (loss_sum / seen).item(), (correct.float() / seen).item(), batches, batches_cpu
 
 
+def label_smoothing(cfg: Any) -> float:
+    """The task's label smoothing: the template's tasks declare it; a module that does not (the
+    engine's own classifier, tests/owned) smooths nothing."""
+    return float(cfg.model.get("label_smoothing", 0.0))
+
+
 def total_steps(loader: DataLoader, accumulate: int, epochs: int) -> int:
     """Optimizer steps of the run, for the scheduler (Lightning's estimated_stepping_batches)."""
     return math.ceil(len(loader) / accumulate) * epochs
@@ -547,7 +553,7 @@ def run_raw(
         return fit(
             net, train_loader, val_loader, optimizer, scheduler, epochs, built.accumulate,
             built.precision, device=device,
-            label_smoothing=float(built.cfg.model.label_smoothing),
+            label_smoothing=label_smoothing(built.cfg),
             checkpoints=EpochCheckpoints(tmp / "raw" / "checkpoints", ckpt),
         )  # fmt: skip
 
@@ -624,7 +630,7 @@ def run_bare(
     built = build_from_config(overrides, epochs, tmp, device, channels_last)
     cfg = built.cfg
     directory = tmp / "bare"
-    module = BareModule(built.net, built, float(cfg.model.label_smoothing))
+    module = BareModule(built.net, built, label_smoothing(cfg))
     folder = directory / "checkpoints"
     checkpoints = [  # one file each, replaced in place (no best-v1.ckpt)
         ModelCheckpoint(

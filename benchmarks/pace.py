@@ -66,17 +66,22 @@ def weight_difference(a: dict, b: dict) -> float:
 # --- overhead ----------------------------------------------------------------------------------
 
 WORKLOADS = {
-    "digits": [],  # the default experiment: digits + DigitsCNN, AdamW, warmup-cosine
+    # the default experiment: digits + DigitsCNN, AdamW, warmup-cosine
+    "digits": harness.DIGITS_CONSTANT_LR,
     # experiment=resnet_accum (SGD nesterov, micro-batch x K=4) on small synthetic data
-    "resnet18": [
-        "experiment=resnet_accum",
-        "data=synthetic",
-        "data.num_samples=384",
-        "data.num_val=128",
-        "data.num_test=64",
-        "data.batch_size=32",
-        "model.net.width=16",
-    ],
+    "resnet18": harness.Workload(
+        "the ResNet-18 example",
+        (
+            "experiment=resnet_accum",
+            "data=synthetic",
+            "data.num_samples=384",
+            "data.num_val=128",
+            "data.num_test=64",
+            "data.batch_size=32",
+            "model.net.width=16",
+        ),
+        (*harness.RESNET, *harness.SYNTHETIC),
+    ),
 }
 TOLERANCE = 1e-5
 
@@ -95,7 +100,10 @@ def steady(epochs: list[float]) -> float:
 def overhead_workload(
     name: str, epochs: int, reps: int, tw_extra: list[str], raw_ckpt: str = "background"
 ) -> Figures:
-    overrides = WORKLOADS[name]
+    overrides = harness.resolve(WORKLOADS[name])
+    if overrides is None:
+        print(harness.skip_line(f"workload {name!r}", harness.missing(WORKLOADS[name].needs)))
+        return {}
 
     def run_raw() -> dict:
         with tempfile.TemporaryDirectory(prefix="tw-bench-") as tmp:
@@ -258,14 +266,37 @@ def make_cnn() -> nn.Module:
 
 
 _TASK_OPTIMIZATION: list[Any] = []
+# The ClassificationTask's model config, and the tiny language model: the sides that run them.
+HOST_TASK = harness.Workload("the ClassificationTask example", ("model=mlp",), harness.CLASSIFIER)
+HOST_LM = harness.Workload(
+    "the language-model example",
+    tuple(LM_TINY),
+    ("project.tasks.language_model", "project.models.transformer", "project.data.sequences"),
+)
+SIDE_WORKLOADS = {
+    "bare_task": HOST_TASK,
+    "tw_task": HOST_TASK,
+    "tw_task_bf16_cl": HOST_TASK,
+    "tw_lm": HOST_LM,
+}
 
 
 def task_optimization(params: Any, total_steps: int) -> tuple[Any, Any]:
     """The ClassificationTask's default optimizer and per-step schedule (model=mlp), built from
     the composed config as the task builds them: every side pays the same optimizer arithmetic."""
     if not _TASK_OPTIMIZATION:
-        with tempfile.TemporaryDirectory(prefix="tw-pace-host-") as tmp:
-            model = compose(["model=mlp"], Path(tmp)).model
+        overrides = harness.resolve(HOST_TASK)
+        if overrides is None:  # the same two nodes, from the engine's groups model=mlp names
+            group = harness.CONF / "model"
+            model = OmegaConf.create(
+                {
+                    "optimizer": OmegaConf.load(group / "optimizer" / "sgd.yaml"),
+                    "scheduler": OmegaConf.load(group / "scheduler" / "warmup_cosine.yaml"),
+                }
+            )
+        else:
+            with tempfile.TemporaryDirectory(prefix="tw-pace-host-") as tmp:
+                model = compose(overrides, Path(tmp)).model
         _TASK_OPTIMIZATION.extend([model.optimizer, model.scheduler])
     optimizer = instantiate(_TASK_OPTIMIZATION[0])(params)
     return optimizer, instantiate(_TASK_OPTIMIZATION[1])(optimizer, total_steps=total_steps)
@@ -477,7 +508,9 @@ def host_lightning(
 
 
 def trainwell_config(side: str, epochs: int, samples: int, tmp: Path) -> Any:
-    overrides = LM_TINY if side == "tw_lm" else ["model=mlp"]
+    overrides = harness.resolve(SIDE_WORKLOADS.get(side, HOST_TASK))
+    if overrides is None:  # tw_user: its model and data replace the composed ones below
+        overrides = list(harness.OWNED)
     bf16_cl = side == "tw_task_bf16_cl"
     if bf16_cl:
         overrides = [
@@ -603,6 +636,10 @@ def run_host(args: argparse.Namespace) -> Figures:
     unknown = set(sides) - set(HOST_SIDES)
     if unknown:
         raise SystemExit(f"unknown sides {sorted(unknown)}; choose from {','.join(HOST_SIDES)}")
+    for side in [s for s in sides if s in SIDE_WORKLOADS]:
+        if harness.resolve(SIDE_WORKLOADS[side]) is None:  # its example is not in this clone
+            print(harness.skip_line(f"side {side!r}", harness.missing(SIDE_WORKLOADS[side].needs)))
+            sides.remove(side)
 
     def side_fn(side: str) -> Any:
         return lambda: host_side(side, args.epochs, args.samples)
@@ -1023,7 +1060,7 @@ def ops_of_side(side: str, overrides: list[str], channels_last: bool, tmp: Path)
         loops.fit(
             built.net, built.datamodule.train_dataloader(), None, optimizer, scheduler, 1,
             built.accumulate, built.precision, max_batches=OPS_BATCH + 2, on_batch=window.mark,
-            label_smoothing=float(built.cfg.model.label_smoothing),
+            label_smoothing=loops.label_smoothing(built.cfg),
         )  # fmt: skip
     if not OpWindow.events:
         raise RuntimeError(f"--ops: the {side} side never reached batch {OPS_BATCH + 1}")
@@ -1350,6 +1387,7 @@ PARTS: dict[str, harness.Part] = {
         lambda a: "P1 overhead: trainwell vs a hand-written loop (CPU fp32)",
         overhead_arguments,
         run_overhead,
+        workload=harness.DIGITS,
     ),
     "host": harness.Part(
         lambda a: "host cost per training step (near-zero compute, one thread)",
@@ -1357,10 +1395,17 @@ PARTS: dict[str, harness.Part] = {
         run_host,
     ),
     "epoch": harness.Part(
-        lambda a: "per-epoch fixed cost (CPU, the H100 run's state)", epoch_arguments, run_epoch
+        lambda a: "per-epoch fixed cost (CPU, the H100 run's state)",
+        epoch_arguments,
+        run_epoch,
+        needs=(*harness.RESNET, *harness.SYNTHETIC),  # the H100 run's ResNet-18 state
     ),
     "throughput": harness.Part(
-        throughput_title, throughput_arguments, run_throughput, threads=0 if CUDA else 1
+        throughput_title,
+        throughput_arguments,
+        run_throughput,
+        threads=0 if CUDA else 1,
+        needs=(*harness.RESNET, *harness.SYNTHETIC),  # model=resnet18 data=synthetic
     ),
 }
 

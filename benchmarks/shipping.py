@@ -931,23 +931,34 @@ def run_peer(args: argparse.Namespace) -> Figures:
     return {}  # not reached: the server runs until it is stopped
 
 
+# The nets shipped: the digits CNN and the CIFAR-10 ResNet-18, behind CIFAR-10's normalisation.
+NETS = ("project.models.digits_cnn", "project.models.resnet", "project.data.cifar10")
+
+
 PARTS: dict[str, harness.Part] = {
     "export": harness.Part(
-        lambda a: "export: export time and samples/s (eager/ORT/pt2)", export_arguments, run_export
+        lambda a: "export: export time and samples/s (eager/ORT/pt2)",
+        export_arguments,
+        run_export,
+        needs=NETS,
     ),
     "serving": harness.Part(
         lambda a: "serving: scripts/serve.py vs a LitServe server vs ONNX Runtime in-process",
         serving_arguments,
         run_serving,
         threads=0,
+        needs=NETS,
     ),
     "shutdown": harness.Part(
         lambda a: "serving_shutdown: SIGTERM, stock LitServe vs serve.py",
         lambda parser: None,
         run_shutdown,
         threads=0,
+        needs=NETS,
     ),
-    "peer": harness.Part(lambda a: "", peer_arguments, run_peer, threads=0, header=False),
+    "peer": harness.Part(
+        lambda a: "", peer_arguments, run_peer, threads=0, header=False, needs=NETS
+    ),
 }
 
 
