@@ -14,6 +14,7 @@ from trainwell.doctor.checks.accumulation import accumulation_equivalence
 from trainwell.doctor.checks.averaging import weights_averaging
 from trainwell.doctor.checks.batch_edits import eval_batch_independence, loss_padding
 from trainwell.doctor.checks.checkpoint import checkpoint_partial_load, checkpoint_roundtrip
+from trainwell.doctor.checks.coverage import eval_coverage
 from trainwell.doctor.checks.data import data_finite, data_leakage, data_split_distribution
 from trainwell.doctor.checks.gradients import grad_flow, grad_zeroing, memory_graph_leak
 from trainwell.doctor.checks.loading import data_throughput, data_worker_seeding
@@ -57,6 +58,7 @@ CHECKS: dict[str, Callable[[DoctorContext, dict[str, Any]], Verdict]] = {
     "grad.flow": grad_flow,
     "grad.zeroing": grad_zeroing,
     "overfit.one_batch": overfit_one_batch,
+    "eval.coverage": eval_coverage,
     "eval.determinism": eval_determinism,
     "eval.batch_independence": eval_batch_independence,
     "metrics.reduction": metrics_reduction,

@@ -5,11 +5,16 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from trainwell.doctor.harness.batches import replay_loader
+import torch
+from torch.utils.data import DataLoader
+from torch.utils.data.dataloader import default_collate
+
+from trainwell.doctor.harness.batches import leaves, replay_loader
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.observe import crashed_message, observation
 from trainwell.doctor.harness.outputs import evaluation_outputs, output_differences
 from trainwell.doctor.harness.recorder import frozen_modules
+from trainwell.doctor.harness.samples import batch_source, split_loaders, why_not_indexable
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips
 
 
@@ -73,6 +78,27 @@ def _stage_passes(ctx: DoctorContext, task: Any, stage: str) -> tuple[list[Any],
     return (runs if other else [runs[0], *runs]), ""  # no other batch: the first pass stands in
 
 
+REREAD = 8  # items of each evaluation loader's first batch read twice
+
+
+def _reread(loader: Any) -> tuple[int, float] | None:
+    """An item of the loader's first batch that reads differently the second time (a random
+    transform in __getitem__), with the largest difference; None when every item repeats."""
+    if why_not_indexable(loader):
+        return None  # the replayed passes compare what such a loader yields
+    first = next(iter(batch_source(loader)), [])
+    with torch.random.fork_rng(devices=[]):  # the reads leave the run's RNG as they found it
+        for i in list(first)[:REREAD]:
+            try:
+                a, b = (default_collate([loader.dataset[i]]) for _ in range(2))
+            except (TypeError, RuntimeError):  # items no collate turns into tensors
+                return None
+            diffs = output_differences([t for _, t in leaves(a)], [t for _, t in leaves(b)])
+            if diffs and max(diffs) > 0:
+                return int(i), max(diffs)
+    return None
+
+
 def eval_determinism(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     """Same weights, same data, same numbers: outputs and every logged value of validation
     (and of test, where there is a test_step) repeat exactly, whatever ran in between."""
@@ -87,6 +113,15 @@ def eval_determinism(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         runs, error = _stage_passes(ctx, task, stage)
         if not runs:  # the user's evaluation code failed: that is the finding
             return fails(f"{error}; fix {name}_step")
+        for loader in split_loaders(ctx.datamodule, "val" if stage == "validate" else stage)[0]:
+            if isinstance(loader, DataLoader) and (found := _reread(loader)) is not None:
+                evidence[stage] = {"item": found[0], "max_abs_difference": found[1]}
+                return fails(
+                    f"{name} item {found[0]} reads differently each time (by up to "
+                    f"{found[1]:.3g}): a random transform reaches the {name} split (a random_split "
+                    "of an augmented dataset, or the train transform copied); give it a dataset "
+                    "without random transforms"
+                )
         a, other, b = runs
         diffs = output_differences(a.outputs, b.outputs)
         max_diff = max(diffs) if diffs else 0.0

@@ -192,6 +192,17 @@ def _follows_curve(
     ]
     evidence[f"scheduler_{index}_planned_last_epoch"] = planned
     evidence[f"scheduler_{index}_length"] = length
+    # Registered at its planned pace, yet its counter gains on the plan: something else steps
+    # it too, though a flat stretch of the curve (a StepLR between drops) hides it from the LR.
+    ahead = [count - want for count, want in zip(counts, planned, strict=True)]
+    if config["interval"] == interval and len(ahead) > 1 and ahead[-1] > max(0, ahead[0]):
+        return fails(
+            f"{name} has stepped {counts[-1] - first} times by its optimizer step "
+            f"{len(ahead) - 1} where once per {pace} gives {planned[-1] - first}: something steps "
+            f"it besides Lightning (a scheduler.step() in training_step or a hook), so the schedule runs "
+            f"{(counts[-1] - first) / max(1, planned[-1] - first):.1f}x too fast; step it once "
+            f"per {pace} (interval='{interval}') and nowhere else"
+        )
     for j, (lr, count, want) in enumerate(zip(lrs, counts, planned, strict=True)):
         if want - first >= len(curve) or math.isclose(lr, curve[want - first], rel_tol=1e-5):
             continue

@@ -1,0 +1,88 @@
+"""eval.coverage: each evaluated split is scored on each of its samples exactly once.
+
+Read off the evaluation loaders' own batch samplers, by index, over two passes (no sample is
+loaded): a pass that draws fewer indices than its sampler declares drops samples (`drop_last`
+copied from the train loader), a pass that draws an index twice scores it twice (a sampler with
+replacement, a last batch padded with repeats), and two passes that draw different sets score a
+different subset each epoch. In each case the logged metric is not the split's.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from itertools import islice
+from typing import Any
+
+import torch
+from torch.utils.data import DataLoader, IterableDataset
+
+from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.samples import batch_source, split_loaders
+from trainwell.doctor.report.verdict import Verdict, fails, passes, skips
+
+LARGEST = 1_000_000  # samples at most: a larger split is not counted (two passes of indices)
+
+
+def _pass(loader: DataLoader) -> tuple[list[int], int | None]:
+    """One pass of the loader's batch sampler (indices; an endless one is cut at twice the
+    dataset), and how many its sampler declares."""
+    source = batch_source(loader)
+    declared = getattr(source, "sampler", None)
+    flat = (int(i) for batch in source for i in batch)
+    drawn = list(islice(flat, 2 * len(loader.dataset) + 1))
+    return drawn, (len(declared) if declared is not None and hasattr(declared, "__len__") else None)
+
+
+def _finding(loader: DataLoader) -> tuple[str, dict[str, Any]] | None:
+    """What keeps this loader from scoring its samples exactly once (None: nothing)."""
+    with torch.random.fork_rng(devices=[]):  # a random sampler's draws leave the run's RNG be
+        (first, declared), (second, _) = _pass(loader), _pass(loader)
+    counts = Counter(first)
+    twice = sum(n - 1 for n in counts.values())
+    evidence = {"drawn": len(first), "distinct": len(counts), "declared": declared}
+    if declared is not None and len(first) < declared:
+        lost = declared - len(first)
+        how = " (drop_last=True)" if getattr(loader, "drop_last", False) else ""
+        return f"drops {lost} of its {declared} samples{how}, so it scores {len(first)}", evidence
+    if twice:
+        return (
+            f"draws {twice} of its {len(first)} indices a second time (a sampler with "
+            "replacement, or a last batch filled with repeats), so they count twice",
+            evidence,
+        )
+    if set(first) != set(second):
+        return "draws a different subset of its samples on each pass", evidence
+    return None
+
+
+def eval_coverage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
+    counted, skipped = [], []
+    for split in ("val", "test"):
+        loaders, _ = split_loaders(ctx.datamodule, split)
+        for n, loader in enumerate(loaders):
+            name = f"{split}_dataloader" + (f"[{n}]" if len(loaders) > 1 else "")
+            if (
+                not isinstance(loader, DataLoader)
+                or isinstance(loader.dataset, IterableDataset)
+                or loader.batch_sampler is None
+                or not hasattr(loader.dataset, "__len__")
+                or len(loader.dataset) > LARGEST
+            ):
+                skipped.append(name)
+                continue
+            found = _finding(loader)
+            evidence[name] = found[1] if found else {"samples": len(loader.dataset)}
+            if found:
+                return fails(
+                    f"the {name} {found[0]}: the logged {split} metrics are not the split's; "
+                    f"build evaluation loaders with drop_last=False and no sampler (or a "
+                    f"sequential one), each sample once"
+                )
+            counted.append(name)
+    if not counted:
+        return skips(
+            "no evaluation loader draws its samples by index (none, or iterable datasets: "
+            f"{', '.join(skipped) or 'no val_dataloader or test_dataloader'}), so none was counted"
+        )
+    evidence["not_counted"] = skipped
+    return passes(f"{' and '.join(counted)} score each of their samples exactly once per pass")
