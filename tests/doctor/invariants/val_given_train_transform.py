@@ -8,31 +8,15 @@ tensor (eval.determinism).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
 
 import torch
-from torch.utils.data import Dataset
 
+from tests.doctor.invariants.val_left_unscaled import Images, as_is
 from tests.doctor.reported._common import Digits, digits
 
 
 def random_flip(image: torch.Tensor) -> torch.Tensor:
     return image.flip(-1) if torch.rand(()) < 0.5 else image
-
-
-def as_is(image: torch.Tensor) -> torch.Tensor:
-    return image
-
-
-class Images(Dataset):
-    def __init__(self, x: torch.Tensor, y: torch.Tensor, transform: Callable) -> None:
-        self.x, self.y, self.transform = x, y, transform
-
-    def __len__(self) -> int:
-        return len(self.y)
-
-    def __getitem__(self, i: int) -> Any:
-        return self.transform(self.x[i]), self.y[i]
 
 
 class Buggy(Digits):
