@@ -764,6 +764,18 @@ MUTANTS: list[Mutant] = [
         "the learning rate each optimizer step uses is what the configured schedule alone gives",
     ),
     Mutant(
+        "doctor data.epoch_order: a sampler that reaches a handful of samples passes",
+        "src/trainwell/doctor/checks/order.py",
+        "    if reach < REACH * min(len(first), size):",
+        "    if reach < 0:",
+        (
+            f"{INV_T}[class_weights_handed_to_the_sampler]",
+            f"{INV_T}[labels_handed_as_indices]",
+            f"{INV_T}[class_weights_drawn_by_hand]",
+        ),
+        "over an epoch the training sampler draws the distinct samples a pass over the data does",
+    ),
+    Mutant(
         "doctor checkpoint.roundtrip: scheduler states missing from the checkpoint pass",
         "src/trainwell/doctor/checks/checkpoint.py",
         '    if evidence["lr_schedulers"] < evidence["schedulers"]:',

@@ -5,7 +5,9 @@ data.epoch_order: every epoch makes a full pass over the data, in a new order. T
 drawn from the real train loader as Lightning draws them (its `set_epoch` call first), compared
 by dataset index where a sampler orders a map-style dataset, by content everywhere else. A
 sampler without `set_epoch`, a stream that reseeds its shuffle the same way every epoch, or
-batches shuffled once at setup repeat one order; an iterator made once runs dry in epoch 1.
+batches shuffled once at setup repeat one order; an iterator made once runs dry in epoch 1; a
+sampler handed something other than one weight or index per sample (per-class weights, the
+labels) draws a handful of distinct samples all epoch.
 
 data.batch_composition: a training batch looks like the training set. The classes of the first
 training batches are compared with random batches of the same sizes drawn from the whole split.
@@ -28,6 +30,8 @@ from trainwell.doctor.harness.scan import scan
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 from trainwell.errors import TrainwellError
 from trainwell.loading.labels import dataset_labels
+
+REACH = 0.1  # distinct samples an epoch draws, as a share of what it could, below which it fails
 
 
 def data_epoch_order(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
@@ -54,6 +58,17 @@ def data_epoch_order(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             f"{len(second)}, so later epochs are short or empty: a sampler's or dataset's "
             "iterator is made once and runs dry (an __iter__ that returns a generator built in "
             "__init__); build the iterator inside __iter__"
+        )
+    size = len(loader.dataset) if by_index and hasattr(loader.dataset, "__len__") else 0
+    reach = len(set(first))
+    if reach < REACH * min(len(first), size):
+        evidence |= {"distinct_indices_drawn": reach, "dataset_size": size}
+        return fails(
+            f"an epoch of {name} draws {len(first)} indices but only {reach} distinct samples of "
+            f"{size} (indices {min(first)} to {max(first)}), not what a sampler over the dataset "
+            "draws: it was handed weights or indices of something else (one weight per class "
+            "where WeightedRandomSampler wants one per sample, the labels as indices); give it "
+            "one weight or index per sample"
         )
     if not by_index:
         if first == second and len(first) > 1:
