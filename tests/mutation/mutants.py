@@ -776,6 +776,22 @@ MUTANTS: list[Mutant] = [
         "over an epoch the training sampler draws the distinct samples a pass over the data does",
     ),
     Mutant(
+        "doctor data.leakage: images moved by a pixel are not compared as near copies",
+        "src/trainwell/doctor/harness/near_copies.py",
+        "            for dx in (-1, 0, 1):",
+        "            for dx in (0,):",
+        (f"{INV_T}[val_shifted_copies]",),
+        "no evaluation sample is a near copy of a training sample",
+    ),
+    Mutant(
+        "doctor data.leakage: mirrored images are not compared as near copies",
+        "src/trainwell/doctor/harness/near_copies.py",
+        "    for flipped in (queries, queries.flip(-1)):",
+        "    for flipped in (queries,):",
+        (f"{INV_T}[flipped_copies_before_the_split]",),
+        "no evaluation sample is a near copy of a training sample",
+    ),
+    Mutant(
         "doctor checkpoint.roundtrip: scheduler states missing from the checkpoint pass",
         "src/trainwell/doctor/checks/checkpoint.py",
         '    if evidence["lr_schedulers"] < evidence["schedulers"]:',

@@ -16,6 +16,7 @@ from typing import Any
 
 import torch
 
+from trainwell.doctor.harness import near_copies
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.samples import content, split_loaders
 from trainwell.doctor.harness.scan import Scan, scan
@@ -44,6 +45,7 @@ def _inputs(sample: Any) -> Any:
 # Above this share of a split found in train, the split was copied or drawn from train; below,
 # duplicates are the kind real data sets hold (the same digit drawn twice, a repeated sentence).
 LEAK_FRACTION = 0.1
+NEAR_OVER_OWN = 3  # a split's share of near copies over train's own share of near twins
 
 
 def data_leakage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
@@ -67,10 +69,15 @@ def data_leakage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             f"no val or test split to compare with train ({evidence.get('val_not_compared')})"
         )
     split, (count, total) = max(overlaps.items(), key=lambda kv: kv[1][0] / kv[1][1])
-    if not count:
-        return passes(f"no sample is shared between train and {'/'.join(overlaps)}")
     fraction = count / total
     evidence["leak_fraction_threshold"] = LEAK_FRACTION
+    if fraction < LEAK_FRACTION and (near := _near_copies(ctx, list(overlaps), evidence)):
+        return fails(near)
+    if not count:
+        return passes(
+            f"no sample of {'/'.join(overlaps)} is train's, nor a near copy of one (shifted, "
+            "flipped, re-encoded) where the inputs are images"
+        )
     if fraction >= LEAK_FRACTION:
         return fails(
             f"{count} of {total} {split} samples ({fraction:.0%}) are identical to train "
@@ -82,6 +89,34 @@ def data_leakage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         "few enough to be natural duplicates, but they inflate the metric by up to that share; "
         "drop them from the split if the data allows"
     )
+
+
+def _near_copies(ctx: DoctorContext, splits: list[str], evidence: dict[str, Any]) -> str:
+    """The finding where a split holds near copies of train images well beyond train's own
+    share of near twins ('' where not, or where the inputs are no images)."""
+    train = near_copies.images(ctx.samples.loader, near_copies.TRAIN_IMAGES, _inputs)
+    if train is None or len(train) < 2:
+        return ""
+    own_share = near_copies.twin_share(train, min(len(train), near_copies.EVAL_IMAGES))
+    evidence["train_near_twin_share"] = round(own_share, 4)
+    for split in splits:
+        loaders = split_loaders(ctx.datamodule, split)[0]
+        found = [near_copies.images(loader, near_copies.EVAL_IMAGES, _inputs) for loader in loaders]
+        if not found or found[0] is None:
+            continue
+        share = float(
+            (near_copies.best_similarity(found[0], train) >= near_copies.SIMILAR).float().mean()
+        )
+        evidence[f"{split}_near_copy_share"] = round(share, 4)
+        if share >= LEAK_FRACTION and share >= NEAR_OVER_OWN * own_share:
+            return (
+                f"{share:.0%} of the first {len(found[0])} {split} images are near copies of "
+                f"train images (the same image shifted by a pixel, mirrored or re-encoded), "
+                f"where train's own images have a near twin {own_share:.0%} of the time, so "
+                f"{split} metrics measure memorisation; split the data before any augmentation "
+                "or duplication"
+            )
+    return ""
 
 
 # Location apart (in train spreads, beyond NOISE standard errors of the two means) / spread

@@ -1,0 +1,66 @@
+"""Near copies: evaluation images that are training images moved by a pixel, mirrored or saved
+again (other compression, noise), which an exact hash of the samples cannot see.
+
+Each image is reduced to one channel of at most 16x16 (averaged), centred and scaled to unit
+length; two images are near copies when their cosine similarity, best over shifts of one pixel
+and a horizontal flip, reaches SIMILAR. Bounded: the first EVAL_IMAGES of a split against the
+first TRAIN_IMAGES the train loader yields.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+from trainwell.doctor.harness.samples import iterate_batches
+
+SIMILAR = 0.98  # distinct 8x8 digits reach it for about 2% of a validation split
+EVAL_IMAGES, TRAIN_IMAGES = 256, 4096
+SIDE = 16  # images are compared at this resolution at most
+
+
+def images(loader: Any, limit: int, inputs: Callable[[Any], Any]) -> torch.Tensor | None:
+    """The first `limit` inputs of a loader as (n, 1, h, w) images; None unless its inputs are
+    float tensors with two trailing dimensions of at least 4 (images, spectrograms)."""
+    rows: list[torch.Tensor] = []
+    for batch in iterate_batches(loader):
+        x = inputs(batch)
+        if not isinstance(x, torch.Tensor) or not x.is_floating_point() or x.dim() < 3:
+            return None
+        if min(x.shape[-2:]) < 4:
+            return None
+        x = x.detach().float().cpu().reshape(len(x), -1, *x.shape[-2:]).mean(1, keepdim=True)
+        rows.append(F.adaptive_avg_pool2d(x, (min(x.shape[-2], SIDE), min(x.shape[-1], SIDE))))
+        if sum(len(r) for r in rows) >= limit:
+            break
+    return torch.cat(rows)[:limit] if rows else None
+
+
+def _unit(x: torch.Tensor) -> torch.Tensor:
+    x = x.flatten(1)
+    x = x - x.mean(1, keepdim=True)
+    return x / x.norm(dim=1, keepdim=True).clamp(min=1e-12)
+
+
+def best_similarity(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
+    """Each query's best similarity to any key, over the shifts and the flip."""
+    table = _unit(keys).T
+    best = torch.full((len(queries),), -1.0)
+    for flipped in (queries, queries.flip(-1)):
+        for dy in (-1, 0, 1):
+            for dx in (-1, 0, 1):
+                sims = _unit(flipped.roll((dy, dx), dims=(-2, -1))) @ table
+                best = torch.maximum(best, sims.max(1).values)
+    return best
+
+
+def twin_share(images: torch.Tensor, count: int) -> float:
+    """The share of the first `count` images with a near twin among the others, as they are:
+    how alike the data's own distinct samples are (a training set that holds each image and its
+    mirror, by design, is not counted as its own copies)."""
+    sims = _unit(images[:count]) @ _unit(images).T
+    sims[torch.arange(count), torch.arange(count)] = -1.0
+    return float((sims.max(1).values >= SIMILAR).float().mean())
