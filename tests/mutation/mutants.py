@@ -792,6 +792,22 @@ MUTANTS: list[Mutant] = [
         "no evaluation sample is a near copy of a training sample",
     ),
     Mutant(
+        "doctor metrics.recomputation: a logged accuracy is compared with the whole fit's outputs",
+        "src/trainwell/doctor/checks/recomputation.py",
+        "        self.last = len(self.batches)",
+        "        self.last = 0",
+        (f"{INV_T}[val_accuracy_never_reset]",),
+        "a logged validation metric equals its recomputation from that pass's outputs",
+    ),
+    Mutant(
+        "doctor metrics.recomputation: a logged accuracy that differs passes",
+        "src/trainwell/doctor/checks/recomputation.py",
+        "        if min(abs(value - r) for r in recomputed) > TOLERANCE:",
+        "        if min(abs(value - r) for r in recomputed) > 0.05:",
+        (f"{INV_T}[accuracy_shared_by_train_and_val]", f"{INV_T}[outputs_list_shared_by_steps]"),
+        "a logged validation metric equals its recomputation from that pass's outputs",
+    ),
+    Mutant(
         "doctor checkpoint.roundtrip: scheduler states missing from the checkpoint pass",
         "src/trainwell/doctor/checks/checkpoint.py",
         '    if evidence["lr_schedulers"] < evidence["schedulers"]:',

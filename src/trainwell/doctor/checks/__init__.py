@@ -25,6 +25,7 @@ from trainwell.doctor.checks.modes import eval_determinism, train_mode
 from trainwell.doctor.checks.order import data_batch_composition, data_epoch_order
 from trainwell.doctor.checks.overfit import overfit_one_batch
 from trainwell.doctor.checks.predictions import data_class_balance, data_split_agreement
+from trainwell.doctor.checks.recomputation import metrics_recomputation
 from trainwell.doctor.checks.schedule import schedule_interval
 from trainwell.doctor.checks.structure import (
     device_placement,
@@ -61,6 +62,7 @@ CHECKS: dict[str, Callable[[DoctorContext, dict[str, Any]], Verdict]] = {
     "eval.coverage": eval_coverage,
     "eval.determinism": eval_determinism,
     "eval.batch_independence": eval_batch_independence,
+    "metrics.recomputation": metrics_recomputation,
     "metrics.reduction": metrics_reduction,
     "train.mode": train_mode,
     "checkpoint.roundtrip": checkpoint_roundtrip,
