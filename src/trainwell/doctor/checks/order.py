@@ -132,8 +132,7 @@ def _setting(loader: Any) -> str:
 
 
 def data_batch_composition(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    values = no_classes(ctx)
-    if values:
+    if values := no_classes(ctx):
         return skips(f"{values}: no classes to compare batches by")
     path, s, loader = class_target(ctx) or "batch[1]", scan(ctx), ctx.samples.loader
     batches = s.ints.get(path, [])[:BATCHES]

@@ -54,8 +54,7 @@ def _rates(pred: torch.Tensor, true: torch.Tensor) -> dict[str, float]:
 
 
 def data_split_agreement(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    values = no_classes(ctx)
-    if values:
+    if values := no_classes(ctx):
         return skips(f"{values}: no class predictions to score against chance")
     try:
         val = ctx.datamodule.val_dataloader()
@@ -134,8 +133,7 @@ def _streamed(ctx: DoctorContext, why: str) -> tuple[torch.Tensor, dict[int, lis
 
 
 def data_class_balance(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    values = no_classes(ctx)
-    if values:
+    if values := no_classes(ctx):
         return skips(f"{values}: no class labels to count")
     kept: dict[int, list[Any]] | None = None  # samples by class, where they come from a stream
     try:

@@ -18,7 +18,7 @@ from trainwell.doctor.harness.batches import leaves, replay_loader
 from trainwell.doctor.harness.context import DoctorContext, FitResult, quiet
 from trainwell.doctor.harness.recorder import Recorder, scalar_loss
 from trainwell.doctor.harness.settings import ProbeSettings
-from trainwell.doctor.harness.spy import LossCall, Spy
+from trainwell.doctor.harness.spy import CLASS_INDEX, LossCall, Spy
 
 NEVER = 2**62  # a scheduler frequency no probe reaches
 
@@ -201,7 +201,7 @@ def class_target(ctx: DoctorContext) -> str | None:
     """The tensor of the probe batch a class-index loss (cross_entropy, nll_loss) takes as its
     target, if it takes one: where a batch of any structure keeps its class ids."""
     call = first_loss(ctx)
-    classes = call is not None and call.name in ("cross_entropy", "nll_loss")
+    classes = call is not None and call.name in CLASS_INDEX
     return target_path(ctx, call) if call is not None and classes else None
 
 
