@@ -112,11 +112,9 @@ def _streamed(ctx: DoctorContext, why: str) -> tuple[torch.Tensor, dict[int, lis
     found: list[torch.Tensor] = []
     kept: dict[int, list[Any]] = {}
     seen = 0
-    # Where the class ids sit: the tensor a classification loss receives as its target (any
-    # batch structure), else the second of (input, label) pairs.
     path = class_target(ctx)
     for batch in iterate_batches(ctx.samples.loader):
-        y = dict(leaves(batch)).get(path or "batch[1]")
+        y = dict(leaves(batch)).get(path)
         if not torch.is_tensor(y) or y.dim() != 1 or y.is_floating_point() or y.dtype == torch.bool:
             raise TrainwellError(
                 f"{why}, and no tensor of its batches is a class id per sample; yield (input, "

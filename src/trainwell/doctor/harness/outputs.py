@@ -81,11 +81,8 @@ def evaluation_outputs(
             )
         watch.metrics = {k: float(v) for r in results for k, v in r.items()}
     except Exception as err:  # the user's evaluation code failed: the caller reports it
-        via = (
-            "training_step run as an evaluation step"
-            if borrowed
-            else {"validate": "validation"}.get(stage, stage)
-        )
+        via = {"validate": "validation"}.get(stage, stage)
+        via = "training_step run as an evaluation step" if borrowed else via
         return None, f"{via} raised {error_line(err)}"
     finally:
         if borrowed:
