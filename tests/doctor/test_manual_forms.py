@@ -20,7 +20,7 @@ from tests.doctor.reported._common import Digits
 from tests.helpers.config import compose_config
 from tests.helpers.doctor import QUICK_PROBES, run_cfg
 from tests.helpers.trainers import quiet_trainer
-from trainwell.doctor.checks import CHECK_IDS
+from trainwell.doctor.checks import CHECKS
 from trainwell.doctor.report.verdict import Check
 
 FORMS = [form.__name__ for form in manual_forms.FORMS]
@@ -105,7 +105,7 @@ def test_a_window_is_read_from_its_own_zero_grad_and_a_sum_over_its_items_is_a_m
 @pytest.mark.parametrize("form", FORMS)
 def test_the_doctor_finishes_on_each_manual_form_and_fails_none(tmp_path: Path, form: str) -> None:
     checks = doctor(tmp_path, form, None)
-    assert list(checks) == list(CHECK_IDS)
+    assert list(checks) == list(CHECKS)
     assert [f"{c.id}: {c.message}" for c in checks.values() if c.status in ("fail", "warn")] == []
 
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from tests.helpers.doctor import FAST, LM, LM_FAST, MUSEUM, run_ids
-from trainwell.doctor.checks import CHECK_IDS
+from trainwell.doctor.checks import CHECKS
 
 NET = f"model.net._target_={MUSEUM}"
 TASK = f"model._target_={MUSEUM}"
@@ -394,7 +394,7 @@ def test_on_a_healthy_run_every_verdict_is_the_verdict_of_the_check_alone(
     """A check's verdict does not depend on what the checks before it did to the shared probe
     run (a mode, a hook, an RNG left behind): each check run alone gives its full-run verdict."""
     full = healthy_full(base)
-    assert _alone_differs(tmp_path, base, full, [c for c in CHECK_IDS if c != TIMED]) == {}
+    assert _alone_differs(tmp_path, base, full, [c for c in CHECKS if c != TIMED]) == {}
 
 
 @pytest.mark.slow
@@ -416,7 +416,7 @@ def test_a_planted_bug_gets_in_a_full_run_the_verdicts_its_checks_give_alone(
     assert full[check_id].status == status, full[check_id].message
     healthy = healthy_full(base)
     moved_by_the_bug = [
-        c for c in CHECK_IDS
+        c for c in CHECKS
         if c not in (check_id, TIMED) and full[c].status != healthy[c].status
     ]  # fmt: skip
     assert _alone_differs(tmp_path, base + overrides, full, moved_by_the_bug) == {}

@@ -10,7 +10,7 @@ import pytest
 from tests.helpers.config import compose_config
 from tests.helpers.doctor import MUSEUM
 from tests.helpers.scripts import run_script
-from trainwell.doctor.checks import CHECK_IDS
+from trainwell.doctor.checks import CHECKS
 from trainwell.doctor.run import diagnose, run_doctor
 
 TINY_RESNET = [
@@ -32,7 +32,7 @@ def test_default_experiment_is_clean_and_fully_reported(tmp_path: Path) -> None:
     _, out = diagnose(cfg)
     report = json.loads((out / "report.json").read_text())
     assert report["version"] == 1
-    assert [c["id"] for c in report["checks"]] == list(CHECK_IDS)
+    assert [c["id"] for c in report["checks"]] == list(CHECKS)
     statuses = _statuses(report)
     assert [i for i, s in statuses.items() if s in ("fail", "warn")] == []
     # Skips carry their reason: no CUDA here, no worker processes in the default loader, no

@@ -17,7 +17,7 @@ from omegaconf import DictConfig, OmegaConf, open_dict
 from tests.doctor.zoo import write_wikitext
 from tests.helpers.config import compose_config
 from tests.helpers.doctor import LM, run_cfg
-from trainwell.doctor.checks import CHECK_IDS
+from trainwell.doctor.checks import CHECKS
 from trainwell.doctor.report.verdict import Check
 from trainwell.doctor.run import diagnose
 
@@ -183,7 +183,7 @@ def test_healthy_user_code_has_no_false_alarm(entry: Entry, zoo_run: ZooRun) -> 
     checks = list(zoo_run(entry).values())
     statuses = {c.id: c.status for c in checks}
     print({c.id: (c.status, c.message) for c in checks if c.status != "pass"})
-    assert list(statuses) == list(CHECK_IDS)  # every check answered
+    assert list(statuses) == list(CHECKS)  # every check answered
     assert [c.message for c in checks if c.status == "fail"] == []
     # data.throughput times the loader against the step: its warn moves with the machine's load
     # (a loaded 2-core machine slows the loader's workers), not with the code; a fail still counts.

@@ -77,4 +77,3 @@ CHECKS: dict[str, Callable[[DoctorContext, dict[str, Any]], Verdict]] = {
     "data.worker_seeding": data_worker_seeding,
     "data.epoch_order": data_epoch_order,
 }
-CHECK_IDS: tuple[str, ...] = tuple(CHECKS)

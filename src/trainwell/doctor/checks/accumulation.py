@@ -23,9 +23,9 @@ from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.windows import (
     RANDOM,
     RTOL,
-    Counts,
     Window,
     compare,
+    counts_in_order,
     moves_with_seed,
     step_grads,
     windows,
@@ -123,7 +123,7 @@ def _compare_window(
         # Weighed by other counts than the items the loss averages over: a fail when weighing
         # them by the loss's own counts makes the window match.
         if counts != stated and len({c / s for c, s in zip(counts, stated, strict=True) if s}) > 1:
-            fixed = step_grads(ctx, state, window.batches, k, loss_items=Counts(counts))
+            fixed = step_grads(ctx, state, window.batches, k, loss_items=counts_in_order(counts))
             exact = fixed.tensors is not None and (
                 compare(fixed.tensors, whole.tensors)["relative_difference"] <= RTOL
             )

@@ -13,7 +13,7 @@ import torch
 from lightning.fabric.utilities.seed import pl_worker_init_function
 from torch.utils.data import DataLoader, IterableDataset, Subset
 
-from trainwell.doctor.harness.batches import leaves
+from trainwell.doctor.harness.batches import leaves, same
 from trainwell.doctor.harness.context import DoctorContext, quiet
 from trainwell.doctor.harness.recorder import Recorder
 from trainwell.doctor.harness.samples import content, why_not_indexable
@@ -120,12 +120,6 @@ def _quietest(wait: list[float], compute: list[float], span: int) -> tuple[float
     return waited / max(1e-9, waited + computed), waited / span
 
 
-def _same(a: dict[str, torch.Tensor], b: dict[str, torch.Tensor]) -> bool:
-    return a.keys() == b.keys() and all(
-        t.shape == b[p].shape and torch.equal(t, b[p]) for p, t in a.items()
-    )
-
-
 def global_rng_use(dataset: Any, index: int) -> str:
     """'global' when dataset[index] changes with the global RNGs (torch.rand / random /
     np.random in __getitem__), 'stateful' when it changes between two draws from equal global
@@ -145,9 +139,9 @@ def global_rng_use(dataset: Any, index: int) -> str:
         random.setstate(saved[1])
         np.random.set_state(saved[2])
     first, again, other = draws
-    if not _same(first, again):
+    if not same(first, again):
         return "stateful"
-    return "" if _same(first, other) else "global"
+    return "" if same(first, other) else "global"
 
 
 def data_worker_seeding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
@@ -168,13 +162,13 @@ def data_worker_seeding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict
     evidence |= {"num_workers": workers, "sample_index": int(index), "rng_use": use or "none"}
     if workers >= 2:
         # Sample `index` loaded twice by each worker, set up as the run's loader sets them up.
-        same = Subset(real.dataset, [index] * (2 * workers))
+        repeated = Subset(real.dataset, [index] * (2 * workers))
         with quiet():
-            first, second, *_ = [dict(leaves(b)) for b in _like(real, same, 2, workers)]
+            first, second, *_ = [dict(leaves(b)) for b in _like(real, repeated, 2, workers)]
         within = any(
             t.dim() > 0 and len(t) == 2 and not torch.equal(t[0], t[1]) for t in first.values()
         )
-        across = _same(first, second)
+        across = same(first, second)
         evidence |= {"random_within_worker": within, "identical_across_workers": across}
         if within and across:
             return fails(

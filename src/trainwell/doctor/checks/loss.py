@@ -18,13 +18,11 @@ from trainwell.doctor.harness.observe import (
     target_path,
 )
 from trainwell.doctor.harness.scan import scan
-from trainwell.doctor.harness.spy import LossCall
+from trainwell.doctor.harness.spy import CLASS_INDEX, LossCall
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 
-REGRESSION = VALUE_LOSSES
 TOL = 1e-3
-CLASS_INDEX_LOSSES = ("cross_entropy", "nll_loss")
-ELEMENTWISE = (*REGRESSION, "binary_cross_entropy", "binary_cross_entropy_with_logits")
+ELEMENTWISE = (*VALUE_LOSSES, "binary_cross_entropy", "binary_cross_entropy_with_logits")
 
 
 def loss_logits(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
@@ -35,7 +33,7 @@ def loss_logits(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         return skips(f"{reason} (custom loss: check it by hand)")
     x = call.input.float()
     evidence |= {"loss": call.name, "input_shape": list(x.shape)}
-    if call.name in CLASS_INDEX_LOSSES and x.dim() >= 2:
+    if call.name in CLASS_INDEX and x.dim() >= 2:
         row_sum_dev = float((x.sum(dim=1) - 1).abs().max())
         lse_dev = float(torch.logsumexp(x, dim=1).abs().max())
         evidence |= {"max_row_sum_deviation": row_sum_dev, "max_logsumexp_deviation": lse_dev}
@@ -70,7 +68,7 @@ def loss_logits(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
                 "BCEWithLogitsLoss receives values all inside [0, 1] (sigmoid applied before a "
                 "logits loss); return raw logits"
             )
-    if call.name in REGRESSION or call.name == "binary_cross_entropy":
+    if call.name in VALUE_LOSSES or call.name == "binary_cross_entropy":
         return skips(
             f"{call.name} takes values, not logits: no softmax / sigmoid contract to check"
         )
@@ -80,7 +78,7 @@ def loss_logits(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
 def _num_classes(call: LossCall | None) -> int | None:
     """The classes a class-index loss scores: its input's class dimension (dim 1, or dim 0
     for one unbatched sample); None for any other loss, which has no class range."""
-    if call is None or call.name not in CLASS_INDEX_LOSSES or call.input.dim() == 0:
+    if call is None or call.name not in CLASS_INDEX or call.input.dim() == 0:
         return None
     return int(call.input.shape[1 if call.input.dim() >= 2 else 0])
 
@@ -112,7 +110,7 @@ def targets_contract(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
                 "hides label bugs and costs memory); pass class indices as int64 "
                 "(targets.argmax(1))"
             )
-    if call.name in REGRESSION and path is not None and not dtype.startswith("torch.float"):
+    if call.name in VALUE_LOSSES and path is not None and not dtype.startswith("torch.float"):
         integral = bool((t == t.round()).all())
         evidence["target_values_integral"] = integral
         if integral:
@@ -181,8 +179,7 @@ def _broadcast_fault(call: LossCall, evidence: dict) -> Verdict | None:
 
 
 def model_head_width(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    values = no_classes(ctx)
-    if values:
+    if values := no_classes(ctx):
         return skips(f"{values}: no class count to compare the head's width with")
     declared = getattr(ctx.datamodule, "num_classes", None)
     data = type(ctx.datamodule).__name__
@@ -195,7 +192,7 @@ def model_head_width(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     # takes them as (batch, classes, ...)) is the head's real width; the config's number is the
     # fallback for a loss that takes no class dimension.
     calls = observation(ctx).spy.losses
-    widths = [c.input.shape[1] for c in calls if c.name in CLASS_INDEX_LOSSES and c.input.dim() > 1]
+    widths = [c.input.shape[1] for c in calls if c.name in CLASS_INDEX and c.input.dim() > 1]
     width = int(widths[0]) if widths else None
     configured = ctx.cfg.model.get("num_classes")
     evidence |= {"data_num_classes": declared, "logits_width": width}

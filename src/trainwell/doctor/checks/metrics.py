@@ -187,9 +187,7 @@ class LogWatch(L.Callback):
     on_validation_batch_start = on_train_batch_start
     on_validation_batch_end = on_train_batch_end
 
-    def on_exception(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, err: BaseException
-    ) -> None:
+    def on_exception(self, *args: Any) -> None:
         self.spy.leave()
 
     def on_train_epoch_end(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:

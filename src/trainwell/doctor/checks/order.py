@@ -147,10 +147,9 @@ def _setting(loader: Any) -> str:
 
 
 def data_batch_composition(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    values = no_classes(ctx)
-    if values:
+    if values := no_classes(ctx):
         return skips(f"{values}: no classes to compare batches by")
-    path, s, loader = class_target(ctx) or "batch[1]", scan(ctx), ctx.samples.loader
+    path, s, loader = class_target(ctx), scan(ctx), ctx.samples.loader
     batches = s.ints.get(path, [])[:BATCHES]
     if any(len(b) != n for b, n in zip(batches, s.train_rows, strict=False)):
         batches = []  # not one class id per sample (labels per position, say)

@@ -54,8 +54,7 @@ def _rates(pred: torch.Tensor, true: torch.Tensor) -> dict[str, float]:
 
 
 def data_split_agreement(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    values = no_classes(ctx)
-    if values:
+    if values := no_classes(ctx):
         return skips(f"{values}: no class predictions to score against chance")
     try:
         val = ctx.datamodule.val_dataloader()
@@ -113,11 +112,9 @@ def _streamed(ctx: DoctorContext, why: str) -> tuple[torch.Tensor, dict[int, lis
     found: list[torch.Tensor] = []
     kept: dict[int, list[Any]] = {}
     seen = 0
-    # Where the class ids sit: the tensor a classification loss receives as its target (any
-    # batch structure), else the second of (input, label) pairs.
     path = class_target(ctx)
     for batch in iterate_batches(ctx.samples.loader):
-        y = dict(leaves(batch)).get(path or "batch[1]")
+        y = dict(leaves(batch)).get(path)
         if not torch.is_tensor(y) or y.dim() != 1 or y.is_floating_point() or y.dtype == torch.bool:
             raise TrainwellError(
                 f"{why}, and no tensor of its batches is a class id per sample; yield (input, "
@@ -134,8 +131,7 @@ def _streamed(ctx: DoctorContext, why: str) -> tuple[torch.Tensor, dict[int, lis
 
 
 def data_class_balance(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    values = no_classes(ctx)
-    if values:
+    if values := no_classes(ctx):
         return skips(f"{values}: no class labels to count")
     kept: dict[int, list[Any]] | None = None  # samples by class, where they come from a stream
     try:

@@ -31,6 +31,14 @@ def leaves(batch: Any, path: str = "batch") -> Iterator[tuple[str, torch.Tensor]
             yield from leaves(getattr(batch, f.name), f"{path}.{f.name}")
 
 
+def same(a: Any, b: Any) -> bool:
+    """Whether two batches hold equal tensors, of the same shapes, at the same paths."""
+    a, b = dict(leaves(a)), dict(leaves(b))
+    return a.keys() == b.keys() and all(
+        t.shape == b[p].shape and torch.equal(t, b[p]) for p, t in a.items()
+    )
+
+
 def size_of(batch: Any) -> int | None:
     """Items in a batch as Lightning (and the template's default item count) sees it."""
     try:
@@ -163,13 +171,11 @@ def _per_sample_list(x: Any, n: int | None) -> bool:
     return plain and len(x) == n and next(leaves(x), None) is None
 
 
-def concat(batches: list[Any]) -> Any:
+def concat(batches: list[Any], sizes: list[int | None] | None = None) -> Any:
     """Join same-structured batches along dim 0 (only when every tensor's trailing shape agrees);
-    lists of one non-tensor value per sample (names, ids) are joined as lists."""
-    return _join(batches, [size_of(b) for b in batches])
-
-
-def _join(batches: list[Any], sizes: list[int | None]) -> Any:
+    lists of one non-tensor value per sample (names, ids) are joined as lists. `sizes`: the
+    batches' item counts, handed down to their parts (read from the batches at the top)."""
+    sizes = [size_of(b) for b in batches] if sizes is None else sizes
     first = batches[0]
     if isinstance(first, torch.Tensor):
         shapes = {tuple(b.shape[1:]) for b in batches}
@@ -179,13 +185,13 @@ def _join(batches: list[Any], sizes: list[int | None]) -> Any:
     if isinstance(first, Mapping):
         if any(set(b) != set(first) for b in batches):
             raise ConcatError("the batches have different keys")
-        return type(first)({k: _join([b[k] for b in batches], sizes) for k in first})  # type: ignore[call-arg]
+        return type(first)({k: concat([b[k] for b in batches], sizes) for k in first})  # type: ignore[call-arg]
     if all(_per_sample_list(b, n) for b, n in zip(batches, sizes, strict=True)):
         return type(first)(x for b in batches for x in b)
     if isinstance(first, list | tuple):
         if any(len(b) != len(first) for b in batches):
             raise ConcatError("the batches have different lengths")
-        parts = [_join([b[i] for b in batches], sizes) for i in range(len(first))]
+        parts = [concat([b[i] for b in batches], sizes) for i in range(len(first))]
         return type(first)(*parts) if hasattr(first, "_fields") else type(first)(parts)
     if all(b == first for b in batches):
         return first

@@ -18,7 +18,7 @@ from trainwell.doctor.harness.batches import leaves, replay_loader
 from trainwell.doctor.harness.context import DoctorContext, FitResult, quiet
 from trainwell.doctor.harness.recorder import Recorder, scalar_loss
 from trainwell.doctor.harness.settings import ProbeSettings
-from trainwell.doctor.harness.spy import LossCall, Spy
+from trainwell.doctor.harness.spy import CLASS_INDEX, LossCall, Spy
 
 NEVER = 2**62  # a scheduler frequency no probe reaches
 
@@ -197,12 +197,13 @@ def no_classes(ctx: DoctorContext) -> str | None:
     return f"the task predicts values ({call.name} on float targets), not classes"
 
 
-def class_target(ctx: DoctorContext) -> str | None:
-    """The tensor of the probe batch a class-index loss (cross_entropy, nll_loss) takes as its
-    target, if it takes one: where a batch of any structure keeps its class ids."""
+def class_target(ctx: DoctorContext) -> str:
+    """Where the batches keep their class ids: the tensor of the probe batch a class-index loss
+    (cross_entropy, nll_loss) takes as its target (any batch structure), else the second of
+    (input, label) pairs."""
     call = first_loss(ctx)
-    classes = call is not None and call.name in ("cross_entropy", "nll_loss")
-    return target_path(ctx, call) if call is not None and classes else None
+    found = target_path(ctx, call) if call is not None and call.name in CLASS_INDEX else None
+    return found or "batch[1]"
 
 
 def target_path(ctx: DoctorContext, call: LossCall) -> str | None:

@@ -14,7 +14,7 @@ from torch import nn
 
 from trainwell.doctor.harness.batches import leaves, padding_positions, replay_loader, size_of
 from trainwell.doctor.harness.context import DoctorContext, quiet
-from trainwell.doctor.harness.spy import Spy
+from trainwell.doctor.harness.spy import CLASS_INDEX, Spy
 from trainwell.errors import error_line
 
 
@@ -81,11 +81,8 @@ def evaluation_outputs(
             )
         watch.metrics = {k: float(v) for r in results for k, v in r.items()}
     except Exception as err:  # the user's evaluation code failed: the caller reports it
-        via = (
-            "training_step run as an evaluation step"
-            if borrowed
-            else {"validate": "validation"}.get(stage, stage)
-        )
+        via = {"validate": "validation"}.get(stage, stage)
+        via = "training_step run as an evaluation step" if borrowed else via
         return None, f"{via} raised {error_line(err)}"
     finally:
         if borrowed:
@@ -144,7 +141,7 @@ def _loss_scores(
         )
     if why:
         return why
-    calls = [c for c in spy.losses if c.name in ("cross_entropy", "nll_loss")]
+    calls = [c for c in spy.losses if c.name in CLASS_INDEX]
     read = [_call_ids(c, b) for c, b in zip(calls, batches, strict=False)]
     if len(calls) != len(batches) or any(r is None for r in read):
         return "the evaluation step hands no class-index loss one class id per sample or position"

@@ -216,9 +216,7 @@ class Recorder(L.Callback):
         self.batch_seconds.append(end - self._batch_started)
         self._batch_ended = end
 
-    def on_exception(
-        self, trainer: L.Trainer, pl_module: L.LightningModule, exception: BaseException
-    ) -> None:
+    def on_exception(self, *args: Any) -> None:
         if self.spy is not None:
             self.spy.leave()
 

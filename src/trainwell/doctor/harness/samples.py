@@ -21,7 +21,7 @@ from torch.utils.data import DataLoader, IterableDataset
 from torch.utils.data.dataloader import default_collate
 
 from trainwell import compat
-from trainwell.doctor.harness.batches import leaves, size_of
+from trainwell.doctor.harness.batches import leaves, same, size_of
 
 
 def why_not_indexable(loader: Any) -> str:
@@ -151,11 +151,7 @@ class TrainSamples:
             b = self.collate(indices)
         finally:
             torch.set_rng_state(state)
-        la, lb = list(leaves(a)), list(leaves(b))
-        return len(la) == len(lb) and all(
-            pa == pb and x.shape == y.shape and torch.equal(x, y)
-            for (pa, x), (pb, y) in zip(la, lb, strict=True)
-        )
+        return same(a, b)
 
     def real_batches(self, n: int) -> list[Any]:
         """The first `n` batches the loader yields (fewer when the epoch is shorter)."""

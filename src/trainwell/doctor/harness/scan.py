@@ -105,10 +105,9 @@ def _scan_batch(result: Scan, split: str, index: int, batch: Any) -> None:
                 real = t if padding is None or padding.pad.shape != t.shape else t[~padding.pad]
                 real = real[real >= 0].reshape(-1).cpu()  # negative ids: ignore_index labels
                 counts = result.ids.setdefault(key, {})
-                new = torch.bincount(real)
                 old = counts.get(path, torch.zeros(0, dtype=torch.long))
-                width = max(len(old), len(new))
-                counts[path] = F.pad(old, (0, width - len(old))) + F.pad(new, (0, width - len(new)))
+                new = torch.bincount(real, minlength=len(old))
+                counts[path] = F.pad(old, (0, len(new) - len(old))) + new
     if split == "train":
         result.train_rows.append(rows or 0)
     flagged = False

@@ -25,6 +25,7 @@ LOSSES = {
     F.huber_loss: "huber_loss",
 }
 BACKWARDS = (torch.Tensor.backward, torch.autograd.backward)
+CLASS_INDEX = ("cross_entropy", "nll_loss")  # the losses that take class ids
 
 
 @dataclass
@@ -56,7 +57,7 @@ def producer(t: torch.Tensor) -> str | None:
 
 def _items(name: str, inp: torch.Tensor, target: torch.Tensor, ignore: int | None) -> int:
     """The number of terms a mean-reduced loss averages over."""
-    if name in ("cross_entropy", "nll_loss"):
+    if name in CLASS_INDEX:
         if target.is_floating_point():  # class probabilities: one term per row
             return int(target.numel() // max(1, inp.shape[1] if inp.dim() > 1 else 1))
         return int((target != ignore).sum()) if ignore is not None else int(target.numel())
@@ -155,7 +156,7 @@ class Spy(TorchFunctionMode):
         tgt = args[1] if len(args) > 1 else kwargs.get("target")
         if name is None or not isinstance(inp, torch.Tensor) or not isinstance(tgt, torch.Tensor):
             return None
-        class_index = name in ("cross_entropy", "nll_loss")
+        class_index = name in CLASS_INDEX
         ignore = int(kwargs.get("ignore_index", -100)) if class_index else None  # F's default
         call = LossCall(
             name,

@@ -7,7 +7,7 @@ optimizers and the LightningOptimizers `self.optimizers()` returns alike."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -56,14 +56,10 @@ class Grads:
     skipped: list[int] | None = None  # micro-batches whose training_step returned None
 
 
-class Counts:
+def counts_in_order(counts: list[int]) -> Callable[[Any], int]:
     """A `loss_items` stand-in returning given counts in order (one per micro-batch)."""
-
-    def __init__(self, counts: list[int]) -> None:
-        self._counts: Iterator[int] = iter(counts)
-
-    def __call__(self, batch: Any) -> int:
-        return next(self._counts)
+    order = iter(counts)
+    return lambda batch: next(order)
 
 
 def step_grads(
