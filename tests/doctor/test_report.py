@@ -73,6 +73,7 @@ def test_language_model_experiment_is_clean(tmp_path: Path) -> None:
         "data.batch_composition",  # nor a class composition of its batches
         "model.head_width",  # a vocabulary, not classes: nothing declares a class count
         "weights.averaging",  # ema.decay is null: no average to look at
+        "metrics.recomputation",  # it logs a loss and a perplexity, no accuracy to recompute
     }
     assert "not (input, label) pairs" in by_id["data.class_balance"].message
     assert "declares no num_classes" in by_id["model.head_width"].message
