@@ -749,6 +749,8 @@ def run_resume(args: argparse.Namespace) -> Figures:
     loader_95pct_ms=.. batches_5pct=.. batches_95pct=.. epoch_batches=..` (medians over the
     reps; ratio ~1.0 within the spread means constant time)."""
     epoch_batches = resumed_epoch_batches(args)
+    if harness.is_owned(RESUMED):
+        print(f"--samples {args.samples} does not apply: the stand-in trains on its own split")
     steps = {"5pct": max(1, round(0.05 * epoch_batches)), "95pct": round(0.95 * epoch_batches)}
     with tempfile.TemporaryDirectory(prefix="resume-position-") as tmp:
         scratch = Path(tmp)

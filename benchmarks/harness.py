@@ -40,7 +40,15 @@ if str(REPO / "src") not in sys.path:
 # scikit-learn and a Flatten-Linear-Tanh-Linear classifier. A clone that deleted the examples
 # (docs/your-project.md) keeps them, so an engine figure can still be taken there.
 TEST_CONF = REPO / "tests" / "conf"
-OWNED = (f"hydra.searchpath=[file://{TEST_CONF}]", "data=owned", "model=owned")
+# It logs val/acc: the monitor is pinned, since a cloner's conf/train.yaml monitors what their
+# own module logs (val/mae, say), which the stand-in does not.
+OWNED = (
+    f"hydra.searchpath=[file://{TEST_CONF}]",
+    "data=owned",
+    "model=owned",
+    "monitor.metric=val/acc",
+    "monitor.mode=max",
+)
 
 
 @dataclass(frozen=True)

@@ -154,3 +154,14 @@ def test_a_part_that_measures_an_example_says_so_in_one_line(
     lines = capsys.readouterr().out.splitlines()
     assert code == 0
     assert lines == [harness.skip_line(f"part {part!r}", gone)]
+
+
+def test_the_stand_in_keeps_its_own_monitor_whatever_the_clone_monitors(
+    deleted: None, tmp_path: Path
+) -> None:
+    """A cloner's conf/train.yaml monitors what their module logs (val/mae, say): the stand-in
+    logs val/acc, and a run on it must not be refused for the cloner's choice."""
+    stand_in = harness.resolve(harness.DIGITS)
+    assert stand_in is not None
+    cfg = harness.compose(["monitor.metric=val/mae", "monitor.mode=min", *stand_in], tmp_path)
+    assert (cfg.monitor.metric, cfg.monitor.mode) == ("val/acc", "max")
