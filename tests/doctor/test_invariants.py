@@ -178,3 +178,14 @@ def test_a_token_mean_weighted_by_samples_is_named_as_such_not_as_a_scale(tmp_pa
     assert check.status == "warn", check.message  # K=1 here: latent, probed with K=2
     assert "def loss_items(self, batch)" in check.message, check.message
     assert "scaled per micro-batch" not in check.message
+
+
+def test_a_split_copied_from_train_is_named_as_identical_not_as_near_copies(
+    tmp_path: Path,
+) -> None:
+    """Exact copies are counted by hashing every sample train yields (iterable datasets too);
+    the near-copy comparison, bounded to the first images, is for what no hash can see."""
+    check = run_case(tmp_path, "val_split_from_the_stream", "data", "Buggy", ["data.leakage"])
+    got = check["data.leakage"]
+    assert got.status == "fail" and "are identical to train samples" in got.message, got.message
+    assert got.evidence["val_overlap"] == got.evidence["val_samples_hashed"] == 360

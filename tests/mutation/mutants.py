@@ -1829,6 +1829,8 @@ MUTANTS: list[Mutant] = [
         (
             f"{INV_T}[val_split_from_the_stream]",
             "tests/doctor/test_museum.py::test_planted_bug_is_caught[train/val overlap]",
+            "tests/doctor/test_invariants.py::"
+            "test_a_split_copied_from_train_is_named_as_identical_not_as_near_copies",
         ),
         "val samples that also occur in train are found, on a map-style or iterable dataset",
     ),
