@@ -177,3 +177,29 @@ def test_padding_is_told_by_a_mask_lengths_or_a_pad_id_but_not_by_an_end_of_sequ
     ):
         found = padding_positions((torch.tensor(batch_rows), label[: len(batch_rows)]))
         assert found is None, batch_rows
+
+
+def test_evaluation_coverage_counts_a_dict_datasets_keys_as_they_are() -> None:
+    """A map-style dataset keyed by names, read by a batch sampler of its keys: counted, not
+    refused (a key that is no integer is still a sample drawn once)."""
+    from torch.utils.data import DataLoader
+
+    from trainwell.doctor.checks.coverage import _finding
+
+    names = {f"img{i}": torch.tensor([float(i)]) for i in range(10)}
+
+    class Named(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return len(names)
+
+        def __getitem__(self, key: str) -> torch.Tensor:
+            return names[key]
+
+    keys = sorted(names)
+    whole = DataLoader(Named(), batch_sampler=[keys[:6], keys[6:]])
+    assert _finding(whole) is None
+    twice = DataLoader(Named(), batch_sampler=[keys[:6], keys[4:]])
+    found = _finding(twice)
+    assert found is not None and "a second time" in found[0]
+    by_tensor = DataLoader(Named(), batch_sampler=[[torch.tensor(1), torch.tensor(1)]])
+    assert _finding(by_tensor) is not None  # the same index as two tensors: drawn twice

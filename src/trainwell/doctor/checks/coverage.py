@@ -23,12 +23,13 @@ from trainwell.doctor.report.verdict import Verdict, fails, passes, skips
 LARGEST = 1_000_000  # samples at most: a larger split is not counted (two passes of indices)
 
 
-def _pass(loader: DataLoader) -> tuple[list[int], int | None]:
+def _pass(loader: DataLoader) -> tuple[list[Any], int | None]:
     """One pass of the loader's batch sampler (indices; an endless one is cut at twice the
     dataset), and how many its sampler declares."""
     source = batch_source(loader)
     declared = getattr(source, "sampler", None)
-    flat = (int(i) for batch in source for i in batch)
+    # Keys as the dataset takes them (a dict-style dataset's may be strings); a tensor index by value.
+    flat = (i.item() if isinstance(i, torch.Tensor) else i for batch in source for i in batch)
     drawn = list(islice(flat, 2 * len(loader.dataset) + 1))
     return drawn, (len(declared) if declared is not None and hasattr(declared, "__len__") else None)
 
