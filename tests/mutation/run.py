@@ -21,7 +21,7 @@ stale    the mutant's original text is not (exactly once) in the file, even refo
          moved on and the mutant must be updated, never silently skipped (exit 1)
 error    the tests could not run, or the one that failed fails without the mutant too (exit 1)
 
-Usage: python tests/mutation/run.py [-j 2] [-k substring] [--list] [--stale]
+Usage: python tests/mutation/run.py [-j 2] [-k substring] [--path src/x] [--list] [--stale]
 """
 
 from __future__ import annotations
@@ -180,12 +180,13 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("-j", "--jobs", type=int, default=2)
     parser.add_argument("-k", default="", help="only mutants whose name contains this")
+    parser.add_argument("--path", default="", help="only mutants of files under this path")
     parser.add_argument("--list", action="store_true", help="print the mutants and exit")
     parser.add_argument(
         "--stale", action="store_true", help="only check that every mutant still applies"
     )
     args = parser.parse_args()
-    chosen = [m for m in MUTANTS if args.k in m.name]
+    chosen = [m for m in MUTANTS if args.k in m.name and m.path.startswith(args.path)]
     if args.list:
         for m in [*SMOKES, *chosen]:
             print(f"{m.name}: {m.path} -> {' '.join(m.tests)}")
