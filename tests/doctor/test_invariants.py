@@ -26,8 +26,8 @@ COMMON = "tests.doctor.reported._common"
 # (case module, which part is swapped: "model" | "data" | "tokens" (the model, on token
 # sequences in dict batches) | "lengths" (the model, on (ids, lengths, label) tuples) | "ids"
 # (the model, on dict batches of padded ids without a mask) | "fixed" (the same, padded to one
-# width) | "stream" (the model, on the
-# case's own `Stream` datamodule) | "records" (the data, read by the case's own `Model`), check
+# width) | "stream" (the model, on the case's own `Stream` datamodule) | "own" (the model, on the
+# case's own `Data`) | "records" (the data, read by the case's own `Model`), check
 # id, status the bug draws)
 CASES = [
     ("frozen_max_norm", "model", "optimizer.coverage", "fail"),
@@ -88,6 +88,7 @@ CASES = [
     ("val_reencoded_copies", "data", "data.leakage", "fail"),
     ("long_tailed_stream", "data", "data.class_balance", "fail"),
     ("long_tailed_records", "records", "data.class_balance", "fail"),
+    ("class_weights_in_the_loss", "own", "data.class_balance", "fail"),
     ("stream_copied_to_every_worker", "data", "data.worker_seeding", "fail"),
     ("val_left_unscaled", "data", "data.split_distribution", "fail"),
     ("feature_logged_in_train_only", "records", "data.split_distribution", "fail"),
@@ -114,6 +115,7 @@ def run_case(
             "ids": f"{CASES_PKG}._tokens.PaddedIds",
             "fixed": f"{CASES_PKG}._tokens.FixedWidth",
             "stream": f"{CASES_PKG}.{case}.Stream",
+            "own": f"{CASES_PKG}.{case}.Data",
             "records": target,
         }
         cfg.data = OmegaConf.create({"_target_": data.get(part, f"{COMMON}.Digits")})

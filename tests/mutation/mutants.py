@@ -725,6 +725,22 @@ MUTANTS: list[Mutant] = [
         "class-balance advice reads what the run's own sampler draws",
     ),
     Mutant(
+        "data.class_balance: the loss's class weights read from the config, not its gradient",
+        CLASS_BALANCE,
+        "    if weighed is not None and weighed < IMBALANCE_RATIO:",
+        "    if str((ctx.cfg.model.get('loss') or {}).get('class_weights')) == 'balanced':",
+        (f"{INV_T}[class_weights_in_the_loss]",),
+        "class-balance advice reads the class weights the loss really applies",
+    ),
+    Mutant(
+        "doctor probe fits: the task's trainer has no datamodule",
+        "src/trainwell/doctor/harness/context.py",
+        "trainer.fit(task, datamodule=data, ckpt_path",
+        "trainer.fit(task, train, val, ckpt_path",
+        (f"{INV_T}[class_weights_in_the_loss]",),
+        "a task whose setup reads self.trainer.datamodule is probed as it runs",
+    ),
+    Mutant(
         "doctor eval.coverage: a dropped last batch goes uncounted",
         "src/trainwell/doctor/checks/coverage.py",
         "    if declared is not None and len(first) < declared:",
@@ -1845,7 +1861,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor data.class_balance: a stream's collapse is never judged",
         CLASS_BALANCE,
-        "            batch = concat([row for c in classes for row in kept[c][:per_class]])",
+        "            return concat([row for c in classes for row in kept[c][:per_class]])",
         '            raise ConcatError("never joined")',
         (f"{INV_T}[long_tailed_stream]",),
         "predictions collapsed onto the majority class fail on an iterable dataset too",

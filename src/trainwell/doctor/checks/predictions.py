@@ -24,10 +24,11 @@ from typing import Any
 import torch
 
 from trainwell.doctor.harness.batches import ConcatError, concat, leaves, replay_loader, rows
-from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.harness.observe import class_target, no_classes, short_fit
+from trainwell.doctor.harness.context import DoctorContext, quiet
+from trainwell.doctor.harness.observe import class_target, no_classes, short_fit, training_loss
 from trainwell.doctor.harness.outputs import class_predictions
 from trainwell.doctor.harness.samples import iterate_batches
+from trainwell.doctor.harness.spy import CLASS_INDEX, Spy
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 from trainwell.errors import TrainwellError, error_line
 from trainwell.loading.labels import class_counts, dataset_labels
@@ -160,9 +161,12 @@ def data_class_balance(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     }
     if ratio < IMBALANCE_RATIO:
         return passes(f"the largest class is {ratio:.1f}x the smallest")
-    collapsed = _collapsed_predictions(ctx, labels, counts, kept, evidence)
+    batch = _balanced_batch(ctx, labels, counts, kept, evidence)
+    task, fit = short_fit(ctx)
+    if fit.error is not None:
+        evidence["probe"] = f"the short fit raised {fit.error_line}"
     smallest = int(torch.where(counts > 0, counts, counts.max() + 1).argmin())
-    if collapsed:
+    if batch is not None and fit.error is None and _collapsed(ctx, task, batch, counts, evidence):
         return fails(
             f"after a short fit on the training split (class {majority}: {int(counts.max())} "
             f"samples, class {smallest}: {int(counts[smallest])}) the model predicts class "
@@ -176,9 +180,9 @@ def data_class_balance(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         evidence["drawn_largest_to_smallest"] = round(drawn, 3)
         if drawn < IMBALANCE_RATIO:  # a weighted sampler, the template's or the user's own
             compensation.append(f"the train loader's sampler (an epoch draws {drawn:.1f}:1)")
-    loss = ctx.cfg.model.get("loss") if hasattr(ctx.cfg.model, "get") else None
-    if loss is not None and hasattr(loss, "get") and loss.get("class_weights") is not None:
-        compensation.append("model.loss.class_weights")
+    weighed = None if batch is None else _loss_weighed_ratio(task, batch, counts, evidence)
+    if weighed is not None and weighed < IMBALANCE_RATIO:
+        compensation.append(f"the loss's class weights (an epoch weighs {weighed:.1f}:1)")
     monitored = str((ctx.cfg.get("monitor") or {}).get("metric") or "")
     if any(word in monitored.lower() for word in MACRO_WORDS):
         compensation.append(f"monitor.metric={monitored}")
@@ -210,33 +214,33 @@ def _drawn_ratio(ctx: DoctorContext, labels: torch.Tensor, counts: torch.Tensor)
     return float(per_class.max()) / float(per_class.min()) if int(per_class.min()) else math.inf
 
 
-def _collapsed_predictions(
+def _balanced_batch(
     ctx: DoctorContext,
     labels: torch.Tensor,
     counts: torch.Tensor,
     kept: dict | None,
     evidence: dict[str, Any],
-) -> bool:
+) -> Any:
+    """Up to probe.batch_size training samples, as many of each class (None: not joinable)."""
     classes = torch.nonzero(counts).reshape(-1).tolist()
     per_class = max(1, min(int(counts[counts > 0].min()), ctx.settings.batch_size // len(classes)))
     if kept is not None:
         try:
-            batch = concat([row for c in classes for row in kept[c][:per_class]])
+            return concat([row for c in classes for row in kept[c][:per_class]])
         except ConcatError:
             evidence["probe"] = "the samples of each class cannot be joined into one batch"
-            return False
-    else:
-        generator = torch.Generator().manual_seed(int(ctx.cfg.seed))
-        indices = []
-        for c in classes:
-            members = torch.nonzero(labels == c).reshape(-1)
-            pick = members[torch.randperm(len(members), generator=generator)[:per_class]]
-            indices.extend(pick.tolist())
-        batch = ctx.samples.collate(indices)
-    task, result = short_fit(ctx)
-    if result.error is not None:
-        evidence["probe"] = f"the short fit raised {result.error_line}"
-        return False
+            return None
+    generator = torch.Generator().manual_seed(int(ctx.cfg.seed))
+    indices = []
+    for c in classes:
+        members = torch.nonzero(labels == c).reshape(-1)
+        indices.extend(members[torch.randperm(len(members), generator=generator)[:per_class]])
+    return ctx.samples.collate([int(i) for i in indices])
+
+
+def _collapsed(
+    ctx: DoctorContext, task: Any, batch: Any, counts: torch.Tensor, evidence: dict[str, Any]
+) -> bool:
     read = class_predictions(ctx, task.eval(), replay_loader([batch]))
     if isinstance(read, str):
         evidence["probe"] = f"predictions not read: {read}"
@@ -249,3 +253,54 @@ def _collapsed_predictions(
     }
     # Onto the majority class: the class frequencies learnt, not a net that is merely untrained.
     return int((predicted > 0).sum()) == 1 and int(predicted.argmax()) == int(counts.argmax())
+
+
+def _loss_weighed_ratio(
+    task: Any, batch: Any, counts: torch.Tensor, evidence: dict[str, Any]
+) -> float | None:
+    """The largest class's weight in an epoch's loss over the smallest's: its samples times what
+    the loss weighs each of them by, read from the gradient each sample's true-class score gets
+    against an unweighted cross-entropy's (a CrossEntropyLoss(weight=...), per-sample losses times
+    class weights); None where the loss takes no class scores per sample."""
+    # The fitted task, off its finished trainer (whose logging would refuse the step's log calls)
+    spy, trainer, task.trainer = Spy(max_calls=1, keep_inputs=True), task.trainer, None
+    spy.watch(0)
+    try:
+        with torch.enable_grad(), quiet():
+            loss = training_loss(task, batch)
+    except Exception as err:  # the user's step outside a trainer: no weights read, no verdict
+        evidence["loss_weights"] = f"not read: {error_line(err)}"
+        return None
+    finally:
+        spy.leave()
+        task.trainer = trainer
+    call = spy.losses[0] if spy.losses else None
+    if call is None or call.name not in CLASS_INDEX or call.live is None or call.live.dim() != 2:
+        return None
+    y = call.target.cpu()
+    if y.dim() != 1 or y.is_floating_point() or not call.live.requires_grad:
+        return None
+    if int(y.min()) < 0 or int(y.max()) >= len(counts):  # ignored or unknown ids: no class
+        return None
+    (grad,) = torch.autograd.grad(loss, call.live, allow_unused=True)
+    if grad is None:
+        return None
+    rows = torch.arange(len(y))
+    # d loss / d score of the true class, unweighted: p - 1 on logits, -1 on log-probabilities
+    scores = call.live.detach().cpu().float()
+    plain = (
+        scores.softmax(1)[rows, y] - 1
+        if call.name == "cross_entropy"
+        else torch.full_like(scores[:, 0], -1.0)
+    )
+    sure = plain.abs() > 1e-3  # a sample already scored right at p = 1 tells no weight
+    weight = (grad.cpu()[rows, y].float() / plain)[sure]
+    scale = torch.zeros(len(counts)).index_add_(0, y[sure], weight)
+    per_class = scale / torch.bincount(y[sure], minlength=len(counts)).clamp(min=1)
+    if not bool((per_class[counts > 0] > 0).all()):
+        return None
+    weighed = (counts * per_class)[counts > 0]
+    evidence["loss_class_weights"] = [
+        round(float(w), 4) for w in per_class / per_class[counts > 0].min()
+    ]
+    return float(weighed.max() / weighed.min())

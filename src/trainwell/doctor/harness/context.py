@@ -195,6 +195,9 @@ class DoctorContext:
         except TypeError:
             return None
 
+    def probe_data(self, train: Any = None, val: Any = None) -> ProbeData:
+        return ProbeData(self.datamodule, train, val)
+
     def trainer(self, callbacks: list[L.Callback], **overrides: Any) -> L.Trainer:
         kwargs: dict[str, Any] = dict(
             callbacks=probe_callbacks(callbacks),
@@ -243,13 +246,37 @@ class DoctorContext:
         settings |= overrides
         if max_batches is None and settings["max_epochs"] in (None, -1):
             raise ValueError("a probe fit over unlimited epochs needs max_batches")
-        trainer = self.trainer(**settings)
+        trainer, data = self.trainer(**settings), self.probe_data(train, val)
         try:
             with quiet():
-                trainer.fit(task, train, val, ckpt_path=ckpt_path, weights_only=True)
+                trainer.fit(task, datamodule=data, ckpt_path=ckpt_path, weights_only=True)
         except Exception as err:  # the failure is what the check reports
             return FitResult(trainer, err)
         return FitResult(trainer, None)
+
+
+class ProbeData(L.LightningDataModule):
+    """The probe's loaders as the fit's datamodule, every other attribute the configured one's:
+    a task whose setup reads self.trainer.datamodule (its class counts, its sizes) sees the
+    run's data, as it does in a run."""
+
+    def __init__(self, source: L.LightningDataModule, train: Any, val: Any) -> None:
+        super().__init__()
+        # Names no datamodule uses: every other attribute is the source's (`self.train`...).
+        self._probe = (source, train, val)
+
+    def train_dataloader(self) -> Any:
+        return self._probe[1]
+
+    def val_dataloader(self) -> Any:
+        return [] if self._probe[2] is None else self._probe[2]
+
+    test_dataloader = val_dataloader  # a probe evaluates one split at a time
+
+    def __getattr__(self, name: str) -> Any:  # only what the probe's own does not define
+        if "_probe" not in self.__dict__:  # not yet built (copy, unpickling)
+            raise AttributeError(name)
+        return getattr(self._probe[0], name)
 
 
 class _Bound(L.Callback):

@@ -75,7 +75,7 @@ def evaluation_outputs(
         with quiet():
             results = getattr(trainer, stage)(
                 task,
-                dataloaders=ctx.fixed_loader() if loader is None else loader,
+                datamodule=ctx.probe_data(val=ctx.fixed_loader() if loader is None else loader),
                 verbose=False,
                 weights_only=True,
             )

@@ -39,6 +39,7 @@ class LossCall:
     value: float | None = None  # the loss it returned, when a scalar
     items: int | None = None  # what a mean reduction divided by (targets not ignored)
     producer: str | None = None  # the autograd op that made the input (None: no graph)
+    live: torch.Tensor | None = None  # the input itself, graph kept (Spy(keep_inputs=True))
 
 
 # Ops that only reshape, copy or select: the op before them made the values.
@@ -73,9 +74,13 @@ class Spy(TorchFunctionMode):
     """
 
     def __init__(
-        self, max_calls: int = 4, reference_params: list[torch.nn.Parameter] | None = None
+        self,
+        max_calls: int = 4,
+        reference_params: list[torch.nn.Parameter] | None = None,
+        keep_inputs: bool = False,
     ) -> None:
         super().__init__()
+        self.keep_inputs = keep_inputs
         self.active = False
         self.max_calls = max_calls
         self.batch_index = 0
@@ -167,6 +172,7 @@ class Spy(TorchFunctionMode):
             ignore_index=ignore,
             items=_items(name, inp, tgt, ignore),
             producer=producer(inp),
+            live=inp if self.keep_inputs else None,
         )
         self.losses.append(call)
         return call
