@@ -258,10 +258,10 @@ def _collapsed(
 def _loss_weighed_ratio(
     task: Any, batch: Any, counts: torch.Tensor, evidence: dict[str, Any]
 ) -> float | None:
-    """The largest class's weight in an epoch's loss over the smallest's: its samples times what
-    the loss weighs each of them by, read from the gradient each sample's true-class score gets
-    against an unweighted cross-entropy's (a CrossEntropyLoss(weight=...), per-sample losses times
-    class weights); None where the loss takes no class scores per sample."""
+    """The largest class's weight in an epoch's loss over the smallest's: its samples times the
+    weight the loss gives each, read from the gradient a sample's true-class score gets over an
+    unweighted cross-entropy's (CrossEntropyLoss(weight=...), per-sample losses times class
+    weights); None where the loss takes no class scores per sample."""
     # The fitted task, off its finished trainer (whose logging would refuse the step's log calls)
     spy, trainer, task.trainer = Spy(max_calls=1, keep_inputs=True), task.trainer, None
     spy.watch(0)
@@ -277,30 +277,24 @@ def _loss_weighed_ratio(
     call = spy.losses[0] if spy.losses else None
     if call is None or call.name not in CLASS_INDEX or call.live is None or call.live.dim() != 2:
         return None
-    y = call.target.cpu()
-    if y.dim() != 1 or y.is_floating_point() or not call.live.requires_grad:
-        return None
-    if int(y.min()) < 0 or int(y.max()) >= len(counts):  # ignored or unknown ids: no class
-        return None
-    (grad,) = torch.autograd.grad(loss, call.live, allow_unused=True)
+    y, scores = call.target.cpu(), call.live
+    if y.is_floating_point() or not 0 <= int(y.min()) <= int(y.max()) < len(counts):
+        return None  # class probabilities, ignored or unknown ids
+    grad = torch.autograd.grad(loss, scores, allow_unused=True)[0] if scores.requires_grad else None
     if grad is None:
         return None
+    # d loss / d true-class score, unweighted: p - 1 on logits, -1 on log-probabilities
     rows = torch.arange(len(y))
-    # d loss / d score of the true class, unweighted: p - 1 on logits, -1 on log-probabilities
-    scores = call.live.detach().cpu().float()
-    plain = (
-        scores.softmax(1)[rows, y] - 1
-        if call.name == "cross_entropy"
-        else torch.full_like(scores[:, 0], -1.0)
-    )
-    sure = plain.abs() > 1e-3  # a sample already scored right at p = 1 tells no weight
+    p = scores.detach().cpu().float().softmax(1)[rows, y]
+    plain = p - 1 if call.name == "cross_entropy" else torch.full_like(p, -1.0)
+    sure = plain.abs() > 1e-3  # a sample already scored at p = 1 tells no weight
     weight = (grad.cpu()[rows, y].float() / plain)[sure]
-    scale = torch.zeros(len(counts)).index_add_(0, y[sure], weight)
-    per_class = scale / torch.bincount(y[sure], minlength=len(counts)).clamp(min=1)
+    per_class = torch.zeros(len(counts)).index_add_(0, y[sure], weight)
+    per_class /= torch.bincount(y[sure], minlength=len(counts)).clamp(min=1)
     if not bool((per_class[counts > 0] > 0).all()):
         return None
+    evidence["loss_class_weights"] = (
+        (per_class / per_class[counts > 0].min()).round(decimals=4).tolist()
+    )
     weighed = (counts * per_class)[counts > 0]
-    evidence["loss_class_weights"] = [
-        round(float(w), 4) for w in per_class / per_class[counts > 0].min()
-    ]
     return float(weighed.max() / weighed.min())
