@@ -956,8 +956,23 @@ def _rss() -> int:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
 
 
+def _settle() -> None:
+    """Free what is garbage and hand freed heap pages back to the OS (glibc keeps them resident):
+    otherwise a side's peak hides in pages an earlier side left, and its extra reads as 0."""
+    import ctypes
+    import ctypes.util
+    import gc
+
+    gc.collect()
+    libc = ctypes.util.find_library("c")
+    if libc is not None and hasattr(ctypes.CDLL(libc), "malloc_trim"):
+        ctypes.CDLL(libc).malloc_trim(0)
+
+
 def _peak_extra(fn: Callable[[], Any]) -> tuple[float, int]:
-    """(seconds, peak resident bytes over those before) of fn(), sampled every 0.5 ms."""
+    """(seconds, peak resident bytes over those before) of fn(), sampled every 0.5 ms, from a
+    settled heap."""
+    _settle()
     before, peak, done = _rss(), [0], threading.Event()
 
     def sample() -> None:
