@@ -106,8 +106,7 @@ def _compare_window(
         return None
     # Name the cause: a per-micro-batch mean over items the module does not declare, a
     # declaration that disagrees with the loss, or a loss scaled by hand.
-    spy = windowed.spy
-    calls = [spy.calls_in(i) for i in range(len(window.batches))] if spy else []
+    calls = [windowed.spy.calls_in(i) for i in range(len(window.batches))] if windowed.spy else []
     seen = [c[0].items for c in calls if len(c) == 1 and c[0].reduction == "mean"]
     if len(seen) == len(window.batches) and None not in seen:
         counts = [int(c) for c in seen]  # type: ignore[arg-type]

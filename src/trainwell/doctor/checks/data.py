@@ -168,8 +168,7 @@ def _features(s: Scan, split: str) -> Iterator[dict[str, Any]]:
         apart = (std_s / std_t).log().abs().clamp(max=30)  # a split without any spread: e^30
         judged = usable & ((std_s > 0) | (n_s / kurt >= CONSTANT_DRAWS))
         factor = (apart - spread_error).clamp(min=0).exp().where(judged, 1.0)
-        score = torch.maximum(shift / SHIFT[0], factor / SPREAD[0])
-        i = int(score.argmax())
+        i = int(torch.maximum(shift / SHIFT[0], factor / SPREAD[0]).argmax())  # the worst feature
         yield {
             "split": split,
             # A feature by its index along the batch's second dimension (column, channel).

@@ -35,8 +35,7 @@ RTOL = 1e-3
 
 def grad_flow(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     obs = observation(ctx)
-    rec = obs.recorder
-    if not rec.step_grads:
+    if not obs.recorder.step_grads:
         error = obs.fit.error_line
         if "does not require grad" in error or "does not have a grad_fn" in error:
             evidence["error"] = error
@@ -46,7 +45,7 @@ def grad_flow(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
                 "compute gradients; remove the no_grad/.detach()/.numpy() from the forward"
             )
         return skips(crashed_message(obs) if error else unstepped_message(obs))
-    grads = rec.step_grads[0]
+    grads = obs.recorder.step_grads[0]
     none = [n for n, g in grads.items() if g is None]
     zero = [n for n, g in grads.items() if g == 0.0]
     nonfinite = [n for n, g in grads.items() if g is not None and not math.isfinite(g)]
