@@ -1,13 +1,11 @@
 """accumulation.equivalence: an optimizer step over a window of micro-batches == one batch.
 
-The windows are the user's own: real consecutive micro-batches of the train loader (the first
-window of the epoch, and its short tail window), through the Trainer train.py builds. "One batch
-of the same items" is the window's samples re-collated by the loader's own collate_fn (padding
-per batch included), or the micro-batches concatenated when the dataset cannot be indexed.
-Dropout is set to p=0 and BatchNorm to eval in every run: they make micro-batch and full-batch
-forwards differ by design (BatchNorm is reported as a warning).
-
-Manual optimization: see checks/manual_accumulation.py (the registry picks one of the two).
+The windows are the user's own (the train loader's first window of the epoch and its short tail
+window, through the Trainer train.py builds); "one batch of the same items" re-collates the window's
+samples with the loader's collate_fn (per-batch padding included), or concatenates the micro-batches
+when the dataset cannot be indexed. Every run sets Dropout to p=0 and BatchNorm to eval: they make
+micro-batch and full-batch forwards differ by design (BatchNorm warns). Manual optimization:
+checks/manual_accumulation.py (the registry picks one).
 """
 
 from __future__ import annotations
@@ -47,15 +45,12 @@ def accumulation_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Ve
     if not found:
         return skips(f"no window to compare: {why}")
     evidence["configured_world_size"] = ctx.world_size
-    for window in found:
-        verdict = _compare_window(ctx, state, window, k, evidence)
-        if verdict is None:
-            continue
+    checked = (_compare_window(ctx, state, window, k, evidence) for window in found)
+    if (verdict := next((v for v in checked if v is not None), None)) is not None:
         if verdict.status != "fail" or configured != 1 or ctx.world_size != 1:
             return verdict
-        # A window that differs from one batch only matters when windows (or ranks) are
-        # combined: with K=1 and one process every step is one micro-batch, so a summed or
-        # per-batch-scaled loss changes only what the learning rate means, never which step.
+        # A window unlike one batch matters only once windows (or ranks) are combined: at K=1 on
+        # one process every step is one micro-batch, and a scaled loss only changes what LR means.
         return warns(
             f"this run does not accumulate (K=1, one process), so its steps are unaffected, but "
             f"probed with K={k}: {verdict.message}; this would break gradients once "
@@ -105,23 +100,21 @@ def _compare_window(
     if moves_with_seed(ctx, state, window.whole, whole, reference=False):
         return skips(RANDOM)
     result = compare(windowed.tensors, whole.tensors)
-    evidence[window.label] = {"micro_batch_sizes": [size_of(b) for b in window.batches], **result}
+    sizes = [size_of(b) for b in window.batches]
+    evidence[window.label] = {"micro_batch_sizes": sizes, **result}
     if result["relative_difference"] <= RTOL:
         return None
     # Name the cause: a per-micro-batch mean over items the module does not declare, a
     # declaration that disagrees with the loss, or a loss scaled by hand.
-    spy = windowed.spy
-    calls = [spy.calls_in(i) for i in range(len(window.batches))] if spy else []
+    calls = [windowed.spy.calls_in(i) for i in range(len(window.batches))] if windowed.spy else []
     seen = [c[0].items for c in calls if len(c) == 1 and c[0].reduction == "mean"]
     if len(seen) == len(window.batches) and None not in seen:
         counts = [int(c) for c in seen]  # type: ignore[arg-type]
         task = ctx.make_task()
-        sizes = [size_of(b) for b in window.batches]
         declared = counting_unit(task) != "samples"
         stated = [int(count_items(task, b)) for b in window.batches] if declared else sizes
         evidence |= {"items_the_loss_averages": counts, "items_counted": stated}
-        # Weighed by other counts than the items the loss averages over: a fail when weighing
-        # them by the loss's own counts makes the window match.
+        # Weighed by other counts than the loss averages over: a fail where its own counts match.
         if counts != stated and len({c / s for c, s in zip(counts, stated, strict=True) if s}) > 1:
             fixed = step_grads(ctx, state, window.batches, k, loss_items=counts_in_order(counts))
             exact = fixed.tensors is not None and (

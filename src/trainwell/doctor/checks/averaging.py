@@ -1,12 +1,12 @@
 """weights.averaging: a moving average of the weights (EMA, SWA) updated once per optimizer step,
 never per micro-batch, and saved in the checkpoint.
 
-An average updated at every micro-batch under accumulation decays K times too fast and nothing
-says so; one kept outside the checkpoint restarts on every resume and never reaches eval,
-predict or export. Averages are found by what they do, not by their class: in a short real fit
-under accumulation (K >= 2) with the run's averaging callbacks, a tensor they or the module hold
-outside the optimizer is an average of a weight when each change moves it straight towards that
-weight (an EMA or SWA update: `avg += a * (w - avg)`), unlike statistics such as BatchNorm's.
+Updated per micro-batch under accumulation, an average silently decays K times too fast; kept
+outside the checkpoint, it restarts on every resume and never reaches eval, predict or export.
+Averages are told by what they do, not their class: in a short real fit under accumulation (K >= 2)
+with the run's averaging callbacks, a tensor they or the module hold outside the optimizer averages
+a weight when each change moves it straight towards it (EMA, SWA: `avg += a * (w - avg)`), unlike
+statistics such as BatchNorm's.
 """
 
 from __future__ import annotations
@@ -33,14 +33,13 @@ PARALLEL = 0.99  # cosine between an update and (weight - average) for an averag
 _DEPTH = 3  # attribute levels searched inside a callback
 # Packages whose callbacks keep no average of their own (checkpoints, logging, progress): left out.
 _BUILT_IN = ("lightning", "pytorch_lightning", "trainwell")
-# Per average (its evidence as it is counted): updates right after a micro-batch that ended an
-# optimizer step, and after one that did not.
+# Per average: updates right after a micro-batch that ended an optimizer step, and mid-window.
 AT_END, MID = "updates_after_an_optimizer_step", "updates_mid_window"
 
 
 def _user_callbacks(cfg: DictConfig) -> tuple[list[L.Callback], list[str]]:
-    """The run's averaging callbacks (the template's EMA, Lightning's WeightAveraging family, any
-    of the user's own) built as the run builds them, and the names of those that were not."""
+    """The run's averaging callbacks (the template's EMA, WeightAveraging, the user's own), built as
+    the run builds them, and those that failed to build."""
     callbacks: list[L.Callback] = list(ema_callbacks(cfg))
     unbuilt: list[str] = []
     for name, node in (cfg.get("callbacks") or {}).items():
@@ -113,9 +112,7 @@ class _Watch(L.Callback):
         for name, sub in module.named_modules():
             if isinstance(sub, AveragedModel):  # even if the optimizer holds it by mistake
                 found.update(_tensors_in(sub, f"module.{name}", 1, set()))
-        for name, param in module.named_parameters():
-            if id(param) not in optimized:
-                found[f"module.{name}"] = param
+        found |= {f"module.{n}": p for n, p in module.named_parameters() if id(p) not in optimized}
         held_ids = {id(v) for v in found.values()}
         return found, {n: p.detach() for n, p in trained.items() if id(p) not in held_ids}
 
@@ -131,8 +128,7 @@ class _Watch(L.Callback):
                 before = self._before.get(name)
                 if before is None or before.shape != value.shape or torch.equal(before, value):
                     continue
-                weight = _averaged_weight(before, value, weights)
-                if weight is None:
+                if (weight := _averaged_weight(before, value, weights)) is None:
                     continue
                 average = self.averages.setdefault(name, {"averages": weight, AT_END: 0, MID: 0})
                 if stepped:
@@ -207,8 +203,7 @@ def weights_averaging(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     for name, average in watch.averages.items():
         owners.setdefault(name.split(".")[0], []).append(average)
     for owner, averages in owners.items():
-        mid = max(a[MID] for a in averages)
-        if mid:
+        if mid := max(a[MID] for a in averages):
             steps = max(a[AT_END] for a in averages)
             return fails(
                 f"{owner} updates its weight average after micro-batches that end no optimizer "

@@ -2,10 +2,10 @@
 their order) must not move its loss or its eval outputs.
 
 loss.padding: rewriting the probe batch's padding positions (negative labels, an `ignore_index`,
-are left alone), or padding every row further by its pad id, must not move training_step's loss
-in eval mode, as pooling or attending over padding, or a loss counting padded labels, would.
-eval.batch_independence catches BatchNorm without running statistics, losses or inputs
-normalised by the batch, and a loss that reads the batch order.
+left alone) or padding every row further by its pad id must not move training_step's eval-mode loss,
+as pooling or attending over padding, or a loss counting padded labels, would.
+eval.batch_independence catches BatchNorm without running statistics, losses or inputs normalised by
+the batch, and a loss reading the batch order.
 """
 
 from __future__ import annotations
@@ -55,8 +55,7 @@ def _rewrite(batch: Any, padding: Padding) -> tuple[Any, list[str]]:
 
 
 def _padded_further(batch: Any, pad: torch.Tensor) -> Any | None:
-    """The batch with EXTRA more padding positions per row (None: a tensor holds several values
-    at padding)."""
+    """The batch with EXTRA more padding positions per row (None: several values at padding)."""
 
     def grow(t: torch.Tensor) -> torch.Tensor:
         if t.shape != pad.shape:
@@ -166,10 +165,8 @@ def _regrouper(ctx: DoctorContext) -> tuple[Callable[[list[int]], Any], int, str
 
 
 def _sample_shift(full: list[torch.Tensor], part: list[torch.Tensor], n: int, k: int) -> float:
-    """Max change of the first k samples' outputs when they are evaluated without the rest.
-    An output of n * m rows (per-token logits flattened to (batch * tokens, vocab)) holds the
-    first k samples in its first k * m rows; a (batch, tokens, ...) output padded to a longer
-    batch is compared over the half batch's tokens."""
+    """Max change of the first k samples' outputs evaluated without the rest. An output of n * m
+    rows (per-token logits as (batch * tokens, vocab)) holds them in its first k * m rows."""
     shifts = []
     for p, q in zip(full, part, strict=False):
         if not (p.dim() and p.dim() == q.dim() and p.is_floating_point()):
@@ -231,8 +228,8 @@ def _between(whole: float, a: float, b: float) -> bool:
 
 
 def _loss_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    """training_step's loss in eval mode must not read the batch's order, and must be a weighted
-    mean (or the sum) of two halves' losses: otherwise a sample's loss depends on its companions."""
+    """training_step's eval-mode loss must not read the batch's order, and must be a weighted mean
+    (or the sum) of two halves' losses: else a sample's loss depends on its companions."""
     make, n, why = _regrouper(ctx)
     if why:
         return skips(why)

@@ -1,13 +1,11 @@
 """checkpoint.roundtrip and checkpoint.partial_load: what a checkpoint keeps, and what a load takes.
 
 checkpoint.roundtrip: a fresh task loaded from the probe run's checkpoint gives the trained task's
-outputs and takes its next training step.
-
-checkpoint.partial_load: a `load_state_dict(strict=False)` while the task is built that loads
-nothing. `strict=False` turns missing and unexpected keys into a returned list nobody reads:
-weights saved through a wrapper (`model.` from a LightningModule attribute, `module.` from
-DataParallel/DDP, `_orig_mod.` from torch.compile) then match no key, and training silently
-starts from random weights.
+outputs and takes its next training step. checkpoint.partial_load: a `load_state_dict(strict=False)`
+that loads nothing while the task is built. strict=False turns missing and unexpected keys into a
+returned list nobody reads: weights saved through a wrapper (`model.` from a LightningModule
+attribute, `module.` from DataParallel/DDP, `_orig_mod.` from torch.compile) match no key, and
+training silently starts from random weights.
 """
 
 from __future__ import annotations
@@ -35,9 +33,8 @@ def checkpoint_roundtrip(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdic
     if obs.fit.error is not None:
         return skips(crashed_message(obs))
     trainer = obs.fit.trainer
-    # train.py's step-0 check: the same save into memory, the datamodule's state included, read
-    # back by the loader resume, eval, predict and export use (a value only pickled code could
-    # load fails here, named by its key path).
+    # train.py's step-0 check: the same in-memory save (datamodule state included) read back by the
+    # loader of resume, eval, predict and export; a value only pickled code could load fails here.
     rehearsal = rehearse(trainer, ctx.datamodule)
     if rehearsal.error is not None:
         return fails(f"{rehearsal.error}; train.py stops on it before the first training step")
@@ -79,9 +76,8 @@ def checkpoint_roundtrip(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdic
             "trained one: some state that changes the output is not saved (a plain tensor "
             "attribute or a non-persistent buffer); register it with register_buffer"
         )
-    # What is saved is what runs: the trained task and a fresh one, both resumed from the
-    # checkpoint from the same RNG state, take the same next step (state kept outside it, a
-    # counter, a running average, a private generator, makes them part).
+    # The trained task and a fresh one resumed from the checkpoint at one RNG state take the same
+    # next step unless state kept outside it (a counter, a running average, a generator) parts them.
     step, batches, after = int(ckpt.get("global_step", 0)), ctx.settings.window_batches, []
     for task in (obs.task, fresh):
         torch.manual_seed(int(ctx.cfg.seed))
@@ -117,7 +113,6 @@ def checkpoint_roundtrip(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdic
                 "(a step counter, a running average, a private torch.Generator) lives outside "
                 "the checkpoint; register it with register_buffer or save it in on_save_checkpoint"
             )
-    # Fewer optimizer or scheduler states than the run has: a resume restarts them from scratch.
     missing = []
     if evidence["optimizer_states"] < evidence["optimizers"]:
         missing.append("optimizer")

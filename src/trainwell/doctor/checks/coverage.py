@@ -1,10 +1,10 @@
 """eval.coverage: each evaluated split is scored on each of its samples exactly once.
 
-Read off the evaluation loaders' own batch samplers, by index, over two passes (no sample is
-loaded): a pass that draws fewer indices than its sampler declares drops samples (`drop_last`
-copied from the train loader), a pass that draws an index twice scores it twice (a sampler with
-replacement, a last batch padded with repeats), and two passes that draw different sets score a
-different subset each epoch. In each case the logged metric is not the split's.
+Read off the evaluation loaders' own batch samplers by index over two passes (no sample is loaded):
+a pass drawing fewer indices than its sampler declares drops samples (`drop_last` copied from the
+train loader), one drawing an index twice scores it twice (a sampler with replacement, a last batch
+padded with repeats), two passes drawing different sets score another subset each epoch: the logged
+metric is not the split's.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def _pass(loader: DataLoader) -> tuple[list[Any], int | None]:
     dataset), and how many its sampler declares."""
     source = batch_source(loader)
     declared = getattr(source, "sampler", None)
-    # Keys as the dataset takes them (a dict-style dataset's may be strings); a tensor index by value.
+    # Keys as the dataset takes them (a dict-style dataset's may be strings); tensors by value.
     flat = (i.item() if isinstance(i, torch.Tensor) else i for batch in source for i in batch)
     drawn = list(islice(flat, 2 * len(loader.dataset) + 1))
     return drawn, (len(declared) if declared is not None and hasattr(declared, "__len__") else None)

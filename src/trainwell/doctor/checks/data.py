@@ -1,12 +1,12 @@
 """Data checks on the values themselves: finite inputs and targets, no sample shared across splits,
 every split drawn like train.
 
-data.split_distribution, from the data scan's first batches of each split: every feature of every
-per-sample float input (a column of a table, a channel of images) must have, in validation and
-test, about train's location and spread, in units of train's spread; token ids (integer inputs of
-two or more dimensions) must occur about as often as in train, against how far two halves of
-train's own batches are apart. A transform applied to one split only (scaling to [0, 1],
-normalising, a unit conversion, lowercasing before tokenising) moves a split away from train.
+data.split_distribution, from the data scan's first batches of each split: each feature of each
+per-sample float input (a table's column, an image channel) must have about train's location and
+spread in val and test; token ids (integer inputs of 2+ dimensions) must occur about as often as in
+train, against how far apart two halves of train's own batches are. A transform applied to one split
+only (scaling to [0, 1], normalising, a unit conversion, lowercasing before tokenising) moves it
+from train.
 """
 
 from __future__ import annotations
@@ -49,8 +49,7 @@ NEAR_OVER_OWN = 3  # a split's share of near copies over train's own share of ne
 
 
 def data_leakage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    # Every split is compared by the samples its loaders yield in one pass: a map-style dataset,
-    # an iterable one or a custom loader, all hashed the same way.
+    # Every split is hashed from the samples its loaders yield in one pass, whatever their kind.
     limit = ctx.settings.leakage_max_samples
     train_hashes = set(content(ctx.samples.loader, limit, _inputs))
     evidence |= {"max_samples_per_split": limit, "train_samples_hashed": len(train_hashes)}
@@ -140,9 +139,8 @@ def _stats(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
 
 
 def _kurtosis(m: torch.Tensor) -> torch.Tensor:
-    """Each feature's kurtosis (3 for a normal one, about 1/p for one set in a share p of the
-    samples); 3 where the raw sums cannot give it (no spread, or a mean so far from zero against
-    the spread that the fourth powers cancel)."""
+    """Each feature's kurtosis (3 if normal, ~1/p if set in a share p of samples); 3 where raw sums
+    cannot give it (no spread, or a mean so far from zero for its spread that 4th powers cancel)."""
     e1, e2, e3, e4 = (m[k] / m[0].clamp(min=1) for k in (1, 2, 3, 4))
     var = (e2 - e1**2).clamp(min=0)
     kurt = (e4 - 4 * e1 * e3 + 6 * e1**2 * e2 - 3 * e1**4) / var**2
@@ -170,8 +168,7 @@ def _features(s: Scan, split: str) -> Iterator[dict[str, Any]]:
         apart = (std_s / std_t).log().abs().clamp(max=30)  # a split without any spread: e^30
         judged = usable & ((std_s > 0) | (n_s / kurt >= CONSTANT_DRAWS))
         factor = (apart - spread_error).clamp(min=0).exp().where(judged, 1.0)
-        score = torch.maximum(shift / SHIFT[0], factor / SPREAD[0])
-        i = int(score.argmax())
+        i = int(torch.maximum(shift / SHIFT[0], factor / SPREAD[0]).argmax())  # the worst feature
         yield {
             "split": split,
             # A feature by its index along the batch's second dimension (column, channel).

@@ -1,12 +1,11 @@
 """grad.flow, grad.zeroing and memory.graph_leak, read from the real loop's first optimizer steps.
 
-grad.flow also compares autograd with central finite differences of the task's own
-training_step loss on a few coordinates, in float64 on a fresh task in eval mode (dropout off,
-BatchNorm on running statistics), so the loss is a deterministic function of the weights. A
-custom autograd Function with a wrong backward, a gradient hook left on a tensor, or part of the
-loss computed from `.data` or detached weights makes the two disagree.
-
-memory.graph_leak: autograd graphs that survive a training step and grow step after step.
+grad.flow also compares autograd with central finite differences of the task's own training_step
+loss on a few coordinates, in float64 on a fresh task in eval mode (dropout off, BatchNorm on
+running statistics) so the loss is a deterministic function of the weights: a custom autograd
+Function with a wrong backward, a gradient hook left on a tensor, or part of the loss computed from
+`.data` or detached weights makes them disagree. memory.graph_leak: autograd graphs that survive a
+training step and grow step after step.
 """
 
 from __future__ import annotations
@@ -36,8 +35,7 @@ RTOL = 1e-3
 
 def grad_flow(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     obs = observation(ctx)
-    rec = obs.recorder
-    if not rec.step_grads:
+    if not obs.recorder.step_grads:
         error = obs.fit.error_line
         if "does not require grad" in error or "does not have a grad_fn" in error:
             evidence["error"] = error
@@ -47,7 +45,7 @@ def grad_flow(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
                 "compute gradients; remove the no_grad/.detach()/.numpy() from the forward"
             )
         return skips(crashed_message(obs) if error else unstepped_message(obs))
-    grads = rec.step_grads[0]
+    grads = obs.recorder.step_grads[0]
     none = [n for n, g in grads.items() if g is None]
     zero = [n for n, g in grads.items() if g == 0.0]
     nonfinite = [n for n, g in grads.items() if g is not None and not math.isfinite(g)]
@@ -58,8 +56,7 @@ def grad_flow(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             f"{len(nonfinite)} parameter(s) (first: `{nonfinite[0]}`) get NaN/Inf gradients at the "
             "first step; find the op producing them with torch.autograd.set_detect_anomaly(True)"
         )
-    if none or zero:
-        dead = none + zero
+    if dead := none + zero:
         how = "no gradient (None)" if none else "an all-zero gradient"
         return fails(
             f"{len(dead)} of {len(grads)} trainable tensors (first: `{dead[0]}`) get {how} after "
@@ -111,12 +108,11 @@ def grad_zeroing(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
 
 
 def finite_difference(ctx: DoctorContext) -> tuple[list[dict[str, Any]], str, int]:
-    """(coordinates where autograd and the finite difference disagree, why the comparison
-    could not run, coordinates left out at a kink). A coordinate counts only where the loss is
-    smooth at the probe point: its two one-sided differences agree more closely than the
-    central one and autograd disagree (a ReLU at exactly 0, as zero biases over a blank
-    background leave it, is a kink: the central difference averages its two slopes, autograd
-    takes one)."""
+    """(coordinates where autograd and the finite difference disagree, why the comparison could not
+    run, coordinates left out at a kink). A coordinate counts only where the loss is smooth at the
+    probe point: its two one-sided differences agree more closely than the central one and autograd
+    do (a ReLU at exactly 0, as zero biases over a blank background leave it, is a kink: the central
+    difference averages its two slopes, autograd takes one)."""
     task = ctx.make_task()
     if not task.automatic_optimization:
         return [], "manual optimization: the loss is not what training_step returns", 0

@@ -46,8 +46,7 @@ def data_throughput(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         again = _measure(ctx, loader, n)
         if not isinstance(again, str) and _quietest(*again, span)[0] < fraction:
             evidence["first_data_wait_fraction"] = round(fraction, 4)
-            measured = again
-            fraction, per_batch = _quietest(*again, span)
+            measured, (fraction, per_batch) = again, _quietest(*again, span)
     wait, compute = measured
     evidence |= {
         "batches_timed": len(compute),
@@ -86,8 +85,7 @@ def data_throughput(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
 
 
 def _measure(ctx: DoctorContext, loader: Any, n: int) -> tuple[list[float], list[float]] | str:
-    """(seconds each batch waited for data, seconds each batch computed) over a short fit of
-    `n` real batches, or the line saying why the fit failed."""
+    """(seconds each batch waited for data, and computed) over `n` batches, or why a fit failed."""
     recorder, task, k = Recorder(), ctx.make_task(), ctx.accumulate
     fit = ctx.fit(
         task, loader, [recorder], max_steps=max(1, n // k), accumulate=k, limit_train_batches=n
@@ -100,13 +98,13 @@ def _measure(ctx: DoctorContext, loader: Any, n: int) -> tuple[list[float], list
 
 def _quietest(wait: list[float], compute: list[float], span: int) -> tuple[float, float]:
     """(share of time spent waiting for data, seconds waited per batch), each phase read in its
-    quietest window of `span` consecutive batches (`span`: the loader's workers, each handing
-    over one batch per round, so a window holds a whole round however their batches bunch up).
+    quietest window of `span` consecutive batches (`span`: the loader's workers, each handing over
+    one batch per round, so a window holds a whole round however their batches bunch up).
 
-    The least time each phase took, not the typical one: another process taking the cores only
-    adds time, to a fetch or to a step, so a busy shared machine can make neither the loader nor
-    the step look slower than its quietest round; a loader that is slow is slow in every round.
-    The phases are read apart: one step held up for long must not hide a slow fetch beside it."""
+    The least time each phase took, not the typical one: another process taking the cores only adds
+    time, to a fetch or a step, so a busy machine cannot make either look slower than its quietest
+    round, while a slow loader is slow in every round. The phases are read apart: one step held up
+    for long must not hide a slow fetch beside it."""
     # wait[i] is the gap before the batch that computed compute[i + 1] (batch 0 waited for the
     # loader's start-up, which is not its speed)
     pairs = list(zip(wait, compute[len(compute) - len(wait) :], strict=True))
@@ -121,10 +119,9 @@ def _quietest(wait: list[float], compute: list[float], span: int) -> tuple[float
 
 
 def global_rng_use(dataset: Any, index: int) -> str:
-    """'global' when dataset[index] changes with the global RNGs (torch.rand / random /
-    np.random in __getitem__), 'stateful' when it changes between two draws from equal global
-    states (an RNG the dataset keeps), '' when it is a function of the sample alone. The global
-    RNG states are restored afterwards."""
+    """'global' when dataset[index] changes with the global RNGs (torch.rand / random / np.random in
+    __getitem__), 'stateful' when it changes between two draws from equal global states (an RNG the
+    dataset keeps), '' when it is a function of the sample alone. Restores the global RNGs."""
     saved = torch.get_rng_state(), random.getstate(), np.random.get_state()
     draws = []
     try:
@@ -206,8 +203,7 @@ def data_worker_seeding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict
 def _stream_seeding(real: DataLoader, evidence: dict[str, Any]) -> Verdict:
     """Each worker runs its own copy of an iterable dataset's __iter__: unless the stream shards
     itself (get_worker_info()) and seeds its randomness per worker, the workers yield the same
-    samples. A pass through the run's workers must repeat no more of its samples than a pass in
-    one process does."""
+    samples. A pass through the run's workers must repeat no more samples than one process does."""
     workers = real.num_workers
     if workers < 2:
         evidence["num_workers"] = workers
@@ -232,9 +228,8 @@ def _stream_seeding(real: DataLoader, evidence: dict[str, Any]) -> Verdict:
 
 
 def _like(real: DataLoader, dataset: Any, batch_size: int | None, workers: int) -> DataLoader:
-    """A probe loader over `dataset` whose `workers` are set up as the run's loader sets them
-    up: its collate_fn, generator, worker_init_fn and start method, and the worker_init_fn
-    Lightning adds under seed_everything(workers=True)."""
+    """A probe loader over `dataset` whose `workers` are set up as the run's: its collate_fn,
+    generator, worker_init_fn (or Lightning's under seed_everything(workers=True)), start method."""
     init = real.worker_init_fn if workers else None
     if init is None and workers and os.environ.get("PL_SEED_WORKERS") == "1":
         init = functools.partial(pl_worker_init_function, rank=0)

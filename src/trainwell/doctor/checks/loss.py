@@ -76,8 +76,7 @@ def loss_logits(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
 
 
 def _num_classes(call: LossCall | None) -> int | None:
-    """The classes a class-index loss scores: its input's class dimension (dim 1, or dim 0
-    for one unbatched sample); None for any other loss, which has no class range."""
+    """The classes a class-index loss scores (its input's dim 1; dim 0 unbatched), else None."""
     if call is None or call.name not in CLASS_INDEX or call.input.dim() == 0:
         return None
     return int(call.input.shape[1 if call.input.dim() >= 2 else 0])
@@ -158,9 +157,8 @@ def _out_of_range(bad: int, which: str, labels: torch.Tensor, classes: int) -> V
 
 
 def _broadcast_fault(call: LossCall, evidence: dict) -> Verdict | None:
-    """A fail when an elementwise loss gets input and target of different shapes that broadcast
-    to more elements than either holds: (N, 1) against (N,) becomes (N, N), every prediction
-    scored against every target (torch only warns, and only for some losses)."""
+    """A fail when an elementwise loss's input and target broadcast beyond either's size: (N, 1)
+    against (N,) scores every prediction against every target (torch warns for some losses only)."""
     if call.name not in ELEMENTWISE or call.input.shape == call.target.shape:
         return None
     try:
@@ -188,9 +186,8 @@ def model_head_width(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             f"{data} declares no num_classes: no class count to compare with (give it a "
             "num_classes attribute)"
         )
-    # The class dimension of the logits a class-index loss saw in the probe fit (cross entropy
-    # takes them as (batch, classes, ...)) is the head's real width; the config's number is the
-    # fallback for a loss that takes no class dimension.
+    # The class dimension (batch, classes, ...) of the logits a class-index loss saw in the probe
+    # fit is the head's real width; the config's number is the fallback for a loss with none.
     calls = observation(ctx).spy.losses
     widths = [c.input.shape[1] for c in calls if c.name in CLASS_INDEX and c.input.dim() > 1]
     width = int(widths[0]) if widths else None

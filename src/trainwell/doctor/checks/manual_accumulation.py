@@ -1,8 +1,8 @@
-"""accumulation.equivalence for manual optimization: the user's code decides where a window
-starts and ends. A probe fit watches where it zeroes and steps (`StepWatch`) and compares the
-gradient of its first step with the gradient of the recognised loss function's own mean over
-the same items in one batch (a sum for reduction='sum'), per optimizer on its own parameters.
-A window of one micro-batch whose step differs only warns: nothing is combined yet.
+"""accumulation.equivalence under manual optimization, where the user's code decides where a window
+starts and ends. A probe fit watches where it zeroes and steps (`StepWatch`) and compares, per
+optimizer on its own parameters, its first step's gradient with that of the recognised loss
+function's own mean (a sum for reduction='sum') over the same items in one batch. A window of one
+micro-batch whose step differs only warns: nothing is combined yet.
 """
 
 from __future__ import annotations
