@@ -1995,8 +1995,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor data.split_agreement: labels per position (tokens, tags) are not scored",
         "src/trainwell/doctor/harness/outputs.py",
-        "        or target.shape != (scores.shape[:1] + scores.shape[2:])",
-        "        or target.shape != scores.shape[:1]",
+        "    per_item = scores.shape[:1] + scores.shape[2:]",
+        "    per_item = scores.shape[:1]",
         (
             f"{INV_T}[val_tags_one_position_off]",
             "tests/doctor/test_invariants.py::test_labels_per_position_are_scored_at_real_positions_only",

@@ -41,8 +41,7 @@ def images(loader: Any, limit: int, inputs: Callable[[Any], Any]) -> torch.Tenso
 
 def _unit(x: torch.Tensor) -> torch.Tensor:
     x = x.flatten(1)
-    x = x - x.mean(1, keepdim=True)
-    return x / x.norm(dim=1, keepdim=True).clamp(min=1e-12)
+    return F.normalize(x - x.mean(1, keepdim=True), dim=1)  # its eps: 1e-12
 
 
 def best_similarity(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:

@@ -1,9 +1,8 @@
 """The windows accumulation.equivalence compares, and the gradient one optimizer step takes.
 
 A window is K real consecutive micro-batches of the train loader paired with one batch of the
-same items. Under manual optimization the user's code decides when gradients are cleared and
-applied (its own accumulation): `StepWatch` observes that during a real fit, on the torch
-optimizers and the LightningOptimizers `self.optimizers()` returns alike."""
+same items. Under manual optimization `StepWatch` observes when the user's code clears and
+applies gradients, on the torch optimizers and the LightningOptimizers alike."""
 
 from __future__ import annotations
 
@@ -164,12 +163,11 @@ class Event:
 
 class StepWatch(L.Callback):
     def __init__(self, spy: Spy) -> None:
-        self.spy = spy
+        self.spy, self.optimizers = spy, 0
         self.events: list[Event] = []
         self.grads: dict[int, dict[str, torch.Tensor]] = {}  # per optimizer, at its first step
         self.states: dict[int, dict[str, torch.Tensor]] = {}  # micro-batch -> weights at its start
         self._stepped = False  # a step since the last micro-batch started
-        self.optimizers = 0
         self._torch: list[Any] = []  # trainer.optimizers
         self._batch = -1
         self._module: L.LightningModule | None = None
