@@ -34,9 +34,7 @@ def leaves(batch: Any, path: str = "batch") -> Iterator[tuple[str, torch.Tensor]
 def same(a: Any, b: Any) -> bool:
     """Whether two batches hold equal tensors, of the same shapes, at the same paths."""
     a, b = dict(leaves(a)), dict(leaves(b))
-    return a.keys() == b.keys() and all(
-        t.shape == b[p].shape and torch.equal(t, b[p]) for p, t in a.items()
-    )
+    return a.keys() == b.keys() and all(torch.equal(t, b[p]) for p, t in a.items())
 
 
 def size_of(batch: Any) -> int | None:
@@ -104,12 +102,10 @@ def padding_positions(batch: Any) -> Padding | None:
     ids = [(path, t) for path, t in found if t.dim() == 2 and integral(t) and t.shape[1] > 1]
     for path, lengths in found:
         for _, t in ids:
-            pad = _from_lengths(lengths, t)
-            if pad is not None:
+            if (pad := _from_lengths(lengths, t)) is not None:
                 return Padding(f"the lengths in {path}", pad, path)
     for path, t in ids:
-        pad = _trailing_fill(t)
-        if pad is not None:
+        if (pad := _trailing_fill(t)) is not None:
             pad_id = int(t[pad][0])
             return Padding(f"the pad id {pad_id} in {path}", pad, path, pad_id)
     return None
@@ -124,10 +120,9 @@ def restructure(
     again = partial(restructure, leaf=leaf, is_leaf=is_leaf)
     if isinstance(batch, Mapping):
         return type(batch)({k: again(v) for k, v in batch.items()})  # type: ignore[call-arg]
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple
-        return type(batch)(*(again(v) for v in batch))
     if isinstance(batch, list | tuple):
-        return type(batch)(again(v) for v in batch)
+        parts = [again(v) for v in batch]  # a namedtuple takes them one by one
+        return type(batch)(*parts) if hasattr(batch, "_fields") else type(batch)(parts)
     if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
         return dataclasses.replace(
             batch, **{f.name: again(getattr(batch, f.name)) for f in dataclasses.fields(batch)}

@@ -67,8 +67,7 @@ class DoctorContext:
         that reads it meets the error and turns it into its own verdict."""
         if probe not in self._shared:
             start = time.perf_counter()
-            value = probe(self)
-            self._shared[probe] = (value, time.perf_counter() - start)
+            self._shared[probe] = (probe(self), time.perf_counter() - start)
         return self._shared[probe][0]
 
     def seconds_of(self, probe: Callable[..., Any]) -> float | None:
@@ -80,10 +79,9 @@ class DoctorContext:
         """The run's config with the Trainer moved to one probe device (no DDP launch, no GPU)."""
         cfg = OmegaConf.create(OmegaConf.to_container(self.cfg, resolve=False))
         with open_dict(cfg):
-            cfg.trainer.accelerator = self.settings.accelerator
-            cfg.trainer.devices = 1
-            cfg.trainer.num_nodes = 1
-            cfg.trainer.strategy = "auto"
+            cfg.trainer.update(
+                accelerator=self.settings.accelerator, devices=1, num_nodes=1, strategy="auto"
+            )
             if "compile" in cfg.model:
                 # torch.compile changes speed, not the loop's semantics; compiling every fresh
                 # probe task would cost minutes, and the spy's TorchFunctionMode needs eager ops.
@@ -251,8 +249,7 @@ class DoctorContext:
 
 class ProbeData(L.LightningDataModule):
     """The probe's loaders as the fit's datamodule, every other attribute the configured one's:
-    a task whose setup reads self.trainer.datamodule (its class counts, its sizes) sees the
-    run's data, as it does in a run."""
+    a task whose setup reads self.trainer.datamodule (class counts, sizes) sees the run's data."""
 
     def __init__(self, source: L.LightningDataModule, train: Any, val: Any) -> None:
         super().__init__()

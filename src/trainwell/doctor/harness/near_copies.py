@@ -4,8 +4,7 @@ again (other compression, noise), which an exact hash of the samples cannot see.
 Each image is reduced to one channel of at most 16x16 (averaged), centred and scaled to unit
 length; two images are near copies when their cosine similarity, best over shifts of one pixel
 and a horizontal flip, reaches SIMILAR. Bounded: the first EVAL_IMAGES of a split against the
-first TRAIN_IMAGES the train loader yields.
-"""
+first TRAIN_IMAGES the train loader yields."""
 
 from __future__ import annotations
 

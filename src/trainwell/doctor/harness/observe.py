@@ -184,18 +184,16 @@ def no_classes(ctx: DoctorContext) -> str | None:
 
 
 def class_target(ctx: DoctorContext) -> str:
-    """Where the batches keep their class ids: the tensor of the probe batch a class-index loss
-    (cross_entropy, nll_loss) takes as its target (any batch structure), else the second of
-    (input, label) pairs."""
+    """Where the batches keep their class ids: the probe batch's tensor that a class-index loss
+    takes as its target (any batch structure), else the second of (input, label) pairs."""
     call = first_loss(ctx)
     found = target_path(ctx, call) if call is not None and call.name in CLASS_INDEX else None
     return found or "batch[1]"
 
 
 def target_path(ctx: DoctorContext, call: LossCall) -> str | None:
-    """Which tensor of the probe batch the loss received as its target (same values, in any
-    shape, dtype or order: `y`, `batch['targets'].flatten()`, `y.float()`, `y[order]` after a
-    sort by length), if any; one with the values in the same order first."""
+    """Which tensor of the probe batch the loss received as its target, if any: the same values
+    in any shape, dtype or order (`y.flatten()`, `y.float()`, `y[order]`), same order first."""
     target = call.target.reshape(-1).double()
     found = [
         (path, leaf.reshape(-1).double())

@@ -26,9 +26,8 @@ class OutputWatch(L.Callback):
         self.handles: list[Any] = []  # removed by evaluation_outputs, however the pass ends
 
     def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        watched = {id(pl_module)} | {
-            id(m) for _, m in pl_module.named_children() if any(True for _ in m.parameters())
-        }
+        children = [m for m in pl_module.children() if any(True for _ in m.parameters())]
+        watched = {id(pl_module), *map(id, children)}
         for name, m in pl_module.named_modules():
             self.handles.append(m.register_forward_hook(self._hook(name, id(m) in watched)))
 
@@ -54,12 +53,11 @@ def evaluation_outputs(
     """Validate (or `stage="test"`: test) `task` on the probe batch (or on `loader`); (the
     watch, '') or (None, why it could not run). `borrow_training_step`: a task without
     validation_step is evaluated through its training_step (no_grad, eval mode, no step)."""
-    borrowed = False
-    if stage == "validate" and not ctx.has_hook("validation_step"):
-        if not borrow_training_step:
-            return None, "the task has no validation_step"
+    borrowed = stage == "validate" and not ctx.has_hook("validation_step")
+    if borrowed and not borrow_training_step:
+        return None, "the task has no validation_step"
+    if borrowed:
         task.validation_step = task.training_step  # type: ignore[method-assign]
-        borrowed = True
     watch = OutputWatch()
     trainer = ctx.trainer(callbacks=[watch], limit_val_batches=1.0)
     # Lightning puts back each module's train/eval mode only when the pass ends normally: a step
@@ -68,12 +66,8 @@ def evaluation_outputs(
     modes = [(m, m.training) for m in task.modules()]
     try:
         with quiet():
-            results = getattr(trainer, stage)(
-                task,
-                datamodule=ctx.probe_data(val=ctx.fixed_loader() if loader is None else loader),
-                verbose=False,
-                weights_only=True,
-            )
+            dm = ctx.probe_data(val=ctx.fixed_loader() if loader is None else loader)
+            results = getattr(trainer, stage)(task, datamodule=dm, verbose=False, weights_only=True)
         watch.metrics = {k: float(v) for r in results for k, v in r.items()}
     except Exception as err:  # the user's evaluation code failed: the caller reports it
         via = {"validate": "validation"}.get(stage, stage)

@@ -31,8 +31,7 @@ def frozen_state(module: nn.Module) -> dict[str, torch.Tensor]:
     of modules whose own parameters are all frozen (a frozen BatchNorm's running statistics)."""
     state = {n: p for n, p in module.named_parameters() if not p.requires_grad}
     for prefix, m in module.named_modules():
-        own = list(m.parameters(recurse=False))
-        if own and not any(p.requires_grad for p in own):
+        if (own := list(m.parameters(recurse=False))) and not any(p.requires_grad for p in own):
             state |= {f"{prefix}.{n}".lstrip("."): b for n, b in m.named_buffers(recurse=False)}
     return state
 

@@ -121,7 +121,7 @@ class TrainSamples:
         self._items: dict[int, Any] = {}
         self._index_batches: list[list[int]] | None = None
         self._real: list[Any] = []
-        self._iterator: Iterator[Any] | None = None
+        self._iterator = iterate_batches(loader)  # a generator: nothing is fetched until asked
 
     @property
     def indexable(self) -> bool:
@@ -149,8 +149,6 @@ class TrainSamples:
 
     def real_batches(self, n: int) -> list[Any]:
         """The first `n` batches the loader yields (fewer when the epoch is shorter)."""
-        if self._iterator is None:
-            self._iterator = iterate_batches(self.loader)
         self._real += islice(self._iterator, max(0, n - len(self._real)))
         return self._real[:n]
 

@@ -36,16 +36,15 @@ class Scan:
     dtypes: dict[str, str] = field(default_factory=dict)  # train batch leaf -> dtype
     ints: dict[str, list[torch.Tensor]] = field(default_factory=dict)  # integer train leaves
     kept: int = 0
-    # split (train's halves: "train/0", "train/1") -> input path -> (count, sum, sum of squares)
-    # per feature, or id counts for token ids (None: shapes that differ between batches)
+    # split (train's halves: "train/0", "train/1") -> input path -> `_moments` per feature, or
+    # id counts for token ids (None: shapes that differ between batches)
     moments: dict[str, dict[str, torch.Tensor | None]] = field(default_factory=dict)
     ids: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
     samples: dict[str, int] = field(default_factory=dict)  # per split, as `moments` keys them
     train_rows: list[int] = field(default_factory=list)  # samples per scanned train batch
 
     def values(self, path: str) -> torch.Tensor | None:
-        parts = self.ints.get(path)
-        return torch.cat(parts) if parts else None
+        return torch.cat(parts) if (parts := self.ints.get(path)) else None
 
 
 def _walk(ctx: DoctorContext) -> Scan:

@@ -44,8 +44,7 @@ def producer(t: torch.Tensor) -> str | None:
     """The name of the autograd op whose output `t` is, looking through reshapes and copies."""
     fn = t.grad_fn
     while fn is not None and type(fn).__name__.startswith(_PASS_THROUGH):
-        inputs = [f for f, _ in fn.next_functions if f is not None]
-        fn = inputs[0] if inputs else None
+        fn = next((f for f, _ in fn.next_functions if f is not None), None)
     return None if fn is None else type(fn).__name__
 
 
@@ -61,8 +60,7 @@ def _items(name: str, inp: torch.Tensor, target: torch.Tensor, ignore: int | Non
 class Spy(TorchFunctionMode):
     """Records loss calls and backward(retain_graph=...) while `active` (set per training step).
     `reference_params`: at each recognised loss call, also take the gradient of the loss's own
-    output for them (a manual accumulation window's reference), before the user's code scales it.
-    """
+    output for them (a manual window's reference), before the user's code scales it."""
 
     def __init__(
         self,
@@ -166,8 +164,5 @@ class Spy(TorchFunctionMode):
     def steps_retaining_only(self) -> list[int]:
         """Watched micro-batches all of whose backward calls retain the graph: no later
         backward needs it, so retain_graph=True only keeps the activations alive."""
-        return sorted(
-            b
-            for b in set(self.retain_graph_batches)
-            if self.retain_graph_batches.count(b) == self.backward_batches.count(b)
-        )
+        kept = self.retain_graph_batches
+        return sorted(b for b in set(kept) if kept.count(b) == self.backward_batches.count(b))

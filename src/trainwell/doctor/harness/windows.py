@@ -72,8 +72,7 @@ def step_grads(
     reference: bool = False,
 ) -> Grads:
     """The gradient the optimizer would apply after one step over `batches` in windows of `k`;
-    `reference`: the gradient of the recognised loss function's own output instead, taken at
-    its first call, before the user's code scales it (a manual window's reference)."""
+    `reference`: that of the recognised loss's own output at its first call, unscaled, instead."""
     task = ctx.make_task(state=state)
     if loss_items is not None:
         task.loss_items = loss_items
@@ -100,11 +99,9 @@ def moves_with_seed(
 ) -> bool:
     """Whether one batch's gradient moves with the seed (a mismatch may be that noise)."""
     again = step_grads(ctx, state, [whole], 1, seed=1, reference=reference)
-    return (
-        again.tensors is not None
-        and grads.tensors is not None
-        and compare(again.tensors, grads.tensors)["relative_difference"] > RTOL
-    )
+    if again.tensors is None or grads.tensors is None:
+        return False
+    return compare(again.tensors, grads.tensors)["relative_difference"] > RTOL
 
 
 def one_batch(ctx: DoctorContext, groups: list[list[int]] | None, batches: list[Any]) -> Any:
@@ -174,9 +171,8 @@ class StepWatch(L.Callback):
         self._undo: list[Callable[[], Any]] = []  # what teardown puts back
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._module = pl_module
-        self.optimizers = len(trainer.optimizers)
-        self._torch = list(trainer.optimizers)
+        self._module, self._torch = pl_module, list(trainer.optimizers)
+        self.optimizers = len(self._torch)
         wrapped = pl_module.optimizers(use_pl_optimizer=True)
         wrapped = wrapped if isinstance(wrapped, list) else [wrapped]
         for optimizer in [*trainer.optimizers, *wrapped]:
