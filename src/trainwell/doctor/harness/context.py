@@ -162,12 +162,9 @@ class DoctorContext:
     @cached_property
     def plan(self) -> TrainingPlan:
         trainer = self.trainer(callbacks=[], max_steps=self.cfg.trainer.get("max_steps", -1))
-        return plan_for(
-            self.datamodule.train_dataloader(),
-            trainer,
-            instantiate(self.probe_cfg.model),  # read for its item unit only
-            **planner_settings(self.cfg),
-        )
+        loader = self.datamodule.train_dataloader()
+        task = instantiate(self.probe_cfg.model)  # read for its item unit only
+        return plan_for(loader, trainer, task, **planner_settings(self.cfg))
 
     @property
     def accumulate(self) -> int:

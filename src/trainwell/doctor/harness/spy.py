@@ -136,9 +136,8 @@ class Spy(TorchFunctionMode):
             tensor = args[0] if args else kwargs.get("tensors")
             if isinstance(tensor, torch.Tensor) and tensor.numel() == 1:
                 self.backward_values.append((self.batch_index, float(tensor.detach())))
-            if kwargs.get("retain_graph") or (
-                func is torch.autograd.backward and len(args) > 2 and args[2]
-            ):
+            positional = func is torch.autograd.backward and len(args) > 2 and args[2]
+            if kwargs.get("retain_graph") or positional:
                 self.retain_graph_calls += 1
                 self.retain_graph_batches.append(self.batch_index)
         name = LOSSES.get(func) if len(self.losses) < self.max_calls else None
