@@ -1920,16 +1920,16 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor loss.padding: lengths never tell where padding starts",
         "src/trainwell/doctor/harness/batches.py",
-        "            pad = _from_lengths(lengths, t)",
-        "            pad = None",
+        "(pad := _from_lengths(lengths, t))",
+        "(pad := None)",
         (f"{INV_T}[rnn_last_step_over_padding]",),
         "padding told by a lengths tensor is measured, not skipped",
     ),
     Mutant(
         "doctor loss.padding: a pad id never tells where padding is",
         "src/trainwell/doctor/harness/batches.py",
-        "        pad = _trailing_fill(t)",
-        "        pad = None",
+        "(pad := _trailing_fill(t))",
+        "(pad := None)",
         (f"{INV_T}[pad_ids_averaged_in]",),
         "padding told by the pad id filling the rows' ends is measured, not skipped",
     ),
@@ -1995,8 +1995,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor data.split_agreement: labels per position (tokens, tags) are not scored",
         "src/trainwell/doctor/harness/outputs.py",
-        "        or target.shape != (scores.shape[:1] + scores.shape[2:])",
-        "        or target.shape != scores.shape[:1]",
+        "    per_item = scores.shape[:1] + scores.shape[2:]",
+        "    per_item = scores.shape[:1]",
         (
             f"{INV_T}[val_tags_one_position_off]",
             "tests/doctor/test_invariants.py::test_labels_per_position_are_scored_at_real_positions_only",

@@ -34,9 +34,7 @@ def leaves(batch: Any, path: str = "batch") -> Iterator[tuple[str, torch.Tensor]
 def same(a: Any, b: Any) -> bool:
     """Whether two batches hold equal tensors, of the same shapes, at the same paths."""
     a, b = dict(leaves(a)), dict(leaves(b))
-    return a.keys() == b.keys() and all(
-        t.shape == b[p].shape and torch.equal(t, b[p]) for p, t in a.items()
-    )
+    return a.keys() == b.keys() and all(torch.equal(t, b[p]) for p, t in a.items())
 
 
 def size_of(batch: Any) -> int | None:
@@ -49,14 +47,14 @@ def size_of(batch: Any) -> int | None:
         return None
 
 
-def _integral(t: torch.Tensor) -> bool:
+def integral(t: torch.Tensor) -> bool:
     return not (t.is_floating_point() or t.is_complex() or t.dtype == torch.bool)
 
 
 def _from_lengths(lengths: torch.Tensor, ids: torch.Tensor) -> torch.Tensor | None:
     """Padding of `ids` (N, T) past each row's length, when `lengths` (N,) reads as such: the
     longest is T, none is 0, and one value fills every position past a length (the pad id)."""
-    if lengths.dim() != 1 or len(lengths) != ids.shape[0] or not _integral(lengths):
+    if lengths.dim() != 1 or len(lengths) != ids.shape[0] or not integral(lengths):
         return None
     if int(lengths.min()) < 1 or int(lengths.max()) != ids.shape[1]:
         return None
@@ -82,12 +80,9 @@ def _trailing_fill(ids: torch.Tensor) -> torch.Tensor | None:
 
 @dataclass
 class Padding:
-    """Where a batch is padded: `pad` is true at padding; `marker` is the path of the tensor
-    that says so (a mask, lengths, or the padded tensor itself when a pad id fills it)."""
-
     where: str  # how it was told, for messages
-    pad: torch.Tensor
-    marker: str
+    pad: torch.Tensor  # true at padding
+    marker: str  # the path of the mask, the lengths, or the tensor a pad id fills
     pad_id: int | None = None  # set when the marker is padded with this id
 
 
@@ -104,15 +99,13 @@ def padding_positions(batch: Any) -> Padding | None:
         pad = t.bool() if "pad" in name else ~t.bool()
         if bool(pad.any()) and not bool(pad.all()):
             return Padding(path, pad, path)
-    ids = [(path, t) for path, t in found if t.dim() == 2 and _integral(t) and t.shape[1] > 1]
+    ids = [(path, t) for path, t in found if t.dim() == 2 and integral(t) and t.shape[1] > 1]
     for path, lengths in found:
         for _, t in ids:
-            pad = _from_lengths(lengths, t)
-            if pad is not None:
+            if (pad := _from_lengths(lengths, t)) is not None:
                 return Padding(f"the lengths in {path}", pad, path)
     for path, t in ids:
-        pad = _trailing_fill(t)
-        if pad is not None:
+        if (pad := _trailing_fill(t)) is not None:
             pad_id = int(t[pad][0])
             return Padding(f"the pad id {pad_id} in {path}", pad, path, pad_id)
     return None
@@ -121,17 +114,15 @@ def padding_positions(batch: Any) -> Padding | None:
 def restructure(
     batch: Any, leaf: Callable[[Any], Any], is_leaf: Callable[[Any], bool] = torch.is_tensor
 ) -> Any:
-    """The batch with the same containers, `leaf` applied wherever `is_leaf` (every tensor by
-    default); any other value is kept as it is."""
+    """The batch with the same containers, `leaf` applied wherever `is_leaf`, the rest kept."""
     if is_leaf(batch):
         return leaf(batch)
     again = partial(restructure, leaf=leaf, is_leaf=is_leaf)
     if isinstance(batch, Mapping):
         return type(batch)({k: again(v) for k, v in batch.items()})  # type: ignore[call-arg]
-    if isinstance(batch, tuple) and hasattr(batch, "_fields"):  # namedtuple
-        return type(batch)(*(again(v) for v in batch))
     if isinstance(batch, list | tuple):
-        return type(batch)(again(v) for v in batch)
+        parts = [again(v) for v in batch]  # a namedtuple takes them one by one
+        return type(batch)(*parts) if hasattr(batch, "_fields") else type(batch)(parts)
     if dataclasses.is_dataclass(batch) and not isinstance(batch, type):
         return dataclasses.replace(
             batch, **{f.name: again(getattr(batch, f.name)) for f in dataclasses.fields(batch)}
@@ -146,14 +137,11 @@ def clone(batch: Any) -> Any:
 
 def rows(batch: Any, index: list[int]) -> Any:
     """The batch's samples at `index` (in that order, repeats allowed): dim 0 of every tensor
-    with one row per sample, and lists of batch length holding no tensor (names, ids); any
-    other value is kept."""
+    with one row per sample, and lists of one non-tensor value per sample; the rest kept."""
     n = size_of(batch)
 
     def per_sample(x: Any) -> bool:
-        if isinstance(x, torch.Tensor):
-            return x.dim() > 0 and x.shape[0] == n
-        return _per_sample_list(x, n)
+        return x.dim() > 0 and x.shape[0] == n if torch.is_tensor(x) else _per_sample_list(x, n)
 
     def take(x: Any) -> Any:
         return x[torch.tensor(index)] if torch.is_tensor(x) else type(x)(x[i] for i in index)
@@ -166,7 +154,7 @@ class ConcatError(ValueError):
 
 
 def _per_sample_list(x: Any, n: int | None) -> bool:
-    """A plain list holding one non-tensor value per sample (names, ids), as `rows` splits."""
+    """A plain list of one non-tensor value per sample (names, ids)."""
     plain = isinstance(x, list | tuple) and not hasattr(x, "_fields")
     return plain and len(x) == n and next(leaves(x), None) is None
 
@@ -199,8 +187,7 @@ def concat(batches: list[Any], sizes: list[int | None] | None = None) -> Any:
 
 
 def replay_loader(batches: list[Any], repeats: int = 1) -> DataLoader:
-    """A DataLoader yielding these already-built batches in order, `repeats` times.
-    batch_size=None: no re-collation, the user's collate_fn already made them. Lightning and the
-    template's exact accumulation read each batch's item count from the batch itself."""
+    """A DataLoader yielding these already-built batches in order, `repeats` times (batch_size=
+    None: the user's collate_fn already made them; item counts are read from the batches)."""
     order = [i for _ in range(repeats) for i in range(len(batches))]
     return DataLoader(order, batch_size=None, shuffle=False, collate_fn=lambda i: clone(batches[i]))

@@ -67,8 +67,7 @@ class DoctorContext:
         that reads it meets the error and turns it into its own verdict."""
         if probe not in self._shared:
             start = time.perf_counter()
-            value = probe(self)
-            self._shared[probe] = (value, time.perf_counter() - start)
+            self._shared[probe] = (probe(self), time.perf_counter() - start)
         return self._shared[probe][0]
 
     def seconds_of(self, probe: Callable[..., Any]) -> float | None:
@@ -80,10 +79,9 @@ class DoctorContext:
         """The run's config with the Trainer moved to one probe device (no DDP launch, no GPU)."""
         cfg = OmegaConf.create(OmegaConf.to_container(self.cfg, resolve=False))
         with open_dict(cfg):
-            cfg.trainer.accelerator = self.settings.accelerator
-            cfg.trainer.devices = 1
-            cfg.trainer.num_nodes = 1
-            cfg.trainer.strategy = "auto"
+            cfg.trainer.update(
+                accelerator=self.settings.accelerator, devices=1, num_nodes=1, strategy="auto"
+            )
             if "compile" in cfg.model:
                 # torch.compile changes speed, not the loop's semantics; compiling every fresh
                 # probe task would cost minutes, and the spy's TorchFunctionMode needs eager ops.
@@ -95,8 +93,8 @@ class DoctorContext:
 
     @cached_property
     def datamodule(self) -> L.LightningDataModule:
-        """The configured datamodule as a run sees it: prepare_data first (it may download),
-        then setup, with the template's loader policy (one process: the 1-process order)."""
+        """The configured datamodule as a run sees it (prepare_data, then setup), with the
+        template's loader policy (one process: the 1-process order)."""
         dm = instantiate(self.cfg.data)
         install_loader_policy(dm, seed=int(self.cfg.seed))
         dm.prepare_data()
@@ -115,7 +113,7 @@ class DoctorContext:
         self, seed: int | None = None, state: dict[str, torch.Tensor] | None = None
     ) -> L.LightningModule:
         """A fresh task as the config builds it, with `state` loaded where given."""
-        factories = self.factories()
+        factories = self.factories()  # before seeding: the first call builds a task of its own
         torch.manual_seed(self.cfg.seed if seed is None else seed)
         task = instantiate(self.probe_cfg.model, **factories)
         if state is not None:
@@ -132,7 +130,6 @@ class DoctorContext:
 
     @cached_property
     def samples(self) -> TrainSamples:
-        """The real train loader (the template's policy applied), fetched lazily."""
         return TrainSamples(self.datamodule.train_dataloader())
 
     @cached_property
@@ -149,13 +146,11 @@ class DoctorContext:
         """The fixed probe batch, built by the loader's own collate_fn (any structure); the
         first real batch as it comes when the dataset cannot be indexed."""
         indices = self.probe_indices
-        if indices is None:
-            first = self.samples.real_batches(1)
-        else:
-            first = [self.samples.collate(indices)] if indices else []
-        if not first:
-            raise TrainwellError(f"the train loader of {type(self.datamodule).__name__} is empty")
-        return first[0]
+        if indices:
+            return self.samples.collate(indices)
+        if indices is None and (first := self.samples.real_batches(1)):
+            return first[0]
+        raise TrainwellError(f"the train loader of {type(self.datamodule).__name__} is empty")
 
     @property
     def batch_size(self) -> int | None:
@@ -167,12 +162,9 @@ class DoctorContext:
     @cached_property
     def plan(self) -> TrainingPlan:
         trainer = self.trainer(callbacks=[], max_steps=self.cfg.trainer.get("max_steps", -1))
-        return plan_for(
-            self.datamodule.train_dataloader(),
-            trainer,
-            instantiate(self.probe_cfg.model),  # read for its item unit only
-            **planner_settings(self.cfg),
-        )
+        loader = self.datamodule.train_dataloader()
+        task = instantiate(self.probe_cfg.model)  # read for its item unit only
+        return plan_for(loader, trainer, task, **planner_settings(self.cfg))
 
     @property
     def accumulate(self) -> int:
@@ -186,10 +178,9 @@ class DoctorContext:
         if isinstance(devices, int):
             return devices * nodes if devices > 0 else None
         if isinstance(devices, str):
-            if devices.strip().isdigit():
-                return int(devices) * nodes
-            ids = [d for d in devices.split(",") if d.strip()]
-            return len(ids) * nodes if "," in devices else None
+            if "," in devices:  # "0,1", "2,"
+                return len([d for d in devices.split(",") if d.strip()]) * nodes
+            return int(devices) * nodes if devices.strip().isdigit() else None
         try:  # a list of device ids
             return len(devices) * nodes
         except TypeError:
@@ -229,11 +220,9 @@ class DoctorContext:
         ckpt_path: Path | None = None,
         **overrides: Any,
     ) -> FitResult:
-        """A short real fit, bounded whatever the task's code does: one pass of `train` (every
-        probe sizes its loader for the run it wants; one epoch also ends a probe whose code never
-        reaches max_steps, such as a manual step taken on a condition the probe never meets), or
-        `max_batches` batches where a probe lets it run more epochs. An exception is returned
-        (it is evidence), not raised."""
+        """A short real fit, bounded whatever the task's code does: one pass of `train` (one
+        epoch also ends a task whose manual step waits on a condition the probe never meets), or
+        `max_batches` batches over more epochs. An exception is returned (evidence), not raised."""
         settings: dict[str, Any] = dict(
             callbacks=[*callbacks, *([_Bound(max_batches)] if max_batches else [])],
             max_steps=max_steps,
@@ -257,13 +246,11 @@ class DoctorContext:
 
 class ProbeData(L.LightningDataModule):
     """The probe's loaders as the fit's datamodule, every other attribute the configured one's:
-    a task whose setup reads self.trainer.datamodule (its class counts, its sizes) sees the
-    run's data, as it does in a run."""
+    a task whose setup reads self.trainer.datamodule (class counts, sizes) sees the run's data."""
 
     def __init__(self, source: L.LightningDataModule, train: Any, val: Any) -> None:
         super().__init__()
-        # Names no datamodule uses: every other attribute is the source's (`self.train`...).
-        self._probe = (source, train, val)
+        self._probe = (source, train, val)  # a name no datamodule uses (`train` is common)
 
     def train_dataloader(self) -> Any:
         return self._probe[1]

@@ -4,8 +4,7 @@ again (other compression, noise), which an exact hash of the samples cannot see.
 Each image is reduced to one channel of at most 16x16 (averaged), centred and scaled to unit
 length; two images are near copies when their cosine similarity, best over shifts of one pixel
 and a horizontal flip, reaches SIMILAR. Bounded: the first EVAL_IMAGES of a split against the
-first TRAIN_IMAGES the train loader yields.
-"""
+first TRAIN_IMAGES the train loader yields."""
 
 from __future__ import annotations
 
@@ -41,8 +40,7 @@ def images(loader: Any, limit: int, inputs: Callable[[Any], Any]) -> torch.Tenso
 
 def _unit(x: torch.Tensor) -> torch.Tensor:
     x = x.flatten(1)
-    x = x - x.mean(1, keepdim=True)
-    return x / x.norm(dim=1, keepdim=True).clamp(min=1e-12)
+    return F.normalize(x - x.mean(1, keepdim=True), dim=1)  # its eps: 1e-12
 
 
 def best_similarity(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:

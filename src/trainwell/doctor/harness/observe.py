@@ -18,19 +18,16 @@ from trainwell.doctor.harness.batches import leaves, replay_loader
 from trainwell.doctor.harness.context import DoctorContext, FitResult, quiet
 from trainwell.doctor.harness.recorder import Recorder, scalar_loss
 from trainwell.doctor.harness.settings import ProbeSettings
-from trainwell.doctor.harness.spy import CLASS_INDEX, LossCall, Spy
+from trainwell.doctor.harness.spy import CLASS_INDEX, VALUE_LOSSES, LossCall, Spy
 
 NEVER = 2**62  # a scheduler frequency no probe reaches
 
 
 class ConstantLR(L.Callback):
-    """Hold every optimizer at its base learning rate (no warmup, no decay) during a probe.
-
-    A schedule sized for a whole run would keep a 60-step probe inside its warmup (LR near 0)
-    and fail a healthy model. The base LR is `initial_lr`, which torch's schedulers record in
-    each param group; the schedulers stay registered (their state is still checkpointed) but
-    never step. `scale` lowers the LR for the divergence retry.
-    """
+    """Hold every optimizer at its base LR (`initial_lr`, which torch's schedulers record), times
+    `scale` (the divergence retry): a schedule sized for a whole run would keep a 60-step probe
+    in its warmup (LR near 0) and fail a healthy model. The schedulers stay registered (their
+    state is still checkpointed) but never step."""
 
     def __init__(self, scale: float = 1.0) -> None:
         self.scale = scale
@@ -52,11 +49,9 @@ class OverfitStop(L.Callback):
     is judged on K times as many), or after `min_steps x patience` micro-batches without them."""
 
     def __init__(self, recorder: Recorder, settings: ProbeSettings) -> None:
-        self.recorder, self.settings = recorder, settings
-        self.min_steps = settings.overfit_steps
+        self.recorder, self.settings, self.reason = recorder, settings, "max_steps"
+        self.min_steps, self.patience = settings.overfit_steps, settings.window_batches
         self.chunk = max(5, self.min_steps // 2)
-        self.patience = settings.window_batches
-        self.reason = "max_steps"
         self._start = 0.0
         self._decided = self.min_steps - self.chunk  # micro-batches seen at the last decision
 
@@ -69,8 +64,7 @@ class OverfitStop(L.Callback):
         if not losses:
             return
         if not math.isfinite(losses[-1]):
-            self.reason = "non-finite loss"
-            trainer.should_stop = True
+            self.reason, trainer.should_stop = "non-finite loss", True
             return
         over = time.perf_counter() - self._start > self.settings.overfit_budget_s
         if steps < self.min_steps and n < self.min_steps * self.patience and not over:
@@ -125,7 +119,6 @@ def overfit_fit(ctx: DoctorContext, lr_scale: float = 1.0) -> Observation:
 
 
 def observation(ctx: DoctorContext) -> Observation:
-    """The shared one-batch fit (run once per doctor run)."""
     return ctx.shared(overfit_fit)
 
 
@@ -138,13 +131,11 @@ def _short_fit(ctx: DoctorContext) -> tuple[L.LightningModule, FitResult]:
 
 def short_fit(ctx: DoctorContext) -> tuple[L.LightningModule, FitResult]:
     """A fresh task fitted for probe.overfit_steps on the real train batches in the loader's
-    order, at the configured LR held constant (a warm-up would keep so short a fit near an LR
-    of 0): what the probes that judge what training learns share (do not train it on)."""
+    order at a constant LR: what the probes that judge what training learns share (read only)."""
     return ctx.shared(_short_fit)
 
 
 def unstepped_message(obs: Observation) -> str:
-    """Why a probe that needs an optimizer step skips when the fit took none."""
     return (
         f"no optimizer step in the {len(obs.recorder.losses)} micro-batches of the probe fit on "
         "one fixed batch: the task steps on a condition that fit never met (an epoch's last "
@@ -183,14 +174,9 @@ def first_loss(ctx: DoctorContext) -> LossCall | None:
     return next(iter(observation(ctx).spy.losses), None)
 
 
-# Losses on values (regression): a task whose training loss is one of them on float targets has
-# no classes, and the checks about classes skip with this reason instead of asking for them.
-VALUE_LOSSES = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")
-
-
 def no_classes(ctx: DoctorContext) -> str | None:
-    """Why the task has no classes to check, when the probe fit shows it (a regression loss on
-    float targets); None: it may have classes."""
+    """Why the task has no classes, when the probe fit shows a regression loss on float targets
+    (None: it may have classes); the checks about classes skip with it instead of asking."""
     call = first_loss(ctx)
     if call is None or call.name not in VALUE_LOSSES or not call.target.is_floating_point():
         return None
@@ -198,18 +184,16 @@ def no_classes(ctx: DoctorContext) -> str | None:
 
 
 def class_target(ctx: DoctorContext) -> str:
-    """Where the batches keep their class ids: the tensor of the probe batch a class-index loss
-    (cross_entropy, nll_loss) takes as its target (any batch structure), else the second of
-    (input, label) pairs."""
+    """Where the batches keep their class ids: the probe batch's tensor that a class-index loss
+    takes as its target (any batch structure), else the second of (input, label) pairs."""
     call = first_loss(ctx)
     found = target_path(ctx, call) if call is not None and call.name in CLASS_INDEX else None
     return found or "batch[1]"
 
 
 def target_path(ctx: DoctorContext, call: LossCall) -> str | None:
-    """Which tensor of the probe batch the loss received as its target (same values, in any
-    shape, dtype or order: `y`, `batch['targets'].flatten()`, `y.float()`, `y[order]` after a
-    sort by length), if any; one with the values in the same order first."""
+    """Which tensor of the probe batch the loss received as its target, if any: the same values
+    in any shape, dtype or order (`y.flatten()`, `y.float()`, `y[order]`), same order first."""
     target = call.target.reshape(-1).double()
     found = [
         (path, leaf.reshape(-1).double())

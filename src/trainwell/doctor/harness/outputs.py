@@ -26,13 +26,10 @@ class OutputWatch(L.Callback):
         self.handles: list[Any] = []  # removed by evaluation_outputs, however the pass ends
 
     def on_validation_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        watched = {id(pl_module)} | {
-            id(m) for _, m in pl_module.named_children() if any(True for _ in m.parameters())
-        }
-        for name, module in pl_module.named_modules():
-            self.handles.append(
-                module.register_forward_hook(self._hook(name, id(module) in watched))
-            )
+        children = [m for m in pl_module.children() if any(True for _ in m.parameters())]
+        watched = {id(pl_module), *map(id, children)}
+        for name, m in pl_module.named_modules():
+            self.handles.append(m.register_forward_hook(self._hook(name, id(m) in watched)))
 
     def _hook(self, name: str, keep: bool) -> Any:
         def hook(module: nn.Module, args: Any, output: Any) -> None:
@@ -54,17 +51,13 @@ def evaluation_outputs(
     stage: str = "validate",
 ) -> tuple[OutputWatch | None, str]:
     """Validate (or `stage="test"`: test) `task` on the probe batch (or on `loader`); (the
-    watch, '') or (None, why it could not run).
-
-    `borrow_training_step`: a task without validation_step is evaluated through its
-    training_step (under no_grad, in eval mode, nothing stepped) instead.
-    """
-    borrowed = False
-    if stage == "validate" and not ctx.has_hook("validation_step"):
-        if not borrow_training_step:
-            return None, "the task has no validation_step"
+    watch, '') or (None, why it could not run). `borrow_training_step`: a task without
+    validation_step is evaluated through its training_step (no_grad, eval mode, no step)."""
+    borrowed = stage == "validate" and not ctx.has_hook("validation_step")
+    if borrowed and not borrow_training_step:
+        return None, "the task has no validation_step"
+    if borrowed:
         task.validation_step = task.training_step  # type: ignore[method-assign]
-        borrowed = True
     watch = OutputWatch()
     trainer = ctx.trainer(callbacks=[watch], limit_val_batches=1.0)
     # Lightning puts back each module's train/eval mode only when the pass ends normally: a step
@@ -73,12 +66,8 @@ def evaluation_outputs(
     modes = [(m, m.training) for m in task.modules()]
     try:
         with quiet():
-            results = getattr(trainer, stage)(
-                task,
-                datamodule=ctx.probe_data(val=ctx.fixed_loader() if loader is None else loader),
-                verbose=False,
-                weights_only=True,
-            )
+            dm = ctx.probe_data(val=ctx.fixed_loader() if loader is None else loader)
+            results = getattr(trainer, stage)(task, datamodule=dm, verbose=False, weights_only=True)
         watch.metrics = {k: float(v) for r in results for k, v in r.items()}
     except Exception as err:  # the user's evaluation code failed: the caller reports it
         via = {"validate": "validation"}.get(stage, stage)
@@ -133,12 +122,10 @@ def _loss_scores(
     """Predicted and true class ids of batches of any structure (dicts, nested), read from the
     scores and labels the task's own evaluation step hands a class-index loss: one per sample,
     or one per position (tokens, tags), where ignored labels and padded positions don't count."""
-    spy = Spy(max_calls=4 * len(batches))
-    with spy:
+    with Spy(max_calls=4 * len(batches)) as spy:
         spy.active = True
-        _, why = evaluation_outputs(
-            ctx, task, borrow_training_step=True, loader=replay_loader(batches)
-        )
+        loader = replay_loader(batches)
+        _, why = evaluation_outputs(ctx, task, borrow_training_step=True, loader=loader)
     if why:
         return why
     calls = [c for c in spy.losses if c.name in CLASS_INDEX]
@@ -152,11 +139,8 @@ def _call_ids(call: Any, batch: Any) -> tuple[torch.Tensor, torch.Tensor] | None
     """(predicted, true) class ids of one loss call: scores (N, C) against N labels, or (N, C, ...)
     against (N, ...) labels, one per position. None: not class scores against class ids."""
     scores, target = call.input, call.target
-    if (
-        scores.dim() < 2
-        or target.is_floating_point()
-        or target.shape != (scores.shape[:1] + scores.shape[2:])
-    ):
+    per_item = scores.shape[:1] + scores.shape[2:]
+    if scores.dim() < 2 or target.is_floating_point() or target.shape != per_item:
         return None
     predicted, true = scores.argmax(dim=1).flatten(), target.flatten()
     keep = true >= 0  # a negative label (the usual ignore_index, -100) names no class

@@ -31,19 +31,18 @@ def frozen_state(module: nn.Module) -> dict[str, torch.Tensor]:
     of modules whose own parameters are all frozen (a frozen BatchNorm's running statistics)."""
     state = {n: p for n, p in module.named_parameters() if not p.requires_grad}
     for prefix, m in module.named_modules():
-        own = list(m.parameters(recurse=False))
-        if own and not any(p.requires_grad for p in own):
+        if (own := list(m.parameters(recurse=False))) and not any(p.requires_grad for p in own):
             state |= {f"{prefix}.{n}".lstrip("."): b for n, b in m.named_buffers(recurse=False)}
     return state
 
 
 def grad_norms(module: nn.Module) -> dict[str, float | None]:
     """Per trainable parameter: its gradient's L2 norm, or None when it has no gradient."""
-    out: dict[str, float | None] = {}
-    for name, p in module.named_parameters():
-        if p.requires_grad:
-            out[name] = None if p.grad is None else float(p.grad.detach().float().norm())
-    return out
+    return {
+        name: None if p.grad is None else float(p.grad.detach().float().norm())
+        for name, p in module.named_parameters()
+        if p.requires_grad
+    }
 
 
 def param_ids(optimizer: Any) -> set[int]:
@@ -67,10 +66,7 @@ def scalar_loss(outputs: Any) -> torch.Tensor | None:
 
 class Recorder(L.Callback):
     """Records per micro-batch / per optimizer step; `spy` sees loss calls inside training_step.
-
-    A plain class, not a dataclass: Hydra's instantiate would turn a dataclass passed as a
-    Trainer kwarg into a structured config.
-    """
+    Not a dataclass: Hydra's instantiate would turn one passed to the Trainer into a config."""
 
     def __init__(
         self,
@@ -80,13 +76,11 @@ class Recorder(L.Callback):
         keep_grad_tensors: bool = False,
         spy_batches: int | None = None,
     ) -> None:
-        self.spy = spy
-        self.watch_memory_steps = watch_memory_steps
+        self.spy, self.watch_memory_steps = spy, watch_memory_steps
         # micro-batches the spy watches (its TorchFunctionMode slows every torch call)
         self.spy_batches = watch_memory_steps if spy_batches is None else spy_batches
-        # dropout p=0 and BatchNorm in eval, for exact gradient comparisons
-        self.freeze_stochastic = freeze_stochastic
-        self.keep_grad_tensors = keep_grad_tensors
+        # freeze_stochastic: dropout p=0 and BatchNorm in eval, for exact gradient comparisons
+        self.freeze_stochastic, self.keep_grad_tensors = freeze_stochastic, keep_grad_tensors
         self.optimizer_params: list[set[int]] = []
         self.trainable_at_start: dict[str, int] = {}
         self.frozen_at_start: dict[str, int] = {}
@@ -105,25 +99,22 @@ class Recorder(L.Callback):
         self.live_graph_nodes: list[int] = []
         self.batch_seconds: list[float] = []
         self.wait_seconds: list[float] = []
-        self._since_step = 0
         self.stepping_batches = 0  # micro-batches in which an optimizer stepped
+        self._since_step, self._batch_started = 0, 0.0
         self._backward_loss: float | None = None
-        self._batch_started = 0.0
         self._batch_ended: float | None = None
 
     def on_train_batch_start(
         self, trainer: L.Trainer, pl_module: L.LightningModule, batch: Any, batch_idx: int
     ) -> None:
-        now = time.perf_counter()
+        self._batch_started = time.perf_counter()
         if self._batch_ended is not None:
-            self.wait_seconds.append(now - self._batch_ended)
-        self._batch_started = now
+            self.wait_seconds.append(self._batch_started - self._batch_ended)
         if batch_idx == 0 and not self.optimizer_params:
             # Every setup hook (configure_optimizers, setup, on_fit_start, on_train_start) has run.
             self.optimizer_params = [param_ids(opt) for opt in trainer.optimizers]
             for name, p in pl_module.named_parameters():
-                target = self.trainable_at_start if p.requires_grad else self.frozen_at_start
-                target[name] = id(p)
+                (self.trainable_at_start if p.requires_grad else self.frozen_at_start)[name] = id(p)
         if self.freeze_stochastic:
             for m in pl_module.modules():
                 if isinstance(m, DROPOUTS):
@@ -136,14 +127,11 @@ class Recorder(L.Callback):
             # Copy each tensor the first batch it is frozen (a freeze after a warm-up counts
             # from then); a tensor unfrozen later (gradual unfreezing) may change and is dropped.
             state = frozen_state(pl_module)
-            for name in [n for n in self.frozen_values if n not in state]:
-                del self.frozen_values[name]
-            for name, tensor in state.items():
-                if name not in self.frozen_values:
-                    self.frozen_values[name] = tensor.detach().clone()
+            kept = {n: t for n, t in self.frozen_values.items() if n in state}
+            new = {n: t.detach().clone() for n, t in state.items() if n not in kept}
+            self.frozen_values = kept | new
             # Submodules in eval mode (the root is called 'task').
-            off = [n or "task" for n, m in pl_module.named_modules() if not m.training]
-            if off:
+            if off := [n or "task" for n, m in pl_module.named_modules() if not m.training]:
                 self.eval_modules.append((batch_idx, off))
         self._backward_loss = None
         if self.spy is not None and len(self.losses) < self.spy_batches:
@@ -181,10 +169,9 @@ class Recorder(L.Callback):
         self._since_step = -1  # the batch-end hook brings it back to 0
 
     def _note_stale(self, pl_module: L.LightningModule, optimizer: Any) -> None:
-        """Which of this optimizer's parameters carry gradients from before its last step.
-
-        Per optimizer, not per micro-batch: a GAN's discriminator keeps its gradients while the
-        generator steps (it zeroes them right before its own backward), which is no leak."""
+        """Which of this optimizer's parameters carry gradients from before its last step: per
+        optimizer, not per micro-batch (a GAN's discriminator keeps its gradients while the
+        generator steps, and zeroes them right before its own backward: no leak)."""
         if len(self.stale_steps) >= ZEROING_STEPS:
             return
         ids = param_ids(optimizer)
@@ -212,9 +199,8 @@ class Recorder(L.Callback):
             # After the step, a healthy loop holds no graph; one kept from each step adds up.
             self.live_graph_tensors.append(self.spy.live_graph_outputs())
             self.live_graph_nodes.append(self.spy.live_graph_nodes())
-        end = time.perf_counter()
-        self.batch_seconds.append(end - self._batch_started)
-        self._batch_ended = end
+        self._batch_ended = time.perf_counter()
+        self.batch_seconds.append(self._batch_ended - self._batch_started)
 
     def on_exception(self, *args: Any) -> None:
         if self.spy is not None:

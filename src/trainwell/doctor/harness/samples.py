@@ -1,12 +1,10 @@
 """Real train samples for the probes, taken from the user's own train loader.
 
-With a map-style dataset (the common case) the doctor works on *indices*: the loader's own
-batch sampler says which samples form each micro-batch, each sample is fetched once (so a random
-`__getitem__` augmentation is frozen for every probe that compares two runs), and any group of
-samples is turned into a batch by the loader's own `collate_fn` (padding per batch included).
-Any other loader (an iterable dataset, a dict of loaders, a custom iterable) is replayed batch
-by batch as it yields; probes that need to regroup samples then say why they cannot.
-"""
+With a map-style dataset the doctor works on *indices*: the loader's batch sampler says which
+samples form each micro-batch, each sample is fetched once (a random `__getitem__` augmentation
+is frozen for every probe that compares two runs), and the loader's own `collate_fn` makes any
+group of samples a batch. Any other loader is replayed batch by batch as it yields; probes that
+need to regroup samples then say why they cannot."""
 
 from __future__ import annotations
 
@@ -99,7 +97,7 @@ def order_source(loader: DataLoader) -> Any:
 
 def two_epochs(loader: Any, by_index: bool) -> tuple[list[int], list[int]]:
     """The first samples of epochs 0 and 1 (after Lightning's set_epoch), by index or by
-    content; the sampler is left at epoch 0, as the run will find it."""
+    content; the sampler is left at epoch 0, as the run finds it."""
 
     def draw(epoch: int) -> list[int]:
         compat.set_sampler_epoch(loader, epoch)
@@ -123,7 +121,7 @@ class TrainSamples:
         self._items: dict[int, Any] = {}
         self._index_batches: list[list[int]] | None = None
         self._real: list[Any] = []
-        self._iterator: Iterator[Any] | None = None
+        self._iterator = iterate_batches(loader)  # a generator: nothing is fetched until asked
 
     @property
     def indexable(self) -> bool:
@@ -143,20 +141,14 @@ class TrainSamples:
 
     def collate_is_deterministic(self, indices: list[int]) -> bool:
         """Whether collate_fn gives the same batch twice (a random masking collate does not)."""
-        state = torch.get_rng_state()
-        try:
+        with torch.random.fork_rng(devices=[]):
             torch.manual_seed(1)
             a = self.collate(indices)
             torch.manual_seed(2)
-            b = self.collate(indices)
-        finally:
-            torch.set_rng_state(state)
-        return same(a, b)
+            return same(a, self.collate(indices))
 
     def real_batches(self, n: int) -> list[Any]:
         """The first `n` batches the loader yields (fewer when the epoch is shorter)."""
-        if self._iterator is None:
-            self._iterator = iterate_batches(self.loader)
         self._real += islice(self._iterator, max(0, n - len(self._real)))
         return self._real[:n]
 

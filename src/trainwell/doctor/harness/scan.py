@@ -11,8 +11,9 @@ from typing import Any
 
 import torch
 import torch.nn.functional as F
+from lightning.fabric.utilities.data import sized_len
 
-from trainwell.doctor.harness.batches import leaves, padding_positions, size_of
+from trainwell.doctor.harness.batches import integral, leaves, padding_positions, size_of
 from trainwell.doctor.harness.context import DoctorContext
 from trainwell.doctor.harness.samples import iterate_batches, split_loaders
 
@@ -21,12 +22,8 @@ LABEL_LIMIT = 5_000_000  # integer target values kept by the scan for targets.co
 
 
 def loader_length(loader: Any) -> int | None:
-    if isinstance(loader, dict | list | tuple):
-        return None  # several loaders: Lightning decides how they combine
-    try:
-        return len(loader)
-    except TypeError:  # an iterable without a length
-        return None
+    # several loaders: Lightning decides how they combine
+    return None if isinstance(loader, dict | list | tuple) else sized_len(loader)
 
 
 @dataclass
@@ -39,23 +36,21 @@ class Scan:
     dtypes: dict[str, str] = field(default_factory=dict)  # train batch leaf -> dtype
     ints: dict[str, list[torch.Tensor]] = field(default_factory=dict)  # integer train leaves
     kept: int = 0
-    # split (train's halves: "train/0", "train/1") -> input path -> (count, sum, sum of squares)
-    # per feature, or id counts for token ids (None: shapes that differ between batches)
+    # split (train's halves: "train/0", "train/1") -> input path -> `_moments` per feature, or
+    # id counts for token ids (None: shapes that differ between batches)
     moments: dict[str, dict[str, torch.Tensor | None]] = field(default_factory=dict)
     ids: dict[str, dict[str, torch.Tensor]] = field(default_factory=dict)
     samples: dict[str, int] = field(default_factory=dict)  # per split, as `moments` keys them
     train_rows: list[int] = field(default_factory=list)  # samples per scanned train batch
 
     def values(self, path: str) -> torch.Tensor | None:
-        parts = self.ints.get(path)
-        return torch.cat(parts) if parts else None
+        return torch.cat(parts) if (parts := self.ints.get(path)) else None
 
 
 def _walk(ctx: DoctorContext) -> Scan:
     """Walk the real loaders (train order and augmentation included), up to probe.scan_batches
     per split: every tensor of every batch, whatever the batch's structure."""
-    limit = ctx.settings.scan_batches
-    result = Scan()
+    limit, result = ctx.settings.scan_batches, Scan()
     for split in SPLITS:
         loaders, why = (
             ([ctx.samples.loader], "") if split == "train" else split_loaders(ctx.datamodule, split)
@@ -113,15 +108,13 @@ def _scan_batch(result: Scan, split: str, index: int, batch: Any) -> None:
     flagged = False
     for path, tensor in leaves(batch):
         floating = tensor.is_floating_point()
-        nan = int(torch.isnan(tensor).sum()) if floating else 0
-        inf = int(torch.isinf(tensor).sum()) if floating else 0
+        nan, inf = (int(f(tensor).sum()) if floating else 0 for f in (torch.isnan, torch.isinf))
         if (nan or inf) and result.first_bad is None:
             result.first_bad = dict(split=split, batch=index, part=path, nan=nan, inf=inf)
         flagged = flagged or bool(nan or inf)
         if split == "train":
             result.dtypes.setdefault(path, str(tensor.dtype))
-            integral = not floating and not tensor.is_complex()
-            if integral and tensor.dtype != torch.bool and result.kept < LABEL_LIMIT:
+            if integral(tensor) and result.kept < LABEL_LIMIT:
                 result.ints.setdefault(path, []).append(tensor.detach().reshape(-1).cpu())
                 result.kept += tensor.numel()
     result.bad_batches += flagged

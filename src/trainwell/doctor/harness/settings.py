@@ -38,12 +38,10 @@ class ProbeSettings:
                 f"known: {', '.join(sorted(known))}"
             )
         for name, value in values.items():
-            expected = type(getattr(cls, name))
+            kind = type(getattr(cls, name))
             # A mistyped value (probe.batch_size=abc) would otherwise pass here and crash a
             # probe minutes later; YAML gives 20 for 20.0, so an int is a float too.
-            fits = isinstance(value, expected) or (expected is float and isinstance(value, int))
+            fits = isinstance(value, kind) or (kind is float and isinstance(value, int))
             if not fits or isinstance(value, bool):
-                raise TrainwellError(
-                    f"probe.{name}={value!r} is invalid: expected {expected.__name__}"
-                )
+                raise TrainwellError(f"probe.{name}={value!r} is invalid: expected {kind.__name__}")
         return cls(**values)

@@ -14,18 +14,11 @@ import torch
 import torch.nn.functional as F
 from torch.overrides import TorchFunctionMode
 
-LOSSES = {
-    F.cross_entropy: "cross_entropy",
-    F.nll_loss: "nll_loss",
-    F.binary_cross_entropy_with_logits: "binary_cross_entropy_with_logits",
-    F.binary_cross_entropy: "binary_cross_entropy",
-    F.mse_loss: "mse_loss",
-    F.l1_loss: "l1_loss",
-    F.smooth_l1_loss: "smooth_l1_loss",
-    F.huber_loss: "huber_loss",
-}
-BACKWARDS = (torch.Tensor.backward, torch.autograd.backward)
 CLASS_INDEX = ("cross_entropy", "nll_loss")  # the losses that take class ids
+BINARY = ("binary_cross_entropy_with_logits", "binary_cross_entropy")
+VALUE_LOSSES = ("mse_loss", "l1_loss", "smooth_l1_loss", "huber_loss")  # regression
+LOSSES = {getattr(F, name): name for name in (*CLASS_INDEX, *BINARY, *VALUE_LOSSES)}
+BACKWARDS = (torch.Tensor.backward, torch.autograd.backward)
 
 
 @dataclass
@@ -51,27 +44,23 @@ def producer(t: torch.Tensor) -> str | None:
     """The name of the autograd op whose output `t` is, looking through reshapes and copies."""
     fn = t.grad_fn
     while fn is not None and type(fn).__name__.startswith(_PASS_THROUGH):
-        inputs = [f for f, _ in fn.next_functions if f is not None]
-        fn = inputs[0] if inputs else None
+        fn = next((f for f, _ in fn.next_functions if f is not None), None)
     return None if fn is None else type(fn).__name__
 
 
 def _items(name: str, inp: torch.Tensor, target: torch.Tensor, ignore: int | None) -> int:
     """The number of terms a mean-reduced loss averages over."""
-    if name in CLASS_INDEX:
-        if target.is_floating_point():  # class probabilities: one term per row
-            return int(target.numel() // max(1, inp.shape[1] if inp.dim() > 1 else 1))
-        return int((target != ignore).sum()) if ignore is not None else int(target.numel())
-    return int(inp.numel())
+    if name not in CLASS_INDEX:
+        return int(inp.numel())
+    if target.is_floating_point():  # class probabilities: one term per row
+        return int(target.numel() // max(1, inp.shape[1] if inp.dim() > 1 else 1))
+    return int((target != ignore).sum()) if ignore is not None else int(target.numel())
 
 
 class Spy(TorchFunctionMode):
     """Records loss calls and backward(retain_graph=...) while `active` (set per training step).
-
-    `reference_params`: at each recognised loss call, also take the gradient of the loss
-    function's own output with respect to them (the reference mean a manual accumulation
-    window is compared with), before the user's code scales it.
-    """
+    `reference_params`: at each recognised loss call, also take the gradient of the loss's own
+    output for them (a manual window's reference), before the user's code scales it."""
 
     def __init__(
         self,
@@ -80,17 +69,13 @@ class Spy(TorchFunctionMode):
         keep_inputs: bool = False,
     ) -> None:
         super().__init__()
-        self.keep_inputs = keep_inputs
-        self.active = False
-        self.max_calls = max_calls
-        self.batch_index = 0
+        self.max_calls, self.reference_params = max_calls, reference_params
+        self.keep_inputs, self.active, self.batch_index = keep_inputs, False, 0
         self.losses: list[LossCall] = []
-        self.retain_graph_calls = 0
+        self.retain_graph_calls = self.backward_calls = 0
         self.retain_graph_batches: list[int] = []  # the watched micro-batch of each such call
         self.backward_batches: list[int] = []  # the watched micro-batch of every backward call
-        self.backward_calls = 0
         self.backward_values: list[tuple[int, float]] = []  # (micro-batch, value backpropagated)
-        self.reference_params = reference_params
         self.reference_grads: list[list[torch.Tensor | None]] = []
         # Weak references to every graph-attached tensor the watched steps created: the ones
         # still alive after their step are graphs the user's code kept (memory.graph_leak).
@@ -113,13 +98,13 @@ class Spy(TorchFunctionMode):
         return result
 
     def watch(self, batch_index: int) -> None:
-        """Record from here on, as watched micro-batch `batch_index` (until `leave`)."""
+        """Record as watched micro-batch `batch_index` until `leave`."""
         self.batch_index = batch_index
         self.__enter__()
         self.active = True
 
     def leave(self) -> None:
-        """Stop recording (a no-op when not recording: also called on errors)."""
+        """Stop recording (also called on errors: a no-op when not recording)."""
         if self.active:
             self.active = False
             self.__exit__(None, None, None)
@@ -151,9 +136,8 @@ class Spy(TorchFunctionMode):
             tensor = args[0] if args else kwargs.get("tensors")
             if isinstance(tensor, torch.Tensor) and tensor.numel() == 1:
                 self.backward_values.append((self.batch_index, float(tensor.detach())))
-            if kwargs.get("retain_graph") or (
-                func is torch.autograd.backward and len(args) > 2 and args[2]
-            ):
+            positional = func is torch.autograd.backward and len(args) > 2 and args[2]
+            if kwargs.get("retain_graph") or positional:
                 self.retain_graph_calls += 1
                 self.retain_graph_batches.append(self.batch_index)
         name = LOSSES.get(func) if len(self.losses) < self.max_calls else None
@@ -161,8 +145,7 @@ class Spy(TorchFunctionMode):
         tgt = args[1] if len(args) > 1 else kwargs.get("target")
         if name is None or not isinstance(inp, torch.Tensor) or not isinstance(tgt, torch.Tensor):
             return None
-        class_index = name in CLASS_INDEX
-        ignore = int(kwargs.get("ignore_index", -100)) if class_index else None  # F's default
+        ignore = int(kwargs.get("ignore_index", -100)) if name in CLASS_INDEX else None  # as in F
         call = LossCall(
             name,
             inp.detach().clone(),
@@ -180,8 +163,5 @@ class Spy(TorchFunctionMode):
     def steps_retaining_only(self) -> list[int]:
         """Watched micro-batches all of whose backward calls retain the graph: no later
         backward needs it, so retain_graph=True only keeps the activations alive."""
-        return sorted(
-            b
-            for b in set(self.retain_graph_batches)
-            if self.retain_graph_batches.count(b) == self.backward_batches.count(b)
-        )
+        kept = self.retain_graph_batches
+        return sorted(b for b in set(kept) if kept.count(b) == self.backward_batches.count(b))

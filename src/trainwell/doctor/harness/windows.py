@@ -1,9 +1,8 @@
 """The windows accumulation.equivalence compares, and the gradient one optimizer step takes.
 
 A window is K real consecutive micro-batches of the train loader paired with one batch of the
-same items. Under manual optimization the user's code decides when gradients are cleared and
-applied (its own accumulation): `StepWatch` observes that during a real fit, on the torch
-optimizers and the LightningOptimizers `self.optimizers()` returns alike."""
+same items. Under manual optimization `StepWatch` observes when the user's code clears and
+applies gradients, on the torch optimizers and the LightningOptimizers alike."""
 
 from __future__ import annotations
 
@@ -73,8 +72,7 @@ def step_grads(
     reference: bool = False,
 ) -> Grads:
     """The gradient the optimizer would apply after one step over `batches` in windows of `k`;
-    `reference`: the gradient of the recognised loss function's own output instead, taken at
-    its first call, before the user's code scales it (a manual window's reference)."""
+    `reference`: that of the recognised loss's own output at its first call, unscaled, instead."""
     task = ctx.make_task(state=state)
     if loss_items is not None:
         task.loss_items = loss_items
@@ -101,11 +99,9 @@ def moves_with_seed(
 ) -> bool:
     """Whether one batch's gradient moves with the seed (a mismatch may be that noise)."""
     again = step_grads(ctx, state, [whole], 1, seed=1, reference=reference)
-    return (
-        again.tensors is not None
-        and grads.tensors is not None
-        and compare(again.tensors, grads.tensors)["relative_difference"] > RTOL
-    )
+    if again.tensors is None or grads.tensors is None:
+        return False
+    return compare(again.tensors, grads.tensors)["relative_difference"] > RTOL
 
 
 def one_batch(ctx: DoctorContext, groups: list[list[int]] | None, batches: list[Any]) -> Any:
@@ -164,21 +160,19 @@ class Event:
 
 class StepWatch(L.Callback):
     def __init__(self, spy: Spy) -> None:
-        self.spy = spy
+        self.spy, self.optimizers = spy, 0
         self.events: list[Event] = []
         self.grads: dict[int, dict[str, torch.Tensor]] = {}  # per optimizer, at its first step
         self.states: dict[int, dict[str, torch.Tensor]] = {}  # micro-batch -> weights at its start
         self._stepped = False  # a step since the last micro-batch started
-        self.optimizers = 0
         self._torch: list[Any] = []  # trainer.optimizers
         self._batch = -1
         self._module: L.LightningModule | None = None
         self._undo: list[Callable[[], Any]] = []  # what teardown puts back
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
-        self._module = pl_module
-        self.optimizers = len(trainer.optimizers)
-        self._torch = list(trainer.optimizers)
+        self._module, self._torch = pl_module, list(trainer.optimizers)
+        self.optimizers = len(self._torch)
         wrapped = pl_module.optimizers(use_pl_optimizer=True)
         wrapped = wrapped if isinstance(wrapped, list) else [wrapped]
         for optimizer in [*trainer.optimizers, *wrapped]:
