@@ -107,8 +107,7 @@ def _verdict(ctx: DoctorContext, obs: Observation, evidence: dict[str, Any]) -> 
             f"the task steps {evidence['optimizers']} optimizers (adversarial or alternating "
             f"training): the loss backpropagated last goes {seen.first:.4g} -> {seen.last:.4g} in "
             f"{seen.steps} steps on one fixed batch ({seen.kind}), which says little when the "
-            "players compete; "
-            "check each player's loss curve in a short real run"
+            "players compete; check each player's loss curve in a short real run"
         )
     if seen.kind in ("rising", "non-finite"):
         return _diverged(ctx, seen, evidence)

@@ -110,11 +110,10 @@ def metrics_recomputation(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdi
         if min(abs(value - r) for r in recomputed) > TOLERANCE:
             return fails(
                 f"validation logs `{name}` = {value:.4g} but the scores its own validation_step "
-                f"hands the loss give {recomputed[0]:.4g} over the same {batches} "
-                "batches: what is logged is not this pass's accuracy (a metric object shared "
-                "with training or never reset, a list of outputs both steps append to); give "
-                "each stage its own metric object and reset it after compute(), or log the "
-                "object and let Lightning"
+                f"hands the loss give {recomputed[0]:.4g} over the same {batches} batches: what is "
+                "logged is not this pass's accuracy (a metric object shared with training or never "
+                "reset, a list of outputs both steps append to); give each stage its own metric "
+                "object and reset it after compute(), or log the object and let Lightning"
             )
     return passes(
         f"{', '.join(f'`{n}`' for n in logged)} equal the accuracy recomputed from the "
