@@ -66,11 +66,8 @@ def run_checks(ctx: DoctorContext, only: list[str] | None = None) -> list[Check]
 
 
 def experiment_name(cfg: DictConfig) -> str:
-    try:
-        choice = HydraConfig.get().runtime.choices.get("experiment")
-    except ValueError:  # composed outside hydra.main (tests)
-        choice = None
-    if choice:
+    choices = HydraConfig.get().runtime.choices if HydraConfig.initialized() else {}  # {} in tests
+    if choice := choices.get("experiment"):
         return str(choice)
     data = str(cfg.data.get("_target_", "?")).rsplit(".", 1)[-1]
     net = cfg.model.get("net")
@@ -154,11 +151,10 @@ def _plots(ctx: DoctorContext, out: Path) -> dict[str, str]:
 def diagnose(cfg: DictConfig) -> tuple[list[Check], Path]:
     """Run every check on the configured experiment; write <run dir>/doctor/*, print the table."""
     out = Path(cfg.paths.output_dir) / "doctor"
-    out.mkdir(parents=True, exist_ok=True)
+    (out / ".probes").mkdir(parents=True, exist_ok=True)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     settings = ProbeSettings.from_cfg(cfg.get("probe"))
     ctx = DoctorContext(cfg, settings, workdir=out / ".probes")
-    ctx.workdir.mkdir(exist_ok=True)
     start = time.perf_counter()
     threads = torch.get_num_threads()
     torch.set_num_threads(settings.threads)

@@ -1,20 +1,17 @@
 """params.registered, optimizer.coverage, precision.master_weights and device.placement: can the
 optimizer see and update what should train, in a precision and on a device that keep it?
 
-precision.master_weights: trainable weights stored in float16/bfloat16 without a float32 copy.
-
-`model.half()` (or `.to(torch.bfloat16)`) before training puts the optimizer's update straight
-into half-precision weights: an update below the weight's resolution (2^-11 of it in float16,
-2^-8 in bfloat16) is rounded away, and in float16 Adam's eps=1e-8 and small squared gradients
-flush to 0, so steps divide by zero. Mixed precision (`trainer.precision=16-mixed` /
-`bf16-mixed`) keeps float32 weights and casts per op; `*-true` precisions are an explicit choice
+precision.master_weights: `model.half()` (or `.to(torch.bfloat16)`) before training puts the
+optimizer's update straight into half-precision weights: an update below the weight's resolution
+(2^-11 of it in float16, 2^-8 in bfloat16) is rounded away, and in float16 Adam's eps=1e-8 and small
+squared gradients flush to 0, so steps divide by zero. Mixed precision (`trainer.precision=16-mixed`
+/ `bf16-mixed`) keeps float32 weights and casts per op; `*-true` precisions are an explicit choice
 of half weights and are not flagged.
-
-device.placement: does one training step keep every tensor on the model's device?
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import torch
@@ -50,8 +47,7 @@ def params_registered(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         for attr, value in vars(module).items():
             if attr.startswith("_") or not isinstance(value, list | tuple | dict):
                 continue
-            missing = [p for p in _hidden(value) if id(p) not in registered]
-            if missing:
+            if missing := [p for p in _hidden(value) if id(p) not in registered]:
                 name = f"{mod_name}.{attr}" if mod_name else attr
                 hidden[name] = sum(p.numel() for p in missing)
                 kinds[name] = type(value).__name__
@@ -202,15 +198,14 @@ class _DeviceWatch(TorchFunctionMode):
 
     def __init__(self) -> None:
         super().__init__()
-        self.mixed: dict[str, int] = {}
+        self.mixed: Counter[str] = Counter()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
         kwargs = kwargs or {}
         tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
         devices = {t.device.type for t in tensors if t.dim() > 0}
         if len(devices) > 1:
-            name = getattr(func, "__name__", str(func))
-            self.mixed[name] = self.mixed.get(name, 0) + 1
+            self.mixed[getattr(func, "__name__", str(func))] += 1
         return func(*args, **kwargs)
 
 
@@ -220,12 +215,11 @@ def device_placement(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "no CUDA device on this machine: CPU-only runs cannot mix devices (rerun the doctor "
             "on a GPU machine)"
         )
-    watch = _DeviceWatch()
     trainer_cfg = ctx.probe_cfg.trainer
     previous = trainer_cfg.accelerator
     trainer_cfg.accelerator = "gpu"
     try:
-        with watch:
+        with _DeviceWatch() as watch:
             fit = ctx.fit(ctx.make_task(), ctx.fixed_loader(repeats=2), [], max_steps=2)
     finally:
         trainer_cfg.accelerator = previous
