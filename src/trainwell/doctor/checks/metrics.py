@@ -144,7 +144,6 @@ class LogWatch(L.Callback):
         # distributed, and the probe runs on one process.
         self.sync_requested: dict[str, bool] = {}
         self._before: dict[tuple[str, str], compat.LoggedValue] = {}
-        self._seen = 0
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         original = pl_module.log
@@ -160,13 +159,12 @@ class LogWatch(L.Callback):
 
     def on_train_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
         self._before = {(v.hook, v.name): v for v in compat.logged_values(trainer)}
-        self.spy.watch(self._seen)
+        self.spy.watch(len(self.batches))
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
         self.spy.leave()
         stage, logged = "train" if trainer.training else "val", {}
-        self.batches.append((stage, self.spy.calls_in(self._seen), logged))
-        self._seen += 1
+        self.batches.append((stage, self.spy.calls_in(len(self.batches)), logged))
         for value in compat.logged_values(trainer):
             key = (value.hook, value.name)
             self.keys[key] = value

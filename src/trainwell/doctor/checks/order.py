@@ -1,5 +1,4 @@
-"""data.epoch_order and data.batch_composition: what the train loader serves, epoch by epoch and
-batch by batch.
+"""What the train loader serves, epoch by epoch and batch by batch.
 
 data.epoch_order: every epoch makes a full pass over the data, in a new order. Two epochs are
 drawn from the real train loader as Lightning draws them (its `set_epoch` call first), compared

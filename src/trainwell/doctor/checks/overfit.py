@@ -153,12 +153,9 @@ def _diverged(ctx: DoctorContext, seen: Trend, evidence: dict[str, Any]) -> Verd
     again = _losses(retry)
     if again is not None and retry.fit.error is None:
         second = trend(again, ctx.settings.overfit_max_ratio)
-        evidence["retry_lr_x0.1"] = {
-            "kind": second.kind,
-            "steps": second.steps,
-            "initial_loss": second.first,
-            "final_loss": second.last,
-        }
+        evidence["retry_lr_x0.1"] = dict(
+            kind=second.kind, steps=second.steps, initial_loss=second.first, final_loss=second.last
+        )
         if second.kind in ("pass", "slow"):
             return warns(
                 f"at the configured LR held constant the loss on one fixed batch {what}; at a "

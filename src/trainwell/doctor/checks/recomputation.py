@@ -1,13 +1,12 @@
 """metrics.recomputation: a logged validation accuracy is what the validation step's outputs give.
 
-A fresh task trains for a few steps on real train batches and validates twice on the first
-real validation batches within the same fit, as a run does at its epoch ends. Every accuracy the
-second validation logs (a name with `acc`, not a running best or a top-k) must equal the accuracy of
-the class scores the validation step itself hands its loss, over those same batches: micro
-(every sample or position counts once) or macro (each class's recall, averaged), as a fraction
-or a percentage. A metric object shared with training (its updates counted in validation) or
-never reset (earlier passes counted), or a list of outputs both steps append to, log something
-else.
+A fresh task trains a few steps on real train batches and validates twice on the first real
+validation batches within the same fit, as a run does at its epoch ends. Every accuracy the second
+validation logs (a name with `acc`, not a running best or a top-k) must equal the accuracy of the
+class scores the validation step hands its loss over those batches: micro (every sample or
+position counts once) or macro (each class's recall, averaged), as a fraction or a percentage. A
+metric object shared with training (its updates counted in validation) or never reset (earlier
+passes counted), or a list of outputs both steps append to, logs something else.
 """
 
 from __future__ import annotations
@@ -41,9 +40,7 @@ class _Watch(L.Callback):
     def on_validation_start(self, *args: Any) -> None:
         self.last = len(self.batches)
 
-    def on_validation_batch_start(
-        self, trainer: Any, pl_module: Any, batch: Any, *args: Any
-    ) -> None:
+    def on_validation_batch_start(self, trainer: Any, module: Any, batch: Any, *args: Any) -> None:
         self.spy.watch(len(self.batches))
         self.batches.append(batch)
 
@@ -57,14 +54,12 @@ class _Watch(L.Callback):
 def _accuracies(watch: _Watch) -> list[float] | None:
     """Micro and macro accuracy of the validation step's own class scores, as fractions and as
     percentages; None where a batch hands its loss no class scores against class ids."""
-    read = []
-    for index, batch in enumerate(watch.batches[watch.last :], start=watch.last):
-        ids = next(
-            (r for c in watch.spy.calls_in(index) if (r := _call_ids(c, batch)) is not None), None
-        )
-        if ids is None:
-            return None
-        read.append(ids)
+    read = [
+        next((r for c in watch.spy.calls_in(i) if (r := _call_ids(c, batch)) is not None), None)
+        for i, batch in enumerate(watch.batches[watch.last :], start=watch.last)
+    ]
+    if any(r is None for r in read):
+        return None
     predicted, true = torch.cat([r[0] for r in read]), torch.cat([r[1] for r in read])
     right = (predicted == true).double()
     micro = float(right.mean())

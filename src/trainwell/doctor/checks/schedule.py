@@ -127,8 +127,7 @@ def schedule_interval(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             module = type(fit.trainer.lightning_module).__name__
             return fails(scheduler_monitor_line(module, unlogged, logged))
     for index in range(len(trace.scheduler_configs)):
-        verdict = _follows_curve(ctx, trace, index, estimate, evidence)
-        if verdict is not None:
+        if verdict := _follows_curve(ctx, trace, index, estimate, evidence):
             return verdict
     names = ", ".join(f"{c['class']} ({c['pace']})" for c in trace.scheduler_configs)
     return passes(
@@ -261,9 +260,8 @@ def _hand_set(trace: _Trace) -> Verdict:
     """No scheduler: a learning rate set by hand must not restart its warm-up every epoch."""
     lrs = [lr[0] for lr in trace.step_lrs]
     starts = [s for s in range(1, len(lrs)) if trace.step_epochs[s] != trace.step_epochs[s - 1]]
-    for s in starts:
-        rose = lrs[0] < max(lrs[:s]) and lrs[1] > lrs[0]
-        if rose and math.isclose(lrs[s], lrs[0], rel_tol=1e-6) and lrs[s - 1] > lrs[0]:
+    for s in starts:  # a warm-up that rose, then starts again where it began
+        if lrs[0] < min(lrs[1], lrs[s - 1]) and math.isclose(lrs[s], lrs[0], rel_tol=1e-6):
             return warns(
                 f"the learning rate rises from {lrs[0]:.3g} to "
                 f"{lrs[s - 1]:.3g} over the first epoch, then starts again at {lrs[s]:.3g} "
