@@ -62,8 +62,7 @@ def _losses(obs: Observation) -> list[float] | None:
 
 
 def overfit_one_batch(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    # The probe fit is this check's work even when the doctor ran it up front for every check
-    # that reads it: its time is counted here (added to this check's own by run_checks).
+    # The probe fit is this check's work even when run up front: its time is counted here.
     ran_before = ctx.seconds_of(overfit_fit) is not None
     obs = observation(ctx)
     verdict = _verdict(ctx, obs, evidence)

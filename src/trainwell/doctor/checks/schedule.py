@@ -175,8 +175,7 @@ def _follows_curve(
     length = config["length"] or (
         max(i + 1 for i, lr in enumerate(curve) if lr > FLOOR * peak) if spent else None
     )
-    # The plan's pace: by its length where that is the run's step or epoch count; as
-    # `probe.scheduler_interval` or the registered interval says otherwise.
+    # The plan's pace (module docstring); `probe.scheduler_interval` may make it the epoch.
     if length in {total, estimate} - {None} and length != ctx.plan.max_epochs:
         pace = "optimizer step"
     elif length == ctx.plan.max_epochs or ctx.settings.scheduler_interval == "epoch":

@@ -112,9 +112,7 @@ def optimizer_coverage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             f"{duplicates} tensor(s) appear twice in the optimizer and get stepped twice; list "
             "each parameter once"
         )
-    # What does not train does not change: a frozen parameter that moved during the probe fit
-    # fails (an in-place update, momentum or weight decay over a zero gradient); a buffer of a
-    # fully frozen module that moved (BatchNorm statistics of a frozen block in train mode) warns.
+    # What does not train does not change: a moved frozen parameter fails, a frozen buffer warns.
     changes = rec.frozen_changes(obs.task)
     evidence["frozen_tensors_watched"] = len(rec.frozen_values)
     evidence["frozen_tensors_changed"] = changes
@@ -137,8 +135,7 @@ def optimizer_coverage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "frozen blocks in eval mode in on_train_epoch_start, unless the statistics are meant "
             "to adapt"
         )
-    # A `requires_grad = False` attribute on a module whose parameters still require grad: the
-    # freeze the user wrote never reached a parameter.
+    # A freeze written as a module attribute never reaches the parameters.
     unfrozen = [
         name or type(module).__name__
         for name, module in obs.task.named_modules()
