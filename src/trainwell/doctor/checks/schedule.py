@@ -250,7 +250,8 @@ def _follows_curve(
             f"{name} is sized for {length} optimizer steps but the run takes {total} "
             f"({length / total:.1f}x longer): the run stops at {100 * total / length:.0f}% of its "
             "schedule (a warm-up or decay barely started); size it in optimizer steps "
-            "(len(train_loader) per epoch, not len(dataset), or trainer.estimated_stepping_batches)",
+            "(len(train_loader) per epoch, not len(dataset), or "
+            "trainer.estimated_stepping_batches)",
         )
     return None
 
