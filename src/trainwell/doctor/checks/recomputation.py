@@ -47,8 +47,7 @@ class _Watch(L.Callback):
     def on_validation_batch_end(self, *args: Any) -> None:
         self.spy.leave()
 
-    def on_exception(self, *args: Any) -> None:
-        self.spy.leave()
+    on_exception = on_validation_batch_end
 
 
 def _accuracies(watch: _Watch) -> list[float] | None:
