@@ -86,10 +86,9 @@ def data_epoch_order(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             else f"{name} defines no set_epoch(epoch), the call Lightning makes at every epoch start"
         )
         return warns(
-            f"the training loader draws the same shuffled order in epoch 0 and epoch 1 (first "
+            "the training loader draws the same shuffled order in epoch 0 and epoch 1 (first "
             f"{len(first)} indices identical): {cause}, so every epoch repeats one order; seed "
-            "the shuffle from seed + epoch in a set_epoch method, or use RandomSampler / "
-            "DistributedSampler"
+            "the shuffle from seed + epoch in set_epoch, or use RandomSampler / DistributedSampler"
         )
     if first == second:
         return passes(

@@ -132,8 +132,7 @@ def optimizer_coverage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         return warns(
             f"{len(changes)} buffer(s) of fully frozen modules changed while training (first: "
             f"{where}), so the frozen part still drifts (BatchNorm statistics in train mode); put "
-            "frozen blocks in eval mode in on_train_epoch_start, unless the statistics are meant "
-            "to adapt"
+            "frozen blocks in eval mode in on_train_epoch_start, unless they are meant to adapt"
         )
     # A freeze written as a module attribute never reaches the parameters.
     unfrozen = [
