@@ -151,10 +151,11 @@ def _plots(ctx: DoctorContext, out: Path) -> dict[str, str]:
 def diagnose(cfg: DictConfig) -> tuple[list[Check], Path]:
     """Run every check on the configured experiment; write <run dir>/doctor/*, print the table."""
     out = Path(cfg.paths.output_dir) / "doctor"
-    (out / ".probes").mkdir(parents=True, exist_ok=True)
+    out.mkdir(parents=True, exist_ok=True)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     settings = ProbeSettings.from_cfg(cfg.get("probe"))
     ctx = DoctorContext(cfg, settings, workdir=out / ".probes")
+    ctx.workdir.mkdir(exist_ok=True)
     start = time.perf_counter()
     threads = torch.get_num_threads()
     torch.set_num_threads(settings.threads)
