@@ -1,12 +1,11 @@
 """schedule.interval: the learning rate at each optimizer step follows the curve the plan implies.
 
 The probe runs the task through the real Lightning loop on a run shaped like the planned one, so
-`trainer.estimated_stepping_batches` and every hook the module overrides see what the real run
-sees. Each scheduler's curve is replayed from its first state; the plan says its pace: once per
-optimizer step when sized in the run's optimizer steps, once per epoch when sized in its epochs,
-else as registered. Whatever steps it (Lightning, `lr_scheduler_step`, a `scheduler.step(epoch)`
-by hand, a manual loop), the LR seen must be the curve at that pace, and the curve must last the
-run (not decay to zero early).
+`trainer.estimated_stepping_batches` and the module's hooks see what the real run sees. Each
+scheduler's curve is replayed from its first state, at the plan's pace: once per optimizer step
+when sized in the run's optimizer steps, once per epoch when sized in its epochs, else as
+registered. Whatever steps it (Lightning, `lr_scheduler_step`, `scheduler.step(epoch)` by hand, a
+manual loop), the LR seen must be the curve at that pace, and the curve must last the run.
 """
 
 from __future__ import annotations
