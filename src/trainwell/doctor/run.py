@@ -66,11 +66,8 @@ def run_checks(ctx: DoctorContext, only: list[str] | None = None) -> list[Check]
 
 
 def experiment_name(cfg: DictConfig) -> str:
-    try:
-        choice = HydraConfig.get().runtime.choices.get("experiment")
-    except ValueError:  # composed outside hydra.main (tests)
-        choice = None
-    if choice:
+    choices = HydraConfig.get().runtime.choices if HydraConfig.initialized() else {}  # {} in tests
+    if choice := choices.get("experiment"):
         return str(choice)
     data = str(cfg.data.get("_target_", "?")).rsplit(".", 1)[-1]
     net = cfg.model.get("net")
@@ -168,8 +165,7 @@ def diagnose(cfg: DictConfig) -> tuple[list[Check], Path]:
         made = _plots(ctx, out)
     finally:
         torch.set_num_threads(threads)  # preflight: training keeps its own thread count
-        # The probes' scratch files (checkpoints of the probe fits) go whatever happened,
-        # a config refused before the first probe included: the run dir holds only the report.
+        # The probes' scratch files go whatever happened: the run dir holds only the report.
         shutil.rmtree(ctx.workdir, ignore_errors=True)
     name, seconds = experiment_name(cfg), round(time.perf_counter() - start, 2)
     extra = {"seconds": seconds, "shared_probe_seconds": shared, "plan": ctx.plan.as_dict()}

@@ -1,15 +1,13 @@
 """metrics.reduction: logged means that batches or ranks will weigh wrongly.
 
-Lightning turns `self.log(name, value)` into an epoch value by weighting each batch's value with
-the batch size it extracts from the batch (or `batch_size=`), and, with `sync_dist=True`, by
-averaging the ranks' values. Two silent errors follow (issue-free on the probe's one process,
-wrong at scale):
+Lightning weighs each batch's `self.log` value by the batch size it extracts (or `batch_size=`)
+and, with `sync_dist=True`, averages the ranks' values. Two silent errors follow (fine on the
+probe's one process, wrong at scale):
 
-* a value logged from an epoch-end hook (`on_validation_epoch_end`, ...) that the task averaged
-  itself is one number per rank, and the ranks' numbers are averaged unweighted although ranks
-  hold different numbers of samples (or only rank 0's is logged, without sync_dist);
-* a loss that is a mean over tokens / unmasked targets, logged per batch, is weighted by the
-  number of *sequences* in each batch, not by what it averages over.
+* a value the task averaged itself in an epoch-end hook (`on_validation_epoch_end`, ...) is one
+  number per rank, averaged unweighted although ranks hold different numbers of samples (or
+  rank 0's only, without sync_dist);
+* a per-batch mean over tokens / unmasked targets is weighted by the number of *sequences*.
 
 torchmetrics metrics (logged as objects, or their compute() logged) keep sums and counts and
 reduce across ranks themselves: they are the fix, and never flagged.
@@ -40,9 +38,8 @@ def _close(a: float, b: float) -> bool:
 
 
 def _item_weighting(watch: LogWatch) -> tuple[list[dict[str, Any]], list[str]]:
-    """Per-batch logged means that equal a loss averaged over a different number of items than
-    the batch size Lightning weighs them by, when that ratio varies from batch to batch; and
-    what is wrong with each."""
+    """Per-batch logged means equal to a loss averaged over items whose ratio to the batch size
+    Lightning weighs them by varies from batch to batch; and what is wrong with each."""
     found: dict[tuple[str, str], list[tuple[float, int]]] = {}
     for stage, calls, logged in watch.batches:
         for name, (mean, weight) in logged.items():
@@ -51,7 +48,7 @@ def _item_weighting(watch: LogWatch) -> tuple[list[dict[str, Any]], list[str]]:
                 found.setdefault((stage, name), []).append((weight, match[0].items))
     weighted, findings = [], []
     for (stage, name), pairs in found.items():
-        if len(pairs) < 2 or len({round(items / weight, 9) for weight, items in pairs}) < 2:
+        if len({round(items / weight, 9) for weight, items in pairs}) < 2:
             continue
         weights, items = [int(w) for w, _ in pairs], [int(i) for _, i in pairs]
         weighted.append({"name": name, "stage": stage, "weights": weights, "items": items})
@@ -79,19 +76,17 @@ def metrics_reduction(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     )
     if fit.error is not None and not watch.batches:
         return skips(f"the short fit failed: {fit.error_line}")
-    world = ctx.world_size
     evidence |= {
         "train_batches": len(train),
         "val_batches": len(val_batches),
-        "configured_world_size": world,
+        "configured_world_size": ctx.world_size,
         "logged": sorted(f"{hook}:{name}" for hook, name in watch.keys),
     }
     if not watch.keys:
         return skips("the task logs nothing with self.log in training or validation")
-    evidence["per_rank_values"], findings = _per_rank_values(watch, world)
+    evidence["per_rank_values"], per_rank = _per_rank_values(watch, ctx.world_size)
     evidence["weighted_by_batch_size"], weighted = _item_weighting(watch)
-    findings += weighted
-    if findings:
+    if findings := per_rank + weighted:
         more = f" (and {len(findings) - 1} more, see evidence)" if len(findings) > 1 else ""
         return warns(findings[0] + more)
     return passes(
@@ -101,9 +96,8 @@ def metrics_reduction(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
 
 
 def _per_rank_values(watch: LogWatch, world: int | None) -> tuple[list[dict[str, Any]], list[str]]:
-    """Logged means whose epoch value is one number per rank, which ranks will combine wrongly
-    (a plain tensor from an epoch-end hook, or a per-step mean without sync_dist on several
-    ranks), and what is wrong with each."""
+    """Logged means whose epoch value is one number per rank, which ranks combine wrongly (a plain
+    tensor from an epoch-end hook, a per-step mean without sync_dist on several ranks)."""
     per_rank, findings = [], []
     for (hook, name), value in watch.keys.items():
         if value.is_metric or value.reduce != "mean" or not value.on_epoch:
@@ -150,7 +144,6 @@ class LogWatch(L.Callback):
         # distributed, and the probe runs on one process.
         self.sync_requested: dict[str, bool] = {}
         self._before: dict[tuple[str, str], compat.LoggedValue] = {}
-        self._seen = 0
 
     def on_fit_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
         original = pl_module.log
@@ -166,13 +159,12 @@ class LogWatch(L.Callback):
 
     def on_train_batch_start(self, trainer: L.Trainer, *args: Any) -> None:
         self._before = {(v.hook, v.name): v for v in compat.logged_values(trainer)}
-        self.spy.watch(self._seen)
+        self.spy.watch(len(self.batches))
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
         self.spy.leave()
         stage, logged = "train" if trainer.training else "val", {}
-        self.batches.append((stage, self.spy.calls_in(self._seen), logged))
-        self._seen += 1
+        self.batches.append((stage, self.spy.calls_in(len(self.batches)), logged))
         for value in compat.logged_values(trainer):
             key = (value.hook, value.name)
             self.keys[key] = value

@@ -6,7 +6,6 @@ import math
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader
 from torch.utils.data.dataloader import default_collate
 
 from trainwell.doctor.harness.batches import leaves, replay_loader
@@ -114,7 +113,7 @@ def eval_determinism(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         if not runs:  # the user's evaluation code failed: that is the finding
             return fails(f"{error}; fix {name}_step")
         for loader in split_loaders(ctx.datamodule, "val" if stage == "validate" else stage)[0]:
-            if isinstance(loader, DataLoader) and (found := _reread(loader)) is not None:
+            if (found := _reread(loader)) is not None:  # _reread skips non-DataLoaders
                 evidence[stage] = {"item": found[0], "max_abs_difference": found[1]}
                 return fails(
                     f"{name} item {found[0]} reads differently each time (by up to "

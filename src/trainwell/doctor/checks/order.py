@@ -1,19 +1,16 @@
-"""data.epoch_order and data.batch_composition: what the train loader serves, epoch by epoch and
-batch by batch.
+"""What the train loader serves, epoch by epoch and batch by batch.
 
-data.epoch_order: every epoch makes a full pass over the data, in a new order. Two epochs are
-drawn from the real train loader as Lightning draws them (its `set_epoch` call first), compared
-by dataset index where a sampler orders a map-style dataset, by content everywhere else. A
-sampler without `set_epoch`, a stream that reseeds its shuffle the same way every epoch, or
-batches shuffled once at setup repeat one order; an iterator made once runs dry in epoch 1; a
-sampler handed something other than one weight or index per sample (per-class weights, the
-labels) draws a handful of distinct samples all epoch.
+data.epoch_order: every epoch is a full pass over the data, in a new order. Two epochs are drawn
+from the real train loader as Lightning draws them (`set_epoch` first), compared by dataset index
+where a sampler orders a map-style dataset, by content elsewhere. A sampler without `set_epoch`,
+a stream that reseeds its shuffle the same way every epoch, or batches shuffled once at setup
+repeat one order; an iterator made once runs dry in epoch 1; a sampler handed something other
+than one weight or index per sample (per-class weights, the labels) draws a handful of samples.
 
-data.batch_composition: a training batch looks like the training set. The classes of the first
-training batches are compared with random batches of the same sizes drawn from the whole split.
-A set stored in class order and served in that order (shuffle=False, a stream read shard by
-shard, a batch sampler that builds each batch from one class) gives batches of one class, and
-one class order every epoch.
+data.batch_composition: a training batch looks like the training set: the classes of the first
+training batches are compared with random batches of the same sizes from the whole split. A set
+stored in class order and served so (shuffle=False, a stream read shard by shard, a batch sampler
+building each batch from one class) gives batches of one class, in one order every epoch.
 """
 
 from __future__ import annotations
@@ -87,10 +84,9 @@ def data_epoch_order(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             else f"{name} defines no set_epoch(epoch), the call Lightning makes at every epoch start"
         )
         return warns(
-            f"the training loader draws the same shuffled order in epoch 0 and epoch 1 (first "
+            "the training loader draws the same shuffled order in epoch 0 and epoch 1 (first "
             f"{len(first)} indices identical): {cause}, so every epoch repeats one order; seed "
-            "the shuffle from seed + epoch in a set_epoch method, or use RandomSampler / "
-            "DistributedSampler"
+            "the shuffle from seed + epoch in set_epoch, or use RandomSampler / DistributedSampler"
         )
     if first == second:
         return passes(

@@ -62,8 +62,7 @@ def _losses(obs: Observation) -> list[float] | None:
 
 
 def overfit_one_batch(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    # The probe fit is this check's work even when the doctor ran it up front for every check
-    # that reads it: its time is counted here (added to this check's own by run_checks).
+    # The probe fit is this check's work even when run up front: its time is counted here.
     ran_before = ctx.seconds_of(overfit_fit) is not None
     obs = observation(ctx)
     verdict = _verdict(ctx, obs, evidence)
@@ -107,8 +106,7 @@ def _verdict(ctx: DoctorContext, obs: Observation, evidence: dict[str, Any]) -> 
             f"the task steps {evidence['optimizers']} optimizers (adversarial or alternating "
             f"training): the loss backpropagated last goes {seen.first:.4g} -> {seen.last:.4g} in "
             f"{seen.steps} steps on one fixed batch ({seen.kind}), which says little when the "
-            "players compete; "
-            "check each player's loss curve in a short real run"
+            "players compete; check each player's loss curve in a short real run"
         )
     if seen.kind in ("rising", "non-finite"):
         return _diverged(ctx, seen, evidence)
@@ -154,12 +152,9 @@ def _diverged(ctx: DoctorContext, seen: Trend, evidence: dict[str, Any]) -> Verd
     again = _losses(retry)
     if again is not None and retry.fit.error is None:
         second = trend(again, ctx.settings.overfit_max_ratio)
-        evidence["retry_lr_x0.1"] = {
-            "kind": second.kind,
-            "steps": second.steps,
-            "initial_loss": second.first,
-            "final_loss": second.last,
-        }
+        evidence["retry_lr_x0.1"] = dict(
+            kind=second.kind, steps=second.steps, initial_loss=second.first, final_loss=second.last
+        )
         if second.kind in ("pass", "slow"):
             return warns(
                 f"at the configured LR held constant the loss on one fixed batch {what}; at a "

@@ -1,13 +1,12 @@
 """metrics.recomputation: a logged validation accuracy is what the validation step's outputs give.
 
-A fresh task trains for a few steps on real train batches and validates twice on the first
-real validation batches within the same fit, as a run does at its epoch ends. Every accuracy the
-second validation logs (a name with `acc`, not a running best or a top-k) must equal the accuracy of
-the class scores the validation step itself hands its loss, over those same batches: micro
-(every sample or position counts once) or macro (each class's recall, averaged), as a fraction
-or a percentage. A metric object shared with training (its updates counted in validation) or
-never reset (earlier passes counted), or a list of outputs both steps append to, log something
-else.
+A fresh task trains a few steps on real train batches and validates twice on the first real
+validation batches within the same fit, as a run does at its epoch ends. Every accuracy the second
+validation logs (a name with `acc`, not a running best or a top-k) must equal the accuracy of the
+class scores the validation step hands its loss over those batches: micro (every sample or
+position counts once) or macro (each class's recall, averaged), as a fraction or a percentage. A
+metric object shared with training (its updates counted in validation) or never reset (earlier
+passes counted), or a list of outputs both steps append to, logs something else.
 """
 
 from __future__ import annotations
@@ -41,30 +40,25 @@ class _Watch(L.Callback):
     def on_validation_start(self, *args: Any) -> None:
         self.last = len(self.batches)
 
-    def on_validation_batch_start(
-        self, trainer: Any, pl_module: Any, batch: Any, *args: Any
-    ) -> None:
+    def on_validation_batch_start(self, trainer: Any, module: Any, batch: Any, *args: Any) -> None:
         self.spy.watch(len(self.batches))
         self.batches.append(batch)
 
     def on_validation_batch_end(self, *args: Any) -> None:
         self.spy.leave()
 
-    def on_exception(self, *args: Any) -> None:
-        self.spy.leave()
+    on_exception = on_validation_batch_end
 
 
 def _accuracies(watch: _Watch) -> list[float] | None:
     """Micro and macro accuracy of the validation step's own class scores, as fractions and as
     percentages; None where a batch hands its loss no class scores against class ids."""
-    read = []
-    for index, batch in enumerate(watch.batches[watch.last :], start=watch.last):
-        ids = next(
-            (r for c in watch.spy.calls_in(index) if (r := _call_ids(c, batch)) is not None), None
-        )
-        if ids is None:
-            return None
-        read.append(ids)
+    read = [
+        next((r for c in watch.spy.calls_in(i) if (r := _call_ids(c, batch)) is not None), None)
+        for i, batch in enumerate(watch.batches[watch.last :], start=watch.last)
+    ]
+    if any(r is None for r in read):
+        return None
     predicted, true = torch.cat([r[0] for r in read]), torch.cat([r[1] for r in read])
     right = (predicted == true).double()
     micro = float(right.mean())
@@ -110,11 +104,10 @@ def metrics_recomputation(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdi
         if min(abs(value - r) for r in recomputed) > TOLERANCE:
             return fails(
                 f"validation logs `{name}` = {value:.4g} but the scores its own validation_step "
-                f"hands the loss give {recomputed[0]:.4g} over the same {batches} "
-                "batches: what is logged is not this pass's accuracy (a metric object shared "
-                "with training or never reset, a list of outputs both steps append to); give "
-                "each stage its own metric object and reset it after compute(), or log the "
-                "object and let Lightning"
+                f"hands the loss give {recomputed[0]:.4g} over the same {batches} batches: what is "
+                "logged is not this pass's accuracy (a metric object shared with training or never "
+                "reset, a list of outputs both steps append to); give each stage its own metric "
+                "object and reset it after compute(), or log the object and let Lightning"
             )
     return passes(
         f"{', '.join(f'`{n}`' for n in logged)} equal the accuracy recomputed from the "

@@ -1,12 +1,11 @@
 """schedule.interval: the learning rate at each optimizer step follows the curve the plan implies.
 
 The probe runs the task through the real Lightning loop on a run shaped like the planned one, so
-`trainer.estimated_stepping_batches` and every hook the module overrides see what the real run
-sees. Each scheduler's curve is replayed from its first state; the plan says its pace: once per
-optimizer step when sized in the run's optimizer steps, once per epoch when sized in its epochs,
-else as registered. Whatever steps it (Lightning, `lr_scheduler_step`, a `scheduler.step(epoch)`
-by hand, a manual loop), the LR seen must be the curve at that pace, and the curve must last the
-run (not decay to zero early).
+`trainer.estimated_stepping_batches` and the module's hooks see what the real run sees. Each
+scheduler's curve is replayed from its first state, at the plan's pace: once per optimizer step
+when sized in the run's optimizer steps, once per epoch when sized in its epochs, else as
+registered. Whatever steps it (Lightning, `lr_scheduler_step`, `scheduler.step(epoch)` by hand, a
+manual loop), the LR seen must be the curve at that pace, and the curve must last the run.
 """
 
 from __future__ import annotations
@@ -127,8 +126,7 @@ def schedule_interval(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             module = type(fit.trainer.lightning_module).__name__
             return fails(scheduler_monitor_line(module, unlogged, logged))
     for index in range(len(trace.scheduler_configs)):
-        verdict = _follows_curve(ctx, trace, index, estimate, evidence)
-        if verdict is not None:
+        if verdict := _follows_curve(ctx, trace, index, estimate, evidence):
             return verdict
     names = ", ".join(f"{c['class']} ({c['pace']})" for c in trace.scheduler_configs)
     return passes(
@@ -176,8 +174,7 @@ def _follows_curve(
     length = config["length"] or (
         max(i + 1 for i, lr in enumerate(curve) if lr > FLOOR * peak) if spent else None
     )
-    # The plan's pace: by its length where that is the run's step or epoch count; as
-    # `probe.scheduler_interval` or the registered interval says otherwise.
+    # The plan's pace (module docstring); `probe.scheduler_interval` may make it the epoch.
     if length in {total, estimate} - {None} and length != ctx.plan.max_epochs:
         pace = "optimizer step"
     elif length == ctx.plan.max_epochs or ctx.settings.scheduler_interval == "epoch":
@@ -262,9 +259,8 @@ def _hand_set(trace: _Trace) -> Verdict:
     """No scheduler: a learning rate set by hand must not restart its warm-up every epoch."""
     lrs = [lr[0] for lr in trace.step_lrs]
     starts = [s for s in range(1, len(lrs)) if trace.step_epochs[s] != trace.step_epochs[s - 1]]
-    for s in starts:
-        rose = lrs[0] < max(lrs[:s]) and lrs[1] > lrs[0]
-        if rose and math.isclose(lrs[s], lrs[0], rel_tol=1e-6) and lrs[s - 1] > lrs[0]:
+    for s in starts:  # a warm-up that rose, then starts again where it began
+        if lrs[0] < min(lrs[1], lrs[s - 1]) and math.isclose(lrs[s], lrs[0], rel_tol=1e-6):
             return warns(
                 f"the learning rate rises from {lrs[0]:.3g} to "
                 f"{lrs[s - 1]:.3g} over the first epoch, then starts again at {lrs[s]:.3g} "

@@ -1,20 +1,17 @@
 """params.registered, optimizer.coverage, precision.master_weights and device.placement: can the
 optimizer see and update what should train, in a precision and on a device that keep it?
 
-precision.master_weights: trainable weights stored in float16/bfloat16 without a float32 copy.
-
-`model.half()` (or `.to(torch.bfloat16)`) before training puts the optimizer's update straight
-into half-precision weights: an update below the weight's resolution (2^-11 of it in float16,
-2^-8 in bfloat16) is rounded away, and in float16 Adam's eps=1e-8 and small squared gradients
-flush to 0, so steps divide by zero. Mixed precision (`trainer.precision=16-mixed` /
-`bf16-mixed`) keeps float32 weights and casts per op; `*-true` precisions are an explicit choice
+precision.master_weights: `model.half()` (or `.to(torch.bfloat16)`) before training puts the
+optimizer's update straight into half-precision weights: an update below the weight's resolution
+(2^-11 of it in float16, 2^-8 in bfloat16) is rounded away, and in float16 Adam's eps=1e-8 and small
+squared gradients flush to 0, so steps divide by zero. Mixed precision (`trainer.precision=16-mixed`
+/ `bf16-mixed`) keeps float32 weights and casts per op; `*-true` precisions are an explicit choice
 of half weights and are not flagged.
-
-device.placement: does one training step keep every tensor on the model's device?
 """
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import Any
 
 import torch
@@ -50,8 +47,7 @@ def params_registered(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         for attr, value in vars(module).items():
             if attr.startswith("_") or not isinstance(value, list | tuple | dict):
                 continue
-            missing = [p for p in _hidden(value) if id(p) not in registered]
-            if missing:
+            if missing := [p for p in _hidden(value) if id(p) not in registered]:
                 name = f"{mod_name}.{attr}" if mod_name else attr
                 hidden[name] = sum(p.numel() for p in missing)
                 kinds[name] = type(value).__name__
@@ -116,9 +112,7 @@ def optimizer_coverage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             f"{duplicates} tensor(s) appear twice in the optimizer and get stepped twice; list "
             "each parameter once"
         )
-    # What does not train does not change: a frozen parameter that moved during the probe fit
-    # fails (an in-place update, momentum or weight decay over a zero gradient); a buffer of a
-    # fully frozen module that moved (BatchNorm statistics of a frozen block in train mode) warns.
+    # What does not train does not change: a moved frozen parameter fails, a frozen buffer warns.
     changes = rec.frozen_changes(obs.task)
     evidence["frozen_tensors_watched"] = len(rec.frozen_values)
     evidence["frozen_tensors_changed"] = changes
@@ -138,11 +132,9 @@ def optimizer_coverage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         return warns(
             f"{len(changes)} buffer(s) of fully frozen modules changed while training (first: "
             f"{where}), so the frozen part still drifts (BatchNorm statistics in train mode); put "
-            "frozen blocks in eval mode in on_train_epoch_start, unless the statistics are meant "
-            "to adapt"
+            "frozen blocks in eval mode in on_train_epoch_start, unless they are meant to adapt"
         )
-    # A `requires_grad = False` attribute on a module whose parameters still require grad: the
-    # freeze the user wrote never reached a parameter.
+    # A freeze written as a module attribute never reaches the parameters.
     unfrozen = [
         name or type(module).__name__
         for name, module in obs.task.named_modules()
@@ -202,15 +194,14 @@ class _DeviceWatch(TorchFunctionMode):
 
     def __init__(self) -> None:
         super().__init__()
-        self.mixed: dict[str, int] = {}
+        self.mixed: Counter[str] = Counter()
 
     def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[override]
         kwargs = kwargs or {}
         tensors = [a for a in (*args, *kwargs.values()) if isinstance(a, torch.Tensor)]
         devices = {t.device.type for t in tensors if t.dim() > 0}
         if len(devices) > 1:
-            name = getattr(func, "__name__", str(func))
-            self.mixed[name] = self.mixed.get(name, 0) + 1
+            self.mixed[getattr(func, "__name__", str(func))] += 1
         return func(*args, **kwargs)
 
 
@@ -220,12 +211,11 @@ def device_placement(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "no CUDA device on this machine: CPU-only runs cannot mix devices (rerun the doctor "
             "on a GPU machine)"
         )
-    watch = _DeviceWatch()
     trainer_cfg = ctx.probe_cfg.trainer
     previous = trainer_cfg.accelerator
     trainer_cfg.accelerator = "gpu"
     try:
-        with watch:
+        with _DeviceWatch() as watch:
             fit = ctx.fit(ctx.make_task(), ctx.fixed_loader(repeats=2), [], max_steps=2)
     finally:
         trainer_cfg.accelerator = previous

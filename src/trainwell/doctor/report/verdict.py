@@ -92,6 +92,5 @@ def render(
         "mixed precision or across DDP ranks are outside what they can see"
     )
     if plots:
-        out += ["", "## Plots", ""]
-        out += [f"![{title}]({name})" for title, name in plots.items()]
+        out += ["", "## Plots", "", *(f"![{title}]({name})" for title, name in plots.items())]
     return "\n".join(out) + "\n"
