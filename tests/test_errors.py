@@ -46,3 +46,18 @@ def test_a_wrapper_that_announces_its_cause_is_followed_by_it() -> None:
     assert "\n" not in line
     wrapped = RuntimeError("loading failed:")
     assert error_line(wrapped) == "RuntimeError: loading failed:"  # no cause: nothing to add
+
+
+def test_a_first_line_that_announces_its_cause_is_followed_by_it() -> None:
+    """torch's load_state_dict puts the keys on the lines after "Error(s) in loading state_dict
+    for X:": a one-line report that stops at the colon names no key."""
+    import torch
+
+    module = torch.nn.Linear(2, 2)
+    with pytest.raises(RuntimeError) as caught:
+        module.load_state_dict({**module.state_dict(), "scale": torch.ones(1)})
+    expected = (
+        'Error(s) in loading state_dict for Linear: Unexpected key(s) in state_dict: "scale".'
+    )
+    assert first_line(caught.value) == expected
+    assert error_line(caught.value) == f"RuntimeError: {expected}"

@@ -19,23 +19,29 @@ class TrainwellError(Exception):
 
 def first_line(err: BaseException) -> str:
     """The first line of `err`'s message, for a one-line report (a multi-line message would
-    bury the cause); an exception without a message gives its type's name."""
+    bury the cause); an exception without a message gives its type's name. A first line that
+    ends in ':' announces its cause on the next line (torch's "Error(s) in loading state_dict for
+    X:"), which follows it, or the report would name the wrapper and not what went wrong."""
     text = str(err).strip()
-    return text.splitlines()[0] if text else type(err).__name__
+    if not text:
+        return type(err).__name__
+    first, *rest = text.splitlines()
+    cause = next((line.strip() for line in rest if line.strip()), "")
+    return f"{first} {cause}" if first.endswith(":") and cause else first
 
 
 def error_line(err: BaseException) -> str:
     """`ValueError: <first line of its message>`, as a traceback's last line reads; just
-    `ValueError` when it has no message. A first line that ends in ':' announces its cause on the
-    next lines (Hydra's "Error in call to target 'X':"): the cause's own line follows it, or the
-    report would name the wrapper and not what went wrong."""
+    `ValueError` when it has no message. A first line that ends in ':' is followed by its cause:
+    the chained exception's own line where there is one (Hydra's "Error in call to target
+    'X':"), else the message's next line (first_line)."""
     text = str(err).strip()
     if not text:
         return type(err).__name__
     line = f"{type(err).__name__}: {text.splitlines()[0]}"
     if line.endswith(":") and err.__cause__ is not None:
-        line = f"{line} {error_line(err.__cause__)}"
-    return line
+        return f"{line} {error_line(err.__cause__)}"
+    return f"{type(err).__name__}: {first_line(err)}"
 
 
 def missing_module_line(err: BaseException) -> str | None:

@@ -191,3 +191,29 @@ def test_a_split_copied_from_train_is_named_as_identical_not_as_near_copies(
     got = check["data.leakage"]
     assert got.status == "fail" and "are identical to train samples" in got.message, got.message
     assert got.evidence["val_overlap"] == got.evidence["val_samples_hashed"] == 360
+
+
+def test_a_tensor_made_in_setup_is_named_with_where_to_create_it(tmp_path: Path) -> None:
+    """A checkpoint holding a tensor a task gets only in setup() does not load where predict.py
+    and export.py build the task from the config alone: the report names the tensor and says to
+    create it in __init__."""
+    got = run_case(
+        tmp_path,
+        "class_weights_in_the_loss",
+        "own",
+        "CriterionBuiltInSetup",
+        ["checkpoint.roundtrip"],
+    )["checkpoint.roundtrip"]
+    assert got.status == "fail", got.message
+    assert 'Unexpected key(s) in state_dict: "criterion.weight"' in got.message, got.message
+    assert "create it in __init__" in got.message and "\n" not in got.message
+
+
+def test_class_weights_under_a_mean_reduction_are_named_as_the_accumulation_cause(
+    tmp_path: Path,
+) -> None:
+    """F.cross_entropy(weight=...) divides each micro-batch by its own sum of weights: the window
+    is not one batch's weighted mean, and the message names that, with the exact form."""
+    got = run_case(tmp_path, "class_weights_in_the_loss", "own", "Healthy", [ACC])[ACC]
+    assert got.status == "warn", got.message  # K=1 here: latent, probed with K=2
+    assert "CrossEntropyLoss(weight=...)" in got.message and "reduction='none'" in got.message

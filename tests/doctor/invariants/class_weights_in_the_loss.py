@@ -46,3 +46,20 @@ class Healthy(Buggy):
         labels = self.trainer.datamodule.train.tensors[1]
         counts = torch.bincount(labels, minlength=10).float()
         self.class_weights = counts.sum() / (10 * counts)
+
+
+class CriterionBuiltInSetup(Healthy):
+    """The same weights in an nn.CrossEntropyLoss built in `setup`: its `weight` buffer is in
+    the checkpoint, but not in a task built from the config alone (predict, export)."""
+
+    def setup(self, stage: str) -> None:
+        super().setup(stage)
+        self.criterion = torch.nn.CrossEntropyLoss(weight=self.class_weights)
+
+    def training_step(
+        self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int
+    ) -> torch.Tensor:
+        x, y = batch
+        loss = self.criterion(self(x), y)
+        self.log("train_loss", loss)
+        return loss

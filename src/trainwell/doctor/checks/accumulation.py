@@ -162,6 +162,13 @@ def _scaling_cause(calls: list[list[Any]], ratio: float, n: int, evidence: dict[
             "and the template already normalise each window); return the plain micro-batch "
             "mean from training_step, never multiplied by accumulate_grad_batches"
         )
+    if any(c.weighted and c.reduction == "mean" for batch in calls for c in batch):
+        return (
+            "the loss weighs classes under a mean reduction (CrossEntropyLoss(weight=...)), "
+            "which divides each micro-batch by its own sum of class weights, so no window is "
+            "one batch's weighted mean; take reduction='none', multiply by weight[y] and "
+            "take .mean(): a mean over samples accumulates exactly"
+        )
     if abs(ratio - 1) < 0.02:
         # One batch's size but not its direction: no scale, the micro-batches' losses differ.
         return (

@@ -53,9 +53,16 @@ def checkpoint_roundtrip(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdic
     try:
         fresh.load_state_dict(ckpt["state_dict"], strict=True)
     except Exception as err:  # architecture/keys mismatch
+        late = sorted(set(ckpt["state_dict"]) - set(fresh.state_dict()))
+        fix = (
+            f"`{late[0]}` is made after __init__ (in setup(), from the data): predict.py and "
+            "export.py load into a task built from the config alone; create it in __init__ (a "
+            "buffer or layer of its shape) and fill it in setup()"
+            if late
+            else "build the same architecture from the config"
+        )
         return fails(
-            f"the saved state_dict does not load into a fresh task: {first_line(err)}; "
-            "build the same architecture from the config"
+            f"the saved state_dict does not load into a fresh task: {first_line(err)}; {fix}"
         )
     trained, error = evaluation_outputs(ctx, obs.task, borrow_training_step=True)
     if trained is not None:

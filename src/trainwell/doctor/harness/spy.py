@@ -32,6 +32,7 @@ class LossCall:
     value: float | None = None  # the loss it returned, when a scalar
     items: int | None = None  # what a mean reduction divided by (targets not ignored)
     producer: str | None = None  # the autograd op that made the input (None: no graph)
+    weighted: bool = False  # a class-index loss given per-class weights
     live: torch.Tensor | None = None  # the input itself, graph kept (Spy(keep_inputs=True))
 
 
@@ -156,6 +157,7 @@ class Spy(TorchFunctionMode):
             items=_items(name, inp, tgt, ignore),
             producer=producer(inp),
             live=inp if self.keep_inputs else None,
+            weighted=ignore is not None and (args[2:3] or [kwargs.get("weight")])[0] is not None,
         )
         self.losses.append(call)
         return call
