@@ -733,6 +733,25 @@ MUTANTS: list[Mutant] = [
         "class-balance advice reads the class weights the loss really applies",
     ),
     Mutant(
+        "one-line errors: a first line ending in ':' is not followed by its cause",
+        "src/trainwell/errors.py",
+        '    return f"{first} {cause}" if first.endswith(":") and cause else first',
+        "    return first",
+        ("tests/test_errors.py::test_a_first_line_that_announces_its_cause_is_followed_by_it",),
+        "a one-line report names the keys a state_dict load rejects, not only its wrapper line",
+    ),
+    Mutant(
+        "doctor accumulation.equivalence: class weights under a mean reduction go unnamed",
+        "src/trainwell/doctor/checks/accumulation.py",
+        '    if any(c.weighted and c.reduction == "mean" for batch in calls for c in batch):',
+        "    if False:",
+        (
+            "tests/doctor/test_invariants.py::"
+            "test_class_weights_under_a_mean_reduction_are_named_as_the_accumulation_cause",
+        ),
+        "a weighted mean per micro-batch is named as the reason windows differ",
+    ),
+    Mutant(
         "doctor probe fits: the task's trainer has no datamodule",
         "src/trainwell/doctor/harness/context.py",
         "trainer.fit(task, datamodule=data, ckpt_path",
