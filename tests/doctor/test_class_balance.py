@@ -62,7 +62,7 @@ def test_the_loaders_own_weighted_sampler_compensates(tmp_path: Path) -> None:
     got = check(tmp_path / "own", [*IMBALANCED, own])
     assert got.status == "pass", got.message
     assert got.evidence["largest_to_smallest"] >= 5 > got.evidence["drawn_largest_to_smallest"]
-    assert "the train loader's sampler" in got.message
+    assert "the train loader's sampler, WeightedRandomSampler" in got.message
     broken = check(
         tmp_path / "broken", [*IMBALANCED, f"data._target_={MUSEUM}.PerClassWeightsDigits"]
     )

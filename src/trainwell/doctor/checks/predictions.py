@@ -27,7 +27,7 @@ from trainwell.doctor.harness.batches import ConcatError, concat, leaves, replay
 from trainwell.doctor.harness.context import DoctorContext, quiet
 from trainwell.doctor.harness.observe import class_target, no_classes, short_fit, training_loss
 from trainwell.doctor.harness.outputs import class_predictions
-from trainwell.doctor.harness.samples import iterate_batches
+from trainwell.doctor.harness.samples import iterate_batches, order_source
 from trainwell.doctor.harness.spy import CLASS_INDEX, Spy
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 from trainwell.errors import TrainwellError, error_line
@@ -179,7 +179,10 @@ def data_class_balance(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     if drawn is not None:
         evidence["drawn_largest_to_smallest"] = round(drawn, 3)
         if drawn < IMBALANCE_RATIO:  # a weighted sampler, the template's or the user's own
-            compensation.append(f"the train loader's sampler (an epoch draws {drawn:.1f}:1)")
+            sampler = type(order_source(ctx.samples.loader)).__name__
+            compensation.append(
+                f"the train loader's sampler, {sampler} (an epoch draws {drawn:.1f}:1)"
+            )
     weighed = None if batch is None else _loss_weighed_ratio(task, batch, counts, evidence)
     if weighed is not None and weighed < IMBALANCE_RATIO:
         compensation.append(f"the loss's class weights (an epoch weighs {weighed:.1f}:1)")

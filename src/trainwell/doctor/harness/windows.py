@@ -21,8 +21,9 @@ from trainwell.doctor.harness.spy import Spy
 RTOL = 1e-4
 RANDOM = (  # why two runs of the same batch cannot be compared exactly
     "the same batch gives different gradients under two seeds even with dropout modules at p=0 "
-    "and BatchNorm in eval (functional dropout or randomness in training_step?), so windows "
-    "cannot be compared exactly; draw it in the datamodule to compare them"
+    "and BatchNorm in eval (functional dropout, randomness in training_step, or layers setup() "
+    "builds afresh?), so windows cannot be compared exactly; draw randomness in the datamodule "
+    "and build layers in __init__ to compare them"
 )
 
 
