@@ -43,15 +43,15 @@ def rehearse(
     """The trainer's checkpoint saved into memory and read back: the outcome (rank 0's; every
     rank must call it, the save gathers state across ranks).
 
-    `datamodule`: for a trainer fitted on loaders (the doctor's probes), the datamodule whose
-    state a run's checkpoint holds, added as Lightning adds it (under its class name, when its
-    state_dict() is not empty). `payloads=False`: tensors travel as stand-ins of their dtype and
+    `datamodule`: for a trainer fitted on other data (the doctor's probes: their loaders, in a
+    stand-in datamodule with no state), the datamodule whose state a run's checkpoint holds,
+    added as Lightning adds it (under its class name, when its state_dict() is not empty). `payloads=False`: tensors travel as stand-ins of their dtype and
     shape (the run's check; the doctor loads the weights it reads back, so it keeps them)."""
     writer = trainer.strategy.checkpoint_io
     if not isinstance(writer, AtomicCheckpointIO):
         return Rehearsal()  # a Trainer built outside the template: its saves are not trainwell's
     extra = {}
-    if datamodule is not None and trainer.datamodule is None:
+    if datamodule is not None and trainer.datamodule is not datamodule:
         state = datamodule.state_dict()
         if state:
             extra[type(datamodule).__qualname__] = state
