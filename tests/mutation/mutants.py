@@ -752,6 +752,17 @@ MUTANTS: list[Mutant] = [
         "a weighted mean per micro-batch is named as the reason windows differ",
     ),
     Mutant(
+        "checkpoint rehearsal: a probe's run datamodule state is left out",
+        "src/trainwell/callbacks/checkpoint_rehearsal.py",
+        "    if datamodule is not None and trainer.datamodule is not datamodule:",
+        "    if datamodule is not None and trainer.datamodule is None:",
+        (
+            "tests/training/test_state_at_step_zero.py::"
+            "test_the_doctor_judges_the_datamodules_state_as_the_run_does",
+        ),
+        "the doctor's checkpoint check holds the run's datamodule state, as the run's does",
+    ),
+    Mutant(
         "doctor probe fits: the task's trainer has no datamodule",
         "src/trainwell/doctor/harness/context.py",
         "trainer.fit(task, datamodule=data, ckpt_path",
