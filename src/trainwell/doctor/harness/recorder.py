@@ -1,6 +1,5 @@
 """A callback that watches a short real Lightning run, hook by hook: the doctor never
-re-implements the loop, so an overridden `optimizer_zero_grad`, `training_step`,
-`configure_optimizers` or `backward` is exactly what gets observed."""
+re-implements the loop, so whatever hook the task overrides is exactly what gets observed."""
 
 from __future__ import annotations
 

@@ -1,10 +1,8 @@
-"""Real train samples for the probes, taken from the user's own train loader.
-
-With a map-style dataset the doctor works on *indices*: the loader's batch sampler says which
-samples form each micro-batch, each sample is fetched once (a random `__getitem__` augmentation
-is frozen for every probe that compares two runs), and the loader's own `collate_fn` makes any
-group of samples a batch. Any other loader is replayed batch by batch as it yields; probes that
-need to regroup samples then say why they cannot."""
+"""Real train samples for the probes, from the user's own train loader. With a map-style dataset
+the doctor works on indices: the batch sampler says which samples form each micro-batch, each
+sample is fetched once (a random `__getitem__` augmentation is frozen for every probe comparing
+two runs), and the loader's own `collate_fn` makes any group of samples a batch. Any other loader
+is replayed as it yields; probes that need to regroup samples then say why they cannot."""
 
 from __future__ import annotations
 
@@ -59,9 +57,8 @@ def iterate_batches(loader: Any) -> Iterator[Any]:
 
 
 def content(loader: Any, limit: int, part: Callable[[Any], Any] | None = None) -> list[int]:
-    """The first `limit` samples a loader yields (one pass at most), by content (of `part` of
-    each batch): where a loader has no indices, what it yields is all there is to compare. A
-    sample's hash covers its rows of every tensor that has one row per sample."""
+    """The first `limit` samples of one pass, by content (of `part` of each batch: where a loader
+    has no indices, all there is to compare): a hash of its row of each per-sample tensor."""
     stream: list[int] = []
     for batch in iterate_batches(loader):
         batch = part(batch) if part else batch
