@@ -98,8 +98,7 @@ class DoctorContext:
         return dm
 
     def factories(self) -> dict[str, Any]:
-        """The optimizer / scheduler `_partial_`s as train.py hands them to the module (the plan
-        fills in the scaled LR and, where the factory accepts it, `total_steps`)."""
+        """The optimizer / scheduler `_partial_`s, planned, as train.py hands them to the task."""
         source = TrainingPlanner()
         source.plan = self.plan
         return planned_factories(self.probe_cfg.model, source)
@@ -107,7 +106,6 @@ class DoctorContext:
     def make_task(
         self, seed: int | None = None, state: dict[str, torch.Tensor] | None = None
     ) -> L.LightningModule:
-        """A fresh task as the config builds it, with `state` loaded where given."""
         factories = self.factories()  # before seeding: the first call builds a task of its own
         torch.manual_seed(self.cfg.seed if seed is None else seed)
         task = instantiate(self.probe_cfg.model, **factories)
@@ -138,8 +136,7 @@ class DoctorContext:
     @cached_property
     def batch(self) -> Any:
         """The fixed probe batch, by the loader's own collate_fn (else its first real batch)."""
-        indices = self.probe_indices
-        if indices:
+        if indices := self.probe_indices:
             return self.samples.collate(indices)
         if indices is None and (first := self.samples.real_batches(1)):
             return first[0]

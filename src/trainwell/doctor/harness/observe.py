@@ -42,9 +42,8 @@ class ConstantLR(L.Callback):
 
 class OverfitStop(L.Callback):
     """Stop once the loss reached the target, stopped falling, went non-finite, or time ran out;
-    decided every `min_steps // 2` optimizer steps after the first `min_steps` (a task stepping
-    every K micro-batches is judged on K times as many), or `min_steps x patience` micro-batches
-    without them."""
+    judged every `min_steps // 2` optimizer steps after `min_steps` (K times as many micro-batches
+    for a task stepping every K), or after `min_steps x patience` micro-batches if sooner."""
 
     def __init__(self, recorder: Recorder, settings: ProbeSettings) -> None:
         self.recorder, self.settings, self.reason = recorder, settings, "max_steps"

@@ -121,16 +121,12 @@ def windows(ctx: DoctorContext, k: int, configured: int) -> tuple[list[Window], 
     """The first window of K real micro-batches and, when the run has one, its short tail."""
     samples, first = ctx.samples, "the first window of {} micro-batches"
     try:
-        if not samples.indexable:
-            batches = samples.real_batches(k)
-            if len(batches) < 2:
-                return [], f"the train loader yields {len(batches)} batch(es) per epoch"
-            return [Window(first.format(len(batches)), batches, concat(batches))], ""
-        groups = samples.index_batches()
+        # index lists where samples can be regrouped, else the batches as the loader yields them
+        groups = samples.index_batches() if samples.indexable else samples.real_batches(k)
         if len(groups) < 2:
-            return [], (
-                f"the train loader yields {len(groups)} batch per epoch: nothing to accumulate"
-            )
+            return [], f"{len(groups)} batch per epoch in the train loader: nothing to accumulate"
+        if not samples.indexable:
+            return [Window(first.format(len(groups)), groups, concat(groups))], ""
         found = [_regroup(ctx, groups[:k], first.format(min(k, len(groups))))]
         tail = len(groups) % configured or configured
         last = groups[len(groups) - tail :]
@@ -208,7 +204,6 @@ class StepWatch(L.Callback):
         self._stepped = False
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
-        # Every optimizer has taken its first step: nothing more to watch.
         if self.optimizers and len(self.grads) == self.optimizers:
             trainer.should_stop = True
 
