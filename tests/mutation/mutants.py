@@ -902,8 +902,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor targets: a target the training step reordered is not found in the batch",
         "src/trainwell/doctor/harness/observe.py",
-        "    for same in (torch.equal, lambda a, b:",
-        "    for same in (torch.equal,) or (lambda a, b:",
+        "    tests = (torch.equal, lambda a, b:",
+        "    tests = (torch.equal,) or (lambda a, b:",
         (f"{CLASS_BALANCE_T}::test_labels_a_training_step_reorders_are_still_counted",),
         "labels sorted with their sequences are still read as the loss's targets",
     ),

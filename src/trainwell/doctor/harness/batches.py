@@ -1,6 +1,5 @@
-"""Batches of any structure (tensors, tuples, lists, dicts, dataclasses, nested): the doctor
-never assumes `(inputs, targets)`, and replays pre-built batches through a real DataLoader so the
-user's training_step sees exactly what its own loader yields."""
+"""Batches of any structure (tensors, tuples, lists, dicts, dataclasses, nested; never assumed
+`(inputs, targets)`), replayed through a real DataLoader as the user's own loader yields them."""
 
 from __future__ import annotations
 
@@ -40,8 +39,7 @@ def same(a: Any, b: Any) -> bool:
 def size_of(batch: Any) -> int | None:
     """Items in a batch as Lightning (and the template's default item count) sees it."""
     try:
-        with warnings.catch_warnings():  # "ambiguous collection": the probes read it as Lightning
-            warnings.simplefilter("ignore")
+        with warnings.catch_warnings(action="ignore"):  # "ambiguous collection": as Lightning
             return int(extract_batch_size(batch))
     except Exception:  # Lightning raises a MisconfigurationException when it finds no tensor
         return None
@@ -160,9 +158,8 @@ def _per_sample_list(x: Any, n: int | None) -> bool:
 
 
 def concat(batches: list[Any], sizes: list[int | None] | None = None) -> Any:
-    """Join same-structured batches along dim 0 (only when every tensor's trailing shape agrees);
-    lists of one non-tensor value per sample (names, ids) are joined as lists. `sizes`: the
-    batches' item counts, handed down to their parts (read from the batches at the top)."""
+    """Join same-structured batches along dim 0 (every tensor's trailing shape must agree), lists
+    of one non-tensor value per sample as lists; `sizes`: the batches' item counts (top: read)."""
     sizes = [size_of(b) for b in batches] if sizes is None else sizes
     first = batches[0]
     if isinstance(first, torch.Tensor):

@@ -1,7 +1,6 @@
-"""What every probe shares: the configured datamodule, fresh tasks, one fixed batch, short fits.
-
-Everything is built the way train.py builds it, only on `probe.accelerator` with one device and
-without the run's loggers and checkpoint callbacks; nothing assumes trainwell's own classes."""
+"""What every probe shares: the configured datamodule, fresh tasks, one fixed batch, short fits,
+all built as train.py builds them, on one `probe.accelerator` device without loggers and
+checkpoints; nothing assumes trainwell's own classes."""
 
 from __future__ import annotations
 
@@ -58,13 +57,11 @@ class DoctorContext:
     workdir: Path = field(
         default_factory=lambda: Path(tempfile.mkdtemp(prefix="trainwell-doctor-"))
     )
-    # The probes several checks read (the one-batch fit, the data scan, the short fit): the
-    # doctor's one cache for them, probe -> (result, seconds it took).
+    # probe -> (result, seconds): the one cache for probes several checks read
     _shared: dict[Callable[..., Any], tuple[Any, float]] = field(default_factory=dict, repr=False)
 
     def shared(self, probe: Callable[[DoctorContext], T]) -> T:
-        """`probe(self)`, run once per doctor run; a probe that raises is not kept, so each check
-        that reads it meets the error and turns it into its own verdict."""
+        """`probe(self)`, run once; one that raises is not kept: each reader meets the error."""
         if probe not in self._shared:
             start = time.perf_counter()
             self._shared[probe] = (probe(self), time.perf_counter() - start)
@@ -93,8 +90,7 @@ class DoctorContext:
 
     @cached_property
     def datamodule(self) -> L.LightningDataModule:
-        """The configured datamodule as a run sees it (prepare_data, then setup), with the
-        template's loader policy (one process: the 1-process order)."""
+        """The configured datamodule as a 1-process run sees it (loader policy, prepare, setup)."""
         dm = instantiate(self.cfg.data)
         install_loader_policy(dm, seed=int(self.cfg.seed))
         dm.prepare_data()
@@ -102,9 +98,7 @@ class DoctorContext:
         return dm
 
     def factories(self) -> dict[str, Any]:
-        """The optimizer / scheduler `_partial_`s exactly as train.py hands them to the module:
-        the plan fills in the scaled LR, and `total_steps` only where the factory accepts it
-        (ReduceLROnPlateau and friends do not)."""
+        """The optimizer / scheduler `_partial_`s, planned, as train.py hands them to the task."""
         source = TrainingPlanner()
         source.plan = self.plan
         return planned_factories(self.probe_cfg.model, source)
@@ -112,7 +106,6 @@ class DoctorContext:
     def make_task(
         self, seed: int | None = None, state: dict[str, torch.Tensor] | None = None
     ) -> L.LightningModule:
-        """A fresh task as the config builds it, with `state` loaded where given."""
         factories = self.factories()  # before seeding: the first call builds a task of its own
         torch.manual_seed(self.cfg.seed if seed is None else seed)
         task = instantiate(self.probe_cfg.model, **factories)
@@ -134,8 +127,7 @@ class DoctorContext:
 
     @cached_property
     def probe_indices(self) -> list[int] | None:
-        """Dataset indices of the probe batch: the first `probe.batch_size` train samples in
-        the loader's own order (None when the dataset cannot be indexed)."""
+        """The probe batch's dataset indices, in the loader's order (None: cannot be indexed)."""
         if not self.samples.indexable:
             return None
         flat = (i for b in self.samples.index_batches() for i in b)
@@ -143,10 +135,8 @@ class DoctorContext:
 
     @cached_property
     def batch(self) -> Any:
-        """The fixed probe batch, built by the loader's own collate_fn (any structure); the
-        first real batch as it comes when the dataset cannot be indexed."""
-        indices = self.probe_indices
-        if indices:
+        """The fixed probe batch, by the loader's own collate_fn (else its first real batch)."""
+        if indices := self.probe_indices:
             return self.samples.collate(indices)
         if indices is None and (first := self.samples.real_batches(1)):
             return first[0]
@@ -285,8 +275,7 @@ def quiet() -> Iterator[None]:
     level = log.level
     log.setLevel(logging.ERROR)
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
+        with warnings.catch_warnings(action="ignore"):
             yield
     finally:
         log.setLevel(level)

@@ -1,10 +1,8 @@
 """Near copies: evaluation images that are training images moved by a pixel, mirrored or saved
-again (other compression, noise), which an exact hash of the samples cannot see.
-
-Each image is reduced to one channel of at most 16x16 (averaged), centred and scaled to unit
-length; two images are near copies when their cosine similarity, best over shifts of one pixel
-and a horizontal flip, reaches SIMILAR. Bounded: the first EVAL_IMAGES of a split against the
-first TRAIN_IMAGES the train loader yields."""
+again (other compression, noise), which an exact hash of the samples cannot see. Each image is
+averaged to one channel of at most 16x16, centred and scaled to unit length; two are near copies
+when their cosine similarity, best over one-pixel shifts and a horizontal flip, reaches SIMILAR.
+Bounded: the first EVAL_IMAGES of a split against the train loader's first TRAIN_IMAGES."""
 
 from __future__ import annotations
 
@@ -56,9 +54,8 @@ def best_similarity(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
 
 
 def twin_share(images: torch.Tensor, count: int) -> float:
-    """The share of the first `count` images with a near twin among the others, as they are:
-    how alike the data's own distinct samples are (a training set that holds each image and its
-    mirror, by design, is not counted as its own copies)."""
+    """The share of the first `count` images with a near twin among the others as they are: how
+    alike the data's own samples are (a set holding each image and its mirror is not copies)."""
     sims = _unit(images[:count]) @ _unit(images).T
     sims[torch.arange(count), torch.arange(count)] = -1.0
     return float((sims.max(1).values >= SIMILAR).float().mean())

@@ -1,7 +1,6 @@
-"""The main probe run, shared by several checks: the task trains on one fixed batch.
-
-One real fit at a constant learning rate, recorded by `Recorder` and `Spy`, extended while the
-loss still falls (`OverfitStop`); most checks read it, so the user's hooks run once for all."""
+"""The main probe run: one real fit on one fixed batch at a constant learning rate, recorded by
+`Recorder` and `Spy`, extended while the loss still falls (`OverfitStop`); most checks read it,
+so the user's hooks run once for all."""
 
 from __future__ import annotations
 
@@ -24,10 +23,9 @@ NEVER = 2**62  # a scheduler frequency no probe reaches
 
 
 class ConstantLR(L.Callback):
-    """Hold every optimizer at its base LR (`initial_lr`, which torch's schedulers record), times
-    `scale` (the divergence retry): a schedule sized for a whole run would keep a 60-step probe
-    in its warmup (LR near 0) and fail a healthy model. The schedulers stay registered (their
-    state is still checkpointed) but never step."""
+    """Hold every optimizer at its base LR (torch's schedulers record `initial_lr`) x `scale`: a
+    schedule sized for a whole run would keep a 60-step probe in its warmup (LR near 0) and fail
+    a healthy model. The schedulers stay registered (still checkpointed) but never step."""
 
     def __init__(self, scale: float = 1.0) -> None:
         self.scale = scale
@@ -43,10 +41,9 @@ class ConstantLR(L.Callback):
 
 
 class OverfitStop(L.Callback):
-    """Stop the probe once the answer is known: the loss reached the target, stopped falling,
-    went non-finite, or the time budget ran out. Decided every `min_steps // 2` optimizer steps
-    after the first `min_steps` (micro-batches that step; a task that steps every K micro-batches
-    is judged on K times as many), or after `min_steps x patience` micro-batches without them."""
+    """Stop once the loss reached the target, stopped falling, went non-finite, or time ran out;
+    judged every `min_steps // 2` optimizer steps after `min_steps` (K times as many micro-batches
+    for a task stepping every K), or after `min_steps x patience` micro-batches if sooner."""
 
     def __init__(self, recorder: Recorder, settings: ProbeSettings) -> None:
         self.recorder, self.settings, self.reason = recorder, settings, "max_steps"
@@ -130,8 +127,7 @@ def _short_fit(ctx: DoctorContext) -> tuple[L.LightningModule, FitResult]:
 
 
 def short_fit(ctx: DoctorContext) -> tuple[L.LightningModule, FitResult]:
-    """A fresh task fitted for probe.overfit_steps on the real train batches in the loader's
-    order at a constant LR: what the probes that judge what training learns share (read only)."""
+    """A fresh task fitted overfit_steps on the real train batches at a constant LR (read only)."""
     return ctx.shared(_short_fit)
 
 
@@ -200,8 +196,5 @@ def target_path(ctx: DoctorContext, call: LossCall) -> str | None:
         for path, leaf in leaves(ctx.batch)
         if leaf.numel() == target.numel() and not leaf.is_complex()
     ]
-    for same in (torch.equal, lambda a, b: torch.equal(a.sort().values, b.sort().values)):
-        for path, values in found:
-            if same(values, target):
-                return path
-    return None
+    tests = (torch.equal, lambda a, b: torch.equal(a.sort().values, b.sort().values))
+    return next((path for same in tests for path, values in found if same(values, target)), None)

@@ -1,6 +1,5 @@
 """A callback that watches a short real Lightning run, hook by hook: the doctor never
-re-implements the loop, so an overridden `optimizer_zero_grad`, `training_step`,
-`configure_optimizers` or `backward` is exactly what gets observed."""
+re-implements the loop, so whatever hook the task overrides is exactly what gets observed."""
 
 from __future__ import annotations
 
@@ -37,7 +36,6 @@ def frozen_state(module: nn.Module) -> dict[str, torch.Tensor]:
 
 
 def grad_norms(module: nn.Module) -> dict[str, float | None]:
-    """Per trainable parameter: its gradient's L2 norm, or None when it has no gradient."""
     return {
         name: None if p.grad is None else float(p.grad.detach().float().norm())
         for name, p in module.named_parameters()
@@ -50,7 +48,6 @@ def param_ids(optimizer: Any) -> set[int]:
 
 
 def grad_copies(module: nn.Module, only: set[int] | None = None) -> dict[str, torch.Tensor]:
-    """A copy of each gradient (of the parameters whose ids are in `only`, where given)."""
     return {
         n: p.grad.detach().clone()
         for n, p in module.named_parameters()
@@ -87,8 +84,7 @@ class Recorder(L.Callback):
         self.losses: list[float | None] = []
         self.step_grads: list[dict[str, float | None]] = []
         self.step_grad_tensors: list[dict[str, torch.Tensor]] = []
-        # per optimizer step after the first: (step, parameters it applies gradients to that
-        # were never cleared since that optimizer last stepped, their gradient norm)
+        # per optimizer step: (step, parameters holding gradients from before its last step, norm)
         self.stale_steps: list[tuple[int, list[str], float]] = []
         self._cleared: dict[int, bool] = {}  # param id -> grad seen None/zero since its step
         self._stepped: set[int] = set()  # param ids some optimizer has already stepped
@@ -130,7 +126,6 @@ class Recorder(L.Callback):
             kept = {n: t for n, t in self.frozen_values.items() if n in state}
             new = {n: t.detach().clone() for n, t in state.items() if n not in kept}
             self.frozen_values = kept | new
-            # Submodules in eval mode (the root is called 'task').
             if off := [n or "task" for n, m in pl_module.named_modules() if not m.training]:
                 self.eval_modules.append((batch_idx, off))
         self._backward_loss = None

@@ -1,10 +1,7 @@
-"""Real train samples for the probes, taken from the user's own train loader.
-
-With a map-style dataset the doctor works on *indices*: the loader's batch sampler says which
-samples form each micro-batch, each sample is fetched once (a random `__getitem__` augmentation
-is frozen for every probe that compares two runs), and the loader's own `collate_fn` makes any
-group of samples a batch. Any other loader is replayed batch by batch as it yields; probes that
-need to regroup samples then say why they cannot."""
+"""Real train samples from the user's own train loader. With a map-style dataset the probes work
+on indices: the batch sampler groups them, each sample is fetched once (a random augmentation is
+frozen for every probe comparing two runs), the loader's `collate_fn` makes any group a batch.
+Any other loader is replayed as it yields; probes that must regroup samples say why they cannot."""
 
 from __future__ import annotations
 
@@ -52,16 +49,12 @@ def iterate_batches(loader: Any) -> Iterator[Any]:
     """Iterate what Lightning would feed training_step: containers of loaders as one batch."""
     if isinstance(loader, dict | list | tuple):
         loader = CombinedLoader(loader, "max_size_cycle")
-    if isinstance(loader, CombinedLoader):
-        yield from (batch for batch, _, _ in loader)
-    else:
-        yield from loader
+    yield from (batch for batch, _, _ in loader) if isinstance(loader, CombinedLoader) else loader
 
 
 def content(loader: Any, limit: int, part: Callable[[Any], Any] | None = None) -> list[int]:
-    """The first `limit` samples a loader yields (one pass at most), by content (of `part` of
-    each batch): where a loader has no indices, what it yields is all there is to compare. A
-    sample's hash covers its rows of every tensor that has one row per sample."""
+    """The first `limit` samples of one pass, by content (of `part` of each batch: where a loader
+    has no indices, all there is to compare): a hash of its row of each per-sample tensor."""
     stream: list[int] = []
     for batch in iterate_batches(loader):
         batch = part(batch) if part else batch
@@ -96,8 +89,7 @@ def order_source(loader: DataLoader) -> Any:
 
 
 def two_epochs(loader: Any, by_index: bool) -> tuple[list[int], list[int]]:
-    """The first samples of epochs 0 and 1 (after Lightning's set_epoch), by index or by
-    content; the sampler is left at epoch 0, as the run finds it."""
+    """The first samples of epochs 0 and 1 (by index or content), leaving the sampler at 0."""
 
     def draw(epoch: int) -> list[int]:
         compat.set_sampler_epoch(loader, epoch)

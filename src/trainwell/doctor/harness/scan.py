@@ -1,7 +1,6 @@
 """The data scan several checks read: every tensor of the first batches of every split, as the
-real loaders yield them. Per split it also keeps each feature's moments (float inputs) or id
-counts at real positions (token ids); train's batches also in two alternating halves, the
-spread two draws of one distribution show."""
+real loaders yield them, with per split each feature's moments (float inputs) or id counts at
+real positions (token ids); train's also in two alternating halves (two draws' spread)."""
 
 from __future__ import annotations
 
@@ -48,8 +47,7 @@ class Scan:
 
 
 def _walk(ctx: DoctorContext) -> Scan:
-    """Walk the real loaders (train order and augmentation included), up to probe.scan_batches
-    per split: every tensor of every batch, whatever the batch's structure."""
+    """Up to probe.scan_batches batches per split (train's in its order, with augmentation)."""
     limit, result = ctx.settings.scan_batches, Scan()
     for split in SPLITS:
         loaders, why = (
@@ -78,13 +76,6 @@ def _moments(t: torch.Tensor) -> torch.Tensor:
     return torch.stack([finite.sum(1).double(), *((v**k).sum(1) for k in (1, 2, 3, 4))])
 
 
-def _add(store: dict[str, torch.Tensor | None], path: str, value: torch.Tensor) -> None:
-    if path not in store:
-        store[path] = value
-    elif (old := store[path]) is not None:
-        store[path] = old + value if old.shape == value.shape else None
-
-
 def _scan_batch(result: Scan, split: str, index: int, batch: Any) -> None:
     """Count the batch's non-finite values and keep train's integer values; add its per-sample
     inputs to the split's moments and id counts (and to one of train's two halves)."""
@@ -95,7 +86,9 @@ def _scan_batch(result: Scan, split: str, index: int, batch: Any) -> None:
             if not t.dim() or t.shape[0] != rows or t.dtype == torch.bool or t.is_complex():
                 continue
             if t.is_floating_point():
-                _add(result.moments.setdefault(key, {}), path, _moments(t))
+                moments, new = result.moments.setdefault(key, {}), _moments(t)
+                old = moments.get(path, torch.zeros_like(new))  # None: shapes already differ
+                moments[path] = old + new if old is not None and old.shape == new.shape else None
             elif t.dim() >= 2:
                 real = t if padding is None or padding.pad.shape != t.shape else t[~padding.pad]
                 real = real[real >= 0].reshape(-1).cpu()  # negative ids: ignore_index labels

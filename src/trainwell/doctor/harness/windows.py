@@ -1,8 +1,6 @@
-"""The windows accumulation.equivalence compares, and the gradient one optimizer step takes.
-
-A window is K real consecutive micro-batches of the train loader paired with one batch of the
-same items. Under manual optimization `StepWatch` observes when the user's code clears and
-applies gradients, on the torch optimizers and the LightningOptimizers alike."""
+"""The windows accumulation.equivalence compares (K real consecutive micro-batches paired with
+one batch of the same items) and the gradient one optimizer step takes; under manual
+optimization `StepWatch` sees where the user's code clears and applies gradients."""
 
 from __future__ import annotations
 
@@ -106,9 +104,8 @@ def moves_with_seed(
 
 
 def one_batch(ctx: DoctorContext, groups: list[list[int]] | None, batches: list[Any]) -> Any:
-    """One batch of the micro-batches' items: their samples (`groups` of indices) re-collated by
-    the loader's own collate_fn, else the micro-batches concatenated (ConcatError: they cannot
-    be), as where a random collate_fn (masking, cropping) would draw differently for it."""
+    """One batch of the micro-batches' items: `groups` re-collated by the loader's collate_fn,
+    else (a random collate_fn draws anew) the micro-batches concatenated (or ConcatError)."""
     flat = [i for g in groups or [] for i in g]
     if groups is not None and ctx.samples.collate_is_deterministic(flat):
         return ctx.samples.collate(flat)
@@ -124,16 +121,12 @@ def windows(ctx: DoctorContext, k: int, configured: int) -> tuple[list[Window], 
     """The first window of K real micro-batches and, when the run has one, its short tail."""
     samples, first = ctx.samples, "the first window of {} micro-batches"
     try:
-        if not samples.indexable:
-            batches = samples.real_batches(k)
-            if len(batches) < 2:
-                return [], f"the train loader yields {len(batches)} batch(es) per epoch"
-            return [Window(first.format(len(batches)), batches, concat(batches))], ""
-        groups = samples.index_batches()
+        # index lists where samples can be regrouped, else the batches as the loader yields them
+        groups = samples.index_batches() if samples.indexable else samples.real_batches(k)
         if len(groups) < 2:
-            return [], (
-                f"the train loader yields {len(groups)} batch per epoch: nothing to accumulate"
-            )
+            return [], f"{len(groups)} batch per epoch in the train loader: nothing to accumulate"
+        if not samples.indexable:
+            return [Window(first.format(len(groups)), groups, concat(groups))], ""
         found = [_regroup(ctx, groups[:k], first.format(min(k, len(groups))))]
         tail = len(groups) % configured or configured
         last = groups[len(groups) - tail :]
@@ -182,8 +175,7 @@ class StepWatch(L.Callback):
             self._undo.append(optimizer.register_step_pre_hook(self._before_step).remove)
 
     def _wrap_zero_grad(self, optimizer: Any) -> None:
-        original = optimizer.zero_grad
-        index = self._index(optimizer)
+        original, index = optimizer.zero_grad, self._index(optimizer)
 
         def zero_grad(*args: Any, **kwargs: Any) -> Any:
             self.events.append(Event("zero", self._batch, self.spy.backward_calls, index))
@@ -212,14 +204,12 @@ class StepWatch(L.Callback):
         self._stepped = False
 
     def on_train_batch_end(self, trainer: L.Trainer, *args: Any) -> None:
-        # Every optimizer has taken its first step: nothing more to watch.
         if self.optimizers and len(self.grads) == self.optimizers:
             trainer.should_stop = True
 
     def teardown(self, trainer: L.Trainer, pl_module: L.LightningModule, stage: str) -> None:
-        for undo in self._undo:
-            undo()
-        self._undo = []
+        while self._undo:
+            self._undo.pop()()
 
     def first_step(self, optimizer: int = 0) -> Event | None:
         return next((e for e in self.events if e.kind == "step" and e.optimizer == optimizer), None)
