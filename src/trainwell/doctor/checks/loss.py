@@ -75,16 +75,11 @@ def loss_logits(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     return passes(f"{call.name} receives raw logits")
 
 
-def _num_classes(call: LossCall | None) -> int | None:
-    """The classes a class-index loss scores (its input's dim 1; dim 0 unbatched), else None."""
-    if call is None or call.name not in CLASS_INDEX or call.input.dim() == 0:
-        return None
-    return int(call.input.shape[1 if call.input.dim() >= 2 else 0])
-
-
 def targets_contract(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     call = first_loss(ctx)
-    classes = _num_classes(call)
+    classes: int | None = None  # a class-index loss scores its input's dim 1 (0 unbatched)
+    if call is not None and call.name in CLASS_INDEX and call.input.dim() > 0:
+        classes = int(call.input.shape[1 if call.input.dim() >= 2 else 0])
     data = scan(ctx)
     path = target_path(ctx, call) if call is not None else None
     dtype = data.dtypes.get(path, "unknown") if path else "unknown"

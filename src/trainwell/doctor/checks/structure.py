@@ -1,12 +1,10 @@
 """params.registered, optimizer.coverage, precision.master_weights and device.placement: can the
 optimizer see and update what should train, in a precision and on a device that keep it?
 
-precision.master_weights: `model.half()` (or `.to(torch.bfloat16)`) before training puts the
-optimizer's update straight into half-precision weights: an update below the weight's resolution
-(2^-11 of it in float16, 2^-8 in bfloat16) is rounded away, and in float16 Adam's eps=1e-8 and small
-squared gradients flush to 0, so steps divide by zero. Mixed precision (`trainer.precision=16-mixed`
-/ `bf16-mixed`) keeps float32 weights and casts per op; `*-true` precisions are an explicit choice
-of half weights and are not flagged.
+precision.master_weights: in half-precision weights an update below the weight's resolution (2^-11
+of it in float16, 2^-8 in bfloat16) is rounded away, and in float16 Adam's eps=1e-8 and small
+squared gradients flush to 0. Mixed precision keeps float32 weights; `*-true` precisions are an
+explicit choice of half weights and are not flagged.
 """
 
 from __future__ import annotations
@@ -159,11 +157,8 @@ def precision_master_weights(ctx: DoctorContext, evidence: dict[str, Any]) -> Ve
         if p.dtype in (torch.float16, torch.bfloat16):
             half.setdefault(str(p.dtype).removeprefix("torch."), []).append(name)
     trainable = len(params)
-    evidence |= {
-        "trainer_precision": precision,
-        "trainable_tensors": trainable,
-        "half_tensors": {k: len(v) for k, v in half.items()},
-    }
+    evidence |= {"trainer_precision": precision, "trainable_tensors": trainable}
+    evidence["half_tensors"] = {k: len(v) for k, v in half.items()}
     if not half:
         return passes(
             f"all {trainable} trainable tensors are float32 (trainer.precision={precision} "
