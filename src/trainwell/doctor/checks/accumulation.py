@@ -159,12 +159,11 @@ def _scaling_cause(calls: list[list[Any]], ratio: float, n: int, evidence: dict[
     if not multiplied and abs(ratio - 1) < 0.02:
         # One batch's size but not its direction: no scale, the micro-batches' losses differ.
         return (
-            "the window's gradient has one batch's size but not its direction, so a micro-"
-            "batch's loss is not a plain mean over its samples: a mean over tokens or unmasked "
-            "targets (declare `def loss_items(self, batch)` returning their count), a "
-            "normaliser taken from the micro-batch or from state each step updates, or outputs "
-            "that depend on the rest of the micro-batch (padding to its longest sequence, batch "
-            "statistics)"
+            "the window's gradient has one batch's size but not its direction, so a micro-batch's "
+            "loss is not a plain mean over its samples: a mean over tokens or unmasked targets "
+            "(declare `def loss_items(self, batch)` returning their count), a normaliser taken "
+            "from the micro-batch or from state each step updates, or outputs that depend on the "
+            "rest of the micro-batch (padding to its longest sequence, batch statistics)"
         )
     how = f"multiplied by the micro-batch count ({n})" if multiplied else "scaled per micro-batch"
     return (

@@ -216,17 +216,15 @@ def weights_averaging(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     for owner, found in places.items():
         if None in found:
             return fails(
-                f"{owner}'s weight average is not in the checkpoint: a resume restarts it from "
-                "the weights and eval, predict and export never see it; save it in the "
-                "checkpoint's state_dict (Lightning's EMAWeightAveraging does, or use "
-                "ema.decay=<decay>)"
+                f"{owner}'s weight average is not in the checkpoint: a resume restarts it from the "
+                "weights and eval, predict and export never see it; save it in the checkpoint's "
+                "state_dict (Lightning's EMAWeightAveraging does, or use ema.decay=<decay>)"
             )
         if "state_dict" not in found:
             return warns(
                 f"{owner} saves its weight average outside the checkpoint's state_dict "
                 f"({', '.join(sorted(map(str, found)))}): eval, predict and export load the "
-                "state_dict, the trained weights; put the average there (ema.decay=<decay> "
-                "does)"
+                "state_dict, the trained weights; put the average there (ema.decay=<decay> does)"
             )
     return passes(
         f"the weight average of {', '.join(sorted(owners))} is updated once per optimizer "

@@ -194,8 +194,7 @@ def checkpoint_partial_load(ctx: DoctorContext, evidence: dict[str, Any]) -> Ver
         return fails(
             f"load_state_dict(strict=False) into {x.module} while the task is built matched 0 of "
             f"its {x.expected} keys: {why}, so training starts from random weights; strip the "
-            "prefix (str.removeprefix) and load with strict=True, or read the returned "
-            "missing_keys"
+            "prefix (str.removeprefix) and load with strict=True, or read the returned missing_keys"
         )
     return passes(
         f"{len(loads)} load_state_dict call(s) while building the task each matched the "

@@ -100,9 +100,8 @@ def targets_contract(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         binary = bool(((t == 0) | (t == 1)).all())
         if binary and bool((t.sum(dim=1) == 1).all()):
             return fails(
-                "CrossEntropyLoss receives one-hot float targets (read as soft labels, which "
-                "hides label bugs and costs memory); pass class indices as int64 "
-                "(targets.argmax(1))"
+                "CrossEntropyLoss receives one-hot float targets (read as soft labels, which hides "
+                "label bugs and costs memory); pass class indices as int64 (targets.argmax(1))"
             )
     if call.name in VALUE_LOSSES and path is not None and not dtype.startswith("torch.float"):
         integral = bool((t == t.round()).all())

@@ -30,7 +30,6 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     state = {n: t.clone() for n, t in ctx.make_task().state_dict().items()}
     limit = ctx.settings.window_batches
     batches = ctx.samples.micro_batches(0, limit)
-    # A probe fit over real micro-batches, watched until every optimizer has stepped.
     spy = Spy(max_calls=8 * limit)
     watch = StepWatch(spy)
     rec = Recorder(spy=spy, freeze_stochastic=True, spy_batches=limit)
@@ -75,8 +74,7 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         "micro_batches_per_window": {i: e.batch + 1 for i, e in steps.items()},
         "micro_batches_in_first_window": n,
     }
-    # Only one and the same multiple of the mean in every micro-batch makes the reference (that
-    # multiple of one batch's mean) known.
+    # One and the same multiple in every micro-batch makes the reference (that multiple) known.
     if None in scales or max(scales) - min(scales) > 1e-5 * max(abs(s) for s in scales):  # type: ignore[type-var,operator,arg-type]
         return skips(
             "the loss passed to backward is not a fixed multiple of the recognised loss "

@@ -156,12 +156,11 @@ def precision_master_weights(ctx: DoctorContext, evidence: dict[str, Any]) -> Ve
     for name, p in params:
         if p.dtype in (torch.float16, torch.bfloat16):
             half.setdefault(str(p.dtype).removeprefix("torch."), []).append(name)
-    trainable = len(params)
-    evidence |= {"trainer_precision": precision, "trainable_tensors": trainable}
+    evidence |= {"trainer_precision": precision, "trainable_tensors": len(params)}
     evidence["half_tensors"] = {k: len(v) for k, v in half.items()}
     if not half:
         return passes(
-            f"all {trainable} trainable tensors are float32 (trainer.precision={precision} "
+            f"all {len(params)} trainable tensors are float32 (trainer.precision={precision} "
             "casts per op where it is mixed)"
         )
     if precision.endswith("-true") and not precision.startswith(("32", "64")):
@@ -175,7 +174,7 @@ def precision_master_weights(ctx: DoctorContext, evidence: dict[str, Any]) -> Ve
     fp16 = "float16" in half
     return Verdict(
         "fail" if fp16 else "warn",
-        f"{count} of {trainable} trainable tensors (first: `{names[0]}`) are stored in {dtype} "
+        f"{count} of {len(params)} trainable tensors (first: `{names[0]}`) are stored in {dtype} "
         f"and updated in place with no float32 master copy (trainer.precision={precision}): "
         "updates below the weights' resolution are lost"
         + (" and Adam's eps=1e-8 rounds to 0 in float16 (NaN steps)" if fp16 else "")
