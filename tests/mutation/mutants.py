@@ -743,7 +743,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor accumulation.equivalence: class weights under a mean reduction go unnamed",
         "src/trainwell/doctor/checks/accumulation.py",
-        '    if any(c.weighted and c.reduction == "mean" for batch in calls for c in batch):',
+        '    if not multiplied and any(c.weighted and c.reduction == "mean" for b in calls for c in b):',
         "    if False:",
         (
             "tests/doctor/test_invariants.py::"
@@ -875,7 +875,7 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor accumulation.equivalence: a window of one batch's size is called scaled",
         "src/trainwell/doctor/checks/accumulation.py",
-        "    if abs(ratio - 1) < 0.02:",
+        "    if not multiplied and abs(ratio - 1) < 0.02:",
         "    if False:",
         (
             "tests/doctor/test_invariants.py::"

@@ -1,11 +1,9 @@
 """accumulation.equivalence: an optimizer step over a window of micro-batches == one batch.
 
-The windows are the user's own (the train loader's first window of the epoch and its short tail
-window, through the Trainer train.py builds); "one batch of the same items" re-collates the window's
-samples with the loader's collate_fn (per-batch padding included), or concatenates the micro-batches
-when the dataset cannot be indexed. Every run sets Dropout to p=0 and BatchNorm to eval: they make
-micro-batch and full-batch forwards differ by design (BatchNorm warns). Manual optimization:
-checks/manual_accumulation.py (the registry picks one).
+The windows are the train loader's first and short tail window; "one batch of the same items"
+re-collates their samples with the loader's collate_fn (per-batch padding included), or
+concatenates the micro-batches when the dataset cannot be indexed. Dropout (p=0) and BatchNorm
+(eval) are frozen: they make micro-batch and full-batch forwards differ by design (BatchNorm warns).
 """
 
 from __future__ import annotations
@@ -36,11 +34,8 @@ def accumulation_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Ve
     configured = ctx.accumulate
     k = configured if configured > 1 else 2
     state = {n: t.clone() for n, t in probe.state_dict().items()}
-    evidence |= {
-        "accumulate_configured": configured,
-        "accumulate_probed": k,
-        "item_unit": counting_unit(probe),
-    }
+    evidence |= {"accumulate_configured": configured, "accumulate_probed": k}
+    evidence["item_unit"] = counting_unit(probe)
     found, why = windows(ctx, k, configured)
     if not found:
         return skips(f"no window to compare: {why}")
@@ -72,11 +67,8 @@ def accumulation_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Ve
             "with less accumulation"
         )
     where = "" if configured > 1 else f" (probed with K={k}; this run does not accumulate)"
-    labels = " and ".join(w.label for w in found)
-    return passes(
-        f"{labels} give{'s' if len(found) == 1 else ''} the gradient of one batch of the same "
-        f"items{where}"
-    )
+    labels, s = " and ".join(w.label for w in found), "s" if len(found) == 1 else ""
+    return passes(f"{labels} give{s} the gradient of one batch of the same items{where}")
 
 
 def _compare_window(
@@ -156,31 +148,26 @@ def _scaling_cause(calls: list[list[Any]], ratio: float, n: int, evidence: dict[
             "the batch and accumulation (which averages micro-batches) cannot match one "
             "batch; return a mean (reduction='mean', .mean()) from training_step"
         )
-    if n > 1 and abs(ratio - n) < 0.05 * n:
-        return (
-            f"the loss is multiplied by the number of micro-batches ({n}) somewhere (Lightning "
-            "and the template already normalise each window); return the plain micro-batch "
-            "mean from training_step, never multiplied by accumulate_grad_batches"
-        )
-    if any(c.weighted and c.reduction == "mean" for batch in calls for c in batch):
+    multiplied = n > 1 and abs(ratio - n) < 0.05 * n
+    if not multiplied and any(c.weighted and c.reduction == "mean" for b in calls for c in b):
         return (
             "the loss weighs classes under a mean reduction (CrossEntropyLoss(weight=...)), "
             "which divides each micro-batch by its own sum of class weights, so no window is "
             "one batch's weighted mean; take reduction='none', multiply by weight[y] and "
             "take .mean(): a mean over samples accumulates exactly"
         )
-    if abs(ratio - 1) < 0.02:
+    if not multiplied and abs(ratio - 1) < 0.02:
         # One batch's size but not its direction: no scale, the micro-batches' losses differ.
         return (
-            "the window's gradient has one batch's size but not its direction, so a micro-"
-            "batch's loss is not a plain mean over its samples: a mean over tokens or unmasked "
-            "targets (declare `def loss_items(self, batch)` returning their count), a "
-            "normaliser taken from the micro-batch or from state each step updates, or outputs "
-            "that depend on the rest of the micro-batch (padding to its longest sequence, batch "
-            "statistics)"
+            "the window's gradient has one batch's size but not its direction, so a micro-batch's "
+            "loss is not a plain mean over its samples: a mean over tokens or unmasked targets "
+            "(declare `def loss_items(self, batch)` returning their count), a normaliser taken "
+            "from the micro-batch or from state each step updates, or outputs that depend on the "
+            "rest of the micro-batch (padding to its longest sequence, batch statistics)"
         )
+    how = f"multiplied by the micro-batch count ({n})" if multiplied else "scaled per micro-batch"
     return (
-        "the loss is scaled per micro-batch somewhere (Lightning and the template already "
+        f"the loss is {how} somewhere (Lightning and the template already "
         "normalise each window); return the plain micro-batch mean from training_step, never "
         "multiplied or divided by accumulate_grad_batches"
     )

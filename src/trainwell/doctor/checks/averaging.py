@@ -1,12 +1,9 @@
 """weights.averaging: a moving average of the weights (EMA, SWA) updated once per optimizer step,
 never per micro-batch, and saved in the checkpoint.
 
-Updated per micro-batch under accumulation, an average silently decays K times too fast; kept
-outside the checkpoint, it restarts on every resume and never reaches eval, predict or export.
-Averages are told by what they do, not their class: in a short real fit under accumulation (K >= 2)
-with the run's averaging callbacks, a tensor they or the module hold outside the optimizer averages
-a weight when each change moves it straight towards it (EMA, SWA: `avg += a * (w - avg)`), unlike
-statistics such as BatchNorm's.
+Averages are told by what they do, not their class: in a short fit under accumulation (K >= 2), a
+tensor the run's callbacks or the module hold outside the optimizer averages a weight when each
+change moves it straight towards it (`avg += a * (w - avg)`), unlike statistics such as BatchNorm's.
 """
 
 from __future__ import annotations
@@ -38,8 +35,7 @@ AT_END, MID = "updates_after_an_optimizer_step", "updates_mid_window"
 
 
 def _user_callbacks(cfg: DictConfig) -> tuple[list[L.Callback], list[str]]:
-    """The run's averaging callbacks (the template's EMA, WeightAveraging, the user's own), built as
-    the run builds them, and those that failed to build."""
+    """The run's averaging callbacks, built as the run builds them, and those that fail to build."""
     callbacks: list[L.Callback] = list(ema_callbacks(cfg))
     unbuilt: list[str] = []
     for name, node in (cfg.get("callbacks") or {}).items():
@@ -146,16 +142,13 @@ def _averaged_weight(
 ) -> str | None:
     """The trained weight `after - before` points straight at (None: no such weight)."""
     step = (after - before).double().flatten()
-    best, name = 0.0, None
+    best, name = PARALLEL, None
     for key, weight in weights.items():
         if weight.shape != before.shape:
             continue
         towards = (weight.double() - before.double()).flatten()
         norm = float(step.norm() * towards.norm())
-        if norm == 0.0 or not math.isfinite(norm):
-            continue
-        cosine = float(step @ towards) / norm
-        if cosine > max(best, PARALLEL):
+        if norm > 0.0 and math.isfinite(norm) and (cosine := float(step @ towards) / norm) > best:
             best, name = cosine, key
     return name
 
@@ -223,17 +216,15 @@ def weights_averaging(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     for owner, found in places.items():
         if None in found:
             return fails(
-                f"{owner}'s weight average is not in the checkpoint: a resume restarts it from "
-                "the weights and eval, predict and export never see it; save it in the "
-                "checkpoint's state_dict (Lightning's EMAWeightAveraging does, or use "
-                "ema.decay=<decay>)"
+                f"{owner}'s weight average is not in the checkpoint: a resume restarts it from the "
+                "weights and eval, predict and export never see it; save it in the checkpoint's "
+                "state_dict (Lightning's EMAWeightAveraging does, or use ema.decay=<decay>)"
             )
         if "state_dict" not in found:
             return warns(
                 f"{owner} saves its weight average outside the checkpoint's state_dict "
                 f"({', '.join(sorted(map(str, found)))}): eval, predict and export load the "
-                "state_dict, the trained weights; put the average there (ema.decay=<decay> "
-                "does)"
+                "state_dict, the trained weights; put the average there (ema.decay=<decay> does)"
             )
     return passes(
         f"the weight average of {', '.join(sorted(owners))} is updated once per optimizer "

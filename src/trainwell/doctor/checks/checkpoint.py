@@ -1,11 +1,8 @@
-"""checkpoint.roundtrip and checkpoint.partial_load: what a checkpoint keeps, and what a load takes.
-
-checkpoint.roundtrip: a fresh task loaded from the probe run's checkpoint gives the trained task's
-outputs and takes its next training step. checkpoint.partial_load: a `load_state_dict(strict=False)`
-that loads nothing while the task is built. strict=False turns missing and unexpected keys into a
-returned list nobody reads: weights saved through a wrapper (`model.` from a LightningModule
-attribute, `module.` from DataParallel/DDP, `_orig_mod.` from torch.compile) match no key, and
-training silently starts from random weights.
+"""checkpoint.roundtrip: a fresh task loaded from the probe run's checkpoint gives the trained
+task's outputs and takes its next training step. checkpoint.partial_load: no
+`load_state_dict(strict=False)` while the task is built loads nothing; strict=False returns missing
+keys in a list nobody reads, so weights saved through a wrapper (`model.`, `module.` from DDP,
+`_orig_mod.` from torch.compile) match no key and training silently starts from random weights.
 """
 
 from __future__ import annotations
@@ -105,7 +102,7 @@ def checkpoint_roundtrip(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdic
             )
         reached = fit.trainer.global_step > step
         after.append([p.detach().clone() for p in task.parameters()] if reached else None)
-    if after[0] is None or after[1] is None:
+    if None in after:
         evidence["next_step_not_compared"] = (
             f"no optimizer step in the {batches} micro-batches after resuming (the task "
             "steps on a condition the probe batch never met)"
@@ -177,13 +174,11 @@ def watched_loads() -> Iterator[list[Load]]:
 def checkpoint_partial_load(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     with watched_loads() as loads:
         ctx.make_task()
-    evidence |= {
-        "loads_while_building": len(loads),
-        "loads": [
-            {"into": x.module, "strict": x.strict, "given": len(x.given), "matched": x.loaded}
-            for x in loads[:10]
-        ],
-    }
+    evidence["loads_while_building"] = len(loads)
+    evidence["loads"] = [
+        {"into": x.module, "strict": x.strict, "given": len(x.given), "matched": x.loaded}
+        for x in loads[:10]
+    ]
     if not loads:
         return passes("building the task loads no state_dict, so no weights can be skipped")
     empty = [x for x in loads if not x.strict and x.given and x.expected and x.loaded == 0]
@@ -199,8 +194,7 @@ def checkpoint_partial_load(ctx: DoctorContext, evidence: dict[str, Any]) -> Ver
         return fails(
             f"load_state_dict(strict=False) into {x.module} while the task is built matched 0 of "
             f"its {x.expected} keys: {why}, so training starts from random weights; strip the "
-            "prefix (str.removeprefix) and load with strict=True, or read the returned "
-            "missing_keys"
+            "prefix (str.removeprefix) and load with strict=True, or read the returned missing_keys"
         )
     return passes(
         f"{len(loads)} load_state_dict call(s) while building the task each matched the "

@@ -1,11 +1,7 @@
 """grad.flow, grad.zeroing and memory.graph_leak, read from the real loop's first optimizer steps.
 
-grad.flow also compares autograd with central finite differences of the task's own training_step
-loss on a few coordinates, in float64 on a fresh task in eval mode (dropout off, BatchNorm on
-running statistics) so the loss is a deterministic function of the weights: a custom autograd
-Function with a wrong backward, a gradient hook left on a tensor, or part of the loss computed from
-`.data` or detached weights makes them disagree. memory.graph_leak: autograd graphs that survive a
-training step and grow step after step.
+grad.flow also compares autograd with central finite differences of training_step's loss, in
+float64 in eval mode so the loss is a deterministic function of the weights.
 """
 
 from __future__ import annotations
@@ -109,10 +105,8 @@ def grad_zeroing(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
 
 def finite_difference(ctx: DoctorContext) -> tuple[list[dict[str, Any]], str, int]:
     """(coordinates where autograd and the finite difference disagree, why the comparison could not
-    run, coordinates left out at a kink). A coordinate counts only where the loss is smooth at the
-    probe point: its two one-sided differences agree more closely than the central one and autograd
-    do (a ReLU at exactly 0, as zero biases over a blank background leave it, is a kink: the central
-    difference averages its two slopes, autograd takes one)."""
+    run, coordinates left out at a kink: where the central difference averages two slopes and
+    autograd takes one, such as a ReLU at exactly 0)."""
     task = ctx.make_task()
     if not task.automatic_optimization:
         return [], "manual optimization: the loss is not what training_step returns", 0

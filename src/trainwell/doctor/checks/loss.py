@@ -75,16 +75,11 @@ def loss_logits(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     return passes(f"{call.name} receives raw logits")
 
 
-def _num_classes(call: LossCall | None) -> int | None:
-    """The classes a class-index loss scores (its input's dim 1; dim 0 unbatched), else None."""
-    if call is None or call.name not in CLASS_INDEX or call.input.dim() == 0:
-        return None
-    return int(call.input.shape[1 if call.input.dim() >= 2 else 0])
-
-
 def targets_contract(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     call = first_loss(ctx)
-    classes = _num_classes(call)
+    classes: int | None = None  # a class-index loss scores its input's dim 1 (0 unbatched)
+    if call is not None and call.name in CLASS_INDEX and call.input.dim() > 0:
+        classes = int(call.input.shape[1 if call.input.dim() >= 2 else 0])
     data = scan(ctx)
     path = target_path(ctx, call) if call is not None else None
     dtype = data.dtypes.get(path, "unknown") if path else "unknown"
@@ -105,9 +100,8 @@ def targets_contract(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         binary = bool(((t == 0) | (t == 1)).all())
         if binary and bool((t.sum(dim=1) == 1).all()):
             return fails(
-                "CrossEntropyLoss receives one-hot float targets (read as soft labels, which "
-                "hides label bugs and costs memory); pass class indices as int64 "
-                "(targets.argmax(1))"
+                "CrossEntropyLoss receives one-hot float targets (read as soft labels, which hides "
+                "label bugs and costs memory); pass class indices as int64 (targets.argmax(1))"
             )
     if call.name in VALUE_LOSSES and path is not None and not dtype.startswith("torch.float"):
         integral = bool((t == t.round()).all())

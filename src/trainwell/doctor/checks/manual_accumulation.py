@@ -1,8 +1,6 @@
-"""accumulation.equivalence under manual optimization, where the user's code decides where a window
-starts and ends. A probe fit watches where it zeroes and steps (`StepWatch`) and compares, per
-optimizer on its own parameters, its first step's gradient with that of the recognised loss
-function's own mean (a sum for reduction='sum') over the same items in one batch. A window of one
-micro-batch whose step differs only warns: nothing is combined yet.
+"""accumulation.equivalence under manual optimization: a probe fit watches where the user's code
+zeroes and steps (`StepWatch`) and compares, per optimizer, its first step's gradient with that of
+the recognised loss function's mean (or sum) over the same items in one batch.
 """
 
 from __future__ import annotations
@@ -32,17 +30,13 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     state = {n: t.clone() for n, t in ctx.make_task().state_dict().items()}
     limit = ctx.settings.window_batches
     batches = ctx.samples.micro_batches(0, limit)
-    # A probe fit over real micro-batches, watched until every optimizer has stepped.
     spy = Spy(max_calls=8 * limit)
     watch = StepWatch(spy)
     rec = Recorder(spy=spy, freeze_stochastic=True, spy_batches=limit)
     fit = ctx.fit(ctx.make_task(state=state), replay_loader(batches), [watch, rec], max_steps=-1)
     steps = {i: e for i in range(watch.optimizers) if (e := watch.first_step(i)) is not None}
-    evidence |= {
-        "optimization": "manual",
-        "optimizers": watch.optimizers,
-        "events": [(e.kind, e.batch, e.optimizer) for e in watch.events[:20]],
-    }
+    evidence |= {"optimization": "manual", "optimizers": watch.optimizers}
+    evidence["events"] = [(e.kind, e.batch, e.optimizer) for e in watch.events[:20]]
     if not steps:
         why = fit.error_line or f"no optimizer.step() in the first {len(batches)} micro-batches"
         return skips(f"no manual step observed to compare: {why}")
@@ -56,7 +50,7 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "(an optimizer calling a closure, such as L-BFGS): a step is no window of "
             "micro-batch gradients, so there is nothing to compare"
         )
-    if any(len(c) != 1 for c in calls):
+    if any(c != 1 for c in counts):
         return skips(
             f"training_step calls {counts} recognised loss function(s) per micro-batch; the "
             "doctor rebuilds one batch's loss only from exactly one (the weights of several "
@@ -80,14 +74,13 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         "micro_batches_per_window": {i: e.batch + 1 for i, e in steps.items()},
         "micro_batches_in_first_window": n,
     }
-    # Only one and the same multiple of the mean in every micro-batch makes the reference (that
-    # multiple of one batch's mean) known.
+    # One and the same multiple in every micro-batch makes the reference (that multiple) known.
     if None in scales or max(scales) - min(scales) > 1e-5 * max(abs(s) for s in scales):  # type: ignore[type-var,operator,arg-type]
         return skips(
             "the loss passed to backward is not a fixed multiple of the recognised loss "
-            "function's output (other terms, or several backward calls per micro-batch), so "
-            "the doctor has no reference to compare with; backpropagate one loss function's "
-            "output per micro-batch (scaled as the window needs)"
+            "function's output (other terms, or several backward calls per micro-batch): no "
+            "reference to compare with; backpropagate one loss output per micro-batch, scaled as "
+            "the window needs"
         )
     references: dict[tuple[int, int], tuple[Any, Grads]] = {}
     backwards = [b for b, _ in spy.backward_values]
@@ -145,8 +138,7 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
 def _cause(
     n: int, ratio: float, scale: float | None, discarded: list[int], calls: list[list[Any]]
 ) -> str:
-    """Why a first manual step over `n` micro-batches is `ratio` x one batch's gradient (`calls`:
-    the loss calls of every micro-batch up to the last optimizer's first step)."""
+    """Why a first manual step over `n` micro-batches is `ratio` x one batch's gradient."""
     if discarded:
         return (
             f"zero_grad() runs inside the window and discards the gradients of micro-batch(es) "

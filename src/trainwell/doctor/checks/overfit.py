@@ -33,8 +33,7 @@ FLAT = 0.02  # the loss moved less than 2% between the first and the last quarte
 
 def trend(values: list[float], max_ratio: float) -> Trend:
     n = len(values)
-    if not all(math.isfinite(v) for v in values):
-        bad = next(i for i, v in enumerate(values) if not math.isfinite(v))
+    if (bad := next((i for i, v in enumerate(values) if not math.isfinite(v)), None)) is not None:
         return Trend("non-finite", bad, values[0], math.nan, math.nan, math.nan, math.nan)
     first, last = values[0], sum(values[-3:]) / len(values[-3:])
     ratio = last / first if first > 0 else math.inf
@@ -55,8 +54,8 @@ def trend(values: list[float], max_ratio: float) -> Trend:
 
 
 def _losses(obs: Observation) -> list[float] | None:
-    """The losses of the steps that trained; a step whose training_step returned None (how
-    Lightning skips a batch) has none and is left out. None when fewer than two remain."""
+    """The losses of the steps that trained (a training_step returning None skips its batch), or
+    None when fewer than two remain."""
     values = [float(v) for v in obs.recorder.losses if v is not None]
     return values if len(values) >= 2 else None
 
@@ -119,19 +118,19 @@ def _verdict(ctx: DoctorContext, obs: Observation, evidence: dict[str, Any]) -> 
             "to the last quarter): the optimizer does not update the weights (LR 0, frozen or "
             "detached parameters, a loss without a graph to them; see the checks above)"
         )
+    falls = (
+        f"the loss on one fixed batch of {size} falls {seen.first:.4g} -> {seen.last:.4g} in "
+        f"{seen.steps} steps ({seen.drop:.0%} from the first to the last quarter"
+    )
     if seen.kind == "slow" and obs.stop.reason == "stopped falling":
         return warns(
-            f"the loss on one fixed batch of {size} falls {seen.first:.4g} -> {seen.last:.4g} in "
-            f"{seen.steps} steps ({seen.drop:.0%} from the first to the last quarter) and levels "
-            f"off above {limit:g}x: the model cannot memorise this batch (little capacity, or "
-            "targets the inputs do not determine, like the next token of a random sequence); "
-            "fine if expected, otherwise raise the capacity"
+            f"{falls}) and levels off above {limit:g}x: the model cannot memorise this batch "
+            "(little capacity, or targets the inputs do not determine, like the next token of a "
+            "random sequence); fine if expected, otherwise raise the capacity"
         )
     if seen.kind == "slow":
         return warns(
-            f"the loss on one fixed batch of {size} falls {seen.first:.4g} -> {seen.last:.4g} in "
-            f"{seen.steps} steps ({seen.drop:.0%} from the first to the last quarter, still "
-            f"{seen.recent_drop_per_100:.1%} per 100 steps when the probe stopped: "
+            f"{falls}, still {seen.recent_drop_per_100:.1%} per 100 steps when the probe stopped: "
             f"{obs.stop.reason}) but not to {limit:g}x: it learns, slowly (a small model or "
             "LR); fine if intended, otherwise raise the capacity or the LR"
         )

@@ -1,12 +1,10 @@
 """params.registered, optimizer.coverage, precision.master_weights and device.placement: can the
 optimizer see and update what should train, in a precision and on a device that keep it?
 
-precision.master_weights: `model.half()` (or `.to(torch.bfloat16)`) before training puts the
-optimizer's update straight into half-precision weights: an update below the weight's resolution
-(2^-11 of it in float16, 2^-8 in bfloat16) is rounded away, and in float16 Adam's eps=1e-8 and small
-squared gradients flush to 0, so steps divide by zero. Mixed precision (`trainer.precision=16-mixed`
-/ `bf16-mixed`) keeps float32 weights and casts per op; `*-true` precisions are an explicit choice
-of half weights and are not flagged.
+precision.master_weights: in half-precision weights an update below the weight's resolution (2^-11
+of it in float16, 2^-8 in bfloat16) is rounded away, and in float16 Adam's eps=1e-8 and small
+squared gradients flush to 0. Mixed precision keeps float32 weights; `*-true` precisions are an
+explicit choice of half weights and are not flagged.
 """
 
 from __future__ import annotations
@@ -158,15 +156,11 @@ def precision_master_weights(ctx: DoctorContext, evidence: dict[str, Any]) -> Ve
     for name, p in params:
         if p.dtype in (torch.float16, torch.bfloat16):
             half.setdefault(str(p.dtype).removeprefix("torch."), []).append(name)
-    trainable = len(params)
-    evidence |= {
-        "trainer_precision": precision,
-        "trainable_tensors": trainable,
-        "half_tensors": {k: len(v) for k, v in half.items()},
-    }
+    evidence |= {"trainer_precision": precision, "trainable_tensors": len(params)}
+    evidence["half_tensors"] = {k: len(v) for k, v in half.items()}
     if not half:
         return passes(
-            f"all {trainable} trainable tensors are float32 (trainer.precision={precision} "
+            f"all {len(params)} trainable tensors are float32 (trainer.precision={precision} "
             "casts per op where it is mixed)"
         )
     if precision.endswith("-true") and not precision.startswith(("32", "64")):
@@ -180,7 +174,7 @@ def precision_master_weights(ctx: DoctorContext, evidence: dict[str, Any]) -> Ve
     fp16 = "float16" in half
     return Verdict(
         "fail" if fp16 else "warn",
-        f"{count} of {trainable} trainable tensors (first: `{names[0]}`) are stored in {dtype} "
+        f"{count} of {len(params)} trainable tensors (first: `{names[0]}`) are stored in {dtype} "
         f"and updated in place with no float32 master copy (trainer.precision={precision}): "
         "updates below the weights' resolution are lost"
         + (" and Adam's eps=1e-8 rounds to 0 in float16 (NaN steps)" if fp16 else "")
