@@ -1,11 +1,6 @@
 """loss.padding and eval.batch_independence: what shares a sample's batch (padding, other samples,
-their order) must not move its loss or its eval outputs.
-
-loss.padding: rewriting the probe batch's padding positions (negative labels, an `ignore_index`,
-left alone) or padding every row further by its pad id must not move training_step's eval-mode loss,
-as pooling or attending over padding, or a loss counting padded labels, would.
-eval.batch_independence catches BatchNorm without running statistics, losses or inputs normalised by
-the batch, and a loss reading the batch order.
+their order) must not move its loss or its eval outputs: padding rewritten or lengthened (by its
+pad id), the batch halved, regrouped, reordered or each sample repeated.
 """
 
 from __future__ import annotations
@@ -270,7 +265,8 @@ def _loss_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "training_step draws random numbers (mixup, noise, augmentation), so its loss over "
             "another order cannot be compared; move them to the datamodule to test it"
         )
-    if abs(reversed_ - whole) > LOSS_RTOL * (abs(whole) + 1e-12):
+    tol = LOSS_RTOL * (abs(whole) + 1e-12)
+    if abs(reversed_ - whole) > tol:
         return fails(
             f"reversing the order of the {n} samples in the batch moves training_step's loss "
             f"from {whole:.6g} to {reversed_:.6g} (eval mode, same seed): the loss reads the "
@@ -278,7 +274,6 @@ def _loss_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "op or softmax over the batch axis)"
         )
     # Every sample twice: a mean (by samples or tokens) stays, a sum doubles.
-    tol = LOSS_RTOL * (abs(whole) + 1e-12)
     doubled = min(abs(twice - whole), abs(twice - 2 * whole)) > tol
     bad = [(a, b) for (a, b) in halves if not _between(whole, a, b)]
     if doubled or bad:
@@ -300,7 +295,6 @@ def _loss_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
 
 
 def eval_batch_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    """A sample's eval outputs and its training loss do not depend on what it is batched with."""
     evidence |= {"outputs": {}, "loss": {}}
     outputs = _output_independence(ctx, evidence["outputs"])
     loss = _loss_independence(ctx, evidence["loss"])

@@ -1,10 +1,5 @@
-"""eval.coverage: each evaluated split is scored on each of its samples exactly once.
-
-Read off the evaluation loaders' own batch samplers by index over two passes (no sample is loaded):
-a pass drawing fewer indices than its sampler declares drops samples (`drop_last` copied from the
-train loader), one drawing an index twice scores it twice (a sampler with replacement, a last batch
-padded with repeats), two passes drawing different sets score another subset each epoch: the logged
-metric is not the split's.
+"""eval.coverage: each evaluated split is scored on each of its samples exactly once, read off the
+evaluation loaders' own batch samplers by index over two passes (no sample is loaded).
 """
 
 from __future__ import annotations

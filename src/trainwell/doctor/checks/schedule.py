@@ -1,11 +1,8 @@
 """schedule.interval: the learning rate at each optimizer step follows the curve the plan implies.
 
-The probe runs the task through the real Lightning loop on a run shaped like the planned one, so
-`trainer.estimated_stepping_batches` and the module's hooks see what the real run sees. Each
-scheduler's curve is replayed from its first state, at the plan's pace: once per optimizer step
-when sized in the run's optimizer steps, once per epoch when sized in its epochs, else as
-registered. Whatever steps it (Lightning, `lr_scheduler_step`, `scheduler.step(epoch)` by hand, a
-manual loop), the LR seen must be the curve at that pace, and the curve must last the run.
+The task runs through the real Lightning loop on a run shaped like the planned one, so
+`trainer.estimated_stepping_batches` and the hooks see what the real run sees; whatever steps a
+scheduler, the LR seen must be its own curve (replayed from its first state) at the plan's pace.
 """
 
 from __future__ import annotations
@@ -39,7 +36,6 @@ class _Trace(L.Callback):
         self.scheduler_counts: list[list[int]] = []  # scheduler.last_epoch at each step
         self.scheduler_owners: list[list[bool]] = []
         self.scheduler_configs: list[dict[str, Any]] = []  # as Lightning registered them
-        # Each scheduler with its first state and its optimizer's LRs, to replay its curve.
         self.first_states: list[tuple[Any, dict[str, Any], list[float]]] = []
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
