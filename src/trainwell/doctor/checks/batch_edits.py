@@ -14,6 +14,7 @@ import torch
 from trainwell.doctor.harness.batches import (
     Padding,
     clone,
+    integral,
     leaves,
     padding_positions,
     replay_loader,
@@ -34,12 +35,7 @@ def _rewrite(batch: Any, padding: Padding) -> tuple[Any, list[str]]:
     """A copy of the batch with the padding of its token and label tensors set to a real value."""
     copy, changed, pad = clone(batch), [], padding.pad
     for path, t in leaves(copy):
-        if (
-            path == padding.marker
-            or t.shape != pad.shape
-            or t.is_floating_point()
-            or t.dtype == torch.bool
-        ):
+        if path == padding.marker or t.shape != pad.shape or not integral(t):
             continue
         real = t[~pad]
         where = pad & (t >= 0) & (t != real[0])

@@ -91,7 +91,6 @@ def _measure(ctx: DoctorContext, loader: Any, n: int) -> tuple[list[float], list
     )
     if fit.error is not None and len(recorder.batch_seconds) < 2:
         return fit.error_line
-    # Waits between batches only: the first fetch (worker start-up) happens before batch 0.
     return recorder.wait_seconds, recorder.batch_seconds
 
 

@@ -170,7 +170,8 @@ def _follows_curve(
     length = config["length"] or (
         max(i + 1 for i, lr in enumerate(curve) if lr > FLOOR * peak) if spent else None
     )
-    # The plan's pace (module docstring); `probe.scheduler_interval` may make it the epoch.
+    # The plan's pace: per optimizer step when sized in the run's steps, per epoch when sized in
+    # its epochs, else as registered; `probe.scheduler_interval` may make it the epoch.
     if length in {total, estimate} - {None} and length != ctx.plan.max_epochs:
         pace = "optimizer step"
     elif length == ctx.plan.max_epochs or ctx.settings.scheduler_interval == "epoch":
