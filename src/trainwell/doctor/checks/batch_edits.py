@@ -205,8 +205,7 @@ def _output_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdic
             f"in eval mode the first {k} samples' outputs change by {shift:.3g} (relative) when "
             f"evaluated without the other {n - k}: a layer mixes information across the batch "
             "(a BatchNorm with track_running_stats=False normalises with each batch's own "
-            "statistics); predictions depend on batch size and neighbours (keep "
-            "track_running_stats=True, or use GroupNorm/LayerNorm)"
+            "statistics); keep track_running_stats=True, or use GroupNorm/LayerNorm"
         )
     return passes(f"each sample's eval outputs are the same in a batch of {n} and of {k}")
 

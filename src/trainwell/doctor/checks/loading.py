@@ -59,11 +59,9 @@ def data_throughput(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         "probe_device": ctx.settings.accelerator,
     }
     device = ctx.settings.accelerator
-    advice = (
-        "raise the DataLoader's num_workers (data.num_workers)"
-        if evidence["num_workers"] < 2
-        else "make __getitem__ cheaper (cache decoded samples)"
-    )
+    advice = "make __getitem__ cheaper (cache decoded samples)"
+    if evidence["num_workers"] < 2:
+        advice = "raise the DataLoader's num_workers (data.num_workers)"
     if fraction > 0.3 and per_batch < MIN_WAIT_S:
         # A tiny model on CPU waits for a fast loader most of the time; nothing to gain there.
         return passes(
@@ -168,11 +166,9 @@ def data_worker_seeding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict
                 "torch.initial_seed(), or use torch's RNG for augmentation"
             )
     if use:
-        source = (
-            "the global RNG (torch.rand / random / np.random)"
-            if use == "global"
-            else "an RNG whose state moves with every draw"
-        )
+        source = "an RNG whose state moves with every draw"
+        if use == "global":
+            source = "the global RNG (torch.rand / random / np.random)"
         return warns(
             f"{type(real.dataset).__name__}.__getitem__ draws its randomness from {source}: a "
             f"sample's augmentation then depends on num_workers (now {workers}) and on which "
@@ -195,9 +191,8 @@ def data_worker_seeding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict
 
 
 def _stream_seeding(real: DataLoader, evidence: dict[str, Any]) -> Verdict:
-    """Each worker runs its own copy of an iterable dataset's __iter__: unless the stream shards
-    itself (get_worker_info()) and seeds its randomness per worker, the workers yield the same
-    samples. A pass through the run's workers must repeat no more samples than one process does."""
+    """Each worker runs its own copy of an iterable dataset's __iter__: a pass through the run's
+    workers must repeat no more samples than one process does."""
     workers = real.num_workers
     if workers < 2:
         evidence["num_workers"] = workers

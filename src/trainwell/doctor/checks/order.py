@@ -56,10 +56,9 @@ def data_epoch_order(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         evidence |= {"distinct_indices_drawn": reach, "dataset_size": size}
         return fails(
             f"an epoch of {name} draws {len(first)} indices but only {reach} distinct samples of "
-            f"{size} (indices {min(first)} to {max(first)}), not what a sampler over the dataset "
-            "draws: it was handed weights or indices of something else (one weight per class "
-            "where WeightedRandomSampler wants one per sample, the labels as indices); give it "
-            "one weight or index per sample"
+            f"{size} (indices {min(first)} to {max(first)}): it was handed weights or indices of "
+            "something else (one weight per class where WeightedRandomSampler wants one per "
+            "sample, the labels as indices); give it one weight or index per sample"
         )
     if not by_index:
         if first == second and len(first) > 1:
