@@ -19,7 +19,7 @@ from trainwell.doctor.harness.observe import observation
 from trainwell.doctor.harness.scan import scan
 from trainwell.doctor.harness.settings import ProbeSettings
 from trainwell.doctor.report import plots
-from trainwell.doctor.report.verdict import Check, exit_code, fails, render, write_json
+from trainwell.doctor.report.verdict import Check, fails, render, write_json
 from trainwell.errors import TrainwellError, error_line
 from trainwell.training.precision import resolve_precision
 
@@ -183,7 +183,7 @@ def run_doctor(cfg: DictConfig) -> int:
     print(f"run dir: {cfg.paths.output_dir}", flush=True)
     checks, out = diagnose(cfg)
     print(f"report: {out / 'report.md'}", flush=True)
-    return exit_code(checks)
+    return int(any(c.status == "fail" for c in checks))
 
 
 def preflight(cfg: DictConfig) -> Path:

@@ -176,7 +176,6 @@ def _sample_shift(full: list[torch.Tensor], part: list[torch.Tensor], n: int, k:
 
 
 def _output_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    """In eval mode a sample's outputs must not depend on which other samples share its batch."""
     if not ctx.has_hook("validation_step"):
         return skips("the task defines no validation_step, so no evaluation to check")
     make, n, why = _regrouper(ctx)

@@ -34,7 +34,6 @@ def data_finite(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
 
 
 def _inputs(sample: Any) -> Any:
-    """What identifies a sample: the input of an (input, target) pair, the whole sample else."""
     return sample[0] if isinstance(sample, tuple | list) and len(sample) == 2 else sample
 
 

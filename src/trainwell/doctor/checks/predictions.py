@@ -100,9 +100,8 @@ def data_split_agreement(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdic
 
 
 def _streamed(ctx: DoctorContext, why: str) -> tuple[torch.Tensor, dict[int, list[Any]]]:
-    """The class ids of the samples the train loader yields in one pass (LABEL_LIMIT at most),
-    with up to probe.batch_size samples of each class kept for the collapse probe. `why`: why
-    the dataset's own labels could not be read."""
+    """The class ids the train loader yields in one pass (LABEL_LIMIT at most), and up to
+    probe.batch_size samples per class; `why`: why the dataset's own labels could not be read."""
     found: list[torch.Tensor] = []
     kept: dict[int, list[Any]] = {}
     path = class_target(ctx)

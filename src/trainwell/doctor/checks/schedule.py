@@ -90,8 +90,7 @@ def schedule_interval(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     )
     if fit.error is not None and len(trace.step_ends) < 2:
         return skips(f"the short fit failed: {fit.error_line}")
-    total = plan.total_optimizer_steps
-    estimate = int(fit.trainer.estimated_stepping_batches)
+    total, estimate = plan.total_optimizer_steps, int(fit.trainer.estimated_stepping_batches)
     evidence |= {
         "accumulate": k,
         "micro_batches_per_epoch": per_epoch,
@@ -162,8 +161,7 @@ def _follows_curve(
     counts = [trace.scheduler_counts[s][index] for s in owned]
     lrs = [trace.step_lrs[s][index] for s in owned]
     epochs = [trace.step_epochs[s] for s in owned]
-    horizon = min(SIMULATE, max(LONG * (total or 0), len(owned)) + 1)
-    curve = _replay(trace, index, horizon)
+    curve = _replay(trace, index, min(SIMULATE, max(LONG * (total or 0), len(owned)) + 1))
     # Unsized: its length is the first step from which the LR stays below FLOOR of its peak.
     peak = max(curve, default=0.0)
     spent = peak > 0 and curve[-1] <= FLOOR * peak
