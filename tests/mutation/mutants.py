@@ -2001,8 +2001,8 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor loss.padding: the tensor that marks the padding is rewritten too",
         "src/trainwell/doctor/checks/batch_edits.py",
-        "            path == padding.marker",
-        "            False",
+        "        if path == padding.marker or",
+        "        if False or",
         (f"{INV_T}[pad_ids_averaged_in]",),
         "a model that reads padding from its pad id is not failed for it (no false alarm)",
     ),

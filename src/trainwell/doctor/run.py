@@ -19,7 +19,7 @@ from trainwell.doctor.harness.observe import observation
 from trainwell.doctor.harness.scan import scan
 from trainwell.doctor.harness.settings import ProbeSettings
 from trainwell.doctor.report import plots
-from trainwell.doctor.report.verdict import Check, exit_code, fails, render, write_json
+from trainwell.doctor.report.verdict import Check, fails, render, write_json
 from trainwell.errors import TrainwellError, error_line
 from trainwell.training.precision import resolve_precision
 
@@ -85,18 +85,16 @@ def _summary(ctx: DoctorContext) -> dict[str, Any]:
         precision = resolve_precision(cfg.trainer.get("precision"), accelerator)
     except TrainwellError as err:
         precision = f"invalid ({err})"
-    size = ctx.plan.dataset_size
-    data = (
-        "train size unknown: the loader has no length" if size is None else f"{size} train samples"
-    )
+    data = "train size unknown: the loader has no length"
+    if (size := ctx.plan.dataset_size) is not None:
+        data = f"{size} train samples"
     shown = opt.items() if OmegaConf.is_dict(opt) else []
-    optimizer = ", ".join(f"{k}={v}" for k, v in shown if k != "_partial_")
+    optimizer = ", ".join(f"{k}={v}" for k, v in shown if k != "_partial_").replace("_target_=", "")
     return {
         "data": f"{cfg.data.get('_target_', '?')} ({data})",
         "model": f"{type(obs.task).__name__} over {net}, {params:,} trainable parameters",
         "loss": obs.spy.losses[0].name if obs.spy.losses else "not observed",
-        "optimizer": optimizer.replace("_target_=", "")
-        or "built by the task's configure_optimizers",
+        "optimizer": optimizer or "built by the task's configure_optimizers",
         "scheduler": str(sched.get("_target_"))
         if OmegaConf.is_dict(sched)
         else "none configured (constant LR, or built by the task)",
@@ -110,8 +108,7 @@ def _summary(ctx: DoctorContext) -> dict[str, Any]:
 def _lr_curve(ctx: DoctorContext) -> list[float] | None:
     """The configured schedule over the planned steps, built the way train.py builds it (None:
     the task builds its own, or the schedule follows a metric and has no curve before training)."""
-    factories = ctx.factories()
-    total = ctx.plan.total_optimizer_steps
+    factories, total = ctx.factories(), ctx.plan.total_optimizer_steps
     if "optimizer" not in factories or total is None:
         return None
     opt = factories["optimizer"](params=[torch.nn.Parameter(torch.zeros(1))])
@@ -151,13 +148,11 @@ def _plots(ctx: DoctorContext, out: Path) -> dict[str, str]:
 def diagnose(cfg: DictConfig) -> tuple[list[Check], Path]:
     """Run every check on the configured experiment; write <run dir>/doctor/*, print the table."""
     out = Path(cfg.paths.output_dir) / "doctor"
-    out.mkdir(parents=True, exist_ok=True)
     L.seed_everything(cfg.seed, workers=True, verbose=False)
     settings = ProbeSettings.from_cfg(cfg.get("probe"))
     ctx = DoctorContext(cfg, settings, workdir=out / ".probes")
-    ctx.workdir.mkdir(exist_ok=True)
-    start = time.perf_counter()
-    threads = torch.get_num_threads()
+    ctx.workdir.mkdir(parents=True, exist_ok=True)
+    start, threads = time.perf_counter(), torch.get_num_threads()
     torch.set_num_threads(settings.threads)
     try:
         shared = shared_probes(ctx)
@@ -188,7 +183,7 @@ def run_doctor(cfg: DictConfig) -> int:
     print(f"run dir: {cfg.paths.output_dir}", flush=True)
     checks, out = diagnose(cfg)
     print(f"report: {out / 'report.md'}", flush=True)
-    return exit_code(checks)
+    return int(any(c.status == "fail" for c in checks))
 
 
 def preflight(cfg: DictConfig) -> Path:

@@ -1,8 +1,7 @@
 """Every doctor check, registered by its stable id, in report order: the one list there is.
 
-A check is a function (DoctorContext, evidence) -> Verdict; the doctor stamps the id it is
-registered under into the report. It may skip with a reason but is never absent. A check imports
-the harness and the report only, never another check.
+A check is a function (DoctorContext, evidence) -> Verdict, stamped with its id in the report; it
+may skip with a reason but is never absent. It imports the harness and the report, no other check.
 """
 
 from __future__ import annotations

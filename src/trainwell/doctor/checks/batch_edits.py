@@ -1,11 +1,6 @@
 """loss.padding and eval.batch_independence: what shares a sample's batch (padding, other samples,
-their order) must not move its loss or its eval outputs.
-
-loss.padding: rewriting the probe batch's padding positions (negative labels, an `ignore_index`,
-left alone) or padding every row further by its pad id must not move training_step's eval-mode loss,
-as pooling or attending over padding, or a loss counting padded labels, would.
-eval.batch_independence catches BatchNorm without running statistics, losses or inputs normalised by
-the batch, and a loss reading the batch order.
+their order) must not move its loss or its eval outputs: padding rewritten or lengthened (by its
+pad id), the batch halved, regrouped, reordered or each sample repeated.
 """
 
 from __future__ import annotations
@@ -19,6 +14,7 @@ import torch
 from trainwell.doctor.harness.batches import (
     Padding,
     clone,
+    integral,
     leaves,
     padding_positions,
     replay_loader,
@@ -39,12 +35,7 @@ def _rewrite(batch: Any, padding: Padding) -> tuple[Any, list[str]]:
     """A copy of the batch with the padding of its token and label tensors set to a real value."""
     copy, changed, pad = clone(batch), [], padding.pad
     for path, t in leaves(copy):
-        if (
-            path == padding.marker
-            or t.shape != pad.shape
-            or t.is_floating_point()
-            or t.dtype == torch.bool
-        ):
+        if path == padding.marker or t.shape != pad.shape or not integral(t):
             continue
         real = t[~pad]
         where = pad & (t >= 0) & (t != real[0])
@@ -185,7 +176,6 @@ def _sample_shift(full: list[torch.Tensor], part: list[torch.Tensor], n: int, k:
 
 
 def _output_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    """In eval mode a sample's outputs must not depend on which other samples share its batch."""
     if not ctx.has_hook("validation_step"):
         return skips("the task defines no validation_step, so no evaluation to check")
     make, n, why = _regrouper(ctx)
@@ -214,8 +204,7 @@ def _output_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdic
             f"in eval mode the first {k} samples' outputs change by {shift:.3g} (relative) when "
             f"evaluated without the other {n - k}: a layer mixes information across the batch "
             "(a BatchNorm with track_running_stats=False normalises with each batch's own "
-            "statistics); predictions depend on batch size and neighbours (keep "
-            "track_running_stats=True, or use GroupNorm/LayerNorm)"
+            "statistics); keep track_running_stats=True, or use GroupNorm/LayerNorm"
         )
     return passes(f"each sample's eval outputs are the same in a batch of {n} and of {k}")
 
@@ -270,7 +259,8 @@ def _loss_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "training_step draws random numbers (mixup, noise, augmentation), so its loss over "
             "another order cannot be compared; move them to the datamodule to test it"
         )
-    if abs(reversed_ - whole) > LOSS_RTOL * (abs(whole) + 1e-12):
+    tol = LOSS_RTOL * (abs(whole) + 1e-12)
+    if abs(reversed_ - whole) > tol:
         return fails(
             f"reversing the order of the {n} samples in the batch moves training_step's loss "
             f"from {whole:.6g} to {reversed_:.6g} (eval mode, same seed): the loss reads the "
@@ -278,7 +268,6 @@ def _loss_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             "op or softmax over the batch axis)"
         )
     # Every sample twice: a mean (by samples or tokens) stays, a sum doubles.
-    tol = LOSS_RTOL * (abs(whole) + 1e-12)
     doubled = min(abs(twice - whole), abs(twice - 2 * whole)) > tol
     bad = [(a, b) for (a, b) in halves if not _between(whole, a, b)]
     if doubled or bad:
@@ -300,7 +289,6 @@ def _loss_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
 
 
 def eval_batch_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    """A sample's eval outputs and its training loss do not depend on what it is batched with."""
     evidence |= {"outputs": {}, "loss": {}}
     outputs = _output_independence(ctx, evidence["outputs"])
     loss = _loss_independence(ctx, evidence["loss"])

@@ -1,10 +1,5 @@
-"""eval.coverage: each evaluated split is scored on each of its samples exactly once.
-
-Read off the evaluation loaders' own batch samplers by index over two passes (no sample is loaded):
-a pass drawing fewer indices than its sampler declares drops samples (`drop_last` copied from the
-train loader), one drawing an index twice scores it twice (a sampler with replacement, a last batch
-padded with repeats), two passes drawing different sets score another subset each epoch: the logged
-metric is not the split's.
+"""eval.coverage: each evaluated split is scored on each of its samples exactly once, read off the
+evaluation loaders' own batch samplers by index over two passes (no sample is loaded).
 """
 
 from __future__ import annotations
@@ -14,10 +9,11 @@ from itertools import islice
 from typing import Any
 
 import torch
-from torch.utils.data import DataLoader, IterableDataset
+from lightning.fabric.utilities.data import sized_len
+from torch.utils.data import DataLoader
 
 from trainwell.doctor.harness.context import DoctorContext
-from trainwell.doctor.harness.samples import batch_source, split_loaders
+from trainwell.doctor.harness.samples import batch_source, split_loaders, why_not_indexable
 from trainwell.doctor.report.verdict import Verdict, fails, passes, skips
 
 LARGEST = 1_000_000  # samples at most: a larger split is not counted (two passes of indices)
@@ -27,11 +23,11 @@ def _pass(loader: DataLoader) -> tuple[list[Any], int | None]:
     """One pass of the loader's batch sampler (indices; an endless one is cut at twice the
     dataset), and how many its sampler declares."""
     source = batch_source(loader)
-    declared = getattr(source, "sampler", None)
+    declared = sized_len(getattr(source, "sampler", None))
     # Keys as the dataset takes them (a dict-style dataset's may be strings); tensors by value.
     flat = (i.item() if isinstance(i, torch.Tensor) else i for batch in source for i in batch)
     drawn = list(islice(flat, 2 * len(loader.dataset) + 1))
-    return drawn, (len(declared) if declared is not None and hasattr(declared, "__len__") else None)
+    return drawn, declared
 
 
 def _finding(loader: DataLoader) -> tuple[str, dict[str, Any]] | None:
@@ -62,17 +58,12 @@ def eval_coverage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         loaders, _ = split_loaders(ctx.datamodule, split)
         for n, loader in enumerate(loaders):
             name = f"{split}_dataloader" + (f"[{n}]" if len(loaders) > 1 else "")
-            if (
-                not isinstance(loader, DataLoader)
-                or isinstance(loader.dataset, IterableDataset)
-                or loader.batch_sampler is None
-                or not hasattr(loader.dataset, "__len__")
-                or len(loader.dataset) > LARGEST
-            ):
+            size = None if why_not_indexable(loader) else sized_len(loader.dataset)
+            if size is None or size > LARGEST:
                 skipped.append(name)
                 continue
             found = _finding(loader)
-            evidence[name] = found[1] if found else {"samples": len(loader.dataset)}
+            evidence[name] = found[1] if found else {"samples": size}
             if found:
                 return fails(
                     f"the {name} {found[0]}: the logged {split} metrics are not the split's; "

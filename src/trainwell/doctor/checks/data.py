@@ -1,12 +1,9 @@
 """Data checks on the values themselves: finite inputs and targets, no sample shared across splits,
 every split drawn like train.
 
-data.split_distribution, from the data scan's first batches of each split: each feature of each
-per-sample float input (a table's column, an image channel) must have about train's location and
-spread in val and test; token ids (integer inputs of 2+ dimensions) must occur about as often as in
-train, against how far apart two halves of train's own batches are. A transform applied to one split
-only (scaling to [0, 1], normalising, a unit conversion, lowercasing before tokenising) moves it
-from train.
+data.split_distribution: each feature of each per-sample float input (a column, an image channel)
+has about train's location and spread in val and test, and token ids occur about as often as in
+train (against two halves of train's own batches).
 """
 
 from __future__ import annotations
@@ -26,8 +23,7 @@ from trainwell.doctor.report.verdict import Verdict, fails, passes, skips, warns
 def data_finite(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     s = scan(ctx)
     evidence |= {"batches_scanned": s.batches, "batches_total": s.total_batches}
-    if s.first_bad is not None:
-        b = s.first_bad
+    if (b := s.first_bad) is not None:
         evidence |= {"first_bad": b, "bad_batches": s.bad_batches}
         return fails(
             f"{b['split']} batch {b['batch']} holds {b['nan']} NaN and {b['inf']} Inf value(s) in "
@@ -38,7 +34,6 @@ def data_finite(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
 
 
 def _inputs(sample: Any) -> Any:
-    """What identifies a sample: the input of an (input, target) pair, the whole sample else."""
     return sample[0] if isinstance(sample, tuple | list) and len(sample) == 2 else sample
 
 
@@ -133,9 +128,8 @@ TV_FLOOR = (0.1, 0.3)
 
 
 def _stats(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    count = m[0].clamp(min=1)
-    mean = m[1] / count
-    return mean, (m[2] / count - mean**2).clamp(min=0).sqrt()
+    e1, e2 = (m[k] / m[0].clamp(min=1) for k in (1, 2))
+    return e1, (e2 - e1**2).clamp(min=0).sqrt()
 
 
 def _kurtosis(m: torch.Tensor) -> torch.Tensor:

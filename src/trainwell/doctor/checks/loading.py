@@ -29,9 +29,8 @@ REPEATED = 0.1  # share of a pass that repeats earlier samples, beyond what one 
 
 
 def data_throughput(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    n = ctx.settings.throughput_batches
     loader = ctx.datamodule.train_dataloader()
-    length = loader_length(loader)
+    n, length = ctx.settings.throughput_batches, loader_length(loader)
     n = min(n, length) if length is not None else n
     if n < 2:
         return skips(f"the train loader has only {length} batch")
@@ -60,11 +59,9 @@ def data_throughput(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         "probe_device": ctx.settings.accelerator,
     }
     device = ctx.settings.accelerator
-    advice = (
-        "raise the DataLoader's num_workers (data.num_workers)"
-        if evidence["num_workers"] < 2
-        else "make __getitem__ cheaper (cache decoded samples)"
-    )
+    advice = "make __getitem__ cheaper (cache decoded samples)"
+    if evidence["num_workers"] < 2:
+        advice = "raise the DataLoader's num_workers (data.num_workers)"
     if fraction > 0.3 and per_batch < MIN_WAIT_S:
         # A tiny model on CPU waits for a fast loader most of the time; nothing to gain there.
         return passes(
@@ -92,19 +89,15 @@ def _measure(ctx: DoctorContext, loader: Any, n: int) -> tuple[list[float], list
     )
     if fit.error is not None and len(recorder.batch_seconds) < 2:
         return fit.error_line
-    # Waits between batches only: the first fetch (worker start-up) happens before batch 0.
     return recorder.wait_seconds, recorder.batch_seconds
 
 
 def _quietest(wait: list[float], compute: list[float], span: int) -> tuple[float, float]:
-    """(share of time spent waiting for data, seconds waited per batch), each phase read in its
-    quietest window of `span` consecutive batches (`span`: the loader's workers, each handing over
-    one batch per round, so a window holds a whole round however their batches bunch up).
-
-    The least time each phase took, not the typical one: another process taking the cores only adds
-    time, to a fetch or a step, so a busy machine cannot make either look slower than its quietest
-    round, while a slow loader is slow in every round. The phases are read apart: one step held up
-    for long must not hide a slow fetch beside it."""
+    """(share of time spent waiting for data, seconds waited per batch), each phase read apart (a
+    step held up must not hide a slow fetch beside it) in its quietest window of `span` batches (the
+    loader's workers, each handing over one batch per round): another process taking the cores only
+    adds time, so a busy machine cannot make either look slower than its quietest round, while a
+    slow loader is slow in every round."""
     # wait[i] is the gap before the batch that computed compute[i + 1] (batch 0 waited for the
     # loader's start-up, which is not its speed)
     pairs = list(zip(wait, compute[len(compute) - len(wait) :], strict=True))
@@ -122,19 +115,18 @@ def global_rng_use(dataset: Any, index: int) -> str:
     """'global' when dataset[index] changes with the global RNGs (torch.rand / random / np.random in
     __getitem__), 'stateful' when it changes between two draws from equal global states (an RNG the
     dataset keeps), '' when it is a function of the sample alone. Restores the global RNGs."""
-    saved = torch.get_rng_state(), random.getstate(), np.random.get_state()
+    saved = random.getstate(), np.random.get_state()
     draws = []
     try:
-        with quiet():
+        with torch.random.fork_rng(devices=[]), quiet():
             for seed in (1234, 1234, 98765):  # dataset[index] with all three RNGs seeded
                 torch.default_generator.manual_seed(seed)
                 random.seed(seed)
                 np.random.seed(seed)
                 draws.append(dict(leaves(dataset[index])))
     finally:
-        torch.set_rng_state(saved[0])
-        random.setstate(saved[1])
-        np.random.set_state(saved[2])
+        random.setstate(saved[0])
+        np.random.set_state(saved[1])
     first, again, other = draws
     if not same(first, again):
         return "stateful"
@@ -174,11 +166,9 @@ def data_worker_seeding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict
                 "torch.initial_seed(), or use torch's RNG for augmentation"
             )
     if use:
-        source = (
-            "the global RNG (torch.rand / random / np.random)"
-            if use == "global"
-            else "an RNG whose state moves with every draw"
-        )
+        source = "an RNG whose state moves with every draw"
+        if use == "global":
+            source = "the global RNG (torch.rand / random / np.random)"
         return warns(
             f"{type(real.dataset).__name__}.__getitem__ draws its randomness from {source}: a "
             f"sample's augmentation then depends on num_workers (now {workers}) and on which "
@@ -201,9 +191,8 @@ def data_worker_seeding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict
 
 
 def _stream_seeding(real: DataLoader, evidence: dict[str, Any]) -> Verdict:
-    """Each worker runs its own copy of an iterable dataset's __iter__: unless the stream shards
-    itself (get_worker_info()) and seeds its randomness per worker, the workers yield the same
-    samples. A pass through the run's workers must repeat no more samples than one process does."""
+    """Each worker runs its own copy of an iterable dataset's __iter__: a pass through the run's
+    workers must repeat no more samples than one process does."""
     workers = real.num_workers
     if workers < 2:
         evidence["num_workers"] = workers
@@ -223,8 +212,7 @@ def _stream_seeding(real: DataLoader, evidence: dict[str, Any]) -> Verdict:
             "before the workers started); shard the stream by "
             "torch.utils.data.get_worker_info() and seed its randomness per worker"
         )
-    msg = f"{workers} workers stream different samples (no more repeats than in one process)"
-    return passes(msg)
+    return passes(f"{workers} workers stream different samples (no more repeats than one process)")
 
 
 def _like(real: DataLoader, dataset: Any, batch_size: int | None, workers: int) -> DataLoader:

@@ -1,16 +1,10 @@
 """What the train loader serves, epoch by epoch and batch by batch.
 
-data.epoch_order: every epoch is a full pass over the data, in a new order. Two epochs are drawn
-from the real train loader as Lightning draws them (`set_epoch` first), compared by dataset index
-where a sampler orders a map-style dataset, by content elsewhere. A sampler without `set_epoch`,
-a stream that reseeds its shuffle the same way every epoch, or batches shuffled once at setup
-repeat one order; an iterator made once runs dry in epoch 1; a sampler handed something other
-than one weight or index per sample (per-class weights, the labels) draws a handful of samples.
-
+data.epoch_order: every epoch is a full pass over the data, in a new order; two epochs are drawn
+as Lightning draws them (`set_epoch` first), by dataset index where a sampler orders a map-style
+dataset, by content elsewhere.
 data.batch_composition: a training batch looks like the training set: the classes of the first
-training batches are compared with random batches of the same sizes from the whole split. A set
-stored in class order and served so (shuffle=False, a stream read shard by shard, a batch sampler
-building each batch from one class) gives batches of one class, in one order every epoch.
+training batches are compared with random batches of the same sizes from the whole split.
 """
 
 from __future__ import annotations
@@ -62,10 +56,9 @@ def data_epoch_order(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         evidence |= {"distinct_indices_drawn": reach, "dataset_size": size}
         return fails(
             f"an epoch of {name} draws {len(first)} indices but only {reach} distinct samples of "
-            f"{size} (indices {min(first)} to {max(first)}), not what a sampler over the dataset "
-            "draws: it was handed weights or indices of something else (one weight per class "
-            "where WeightedRandomSampler wants one per sample, the labels as indices); give it "
-            "one weight or index per sample"
+            f"{size} (indices {min(first)} to {max(first)}): it was handed weights or indices of "
+            "something else (one weight per class where WeightedRandomSampler wants one per "
+            "sample, the labels as indices); give it one weight or index per sample"
         )
     if not by_index:
         if first == second and len(first) > 1:

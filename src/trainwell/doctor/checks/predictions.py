@@ -1,18 +1,11 @@
 """data.split_agreement and data.class_balance: what a task fitted briefly on the real train
 batches predicts.
 
-data.split_agreement: validation measures what training learns. The short fit predicts training
-batches and the first validation batches, each scored against its own split's chance (the rate of
-its most common label), position by position where labels are per position (tokens, tags). A fit
-that beats chance on training data but leaves validation at chance means validation's labels were
-split from their inputs (shuffled apart, two loaders zipped) or its label ids name other classes
-(a label map built per split; then a relabelling of the validation classes agrees).
-
-data.class_balance: training classes so unequal that accuracy hides what the model misses. Warns
-when the largest class has IMBALANCE_RATIO times the samples of the smallest and nothing
-compensates (the loader's own sampler does not draw them closer than that over an epoch, no class
-weights in the loss, no macro metric monitored); fails when a fresh task fitted briefly on the
-real train loader predicts the majority class for every sample of a class-balanced batch.
+data.split_agreement: validation measures what training learns: a fit that beats chance on training
+data (each split scored against its most common label's rate) must beat it on validation too.
+data.class_balance: classes so unequal that accuracy hides what the model misses warn unless
+something compensates (the loader's own sampler, class weights in the loss, a macro metric), and
+fail where the fitted task predicts the majority class for every sample of a balanced batch.
 """
 
 from __future__ import annotations
@@ -107,12 +100,10 @@ def data_split_agreement(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdic
 
 
 def _streamed(ctx: DoctorContext, why: str) -> tuple[torch.Tensor, dict[int, list[Any]]]:
-    """The class ids of the samples the train loader yields in one pass (LABEL_LIMIT at most),
-    with up to probe.batch_size samples of each class kept for the collapse probe. `why`: why
-    the dataset's own labels could not be read."""
+    """The class ids the train loader yields in one pass (LABEL_LIMIT at most), and up to
+    probe.batch_size samples per class; `why`: why the dataset's own labels could not be read."""
     found: list[torch.Tensor] = []
     kept: dict[int, list[Any]] = {}
-    seen = 0
     path = class_target(ctx)
     for batch in iterate_batches(ctx.samples.loader):
         y = dict(leaves(batch)).get(path)
@@ -125,8 +116,7 @@ def _streamed(ctx: DoctorContext, why: str) -> tuple[torch.Tensor, dict[int, lis
         for i, c in enumerate(found[-1].tolist()):
             if len(kept.setdefault(c, [])) < ctx.settings.batch_size:
                 kept[c].append(rows(batch, [i]))
-        seen += len(y)
-        if seen >= LABEL_LIMIT:
+        if sum(map(len, found)) >= LABEL_LIMIT:
             break
     return torch.cat(found) if found else torch.zeros(0, dtype=torch.long), kept
 

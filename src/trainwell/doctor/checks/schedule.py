@@ -1,11 +1,8 @@
 """schedule.interval: the learning rate at each optimizer step follows the curve the plan implies.
 
-The probe runs the task through the real Lightning loop on a run shaped like the planned one, so
-`trainer.estimated_stepping_batches` and the module's hooks see what the real run sees. Each
-scheduler's curve is replayed from its first state, at the plan's pace: once per optimizer step
-when sized in the run's optimizer steps, once per epoch when sized in its epochs, else as
-registered. Whatever steps it (Lightning, `lr_scheduler_step`, `scheduler.step(epoch)` by hand, a
-manual loop), the LR seen must be the curve at that pace, and the curve must last the run.
+The task runs through the real Lightning loop on a run shaped like the planned one, so
+`trainer.estimated_stepping_batches` and the hooks see what the real run sees; whatever steps a
+scheduler, the LR seen must be its own curve (replayed from its first state) at the plan's pace.
 """
 
 from __future__ import annotations
@@ -39,7 +36,6 @@ class _Trace(L.Callback):
         self.scheduler_counts: list[list[int]] = []  # scheduler.last_epoch at each step
         self.scheduler_owners: list[list[bool]] = []
         self.scheduler_configs: list[dict[str, Any]] = []  # as Lightning registered them
-        # Each scheduler with its first state and its optimizer's LRs, to replay its curve.
         self.first_states: list[tuple[Any, dict[str, Any], list[float]]] = []
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -94,8 +90,7 @@ def schedule_interval(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     )
     if fit.error is not None and len(trace.step_ends) < 2:
         return skips(f"the short fit failed: {fit.error_line}")
-    total = plan.total_optimizer_steps
-    estimate = int(fit.trainer.estimated_stepping_batches)
+    total, estimate = plan.total_optimizer_steps, int(fit.trainer.estimated_stepping_batches)
     evidence |= {
         "accumulate": k,
         "micro_batches_per_epoch": per_epoch,
@@ -166,15 +161,15 @@ def _follows_curve(
     counts = [trace.scheduler_counts[s][index] for s in owned]
     lrs = [trace.step_lrs[s][index] for s in owned]
     epochs = [trace.step_epochs[s] for s in owned]
-    horizon = min(SIMULATE, max(LONG * (total or 0), len(owned)) + 1)
-    curve = _replay(trace, index, horizon)
+    curve = _replay(trace, index, min(SIMULATE, max(LONG * (total or 0), len(owned)) + 1))
     # Unsized: its length is the first step from which the LR stays below FLOOR of its peak.
     peak = max(curve, default=0.0)
     spent = peak > 0 and curve[-1] <= FLOOR * peak
     length = config["length"] or (
         max(i + 1 for i, lr in enumerate(curve) if lr > FLOOR * peak) if spent else None
     )
-    # The plan's pace (module docstring); `probe.scheduler_interval` may make it the epoch.
+    # The plan's pace: per optimizer step when sized in the run's steps, per epoch when sized in
+    # its epochs, else as registered; `probe.scheduler_interval` may make it the epoch.
     if length in {total, estimate} - {None} and length != ctx.plan.max_epochs:
         pace = "optimizer step"
     elif length == ctx.plan.max_epochs or ctx.settings.scheduler_interval == "epoch":

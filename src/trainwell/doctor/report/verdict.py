@@ -59,10 +59,6 @@ def write_json(path: Path, experiment: str, checks: list[Check], extra: dict[str
     path.write_text(json.dumps(_jsonable(report | extra), indent=2, allow_nan=False) + "\n")
 
 
-def exit_code(checks: list[Check]) -> int:
-    return int(any(c.status == "fail" for c in checks))
-
-
 def render(
     experiment: str,
     summary: dict[str, Any],
