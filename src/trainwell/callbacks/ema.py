@@ -255,24 +255,24 @@ def ema_callbacks(cfg: DictConfig) -> list[L.Callback]:
     return [ExactEMA(**dict(node))]
 
 
-def weights_used(callbacks: list[L.Callback], best_ckpt: str = "") -> dict[str, Any]:
+def weights_used(
+    callbacks: list[L.Callback], best_ckpt: str = "", tested: bool = True
+) -> dict[str, Any]:
     """What results.json says about the weights behind its metrics: the trained ones for the
     training metrics; with EMA, the average for validation and test, which both come from the
     best checkpoint: the trained weights where that checkpoint was written before the average's
-    first update (compat/averaging.py, 5.)."""
+    first update (compat/averaging.py, 5.). No `test` entry where no test ran."""
     ema = next((c for c in callbacks if isinstance(c, ExactEMA)), None)
-    if ema is None:
-        return {"train": "trained", "val": "trained", "test": "trained"}
-    averaged = ema.updates > 0
+    averaged = ema is not None and ema.updates > 0
     if averaged and best_ckpt and Path(best_ckpt).is_file():
         averaged = compat.holds_updated_average(load_checkpoint_file(best_ckpt, mmap=True))
     used = "ema" if averaged else "trained"
-    return {
-        "train": "trained",
-        "val": used,
-        "test": used,
-        "ema": {"decay": ema.decay, "updates": ema.updates},
-    }
+    weights: dict[str, Any] = {"train": "trained", "val": used, "test": used}
+    if ema is not None:
+        weights["ema"] = {"decay": ema.decay, "updates": ema.updates}
+    if not tested:
+        del weights["test"]
+    return weights
 
 
 def refuse_resume_without_ema(checkpoint: dict[str, Any], path: str, cfg: DictConfig) -> None:

@@ -165,7 +165,7 @@ def train(
         "best_ckpt": best,
         "last_ckpt": last,
         "test": tested_what,
-        "weights": weights_used(callbacks, best),
+        "weights": weights_used(callbacks, best, tested=not tested_what.startswith("skipped")),
         "plan": plan.plan.as_dict() if plan.plan is not None else {},
         "finished_at": {"global_step": trainer.global_step, "epoch": trainer.current_epoch},
         "stop_reason": why_stopped,
