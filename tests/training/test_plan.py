@@ -9,12 +9,14 @@ from pathlib import Path
 import lightning as L
 import pytest
 import torch
-from torch.utils.data import DataLoader, TensorDataset
+from torch.utils.data import DataLoader, TensorDataset, WeightedRandomSampler
 
 from tests.helpers.scripts import call_script
 from tests.helpers.trainers import quiet_trainer
+from trainwell.loading.samplers import WeightedEpochDraw
 from trainwell.training.lr_scaling import scale_lr
 from trainwell.training.plan import make_plan
+from trainwell.training.plan_callback import plan_for
 
 
 def test_plan_for_ten_thousand_samples_batch_32_accumulate_4() -> None:
@@ -121,3 +123,16 @@ class _Line(L.LightningModule):
 
     def configure_optimizers(self):
         return torch.optim.SGD(self.parameters(), lr=0.01)
+
+
+def test_the_plan_says_when_an_epoch_draws_with_replacement() -> None:
+    """A weighted sampler (the user's own, or the template's data.sampler=weighted) draws with
+    replacement: the plan must not promise each sample once per epoch."""
+    data = TensorDataset(torch.arange(20.0))
+    weighted = WeightedRandomSampler(torch.ones(20), num_samples=20)
+    template = WeightedEpochDraw(torch.ones(20), None, seed=0)
+    for sampler, repeats in ((None, False), (weighted, True), (template, True)):
+        loader = DataLoader(data, batch_size=4, sampler=sampler)
+        line = plan_for(loader, quiet_trainer(max_epochs=1)).lines()[0]
+        assert ("each sample once per epoch" in line) is not repeats, line
+        assert ("drawn with replacement" in line) is repeats, line

@@ -40,6 +40,8 @@ class WeightedEpochDraw(Sampler[int]):
     position a resumed epoch starts at; the batches before it are never loaded.
     """
 
+    replacement = True  # as torch's samplers say it (the training plan reads it)
+
     def __init__(self, weights: torch.Tensor, num_samples: int | None, seed: int) -> None:
         weights = torch.as_tensor(weights, dtype=torch.float64).reshape(-1)
         if weights.numel() == 0 or not torch.isfinite(weights).all() or (weights < 0).any():

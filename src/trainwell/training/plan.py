@@ -45,6 +45,9 @@ class TrainingPlan:
     examples_seen: int | None
     item_unit: str = "samples"
     unknown: tuple[str, ...] = field(default_factory=tuple)
+    # The sampler draws with replacement (WeightedRandomSampler): an epoch repeats some samples
+    # and leaves others out.
+    with_replacement: bool = False
     # learning rate: the configured one (meant for `reference_batch`) and the one used
     lr_rule: str = "none"
     reference_batch: int = 0
@@ -71,8 +74,11 @@ class TrainingPlan:
         size = "unknown" if self.dataset_size is None else f"{self.dataset_size} samples"
         micro = "?" if self.micro_batch is None else str(self.micro_batch)
         effective = "?" if self.effective_batch is None else str(self.effective_batch)
+        once = "each sample once per epoch"
+        if self.with_replacement:
+            once = "drawn with replacement (an epoch repeats some samples, leaves others out)"
         lines = [
-            f"dataset: {size}, {self.world_size} rank(s), each sample once per epoch",
+            f"dataset: {size}, {self.world_size} rank(s), {once}",
             f"micro-batch {micro} x accumulate {self.accumulate} x world {self.world_size}"
             f" = effective batch {effective}",
         ]
@@ -266,6 +272,7 @@ def describe_loader(loader: Any) -> dict[str, Any]:
     sampler = getattr(loader, "batch_sampler", None)
     base = sampler.batches if isinstance(sampler, ShardedBatchSampler) else sampler
     out: dict[str, Any] = {"dataset_size": None, "micro_batch": None, "drop_last": False}
+    out["with_replacement"] = _with_replacement(base)
     unknown: list[str] = []
     if isinstance(base, BatchSampler):
         out["micro_batch"] = base.batch_size
@@ -293,3 +300,12 @@ def describe_loader(loader: Any) -> dict[str, Any]:
         unknown.append(f"the epoch length ({type(loader).__name__} is not a DataLoader)")
     out["unknown"] = tuple(unknown)
     return out
+
+
+def _with_replacement(sampler: Any) -> bool:
+    """Whether the sampler, or one it wraps, draws with replacement."""
+    while sampler is not None:
+        if getattr(sampler, "replacement", False) is True:
+            return True
+        sampler = getattr(sampler, "sampler", None)
+    return False

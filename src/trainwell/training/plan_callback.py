@@ -55,6 +55,7 @@ def plan_for(
         item_unit="samples" if module is None else counting_unit(module),
         unknown=seen["unknown"],
     )
+    plan = replace(plan, with_replacement=seen["with_replacement"])
     if base_lr is not None:
         scaling = lr_scaling or {}
         rule = str(scaling.get("rule", "none"))
