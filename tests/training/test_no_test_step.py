@@ -62,7 +62,8 @@ def test_a_module_without_test_step_trains_and_results_say_testing_was_skipped(
     assert proc.returncode == 2, proc.stderr[-3000:]
     errors = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and "test_step" in errors[0], proc.stderr[-3000:]
-    assert not (eval_dir / "results.json").exists()
+    # The refused run dir is removed again, so it is never announced.
+    assert not eval_dir.exists() and "run dir:" not in proc.stdout, proc.stdout[-2000:]
 
 
 def test_lightning_demo_model_without_test_step_trains(tmp_path: Path) -> None:

@@ -33,7 +33,6 @@ def cannot_test(module: L.LightningModule, datamodule: Any) -> str | None:
 def evaluate(cfg: DictConfig) -> dict[str, Any]:
     ckpt = eval_checkpoint(cfg)
     run_dir = Path(cfg.paths.output_dir)
-    print(f"run dir: {run_dir}", flush=True)
     L.seed_everything(cfg.seed, workers=True)
     datamodule = instantiate(cfg.data)
     # Every test sample counts once on any number of ranks (no DistributedSampler padding).
@@ -45,6 +44,8 @@ def evaluate(cfg: DictConfig) -> dict[str, Any]:
             f"eval.py cannot test {ckpt}: {untestable} (eval.py runs the module's test_step "
             "over the datamodule's test_dataloader); add them to evaluate this checkpoint"
         )
+    # Announced once nothing can refuse the command: a refused run dir is removed again.
+    print(f"run dir: {run_dir}", flush=True)
     trainer = build_trainer(cfg, logger=False, callbacks=[], enable_checkpointing=False)
     # Trainer.test puts the task in eval() and runs under torch.inference_mode; weights_only=True
     # refuses checkpoints that would execute pickled code on load.
