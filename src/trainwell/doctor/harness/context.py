@@ -205,9 +205,8 @@ class DoctorContext:
         ckpt_path: Path | None = None,
         **overrides: Any,
     ) -> FitResult:
-        """A short real fit, bounded whatever the task's code does: one pass of `train` (one
-        epoch also ends a task whose manual step waits on a condition the probe never meets), or
-        `max_batches` batches over more epochs. An exception is returned (evidence), not raised."""
+        """A short real fit, bounded whatever the task does: one pass of `train` (an epoch also ends
+        a manual step waiting on a condition never met), or `max_batches` batches over epochs."""
         settings: dict[str, Any] = dict(
             callbacks=[*callbacks, *([_Bound(max_batches)] if max_batches else [])],
             max_steps=max_steps,
