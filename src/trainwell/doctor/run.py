@@ -75,7 +75,7 @@ def experiment_name(cfg: DictConfig) -> str:
     return f"default ({str(model).rsplit('.', 1)[-1]} on {data})"
 
 
-def _summary(ctx: DoctorContext) -> dict[str, Any]:
+def _summary(ctx: DoctorContext, seconds: float, shared: dict[str, float | str]) -> dict[str, Any]:
     cfg, obs = ctx.cfg, observation(ctx)
     params = sum(p.numel() for p in obs.task.parameters() if p.requires_grad)
     net = type(getattr(obs.task, "net", obs.task)).__name__
@@ -102,6 +102,10 @@ def _summary(ctx: DoctorContext) -> dict[str, Any]:
         f"precision {precision}; probes ran on {ctx.settings.accelerator}",
         "probe batch": f"{ctx.batch_size} samples, overfit probe of {len(obs.recorder.losses)} "
         "steps at a constant LR",
+        "probe time": f"{seconds} s in all; shared probes "
+        + ", ".join(f"{k} {v} s" for k, v in shared.items())
+        + " (overfit.one_batch's seconds below include observe_run, the fit it reports; the "
+        "other checks' seconds exclude the shared probes)",
     }
 
 
@@ -133,15 +137,11 @@ def _plots(ctx: DoctorContext, out: Path) -> dict[str, str]:
     rec = observation(ctx).recorder
     losses = [v for v in rec.losses if v is not None]
     if losses and all(v > 0 for v in losses):
-        made["overfit-one-batch loss"] = plots.overfit_curve(losses, out / "overfit_one_batch.png")
+        made["overfit-one-batch loss"] = plots.overfit_curve(losses, out)
     if rec.step_grads:
-        made["per-layer gradient norms"] = plots.grad_norms(
-            rec.step_grads[0], out / "grad_norms.png"
-        )
+        made["per-layer gradient norms"] = plots.grad_norms(rec.step_grads[0], out)
     if lrs := _lr_curve(ctx):
-        made["learning-rate schedule"] = plots.lr_schedule(
-            lrs, ctx.plan.warmup_steps, out / "lr_schedule.png"
-        )
+        made["learning-rate schedule"] = plots.lr_schedule(lrs, ctx.plan.warmup_steps, out)
     return made
 
 
@@ -165,13 +165,7 @@ def diagnose(cfg: DictConfig) -> tuple[list[Check], Path]:
     name, seconds = experiment_name(cfg), round(time.perf_counter() - start, 2)
     extra = {"seconds": seconds, "shared_probe_seconds": shared, "plan": ctx.plan.as_dict()}
     write_json(out / "report.json", name, checks, extra | {"plots": sorted(made.values())})
-    summary = _summary(ctx)
-    summary["probe time"] = (
-        f"{seconds} s in all; shared probes "
-        + ", ".join(f"{k} {v} s" for k, v in shared.items())
-        + " (overfit.one_batch's seconds below include observe_run, the fit it reports; the "
-        "other checks' seconds exclude the shared probes)"
-    )
+    summary = _summary(ctx, seconds, shared)
     (out / "report.md").write_text(render(name, summary, ctx.plan.lines(), checks, made))
     width = max(len(c.id) for c in checks)
     for c in checks:

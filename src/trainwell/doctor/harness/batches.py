@@ -16,7 +16,6 @@ from torch.utils.data import DataLoader
 
 
 def leaves(batch: Any, path: str = "batch") -> Iterator[tuple[str, torch.Tensor]]:
-    """Every tensor in `batch`, with the path that reaches it."""
     if isinstance(batch, torch.Tensor):
         yield path, batch
     elif isinstance(batch, Mapping):
@@ -31,7 +30,6 @@ def leaves(batch: Any, path: str = "batch") -> Iterator[tuple[str, torch.Tensor]
 
 
 def same(a: Any, b: Any) -> bool:
-    """Whether two batches hold equal tensors, of the same shapes, at the same paths."""
     a, b = dict(leaves(a)), dict(leaves(b))
     return a.keys() == b.keys() and all(torch.equal(t, b[p]) for p, t in a.items())
 
@@ -152,7 +150,6 @@ class ConcatError(ValueError):
 
 
 def _per_sample_list(x: Any, n: int | None) -> bool:
-    """A plain list of one non-tensor value per sample (names, ids)."""
     plain = isinstance(x, list | tuple) and not hasattr(x, "_fields")
     return plain and len(x) == n and next(leaves(x), None) is None
 

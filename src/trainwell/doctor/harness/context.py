@@ -1,6 +1,5 @@
-"""What every probe shares: the configured datamodule, fresh tasks, one fixed batch, short fits,
-all built as train.py builds them, on one `probe.accelerator` device without loggers and
-checkpoints; nothing assumes trainwell's own classes."""
+"""What every probe shares (datamodule, fresh tasks, one fixed batch, short fits), built as train.py
+builds them on one `probe.accelerator` device, no loggers or checkpoints, whatever the classes."""
 
 from __future__ import annotations
 
@@ -8,7 +7,7 @@ import logging
 import tempfile
 import time
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -68,7 +67,6 @@ class DoctorContext:
         return self._shared[probe][0]
 
     def seconds_of(self, probe: Callable[..., Any]) -> float | None:
-        """How long a shared probe took (None: it has not run)."""
         return self._shared[probe][1] if probe in self._shared else None
 
     @cached_property
@@ -171,10 +169,7 @@ class DoctorContext:
             if "," in devices:  # "0,1", "2,"
                 return len([d for d in devices.split(",") if d.strip()]) * nodes
             return int(devices) * nodes if devices.strip().isdigit() else None
-        try:  # a list of device ids
-            return len(devices) * nodes
-        except TypeError:
-            return None
+        return len(devices) * nodes if isinstance(devices, Sequence) else None  # device ids
 
     def probe_data(self, train: Any = None, val: Any = None) -> ProbeData:
         return ProbeData(self.datamodule, train, val)
@@ -210,9 +205,8 @@ class DoctorContext:
         ckpt_path: Path | None = None,
         **overrides: Any,
     ) -> FitResult:
-        """A short real fit, bounded whatever the task's code does: one pass of `train` (one
-        epoch also ends a task whose manual step waits on a condition the probe never meets), or
-        `max_batches` batches over more epochs. An exception is returned (evidence), not raised."""
+        """A short real fit, bounded whatever the task does: one pass of `train` (an epoch also ends
+        a manual step waiting on a condition never met), or `max_batches` batches over epochs."""
         settings: dict[str, Any] = dict(
             callbacks=[*callbacks, *([_Bound(max_batches)] if max_batches else [])],
             max_steps=max_steps,
@@ -232,6 +226,11 @@ class DoctorContext:
         except Exception as err:  # the failure is what the check reports
             return FitResult(trainer, err)
         return FitResult(trainer, None)
+
+
+def shared_probe(probe: Callable[[DoctorContext], T]) -> Callable[[DoctorContext], T]:
+    """`probe` as the checks that read it call it: run once per context (`DoctorContext.shared`)."""
+    return lambda ctx: ctx.shared(probe)
 
 
 class ProbeData(L.LightningDataModule):
@@ -257,8 +256,6 @@ class ProbeData(L.LightningDataModule):
 
 
 class _Bound(L.Callback):
-    """Ends a probe fit after `batches` training batches, over any number of epochs."""
-
     def __init__(self, batches: int) -> None:
         self.batches, self.seen = batches, 0
 

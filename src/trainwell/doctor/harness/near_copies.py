@@ -42,7 +42,6 @@ def _unit(x: torch.Tensor) -> torch.Tensor:
 
 
 def best_similarity(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-    """Each query's best similarity to any key, over the shifts and the flip."""
     table = _unit(keys).T
     best = torch.full((len(queries),), -1.0)
     for flipped in (queries, queries.flip(-1)):

@@ -1,6 +1,5 @@
-"""The main probe run: one real fit on one fixed batch at a constant learning rate, recorded by
-`Recorder` and `Spy`, extended while the loss still falls (`OverfitStop`); most checks read it,
-so the user's hooks run once for all."""
+"""The main probe run: one real fit on one fixed batch at a constant LR, recorded by `Recorder` and
+`Spy`, extended while the loss falls (`OverfitStop`); most checks read it: user hooks run once."""
 
 from __future__ import annotations
 
@@ -8,13 +7,14 @@ import copy
 import math
 import time
 from dataclasses import dataclass
+from statistics import fmean
 from typing import Any
 
 import lightning as L
 import torch
 
 from trainwell.doctor.harness.batches import leaves, replay_loader
-from trainwell.doctor.harness.context import DoctorContext, FitResult, quiet
+from trainwell.doctor.harness.context import DoctorContext, FitResult, quiet, shared_probe
 from trainwell.doctor.harness.recorder import Recorder, scalar_loss
 from trainwell.doctor.harness.settings import ProbeSettings
 from trainwell.doctor.harness.spy import CLASS_INDEX, VALUE_LOSSES, LossCall, Spy
@@ -48,8 +48,7 @@ class OverfitStop(L.Callback):
     def __init__(self, recorder: Recorder, settings: ProbeSettings) -> None:
         self.recorder, self.settings, self.reason = recorder, settings, "max_steps"
         self.min_steps, self.patience = settings.overfit_steps, settings.window_batches
-        self.chunk = max(5, self.min_steps // 2)
-        self._start = 0.0
+        self.chunk, self._start = max(5, self.min_steps // 2), 0.0
         self._decided = self.min_steps - self.chunk  # micro-batches seen at the last decision
 
     def on_train_start(self, trainer: L.Trainer, pl_module: L.LightningModule) -> None:
@@ -71,10 +70,10 @@ class OverfitStop(L.Callback):
         if n - self._decided < chunk:
             return
         self._decided = n
-        first, last = losses[0], _mean(losses[-3:])
+        first, last = losses[0], fmean(losses[-3:])
         # chunk means, not single steps: dropout and Adam make step losses noisy
-        recent = _mean(losses[n - chunk :])
-        previous = _mean(losses[max(0, n - 2 * chunk) : n - chunk] or losses[:1])
+        recent = fmean(losses[n - chunk :])
+        previous = fmean(losses[max(0, n - 2 * chunk) : n - chunk] or losses[:1])
         if first > 0 and last <= self.settings.overfit_max_ratio * first:
             self.reason = "target reached"
         elif recent >= previous * 0.99:
@@ -84,10 +83,6 @@ class OverfitStop(L.Callback):
         else:
             return
         trainer.should_stop = True
-
-
-def _mean(values: list[float]) -> float:
-    return sum(values) / len(values)
 
 
 @dataclass
@@ -103,7 +98,6 @@ class Observation:
 
 
 def overfit_fit(ctx: DoctorContext, lr_scale: float = 1.0) -> Observation:
-    """Train a fresh task on the probe batch at a constant LR, extended while the loss falls."""
     settings, task, spy = ctx.settings, ctx.make_task(), Spy()
     limit = max(settings.overfit_steps, settings.overfit_max_steps)
     recorder = Recorder(spy=spy, watch_memory_steps=settings.memory_steps)
@@ -115,20 +109,16 @@ def overfit_fit(ctx: DoctorContext, lr_scale: float = 1.0) -> Observation:
     return Observation(task, fit, recorder, spy, val_every, lr, stop, time.perf_counter() - start)
 
 
-def observation(ctx: DoctorContext) -> Observation:
-    return ctx.shared(overfit_fit)
+observation = shared_probe(overfit_fit)
 
 
-def _short_fit(ctx: DoctorContext) -> tuple[L.LightningModule, FitResult]:
+@shared_probe
+def short_fit(ctx: DoctorContext) -> tuple[L.LightningModule, FitResult]:
+    """A fresh task fitted overfit_steps on the real train batches at a constant LR (read only)."""
     task, steps = ctx.make_task(), ctx.settings.overfit_steps
     batches = ctx.samples.micro_batches(0, steps)
     train = replay_loader(batches, repeats=math.ceil(steps / max(len(batches), 1)))
     return task, ctx.fit(task, train, callbacks=[ConstantLR()], max_steps=steps)
-
-
-def short_fit(ctx: DoctorContext) -> tuple[L.LightningModule, FitResult]:
-    """A fresh task fitted overfit_steps on the real train batches at a constant LR (read only)."""
-    return ctx.shared(_short_fit)
 
 
 def unstepped_message(obs: Observation) -> str:
@@ -151,7 +141,6 @@ ALONE = "return the loss from training_step without reading self.trainer or self
 
 
 def training_loss(task: Any, batch: Any) -> torch.Tensor:
-    """The scalar loss training_step returns, outside a trainer (ValueError: none)."""
     loss = scalar_loss(task.training_step(copy.copy(batch), 0))
     if loss is None:
         raise ValueError("training_step returned no scalar loss")

@@ -56,7 +56,6 @@ def grad_copies(module: nn.Module, only: set[int] | None = None) -> dict[str, to
 
 
 def scalar_loss(outputs: Any) -> torch.Tensor | None:
-    """The loss in what training_step returned (a tensor or a dict's "loss"), if a scalar."""
     loss = outputs.get("loss") if isinstance(outputs, dict) else outputs
     return loss if isinstance(loss, torch.Tensor) and loss.numel() == 1 else None
 
@@ -133,7 +132,6 @@ class Recorder(L.Callback):
             self.spy.watch(len(self.losses))
 
     def frozen_changes(self, pl_module: L.LightningModule) -> dict[str, float]:
-        """Frozen tensors that changed since they were first seen frozen: name -> max |change|."""
         state = frozen_state(pl_module)
         changes = {}
         for name, before in self.frozen_values.items():

@@ -20,7 +20,6 @@ from trainwell.doctor.harness.batches import leaves, same, size_of
 
 
 def why_not_indexable(loader: Any) -> str:
-    """Why samples of this loader cannot be fetched by index ('' when they can)."""
     if not isinstance(loader, DataLoader):
         return f"the train loader is a {type(loader).__name__}, not a torch DataLoader"
     if isinstance(loader.dataset, IterableDataset):
@@ -140,7 +139,6 @@ class TrainSamples:
             return same(a, self.collate(indices))
 
     def real_batches(self, n: int) -> list[Any]:
-        """The first `n` batches the loader yields (fewer when the epoch is shorter)."""
         self._real += islice(self._iterator, max(0, n - len(self._real)))
         return self._real[:n]
 

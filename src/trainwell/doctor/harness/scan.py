@@ -13,7 +13,7 @@ import torch.nn.functional as F
 from lightning.fabric.utilities.data import sized_len
 
 from trainwell.doctor.harness.batches import integral, leaves, padding_positions, size_of
-from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.context import DoctorContext, shared_probe
 from trainwell.doctor.harness.samples import iterate_batches, split_loaders
 
 SPLITS = ("train", "val", "test")
@@ -46,13 +46,13 @@ class Scan:
         return torch.cat(parts) if (parts := self.ints.get(path)) else None
 
 
-def _walk(ctx: DoctorContext) -> Scan:
+@shared_probe
+def scan(ctx: DoctorContext) -> Scan:
     """Up to probe.scan_batches batches per split (train's in its order, with augmentation)."""
     limit, result = ctx.settings.scan_batches, Scan()
+    train = ([ctx.samples.loader], "")
     for split in SPLITS:
-        loaders, why = (
-            ([ctx.samples.loader], "") if split == "train" else split_loaders(ctx.datamodule, split)
-        )
+        loaders, why = train if split == "train" else split_loaders(ctx.datamodule, split)
         if not loaders:
             result.missing[split] = why
             continue
@@ -111,7 +111,3 @@ def _scan_batch(result: Scan, split: str, index: int, batch: Any) -> None:
                 result.ints.setdefault(path, []).append(tensor.detach().reshape(-1).cpu())
                 result.kept += tensor.numel()
     result.bad_batches += flagged
-
-
-def scan(ctx: DoctorContext) -> Scan:
-    return ctx.shared(_walk)

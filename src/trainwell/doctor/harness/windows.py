@@ -158,9 +158,8 @@ class StepWatch(L.Callback):
         self.events: list[Event] = []
         self.grads: dict[int, dict[str, torch.Tensor]] = {}  # per optimizer, at its first step
         self.states: dict[int, dict[str, torch.Tensor]] = {}  # micro-batch -> weights at its start
-        self._stepped = False  # a step since the last micro-batch started
+        self._stepped, self._batch = False, -1  # _stepped: a step since the micro-batch began
         self._torch: list[Any] = []  # trainer.optimizers
-        self._batch = -1
         self._module: L.LightningModule | None = None
         self._undo: list[Callable[[], Any]] = []  # what teardown puts back
 

@@ -18,16 +18,16 @@ def _save(fig: plt.Figure, path: Path) -> str:
     return path.name
 
 
-def overfit_curve(losses: list[float], path: Path) -> str:
+def overfit_curve(losses: list[float], out: Path) -> str:
     fig, ax = plt.subplots(figsize=(6, 3.2))
     ax.plot(range(len(losses)), losses, marker=".")
     ax.set(xlabel="optimizer step", ylabel="training loss", title="Overfit one fixed batch")
     ax.set_yscale("log")
     ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return _save(fig, out / "overfit_one_batch.png")
 
 
-def grad_norms(norms: dict[str, float | None], path: Path) -> str:
+def grad_norms(norms: dict[str, float | None], out: Path) -> str:
     names = list(norms)
     # A NaN/Inf norm (non-finite data or loss, which data.finite and grad.flow report) is drawn
     # at the floor in red like a missing one: a NaN bar would stop the log axis, and the report.
@@ -42,10 +42,10 @@ def grad_norms(norms: dict[str, float | None], path: Path) -> str:
         title="Per-layer gradient norms",
         xscale="log",
     )
-    return _save(fig, path)
+    return _save(fig, out / "grad_norms.png")
 
 
-def lr_schedule(lrs: list[float], warmup: int, path: Path) -> str:
+def lr_schedule(lrs: list[float], warmup: int, out: Path) -> str:
     fig, ax = plt.subplots(figsize=(6, 3.2))
     ax.plot(range(len(lrs)), lrs)
     if warmup:
@@ -53,4 +53,4 @@ def lr_schedule(lrs: list[float], warmup: int, path: Path) -> str:
         ax.legend()
     ax.set(xlabel="optimizer step", ylabel="learning rate", title="LR over the planned steps")
     ax.grid(alpha=0.3)
-    return _save(fig, path)
+    return _save(fig, out / "lr_schedule.png")

@@ -28,10 +28,7 @@ class Verdict:
             raise ValueError(f"unknown status {self.status!r}")
 
 
-passes = partial(Verdict, "pass")
-warns = partial(Verdict, "warn")
-fails = partial(Verdict, "fail")
-skips = partial(Verdict, "skip")
+passes, warns, fails, skips = (partial(Verdict, status) for status in STATUSES)
 
 
 @dataclass
@@ -49,9 +46,8 @@ def _jsonable(value: Any) -> Any:
         return {str(k): _jsonable(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_jsonable(v) for v in value]
-    if isinstance(value, bool | int | str) or value is None:
-        return value
-    return value if isinstance(value, float) and math.isfinite(value) else str(value)
+    finite = isinstance(value, float) and math.isfinite(value)
+    return value if finite or isinstance(value, bool | int | str) or value is None else str(value)
 
 
 def write_json(path: Path, experiment: str, checks: list[Check], extra: dict[str, Any]) -> None:
