@@ -1,9 +1,7 @@
 """accumulation.equivalence: an optimizer step over a window of micro-batches == one batch.
 
-The windows are the train loader's first and short tail window; "one batch of the same items"
-re-collates their samples with the loader's collate_fn (per-batch padding included), or
-concatenates the micro-batches when the dataset cannot be indexed. Dropout (p=0) and BatchNorm
-(eval) are frozen: they make micro-batch and full-batch forwards differ by design (BatchNorm warns).
+Dropout (p=0) and BatchNorm (eval) are frozen: they make micro-batch and full-batch forwards
+differ by design (BatchNorm warns).
 """
 
 from __future__ import annotations
@@ -96,8 +94,6 @@ def _compare_window(
     evidence[window.label] = {"micro_batch_sizes": sizes, **result}
     if result["relative_difference"] <= RTOL:
         return None
-    # Name the cause: a per-micro-batch mean over items the module does not declare, a
-    # declaration that disagrees with the loss, or a loss scaled by hand.
     calls = [windowed.spy.calls_in(i) for i in range(len(window.batches))] if windowed.spy else []
     seen = [c[0].items for c in calls if len(c) == 1 and c[0].reduction == "mean"]
     if len(seen) == len(window.batches) and None not in seen:

@@ -1,16 +1,9 @@
 """metrics.reduction: logged means that batches or ranks will weigh wrongly.
 
 Lightning weighs each batch's `self.log` value by the batch size it extracts (or `batch_size=`)
-and, with `sync_dist=True`, averages the ranks' values. Two silent errors follow (fine on the
-probe's one process, wrong at scale):
-
-* a value the task averaged itself in an epoch-end hook (`on_validation_epoch_end`, ...) is one
-  number per rank, averaged unweighted although ranks hold different numbers of samples (or
-  rank 0's only, without sync_dist);
-* a per-batch mean over tokens / unmasked targets is weighted by the number of *sequences*.
-
-torchmetrics metrics (logged as objects, or their compute() logged) keep sums and counts and
-reduce across ranks themselves: they are the fix, and never flagged.
+and, with `sync_dist=True`, averages the ranks' values unweighted: fine on the probe's one process,
+wrong at scale. torchmetrics metrics (logged as objects, or their compute() logged) keep sums and
+counts and reduce across ranks themselves: they are the fix, and never flagged.
 """
 
 from __future__ import annotations

@@ -110,7 +110,6 @@ def optimizer_coverage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             f"{duplicates} tensor(s) appear twice in the optimizer and get stepped twice; list "
             "each parameter once"
         )
-    # What does not train does not change: a moved frozen parameter fails, a frozen buffer warns.
     changes = rec.frozen_changes(obs.task)
     evidence["frozen_tensors_watched"] = len(rec.frozen_values)
     evidence["frozen_tensors_changed"] = changes
@@ -132,7 +131,6 @@ def optimizer_coverage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             f"{where}), so the frozen part still drifts (BatchNorm statistics in train mode); put "
             "frozen blocks in eval mode in on_train_epoch_start, unless they are meant to adapt"
         )
-    # A freeze written as a module attribute never reaches the parameters.
     unfrozen = [
         name or type(module).__name__
         for name, module in obs.task.named_modules()
