@@ -42,7 +42,6 @@ def grad_flow(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     zero = [n for n, g in grads.items() if g == 0.0]
     nonfinite = [n for n, g in grads.items() if g is not None and not math.isfinite(g)]
     evidence |= {"grad_norm": grads, "none": none, "zero": zero, "non_finite": nonfinite}
-    evidence["trainable_tensors"] = len(grads)
     if nonfinite:
         return fails(
             f"{len(nonfinite)} parameter(s) (first: `{nonfinite[0]}`) get NaN/Inf gradients at the "

@@ -83,7 +83,6 @@ def optimizer_coverage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         "tensors_in_optimizers": len(in_opt),
         "trainable_tensors": len(rec.trainable_at_start),
         "missing": missing[:20],
-        "missing_count": len(missing),
         "frozen_in_optimizer": frozen[:20],
         "frozen_in_optimizer_count": len(frozen),
         "duplicates": duplicates,
