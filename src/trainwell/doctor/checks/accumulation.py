@@ -52,8 +52,6 @@ def accumulation_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Ve
     norms = [n for n, m in probe.named_modules() if isinstance(m, BATCH_NORMS)]
     evidence["batchnorm_layers"] = norms
     if norms and configured > 1:
-        # Exact gradients, inexact statistics: BatchNorm normalises each micro-batch by its own
-        # mean and variance, which one batch of K x B samples would not.
         plan = ctx.plan
         evidence |= {"micro_batch": plan.micro_batch, "effective_batch": plan.effective_batch}
         return warns(
@@ -153,13 +151,11 @@ def _scaling_cause(calls: list[list[Any]], ratio: float, n: int, evidence: dict[
             "take .mean(): a mean over samples accumulates exactly"
         )
     if not multiplied and abs(ratio - 1) < 0.02:
-        # One batch's size but not its direction: no scale, the micro-batches' losses differ.
         return (
             "the window's gradient has one batch's size but not its direction, so a micro-batch's "
             "loss is not a plain mean over its samples: a mean over tokens or unmasked targets "
-            "(declare `def loss_items(self, batch)` returning their count), a normaliser taken "
-            "from the micro-batch or from state each step updates, or outputs that depend on the "
-            "rest of the micro-batch (padding to its longest sequence, batch statistics)"
+            "(declare `def loss_items(self, batch)` returning their count), or outputs that depend "
+            "on the rest of the micro-batch (padding to its longest sequence, batch statistics)"
         )
     how = f"multiplied by the micro-batch count ({n})" if multiplied else "scaled per micro-batch"
     return (

@@ -207,9 +207,8 @@ def weights_averaging(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         return skips("the probe wrote no checkpoint to look in")
     checkpoint = load_checkpoint_file(path)
     places: dict[str, set[str | None]] = {}
-    for name in watch.averages:
-        if name in watch.saved:
-            places.setdefault(name.split(".")[0], set()).add(_where(watch.saved[name], checkpoint))
+    for name in [n for n in watch.averages if n in watch.saved]:
+        places.setdefault(name.split(".")[0], set()).add(_where(watch.saved[name], checkpoint))
     evidence["kept_in"] = {owner: sorted(map(str, found)) for owner, found in places.items()}
     for owner, found in places.items():
         if None in found:

@@ -119,8 +119,6 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         )
         if n > 1:
             return verdict
-        # Every optimizer steps every micro-batch: no windows are combined, so a scaled loss
-        # only changes what the learning rate means (as accumulation.equivalence says at K=1).
         return warns(
             "the task steps every micro-batch (no windows combined), so its steps are unaffected "
             f"now, but {verdict.message}; this breaks once it accumulates"

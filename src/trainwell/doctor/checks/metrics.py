@@ -68,8 +68,6 @@ def metrics_reduction(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
 
 
 def _per_rank_values(watch: LogWatch, world: int | None) -> tuple[list[dict[str, Any]], list[str]]:
-    """Logged means whose epoch value is one number per rank, which ranks combine wrongly (a plain
-    tensor from an epoch-end hook, a per-step mean without sync_dist on several ranks)."""
     per_rank, findings = [], []
     for (hook, name), value in watch.keys.items():
         if value.is_metric or value.reduce != "mean" or not value.on_epoch:
