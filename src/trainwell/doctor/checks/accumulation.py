@@ -1,9 +1,7 @@
 """accumulation.equivalence: an optimizer step over a window of micro-batches == one batch.
 
-The windows are the train loader's first and short tail window; "one batch of the same items"
-re-collates their samples with the loader's collate_fn (per-batch padding included), or
-concatenates the micro-batches when the dataset cannot be indexed. Dropout (p=0) and BatchNorm
-(eval) are frozen: they make micro-batch and full-batch forwards differ by design (BatchNorm warns).
+Dropout (p=0) and BatchNorm (eval) are frozen: they make micro-batch and full-batch forwards
+differ by design (BatchNorm warns).
 """
 
 from __future__ import annotations
@@ -54,8 +52,6 @@ def accumulation_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Ve
     norms = [n for n, m in probe.named_modules() if isinstance(m, BATCH_NORMS)]
     evidence["batchnorm_layers"] = norms
     if norms and configured > 1:
-        # Exact gradients, inexact statistics: BatchNorm normalises each micro-batch by its own
-        # mean and variance, which one batch of K x B samples would not.
         plan = ctx.plan
         evidence |= {"micro_batch": plan.micro_batch, "effective_batch": plan.effective_batch}
         return warns(
@@ -96,8 +92,6 @@ def _compare_window(
     evidence[window.label] = {"micro_batch_sizes": sizes, **result}
     if result["relative_difference"] <= RTOL:
         return None
-    # Name the cause: a per-micro-batch mean over items the module does not declare, a
-    # declaration that disagrees with the loss, or a loss scaled by hand.
     calls = [windowed.spy.calls_in(i) for i in range(len(window.batches))] if windowed.spy else []
     seen = [c[0].items for c in calls if len(c) == 1 and c[0].reduction == "mean"]
     if len(seen) == len(window.batches) and None not in seen:
@@ -157,13 +151,11 @@ def _scaling_cause(calls: list[list[Any]], ratio: float, n: int, evidence: dict[
             "take .mean(): a mean over samples accumulates exactly"
         )
     if not multiplied and abs(ratio - 1) < 0.02:
-        # One batch's size but not its direction: no scale, the micro-batches' losses differ.
         return (
             "the window's gradient has one batch's size but not its direction, so a micro-batch's "
             "loss is not a plain mean over its samples: a mean over tokens or unmasked targets "
-            "(declare `def loss_items(self, batch)` returning their count), a normaliser taken "
-            "from the micro-batch or from state each step updates, or outputs that depend on the "
-            "rest of the micro-batch (padding to its longest sequence, batch statistics)"
+            "(declare `def loss_items(self, batch)` returning their count), or outputs that depend "
+            "on the rest of the micro-batch (padding to its longest sequence, batch statistics)"
         )
     how = f"multiplied by the micro-batch count ({n})" if multiplied else "scaled per micro-batch"
     return (

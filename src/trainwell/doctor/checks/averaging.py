@@ -1,9 +1,7 @@
 """weights.averaging: a moving average of the weights (EMA, SWA) updated once per optimizer step,
-never per micro-batch, and saved in the checkpoint.
-
-Averages are told by what they do, not their class: in a short fit under accumulation (K >= 2), a
-tensor the run's callbacks or the module hold outside the optimizer averages a weight when each
-change moves it straight towards it (`avg += a * (w - avg)`), unlike statistics such as BatchNorm's.
+never per micro-batch, and saved in the checkpoint. Found in a short fit under accumulation by what
+it does: a tensor held outside the optimizer whose every change moves it straight towards a weight
+(`avg += a * (w - avg)`), unlike statistics such as BatchNorm's.
 """
 
 from __future__ import annotations
@@ -209,9 +207,8 @@ def weights_averaging(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         return skips("the probe wrote no checkpoint to look in")
     checkpoint = load_checkpoint_file(path)
     places: dict[str, set[str | None]] = {}
-    for name in watch.averages:
-        if name in watch.saved:
-            places.setdefault(name.split(".")[0], set()).add(_where(watch.saved[name], checkpoint))
+    for name in [n for n in watch.averages if n in watch.saved]:
+        places.setdefault(name.split(".")[0], set()).add(_where(watch.saved[name], checkpoint))
     evidence["kept_in"] = {owner: sorted(map(str, found)) for owner, found in places.items()}
     for owner, found in places.items():
         if None in found:

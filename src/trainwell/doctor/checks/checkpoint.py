@@ -80,8 +80,7 @@ def checkpoint_roundtrip(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdic
             "trained one: some state that changes the output is not saved (a plain tensor "
             "attribute or a non-persistent buffer); register it with register_buffer"
         )
-    # The trained task and a fresh one resumed from the checkpoint at one RNG state take the same
-    # next step unless state kept outside it (a counter, a running average, a generator) parts them.
+    # From one RNG state, only state kept outside the checkpoint parts the two tasks' next steps.
     step, batches, after = int(ckpt.get("global_step", 0)), ctx.settings.window_batches, []
     for task in (obs.task, fresh):
         torch.manual_seed(int(ctx.cfg.seed))

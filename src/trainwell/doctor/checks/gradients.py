@@ -1,8 +1,4 @@
-"""grad.flow, grad.zeroing and memory.graph_leak, read from the real loop's first optimizer steps.
-
-grad.flow also compares autograd with central finite differences of training_step's loss, in
-float64 in eval mode so the loss is a deterministic function of the weights.
-"""
+"""grad.flow, grad.zeroing and memory.graph_leak: read from the loop's first optimizer steps."""
 
 from __future__ import annotations
 
@@ -46,7 +42,6 @@ def grad_flow(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     zero = [n for n, g in grads.items() if g == 0.0]
     nonfinite = [n for n, g in grads.items() if g is not None and not math.isfinite(g)]
     evidence |= {"grad_norm": grads, "none": none, "zero": zero, "non_finite": nonfinite}
-    evidence["trainable_tensors"] = len(grads)
     if nonfinite:
         return fails(
             f"{len(nonfinite)} parameter(s) (first: `{nonfinite[0]}`) get NaN/Inf gradients at the "
@@ -110,7 +105,7 @@ def finite_difference(ctx: DoctorContext) -> tuple[list[dict[str, Any]], str, in
     task = ctx.make_task()
     if not task.automatic_optimization:
         return [], "manual optimization: the loss is not what training_step returns", 0
-    task = task.double().eval()
+    task = task.double().eval()  # eval mode: the loss is a deterministic function of the weights
     # A few samples are enough for the derivative and keep 2 forwards per coordinate cheap.
     few = ctx.probe_indices[:SAMPLES] if ctx.probe_indices else None
     batch = ctx.samples.collate(few) if few else clone(ctx.batch)

@@ -1,7 +1,5 @@
 """accumulation.equivalence under manual optimization: a probe fit watches where the user's code
-zeroes and steps (`StepWatch`) and compares, per optimizer, its first step's gradient with that of
-the recognised loss function's mean (or sum) over the same items in one batch.
-"""
+zeroes and steps (`StepWatch`) and compares each optimizer's first step with one batch."""
 
 from __future__ import annotations
 
@@ -42,7 +40,6 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         return skips(f"no manual step observed to compare: {why}")
     n = max(e.batch for e in steps.values()) + 1
     calls = [spy.calls_in(i) for i in range(n)]
-    # A reference is rebuilt from exactly one mean or sum loss call per micro-batch.
     counts = [len(c) for c in calls]
     if any(c > 1 for c in counts) and counts == [spy.backward_batches.count(i) for i in range(n)]:
         return skips(
@@ -122,8 +119,6 @@ def manual_equivalence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         )
         if n > 1:
             return verdict
-        # Every optimizer steps every micro-batch: no windows are combined, so a scaled loss
-        # only changes what the learning rate means (as accumulation.equivalence says at K=1).
         return warns(
             "the task steps every micro-batch (no windows combined), so its steps are unaffected "
             f"now, but {verdict.message}; this breaks once it accumulates"

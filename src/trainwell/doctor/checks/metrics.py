@@ -1,16 +1,9 @@
 """metrics.reduction: logged means that batches or ranks will weigh wrongly.
 
 Lightning weighs each batch's `self.log` value by the batch size it extracts (or `batch_size=`)
-and, with `sync_dist=True`, averages the ranks' values. Two silent errors follow (fine on the
-probe's one process, wrong at scale):
-
-* a value the task averaged itself in an epoch-end hook (`on_validation_epoch_end`, ...) is one
-  number per rank, averaged unweighted although ranks hold different numbers of samples (or
-  rank 0's only, without sync_dist);
-* a per-batch mean over tokens / unmasked targets is weighted by the number of *sequences*.
-
-torchmetrics metrics (logged as objects, or their compute() logged) keep sums and counts and
-reduce across ranks themselves: they are the fix, and never flagged.
+and, with `sync_dist=True`, averages the ranks' values unweighted: fine on the probe's one process,
+wrong at scale. torchmetrics metrics (logged as objects, or their compute() logged) keep sums and
+counts and reduce across ranks themselves: they are the fix, and never flagged.
 """
 
 from __future__ import annotations
@@ -75,8 +68,6 @@ def metrics_reduction(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
 
 
 def _per_rank_values(watch: LogWatch, world: int | None) -> tuple[list[dict[str, Any]], list[str]]:
-    """Logged means whose epoch value is one number per rank, which ranks combine wrongly (a plain
-    tensor from an epoch-end hook, a per-step mean without sync_dist on several ranks)."""
     per_rank, findings = [], []
     for (hook, name), value in watch.keys.items():
         if value.is_metric or value.reduce != "mean" or not value.on_epoch:

@@ -99,8 +99,6 @@ def _reread(loader: Any) -> tuple[int, float] | None:
 
 
 def eval_determinism(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    """Same weights, same data, same numbers: outputs and every logged value of validation
-    (and of test, where there is a test_step) repeat exactly, whatever ran in between."""
     named = {"validate": "validation", "test": "test"}
     stages = {stage: name for stage, name in named.items() if ctx.has_hook(f"{name}_step")}
     if not stages:

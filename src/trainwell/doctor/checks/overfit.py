@@ -54,8 +54,7 @@ def trend(values: list[float], max_ratio: float) -> Trend:
 
 
 def _losses(obs: Observation) -> list[float] | None:
-    """The losses of the steps that trained (a training_step returning None skips its batch), or
-    None when fewer than two remain."""
+    """Losses of the steps that trained (a step returning None skips); None if fewer than two."""
     values = [float(v) for v in obs.recorder.losses if v is not None]
     return values if len(values) >= 2 else None
 
@@ -162,7 +161,6 @@ def _diverged(ctx: DoctorContext, seen: Trend, evidence: dict[str, Any]) -> Verd
                 "fine if a warmup or decay keeps it lower early on, otherwise lower it"
             )
     return fails(
-        f"the loss on one fixed batch {what} at the configured LR held constant, and does not "
-        "fall at a tenth of it either: a wrong loss sign, exploding updates or bad labels (see "
-        "grad.flow and data.finite)"
+        f"the loss on one fixed batch {what} at the configured LR held constant, and does not fall "
+        "at a tenth of it either: a wrong loss sign or exploding updates (see grad.flow)"
     )

@@ -1,11 +1,8 @@
 """metrics.recomputation: a logged validation accuracy is what the validation step's outputs give.
 
 On the fit harness/logged.py runs (validation twice, as at a run's epoch ends), every accuracy the
-second validation logs (a name with `acc`, not a running best or a top-k) must equal the accuracy of the
-class scores the validation step hands its loss over those batches: micro (every sample or
-position counts once) or macro (each class's recall, averaged), as a fraction or a percentage. A
-metric object shared with training (its updates counted in validation) or never reset (earlier
-passes counted), or a list of outputs both steps append to, logs something else.
+second validation logs (a name with `acc`, not a running best or a top-k) must equal the micro
+or macro accuracy (fraction or percentage) of the class scores the validation step hands its loss.
 """
 
 from __future__ import annotations

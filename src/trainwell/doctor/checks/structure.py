@@ -83,7 +83,6 @@ def optimizer_coverage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
         "tensors_in_optimizers": len(in_opt),
         "trainable_tensors": len(rec.trainable_at_start),
         "missing": missing[:20],
-        "missing_count": len(missing),
         "frozen_in_optimizer": frozen[:20],
         "frozen_in_optimizer_count": len(frozen),
         "duplicates": duplicates,
@@ -110,7 +109,6 @@ def optimizer_coverage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             f"{duplicates} tensor(s) appear twice in the optimizer and get stepped twice; list "
             "each parameter once"
         )
-    # What does not train does not change: a moved frozen parameter fails, a frozen buffer warns.
     changes = rec.frozen_changes(obs.task)
     evidence["frozen_tensors_watched"] = len(rec.frozen_values)
     evidence["frozen_tensors_changed"] = changes
@@ -132,7 +130,6 @@ def optimizer_coverage(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
             f"{where}), so the frozen part still drifts (BatchNorm statistics in train mode); put "
             "frozen blocks in eval mode in on_train_epoch_start, unless they are meant to adapt"
         )
-    # A freeze written as a module attribute never reaches the parameters.
     unfrozen = [
         name or type(module).__name__
         for name, module in obs.task.named_modules()
