@@ -1,7 +1,5 @@
 """loss.padding and eval.batch_independence: what shares a sample's batch (padding, other samples,
-their order) must not move its loss or its eval outputs: padding rewritten or lengthened (by its
-pad id), the batch halved, regrouped, reordered or each sample repeated.
-"""
+their order) must not move its loss or its eval outputs."""
 
 from __future__ import annotations
 
@@ -63,7 +61,6 @@ def _padded_further(batch: Any, pad: torch.Tensor) -> Any | None:
 
 
 def _loss(task: Any, batch: Any) -> float | str:
-    """training_step's loss on `batch` in eval mode, or the error it raised."""
     try:
         return eval_loss(task, batch)
     except Exception as err:  # reported by the caller as what could not be measured
@@ -181,8 +178,7 @@ def _output_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdic
     make, n, why = _regrouper(ctx)
     if why:
         return skips(why)
-    k = n // 2
-    task = observation(ctx).task
+    k, task = n // 2, observation(ctx).task
     runs = [evaluation_outputs(ctx, task)[0], evaluation_outputs(ctx, task)[0]]
     part, error = evaluation_outputs(ctx, task, loader=replay_loader([make(list(range(k)))]))
     if runs[0] is None or runs[1] is None or part is None:
@@ -217,8 +213,6 @@ def _between(whole: float, a: float, b: float) -> bool:
 
 
 def _loss_independence(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    """training_step's eval-mode loss must not read the batch's order, and must be a weighted mean
-    (or the sum) of two halves' losses: else a sample's loss depends on its companions."""
     make, n, why = _regrouper(ctx)
     if why:
         return skips(why)

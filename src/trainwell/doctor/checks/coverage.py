@@ -19,21 +19,18 @@ from trainwell.doctor.report.verdict import Verdict, fails, passes, skips
 LARGEST = 1_000_000  # samples at most: a larger split is not counted (two passes of indices)
 
 
-def _pass(loader: DataLoader) -> tuple[list[Any], int | None]:
-    """One pass of the loader's batch sampler (indices; an endless one is cut at twice the
-    dataset), and how many its sampler declares."""
-    source = batch_source(loader)
-    declared = sized_len(getattr(source, "sampler", None))
+def _pass(loader: DataLoader) -> list[Any]:
+    """The indices of one pass of the batch sampler (an endless one is cut at twice the dataset)."""
     # Keys as the dataset takes them (a dict-style dataset's may be strings); tensors by value.
-    flat = (i.item() if isinstance(i, torch.Tensor) else i for batch in source for i in batch)
-    drawn = list(islice(flat, 2 * len(loader.dataset) + 1))
-    return drawn, declared
+    flat = (i.item() if isinstance(i, torch.Tensor) else i for b in batch_source(loader) for i in b)
+    return list(islice(flat, 2 * len(loader.dataset) + 1))
 
 
 def _finding(loader: DataLoader) -> tuple[str, dict[str, Any]] | None:
     """What keeps this loader from scoring its samples exactly once (None: nothing)."""
+    declared = sized_len(getattr(batch_source(loader), "sampler", None))
     with torch.random.fork_rng(devices=[]):  # a random sampler's draws leave the run's RNG be
-        (first, declared), (second, _) = _pass(loader), _pass(loader)
+        first, second = _pass(loader), _pass(loader)
     counts = Counter(first)
     twice = sum(n - 1 for n in counts.values())
     evidence = {"drawn": len(first), "distinct": len(counts), "declared": declared}

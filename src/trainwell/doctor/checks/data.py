@@ -1,10 +1,5 @@
 """Data checks on the values themselves: finite inputs and targets, no sample shared across splits,
-every split drawn like train.
-
-data.split_distribution: each feature of each per-sample float input (a column, an image channel)
-has about train's location and spread in val and test, and token ids occur about as often as in
-train (against two halves of train's own batches).
-"""
+every split drawn like train."""
 
 from __future__ import annotations
 
@@ -104,11 +99,10 @@ def _near_copies(ctx: DoctorContext, splits: list[str], evidence: dict[str, Any]
         evidence[f"{split}_near_copy_share"] = round(share, 4)
         if share >= LEAK_FRACTION and share >= NEAR_OVER_OWN * own_share:
             return (
-                f"{share:.0%} of the first {len(found[0])} {split} images are near copies of "
-                f"train images (the same image shifted by a pixel, mirrored or re-encoded), "
-                f"where train's own images have a near twin {own_share:.0%} of the time, so "
-                f"{split} metrics measure memorisation; split the data before any augmentation "
-                "or duplication"
+                f"{share:.0%} of the first {len(found[0])} {split} images are near copies of train "
+                "images (the same image shifted by a pixel, mirrored or re-encoded), where train's "
+                f"own images have a near twin {own_share:.0%} of the time, so {split} metrics "
+                "measure memorisation; split the data before any augmentation or duplication"
             )
     return ""
 
@@ -127,19 +121,15 @@ TOKENS = (3.0, 6.0)
 TV_FLOOR = (0.1, 0.3)
 
 
-def _stats(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    e1, e2 = (m[k] / m[0].clamp(min=1) for k in (1, 2))
-    return e1, (e2 - e1**2).clamp(min=0).sqrt()
-
-
-def _kurtosis(m: torch.Tensor) -> torch.Tensor:
-    """Each feature's kurtosis (3 if normal, ~1/p if set in a share p of samples); 3 where raw sums
-    cannot give it (no spread, or a mean so far from zero for its spread that 4th powers cancel)."""
+def _stats(m: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Each feature's mean, spread and kurtosis (3 if normal, ~1/p if set in a share p of samples;
+    3 where raw sums cannot give it: no spread, or a mean so far from zero for its spread that 4th
+    powers cancel)."""
     e1, e2, e3, e4 = (m[k] / m[0].clamp(min=1) for k in (1, 2, 3, 4))
     var = (e2 - e1**2).clamp(min=0)
     kurt = (e4 - 4 * e1 * e3 + 6 * e1**2 * e2 - 3 * e1**4) / var**2
     reliable = (var > 0) & (e1.abs() < 1e3 * var.sqrt()) & kurt.isfinite() & (kurt >= 1)
-    return kurt.where(reliable, 3.0)
+    return e1, var.sqrt(), kurt.where(reliable, 3.0)
 
 
 def _features(s: Scan, split: str) -> Iterator[dict[str, Any]]:
@@ -148,7 +138,7 @@ def _features(s: Scan, split: str) -> Iterator[dict[str, Any]]:
         t = s.moments["train"].get(path)
         if m is None or t is None or t.shape != m.shape:
             continue
-        (mean_t, std_t), (mean_s, std_s) = _stats(t), _stats(m)
+        (mean_t, std_t, kurt), (mean_s, std_s, _) = _stats(t), _stats(m)
         usable = (std_t > 1e-6 * (1 + mean_t.abs())) & (m[0] > 1) & (t[0] > 1)
         if not bool(usable.any()):
             continue
@@ -157,7 +147,6 @@ def _features(s: Scan, split: str) -> Iterator[dict[str, Any]]:
         shift = ((mean_s - mean_t).abs() / std_t - error).clamp(min=0).where(usable, 0.0)
         # A spread's standard error (in log units) grows with the kurtosis: few samples of a
         # heavy-tailed feature may hold none of its rare values.
-        kurt = _kurtosis(t)
         spread_error = NOISE * ((kurt - 1).clamp(min=0) / 4 * (1 / n_s + 1 / n_t)).sqrt()
         apart = (std_s / std_t).log().abs().clamp(max=30)  # a split without any spread: e^30
         judged = usable & ((std_s > 0) | (n_s / kurt >= CONSTANT_DRAWS))

@@ -134,8 +134,6 @@ def global_rng_use(dataset: Any, index: int) -> str:
 
 
 def data_worker_seeding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
-    """Draw one sample index repeatedly in two workers: random augmentations must differ; and a
-    sample's randomness must not come from the global RNG (results would depend on workers)."""
     real = ctx.samples.loader
     problem = why_not_indexable(real)
     if problem and isinstance(real, DataLoader) and isinstance(real.dataset, IterableDataset):
@@ -193,16 +191,15 @@ def data_worker_seeding(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict
 def _stream_seeding(real: DataLoader, evidence: dict[str, Any]) -> Verdict:
     """Each worker runs its own copy of an iterable dataset's __iter__: a pass through the run's
     workers must repeat no more samples than one process does."""
-    workers = real.num_workers
+    workers = evidence["num_workers"] = real.num_workers
     if workers < 2:
-        evidence["num_workers"] = workers
         return passes(f"the stream is read by {workers} worker(s): none repeats another")
     repeated, compared = {}, {}
     for n in (0, workers):
         with quiet():
             stream = content(_like(real, real.dataset, real.batch_size, n), STREAM_COMPARED)
         repeated[n], compared[n] = round(1 - len(set(stream)) / max(1, len(stream)), 4), len(stream)
-    evidence |= {"num_workers": workers, "samples": compared, "repeated_share": repeated}
+    evidence |= {"samples": compared, "repeated_share": repeated}
     alone, shared = repeated[0], repeated[workers]
     if shared - alone >= REPEATED:
         return fails(

@@ -1,11 +1,5 @@
-"""What the train loader serves, epoch by epoch and batch by batch.
-
-data.epoch_order: every epoch is a full pass over the data, in a new order; two epochs are drawn
-as Lightning draws them (`set_epoch` first), by dataset index where a sampler orders a map-style
-dataset, by content elsewhere.
-data.batch_composition: a training batch looks like the training set: the classes of the first
-training batches are compared with random batches of the same sizes from the whole split.
-"""
+"""data.epoch_order and data.batch_composition: what the train loader serves, epoch by epoch
+and batch by batch."""
 
 from __future__ import annotations
 
@@ -95,7 +89,6 @@ PURER = 0.3  # the mean share of a batch's largest class above random's from whi
 
 
 def _purity(batches: list[torch.Tensor]) -> torch.Tensor:
-    """Per batch, the share of its most common class."""
     return torch.tensor([float(torch.bincount(b).max()) / len(b) for b in batches])
 
 

@@ -1,12 +1,5 @@
 """data.split_agreement and data.class_balance: what a task fitted briefly on the real train
-batches predicts.
-
-data.split_agreement: validation measures what training learns: a fit that beats chance on training
-data (each split scored against its most common label's rate) must beat it on validation too.
-data.class_balance: classes so unequal that accuracy hides what the model misses warn unless
-something compensates (the loader's own sampler, class weights in the loss, a macro metric), and
-fail where the fitted task predicts the majority class for every sample of a balanced batch.
-"""
+batches predicts."""
 
 from __future__ import annotations
 
@@ -253,19 +246,17 @@ def _loss_weighed_ratio(
 ) -> float | None:
     """The largest class's weight in an epoch's loss over the smallest's: its samples times the
     weight the loss gives each, read from the gradient a sample's true-class score gets over an
-    unweighted cross-entropy's (CrossEntropyLoss(weight=...), per-sample losses times class
-    weights); None where the loss takes no class scores per sample."""
+    unweighted cross-entropy's; None where the loss takes no class scores per sample."""
     # The fitted task, off its finished trainer (whose logging would refuse the step's log calls)
     spy, trainer, task.trainer = Spy(max_calls=1, keep_inputs=True), task.trainer, None
-    spy.watch(0)
     try:
-        with torch.enable_grad(), quiet():
+        with torch.enable_grad(), quiet(), spy:
+            spy.active = True
             loss = training_loss(task, batch)
     except Exception as err:  # the user's step outside a trainer: no weights read, no verdict
         evidence["loss_weights"] = f"not read: {error_line(err)}"
         return None
     finally:
-        spy.leave()
         task.trainer = trainer
     call = spy.losses[0] if spy.losses else None
     if call is None or call.name not in CLASS_INDEX or call.live is None or call.live.dim() != 2:

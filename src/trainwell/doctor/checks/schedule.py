@@ -1,9 +1,7 @@
 """schedule.interval: the learning rate at each optimizer step follows the curve the plan implies.
 
 The task runs through the real Lightning loop on a run shaped like the planned one, so
-`trainer.estimated_stepping_batches` and the hooks see what the real run sees; whatever steps a
-scheduler, the LR seen must be its own curve (replayed from its first state) at the plan's pace.
-"""
+`trainer.estimated_stepping_batches` and the hooks see what the real run sees."""
 
 from __future__ import annotations
 
@@ -94,7 +92,6 @@ def schedule_interval(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdict:
     evidence |= {
         "accumulate": k,
         "micro_batches_per_epoch": per_epoch,
-        "optimizer_steps": len(trace.step_ends),
         "epochs_seen": sorted(set(trace.step_epochs)),
         "lr_per_optimizer_step": trace.step_lrs,
         "schedulers": trace.scheduler_configs,
@@ -241,17 +238,15 @@ def _follows_curve(
         )
     if length >= LONG * total:
         return warns(
-            f"{name} is sized for {length} optimizer steps but the run takes {total} "
-            f"({length / total:.1f}x longer): the run stops at {100 * total / length:.0f}% of its "
-            "schedule (a warm-up or decay barely started); size it in optimizer steps "
-            "(len(train_loader) per epoch, not len(dataset), or "
-            "trainer.estimated_stepping_batches)",
+            f"{name} is sized for {length} optimizer steps but the run takes {total}: the run "
+            f"stops at {100 * total / length:.0f}% of its schedule (a warm-up or decay barely "
+            "started); size it in optimizer steps (len(train_loader) per epoch, not len(dataset), "
+            "or trainer.estimated_stepping_batches)",
         )
     return None
 
 
 def _hand_set(trace: _Trace) -> Verdict:
-    """No scheduler: a learning rate set by hand must not restart its warm-up every epoch."""
     lrs = [lr[0] for lr in trace.step_lrs]
     starts = [s for s in range(1, len(lrs)) if trace.step_epochs[s] != trace.step_epochs[s - 1]]
     for s in starts:  # a warm-up that rose, then starts again where it began

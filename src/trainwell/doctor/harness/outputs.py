@@ -6,6 +6,7 @@ while validating; from them, predicted and true class ids of a fitted task on an
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import lightning as L
@@ -29,16 +30,14 @@ class OutputWatch(L.Callback):
         children = [m for m in pl_module.children() if any(True for _ in m.parameters())]
         watched = {id(pl_module), *map(id, children)}
         for name, m in pl_module.named_modules():
-            self.handles.append(m.register_forward_hook(self._hook(name, id(m) in watched)))
+            hook = partial(self._hook, name or "task", id(m) in watched)
+            self.handles.append(m.register_forward_hook(hook))
 
-    def _hook(self, name: str, keep: bool) -> Any:
-        def hook(module: nn.Module, args: Any, output: Any) -> None:
-            if module.training:
-                self.training_modules.add(name or "task")
-            if keep:
-                self.outputs.extend(t.detach().clone() for _, t in leaves(output))
-
-        return hook
+    def _hook(self, name: str, keep: bool, module: nn.Module, args: Any, output: Any) -> None:
+        if module.training:
+            self.training_modules.add(name)
+        if keep:
+            self.outputs.extend(t.detach().clone() for _, t in leaves(output))
 
     on_test_start = on_validation_start
 

@@ -99,7 +99,6 @@ class Spy(TorchFunctionMode):
         return result
 
     def watch(self, batch_index: int) -> None:
-        """Record as watched micro-batch `batch_index` until `leave`."""
         self.batch_index = batch_index
         self.__enter__()
         self.active = True
