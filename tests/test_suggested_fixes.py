@@ -734,7 +734,7 @@ def test_the_gradient_plot_draws_non_finite_norms_as_missing_ones(tmp_path: Path
     from trainwell.doctor.report.plots import grad_norms
 
     norms = {"net.body.1.weight": float("nan"), "net.head.weight": float("nan")}
-    grad_norms(norms, tmp_path / "grad_norms.png")
+    grad_norms(norms, tmp_path)
     assert (tmp_path / "grad_norms.png").read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
 
 

@@ -461,7 +461,6 @@ NOT_SUGGESTED: tuple[NotSuggested, ...] = (
     ),
     NotSuggested("src/trainwell/callbacks/training_state.py", "python", "an RNG stream's name"),
     NotSuggested("src/trainwell/command_line.py", "provider=", "a line of Hydra's it drops"),
-    NotSuggested("src/trainwell/doctor/run.py", "_target_=", "a report field's text"),
     NotSuggested(
         "src/hydra_plugins/trainwell_optuna_sweeper/_search.py",
         "++pruning.",

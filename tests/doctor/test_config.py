@@ -8,9 +8,10 @@ from pathlib import Path
 import pytest
 
 from tests.helpers.config import compose_config
-from tests.helpers.doctor import MUSEUM
+from tests.helpers.doctor import MUSEUM, QUICK_PROBES
 from trainwell.cli import train_job
 from trainwell.doctor.harness.settings import ProbeSettings
+from trainwell.doctor.run import diagnose
 from trainwell.errors import TrainwellError
 
 
@@ -68,3 +69,23 @@ def test_preflight_pass_links_the_report_in_results(tmp_path: Path) -> None:
     train_job(cfg)
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     assert results["doctor_report"] == str(tmp_path / "run" / "doctor" / "report.json")
+
+
+def test_the_doctor_refuses_a_monitored_metric_validation_never_logs_as_train_does(
+    tmp_path: Path,
+) -> None:
+    """A module that logs `val_loss` under the default monitor.metric=val/acc: train.py stops at
+    its first validation with one line; the doctor must not call the same command ready."""
+    plain = ["~model", "+model._target_=tests.doctor.reported._common.Classifier", "test=false"]
+    plain += [
+        "trainer.max_epochs=1",
+        "trainer.limit_train_batches=2",
+        "trainer.limit_val_batches=1",
+    ]
+    with pytest.raises(TrainwellError) as trained:
+        train_job(compose_config(plain, tmp_path / "train"))
+    cfg = compose_config([*plain, *QUICK_PROBES], tmp_path / "doctor", config_name="doctor")
+    with pytest.raises(TrainwellError) as doctored:
+        diagnose(cfg)
+    assert "logs no val/acc in validation" in str(doctored.value)
+    assert str(doctored.value) == str(trained.value)

@@ -86,6 +86,7 @@ CASES = [
     ("val_shifted_copies", "data", "data.leakage", "fail"),
     ("flipped_copies_before_the_split", "data", "data.leakage", "fail"),
     ("val_reencoded_copies", "data", "data.leakage", "fail"),
+    ("val_shifted_down_filled", "data", "data.leakage", "fail"),
     ("long_tailed_stream", "data", "data.class_balance", "fail"),
     ("long_tailed_records", "records", "data.class_balance", "fail"),
     ("class_weights_in_the_loss", "own", "data.class_balance", "fail"),

@@ -137,6 +137,9 @@ def zoo_config(
             cfg.model = OmegaConf.create(
                 {"_target_": _target(module), **MODEL_ARGS.get(module, {})}
             )
+            # The entries log their own names (val_loss, val/recon...): no monitored metric, as
+            # train.py's refusal of an unlogged val/acc tells their authors (so does the doctor).
+            cfg.monitor.metric, cfg.callbacks.early_stopping = None, None
         if data is not None:
             cfg.data = OmegaConf.create({"_target_": _target(data)})
     return cfg

@@ -824,10 +824,47 @@ MUTANTS: list[Mutant] = [
     Mutant(
         "doctor data.leakage: images moved by a pixel are not compared as near copies",
         "src/trainwell/doctor/harness/near_copies.py",
-        "            for dx in (-1, 0, 1):",
-        "            for dx in (0,):",
+        "        for dy, dx in product(KEPT, KEPT):",
+        "        for dy, dx in [(0, 0)]:",
         (f"{INV_T}[val_shifted_copies]",),
         "no evaluation sample is a near copy of a training sample",
+    ),
+    Mutant(
+        "doctor data.leakage: the edge a one-pixel shift frees is compared too",
+        "src/trainwell/doctor/harness/near_copies.py",
+        "KEPT = {-1: slice(None, -1), 0: slice(None), 1: slice(1, None)}",
+        "KEPT = {-1: slice(None), 0: slice(None), 1: slice(None)}",
+        (f"{INV_T}[val_shifted_down_filled]",),
+        "no evaluation sample is a near copy of a training sample",
+    ),
+    Mutant(
+        "doctor: a monitored metric validation never logs, refused by train.py, passes the doctor",
+        "src/trainwell/doctor/run.py",
+        "            refuse_unlogged_monitor(cfg, fit.trainer, logged)",
+        "            pass",
+        (
+            "tests/doctor/test_config.py::"
+            "test_the_doctor_refuses_a_monitored_metric_validation_never_logs_as_train_does",
+        ),
+        "a message that never contradicts the command given: the doctor refuses what train.py does",
+    ),
+    Mutant(
+        "training plan: the template's weighted draw is planned as each sample once per epoch",
+        "src/trainwell/loading/samplers.py",
+        "    replacement = True  # as torch's samplers say it (the training plan reads it)",
+        "    replacement = False",
+        (f"{PLAN_T}::test_the_plan_says_when_an_epoch_draws_with_replacement",),
+        "the printed training plan states what an epoch draws",
+    ),
+    Mutant(
+        "results.json: a test that never ran is said to have used the trained weights",
+        "src/trainwell/callbacks/ema.py",
+        "    if not tested:",
+        "    if False:",
+        (
+            "tests/training/test_ema.py::test_a_run_without_ema_says_its_weights_are_the_trained_ones",
+        ),
+        "results.json says which weights its metrics come from, and only for metrics it has",
     ),
     Mutant(
         "doctor data.leakage: mirrored images are not compared as near copies",

@@ -136,3 +136,7 @@ def test_the_plan_says_when_an_epoch_draws_with_replacement() -> None:
         line = plan_for(loader, quiet_trainer(max_epochs=1)).lines()[0]
         assert ("each sample once per epoch" in line) is not repeats, line
         assert ("drawn with replacement" in line) is repeats, line
+    # drop_last: the last partial batch's samples sit the epoch out.
+    loader = DataLoader(data, batch_size=8, shuffle=True, drop_last=True)
+    line = plan_for(loader, quiet_trainer(max_epochs=1)).lines()[0]
+    assert "each sample at most once per epoch (drop_last leaves 4 out)" in line, line

@@ -15,12 +15,14 @@ from omegaconf import DictConfig, OmegaConf
 
 from trainwell.doctor.checks import CHECKS
 from trainwell.doctor.harness.context import DoctorContext
+from trainwell.doctor.harness.logged import logging_fit
 from trainwell.doctor.harness.observe import observation
 from trainwell.doctor.harness.scan import scan
 from trainwell.doctor.harness.settings import ProbeSettings
 from trainwell.doctor.report import plots
 from trainwell.doctor.report.verdict import Check, fails, render, write_json
 from trainwell.errors import TrainwellError, error_line
+from trainwell.training.monitored_metric import refuse_unlogged_monitor
 from trainwell.training.precision import resolve_precision
 
 
@@ -28,7 +30,8 @@ def shared_probes(ctx: DoctorContext) -> dict[str, float | str]:
     """Run the probes several checks read up front, so each check's `seconds` is its own work. A
     probe that raises is left for its checks to report (they call it again and say why)."""
     timings: dict[str, float | str] = {}
-    for name, probe in (("observe_run", observation), ("data_scan", scan)):
+    probes = {"logging_fit": logging_fit, "observe_run": observation, "data_scan": scan}
+    for name, probe in probes.items():
         start = time.perf_counter()
         try:
             probe(ctx)
@@ -79,7 +82,7 @@ def _summary(ctx: DoctorContext, seconds: float, shared: dict[str, float | str])
     cfg, obs = ctx.cfg, observation(ctx)
     params = sum(p.numel() for p in obs.task.parameters() if p.requires_grad)
     net = type(getattr(obs.task, "net", obs.task)).__name__
-    opt, sched = cfg.model.get("optimizer"), cfg.model.get("scheduler")
+    trainer = logging_fit(ctx)[0].trainer  # what the task's configure_optimizers really built
     accelerator = str(cfg.trainer.get("accelerator", "cpu"))
     try:
         precision = resolve_precision(cfg.trainer.get("precision"), accelerator)
@@ -88,16 +91,14 @@ def _summary(ctx: DoctorContext, seconds: float, shared: dict[str, float | str])
     data = "train size unknown: the loader has no length"
     if (size := ctx.plan.dataset_size) is not None:
         data = f"{size} train samples"
-    shown = opt.items() if OmegaConf.is_dict(opt) else []
-    optimizer = ", ".join(f"{k}={v}" for k, v in shown if k != "_partial_").replace("_target_=", "")
+    opts = [f"{type(o).__name__} (lr {o.param_groups[0]['lr']:g})" for o in trainer.optimizers]
     return {
         "data": f"{cfg.data.get('_target_', '?')} ({data})",
         "model": f"{type(obs.task).__name__} over {net}, {params:,} trainable parameters",
         "loss": obs.spy.losses[0].name if obs.spy.losses else "not observed",
-        "optimizer": optimizer or "built by the task's configure_optimizers",
-        "scheduler": str(sched.get("_target_"))
-        if OmegaConf.is_dict(sched)
-        else "none configured (constant LR, or built by the task)",
+        "optimizer": ", ".join(opts) or "not observed",
+        "scheduler": ", ".join(type(c.scheduler).__name__ for c in trainer.lr_scheduler_configs)
+        or "none (a constant LR, unless the task sets it)",
         "device / precision": f"training on {accelerator} ({cfg.trainer.get('devices', 1)} device(s)), "
         f"precision {precision}; probes ran on {ctx.settings.accelerator}",
         "probe batch": f"{ctx.batch_size} samples, overfit probe of {len(obs.recorder.losses)} "
@@ -156,6 +157,10 @@ def diagnose(cfg: DictConfig) -> tuple[list[Check], Path]:
     torch.set_num_threads(settings.threads)
     try:
         shared = shared_probes(ctx)
+        if isinstance(shared["logging_fit"], float):  # as train.py refuses at its first validation
+            fit, watch = logging_fit(ctx)
+            logged = {name for hook, name in watch.keys if "validation" in hook}
+            refuse_unlogged_monitor(cfg, fit.trainer, logged)
         checks = run_checks(ctx)
         made = _plots(ctx, out)
     finally:

@@ -27,6 +27,7 @@ from typing import Any
 
 import lightning as L
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
+from omegaconf import DictConfig, OmegaConf
 
 from trainwell.errors import TrainwellError
 from trainwell.io.announce import announce
@@ -79,13 +80,27 @@ class MonitoredMetricCheck(L.Callback):
         if not watchers:
             return
         if in_validation:
-            raise TrainwellError(
-                f"{module} logs no {', '.join(names)} in validation, the metric best.ckpt and"
-                f" early stopping monitor (monitor.metric); it logs {', '.join(in_validation)}:"
-                " set monitor.metric=<one of those> and monitor.mode=min|max, or train without"
-                " both: monitor.metric=null callbacks.early_stopping=null"
-            )
+            raise TrainwellError(_unlogged_line(module, names, in_validation))
         _go_without(watchers, f"{module} logs no validation metric")
+
+
+def _unlogged_line(module: str, names: list[str], in_validation: list[str]) -> str:
+    return (
+        f"{module} logs no {', '.join(names)} in validation, the metric best.ckpt and early"
+        f" stopping monitor (monitor.metric); it logs {', '.join(in_validation)}: set"
+        " monitor.metric=<one of those> and monitor.mode=min|max, or train without both:"
+        " monitor.metric=null callbacks.early_stopping=null"
+    )
+
+
+def refuse_unlogged_monitor(cfg: DictConfig, trainer: L.Trainer, in_validation: set[str]) -> None:
+    """What the check above refuses at a run's first validation, for a caller that ran one (the
+    doctor): a monitored `val*` metric (monitor.metric) that validation does not log while it logs
+    others."""
+    monitored = OmegaConf.select(cfg, "monitor.metric")
+    if str(monitored).startswith("val") and in_validation and monitored not in in_validation:
+        module = type(trainer.lightning_module).__name__
+        raise TrainwellError(_unlogged_line(module, [str(monitored)], sorted(in_validation)))
 
 
 def unlogged_scheduler_monitors(configs: list[Any], logged: set[str]) -> list[str]:

@@ -75,8 +75,11 @@ class TrainingPlan:
         micro = "?" if self.micro_batch is None else str(self.micro_batch)
         effective = "?" if self.effective_batch is None else str(self.effective_batch)
         once = "each sample once per epoch"
+        left = self.dataset_size % self.micro_batch if self.dataset_size and self.micro_batch else 0
         if self.with_replacement:
             once = "drawn with replacement (an epoch repeats some samples, leaves others out)"
+        elif self.drop_last and left:
+            once = f"each sample at most once per epoch (drop_last leaves {left} out)"
         lines = [
             f"dataset: {size}, {self.world_size} rank(s), {once}",
             f"micro-batch {micro} x accumulate {self.accumulate} x world {self.world_size}"

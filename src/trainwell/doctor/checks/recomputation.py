@@ -69,7 +69,7 @@ def metrics_recomputation(ctx: DoctorContext, evidence: dict[str, Any]) -> Verdi
                 f"hands the loss give {recomputed[0]:.4g} over the same {batches} batches: what is "
                 "logged is not this pass's accuracy (a metric object shared with training or never "
                 "reset, a list of outputs both steps append to); give each stage its own metric "
-                "object and reset it after compute(), or log the object and let Lightning"
+                "object and reset it after compute(), or log the object (Lightning resets it)"
             )
     return passes(
         f"{', '.join(f'`{n}`' for n in logged)} equal the accuracy recomputed from the "

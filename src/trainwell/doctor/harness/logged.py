@@ -1,9 +1,7 @@
-"""What a short real fit with validation logs, batch by batch, beside what its steps computed:
-the fit metrics.reduction and metrics.recomputation share.
-
-A fresh task trains TRAIN_STEPS steps on real train batches and validates twice on the first real
-validation batches within the same fit, as a run does at its epoch ends: state one pass leaves
-behind (an unreset metric, a list both steps append to) shows in the second."""
+"""The fit metrics.reduction and metrics.recomputation share, and what it logs batch by batch beside
+what its steps computed: a fresh task trains TRAIN_STEPS steps on real train batches, validating
+twice on the first real validation batches as a run does at its epoch ends, so state one pass
+leaves behind (an unreset metric, a list both steps append to) shows in the second."""
 
 from __future__ import annotations
 
@@ -15,7 +13,7 @@ from torchmetrics import Metric
 
 from trainwell import compat
 from trainwell.doctor.harness.batches import replay_loader
-from trainwell.doctor.harness.context import DoctorContext, FitResult
+from trainwell.doctor.harness.context import DoctorContext, FitResult, shared_probe
 from trainwell.doctor.harness.samples import iterate_batches, split_loaders
 from trainwell.doctor.harness.spy import LossCall, Spy
 
@@ -24,12 +22,8 @@ MAX_CALLS = 16 * (TRAIN_STEPS + 2 * VAL_BATCHES)  # loss calls recorded: a few p
 STEP_HOOKS = ("training_step", "validation_step", "test_step")
 
 
-def logging_fit(ctx: DoctorContext) -> tuple[FitResult, LogWatch]:
-    """The shared fit (read only) and what its watch saw."""
-    return ctx.shared(_logging_fit)
-
-
-def _logging_fit(ctx: DoctorContext) -> tuple[FitResult, LogWatch]:
+@shared_probe
+def logging_fit(ctx: DoctorContext) -> tuple[FitResult, LogWatch]:  # read only
     train = ctx.samples.micro_batches(0, TRAIN_STEPS)
     loaders = split_loaders(ctx.datamodule, "val")[0] if ctx.has_hook("validation_step") else []
     val = list(islice(iterate_batches(loaders[0]), VAL_BATCHES)) if loaders else []

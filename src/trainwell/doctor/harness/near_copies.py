@@ -7,6 +7,7 @@ Bounded: the first EVAL_IMAGES of a split against the train loader's first TRAIN
 from __future__ import annotations
 
 from collections.abc import Callable
+from itertools import product
 from typing import Any
 
 import torch
@@ -17,6 +18,7 @@ from trainwell.doctor.harness.samples import iterate_batches
 SIMILAR = 0.98  # distinct 8x8 digits reach it for about 2% of a validation split
 EVAL_IMAGES, TRAIN_IMAGES = 256, 4096
 SIDE = 16  # images are compared at this resolution at most
+KEPT = {-1: slice(None, -1), 0: slice(None), 1: slice(1, None)}  # not the freed edge
 
 
 def images(loader: Any, limit: int, inputs: Callable[[Any], Any]) -> torch.Tensor | None:
@@ -42,13 +44,12 @@ def _unit(x: torch.Tensor) -> torch.Tensor:
 
 
 def best_similarity(queries: torch.Tensor, keys: torch.Tensor) -> torch.Tensor:
-    table = _unit(keys).T
     best = torch.full((len(queries),), -1.0)
     for flipped in (queries, queries.flip(-1)):
-        for dy in (-1, 0, 1):
-            for dx in (-1, 0, 1):
-                sims = _unit(flipped.roll((dy, dx), dims=(-2, -1))) @ table
-                best = torch.maximum(best, sims.max(1).values)
+        for dy, dx in product(KEPT, KEPT):
+            moved = flipped.roll((dy, dx), dims=(-2, -1))[..., KEPT[dy], KEPT[dx]]
+            sims = _unit(moved) @ _unit(keys[..., KEPT[dy], KEPT[dx]]).T
+            best = torch.maximum(best, sims.max(1).values)
     return best
 
 
