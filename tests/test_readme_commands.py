@@ -259,7 +259,8 @@ BY_ITS_OWN = {
         BY_ITS_OWN_TEST
     ),
     "python scripts/eval.py ckpt_path=<run dir>/checkpoints/best.ckpt": BY_ITS_OWN_TEST,
-    "python scripts/doctor.py model=my_module data=my_data": BY_ITS_OWN_TEST,
+    "python scripts/doctor.py model=my_module data=my_data monitor.metric=val/loss "
+    "monitor.mode=min": BY_ITS_OWN_TEST,
 }
 DOCS_RUN = (VERIFY_EXPORT,)
 # Not run, since they need a SLURM cluster or several GPUs: every sbatch, SLURM launcher and
